@@ -1,0 +1,7 @@
+//! xdpdns: authoritative DNS for service discovery.
+//!
+//! Layout: `zone` (model, master files, checks, versioned store) and `wire`
+//! and `handler` (pure query → response logic) are I/O-free; `server`
+//! (tokio sockets), `config` and `serve` are the thin shells around them.
+
+pub mod zone;

@@ -1,0 +1,165 @@
+//! Zone checks run on load, like `named-checkzone`: they turn a list of
+//! parsed records into a [`Zone`] or explain, with file and line, why the
+//! records do not make a servable zone.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use hickory_proto::rr::{LowerName, Name, RData, RecordType};
+
+use super::{fqdn_lower, SourceRecord, Zone};
+
+/// The first problem found, with where it was found.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{location}: {problem}")]
+pub struct ZoneCheckError {
+    /// `file:line`, or just `file` when no line applies.
+    pub location: String,
+    pub problem: String,
+}
+
+impl ZoneCheckError {
+    fn at(rec: &SourceRecord, problem: String) -> Self {
+        ZoneCheckError {
+            location: format!("{}:{}", rec.file.display(), rec.line),
+            problem,
+        }
+    }
+
+    fn in_file(file: &Path, problem: String) -> Self {
+        ZoneCheckError {
+            location: file.display().to_string(),
+            problem,
+        }
+    }
+}
+
+/// Checks `records` as the complete contents of zone `origin` loaded from
+/// `file`, and builds the zone.
+///
+/// Rules: every name inside the zone; exactly one SOA, at the apex; NS at
+/// the apex; no CNAME beside other data (or a second CNAME); every NS target
+/// that lies inside the zone has an address record (glue).
+pub fn check_zone(
+    origin: &Name,
+    file: &Path,
+    records: &[SourceRecord],
+) -> Result<Zone, ZoneCheckError> {
+    let origin = fqdn_lower(origin);
+    let origin_key = LowerName::new(&origin);
+    let mut zone = Zone::new(&origin);
+    let mut seen: HashMap<LowerName, SeenAt> = HashMap::new();
+    let mut soa_seen: Option<&SourceRecord> = None;
+
+    for rec in records {
+        let key = LowerName::new(&rec.record.name);
+        let rtype = rec.record.record_type();
+        if !origin_key.zone_of(&key) {
+            return Err(ZoneCheckError::at(
+                rec,
+                format!("{} is outside zone {origin}", rec.record.name),
+            ));
+        }
+        if rtype == RecordType::SOA {
+            if key != origin_key {
+                return Err(ZoneCheckError::at(
+                    rec,
+                    format!("SOA record at {} is not at the zone apex {origin}", rec.record.name),
+                ));
+            }
+            if let Some(prev) = soa_seen {
+                return Err(ZoneCheckError::at(
+                    rec,
+                    format!("second SOA record for {origin} (first at line {})", prev.line),
+                ));
+            }
+            soa_seen = Some(rec);
+        }
+        check_cname_exclusive(rec, seen.entry(key).or_default())?;
+        zone.insert(rec.record.clone())
+            .map_err(|e| ZoneCheckError::at(rec, e.to_string()))?;
+    }
+
+    let first_line = records.first();
+    let missing = |what: &str| match first_line {
+        Some(r) => ZoneCheckError::at(r, format!("zone {origin} has no {what} at its apex")),
+        None => ZoneCheckError::in_file(file, format!("zone {origin} has no {what} at its apex")),
+    };
+    if soa_seen.is_none() {
+        return Err(missing("SOA record"));
+    }
+    if zone.apex().rrset(RecordType::NS).is_none() {
+        return Err(missing("NS records"));
+    }
+    check_glue(&zone, records)?;
+    Ok(zone)
+}
+
+/// What has been seen at one owner name, for the CNAME exclusivity rule.
+#[derive(Default)]
+struct SeenAt<'a> {
+    cname: Option<&'a SourceRecord>,
+    other: Option<&'a SourceRecord>,
+}
+
+fn check_cname_exclusive<'a>(
+    rec: &'a SourceRecord,
+    seen: &mut SeenAt<'a>,
+) -> Result<(), ZoneCheckError> {
+    let name = &rec.record.name;
+    if rec.record.record_type() == RecordType::CNAME {
+        if let Some(prev) = seen.cname.filter(|p| p.record.data != rec.record.data) {
+            return Err(ZoneCheckError::at(
+                rec,
+                format!("second CNAME at {name} (first at line {})", prev.line),
+            ));
+        }
+        if let Some(prev) = seen.other {
+            return Err(ZoneCheckError::at(
+                rec,
+                format!(
+                    "CNAME and other data at {name} ({} at line {})",
+                    prev.record.record_type(),
+                    prev.line
+                ),
+            ));
+        }
+        seen.cname.get_or_insert(rec);
+    } else {
+        if let Some(prev) = seen.cname {
+            return Err(ZoneCheckError::at(
+                rec,
+                format!("CNAME and other data at {name} (CNAME at line {})", prev.line),
+            ));
+        }
+        seen.other.get_or_insert(rec);
+    }
+    Ok(())
+}
+
+/// An NS target inside this zone must resolve from this zone: it needs an
+/// A or AAAA record (glue when it sits below a delegation).
+fn check_glue(zone: &Zone, records: &[SourceRecord]) -> Result<(), ZoneCheckError> {
+    for rec in records {
+        let RData::NS(ns) = &rec.record.data else {
+            continue;
+        };
+        let target = LowerName::new(&ns.0);
+        if !zone.origin_key().zone_of(&target) {
+            continue;
+        }
+        let has_address = zone.node(&target).is_some_and(|n| {
+            n.rrset(RecordType::A).is_some() || n.rrset(RecordType::AAAA).is_some()
+        });
+        if !has_address {
+            return Err(ZoneCheckError::at(
+                rec,
+                format!(
+                    "NS target {} is inside the zone but has no A/AAAA record (missing glue)",
+                    ns.0
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

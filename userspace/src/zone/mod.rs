@@ -1,0 +1,335 @@
+//! The zone model: what every other part of the server compiles from.
+//!
+//! A [`Zone`] is a persistent (structurally shared) map from lower-cased owner
+//! name to [`Node`]. Cloning a zone is O(1) and a small change to a clone
+//! costs O(log n), which is what lets the store publish a fresh immutable
+//! snapshot for every registration change without copying a million names.
+//!
+//! Empty non-terminals (names with no records but with descendants) exist as
+//! nodes with no RRsets, because they block wildcard synthesis (RFC 4592) and
+//! answer NODATA rather than NXDOMAIN.
+
+pub mod check;
+pub mod parser;
+pub mod store;
+
+use std::sync::Arc;
+
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
+
+pub use check::{check_zone, ZoneCheckError};
+pub use parser::{parse_zone_file, parse_zone_str, SourceRecord, ZoneFileError};
+pub use store::{Snapshot, ZoneDiff, ZoneStore};
+
+/// All records of one (owner, type), in stable (insertion) order.
+///
+/// RFC 2181 §5.2: an RRset has one TTL; the latest inserted record's TTL wins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RRset {
+    pub rtype: RecordType,
+    pub ttl: u32,
+    pub rdatas: Vec<RData>,
+}
+
+/// One owner name: its RRsets, and how many child nodes hang below it.
+#[derive(Clone, Debug, Default)]
+pub struct Node {
+    rrsets: Arc<Vec<RRset>>,
+    children: u32,
+}
+
+impl Node {
+    pub fn rrsets(&self) -> &[RRset] {
+        &self.rrsets
+    }
+
+    pub fn rrset(&self, rtype: RecordType) -> Option<&RRset> {
+        self.rrsets.iter().find(|s| s.rtype == rtype)
+    }
+
+    /// A node with no records (an empty non-terminal, or the apex of an
+    /// empty zone).
+    pub fn is_empty(&self) -> bool {
+        self.rrsets.is_empty()
+    }
+
+    pub fn has_children(&self) -> bool {
+        self.children > 0
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ZoneError {
+    #[error("{name} is not inside zone {origin}")]
+    OutOfZone { name: Name, origin: Name },
+    #[error("class {class} is not served (only IN)")]
+    Class { class: DNSClass },
+}
+
+/// One authoritative zone.
+#[derive(Clone, Debug)]
+pub struct Zone {
+    origin: Name,
+    origin_key: LowerName,
+    nodes: imbl::HashMap<LowerName, Node>,
+    record_count: usize,
+}
+
+impl Zone {
+    /// An empty zone (only its apex node, no records).
+    pub fn new(origin: &Name) -> Self {
+        let origin = fqdn_lower(origin);
+        let origin_key = LowerName::new(&origin);
+        let mut nodes = imbl::HashMap::new();
+        nodes.insert(origin_key.clone(), Node::default());
+        Zone {
+            origin,
+            origin_key,
+            nodes,
+            record_count: 0,
+        }
+    }
+
+    /// Builds a zone from records without any semantic check (see
+    /// [`check_zone`] for those).
+    pub fn from_records<I>(origin: &Name, records: I) -> Result<Self, ZoneError>
+    where
+        I: IntoIterator<Item = Record>,
+    {
+        let mut zone = Zone::new(origin);
+        for r in records {
+            zone.insert(r)?;
+        }
+        Ok(zone)
+    }
+
+    pub fn origin(&self) -> &Name {
+        &self.origin
+    }
+
+    pub fn origin_key(&self) -> &LowerName {
+        &self.origin_key
+    }
+
+    /// Number of records (RRs, not RRsets).
+    pub fn record_count(&self) -> usize {
+        self.record_count
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn node(&self, name: &LowerName) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    pub fn apex(&self) -> &Node {
+        self.nodes.get(&self.origin_key).expect("apex node always exists")
+    }
+
+    /// The apex SOA and its TTL, if the zone has one.
+    pub fn soa(&self) -> Option<(&SOA, u32)> {
+        let set = self.apex().rrset(RecordType::SOA)?;
+        match set.rdatas.first() {
+            Some(RData::SOA(soa)) => Some((soa, set.ttl)),
+            _ => None,
+        }
+    }
+
+    pub fn serial(&self) -> Option<u32> {
+        self.soa().map(|(soa, _)| soa.serial)
+    }
+
+    /// Adds one record. Returns `false` if the identical record was already
+    /// present (duplicates are merged, RFC 2181 §5).
+    pub fn insert(&mut self, record: Record) -> Result<bool, ZoneError> {
+        if record.dns_class != DNSClass::IN {
+            return Err(ZoneError::Class {
+                class: record.dns_class,
+            });
+        }
+        let key = LowerName::new(&record.name);
+        if !self.origin_key.zone_of(&key) {
+            return Err(ZoneError::OutOfZone {
+                name: record.name,
+                origin: self.origin.clone(),
+            });
+        }
+        self.ensure_node(&key);
+        let node = self.nodes.get_mut(&key).expect("ensured");
+        let rrsets = Arc::make_mut(&mut node.rrsets);
+        let rtype = record.record_type();
+        let added = match rrsets.iter_mut().find(|s| s.rtype == rtype) {
+            Some(set) => {
+                set.ttl = record.ttl;
+                if set.rdatas.contains(&record.data) {
+                    false
+                } else {
+                    set.rdatas.push(record.data);
+                    true
+                }
+            }
+            None => {
+                rrsets.push(RRset {
+                    rtype,
+                    ttl: record.ttl,
+                    rdatas: vec![record.data],
+                });
+                true
+            }
+        };
+        if added {
+            self.record_count += 1;
+        }
+        Ok(added)
+    }
+
+    /// Removes one record (matched by owner, type and data; TTL ignored).
+    /// Returns whether it was present.
+    pub fn remove(&mut self, name: &Name, rdata: &RData) -> bool {
+        let key = LowerName::new(name);
+        let Some(node) = self.nodes.get_mut(&key) else {
+            return false;
+        };
+        let rtype = rdata.record_type();
+        let rrsets = Arc::make_mut(&mut node.rrsets);
+        let Some(pos) = rrsets.iter().position(|s| s.rtype == rtype) else {
+            return false;
+        };
+        let Some(i) = rrsets[pos].rdatas.iter().position(|d| d == rdata) else {
+            return false;
+        };
+        rrsets[pos].rdatas.remove(i);
+        if rrsets[pos].rdatas.is_empty() {
+            rrsets.remove(pos);
+        }
+        self.record_count -= 1;
+        self.prune(key);
+        true
+    }
+
+    /// Every record, node by node (order unspecified, RRset order kept).
+    pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
+        self.nodes.iter().flat_map(|(key, node)| {
+            let name = Name::from(key);
+            node.rrsets.iter().flat_map(move |set| {
+                let name = name.clone();
+                set.rdatas
+                    .iter()
+                    .map(move |d| Record::from_rdata(name.clone(), set.ttl, d.clone()))
+            })
+        })
+    }
+
+    /// Owner names with their nodes.
+    pub fn nodes(&self) -> impl Iterator<Item = (&LowerName, &Node)> {
+        self.nodes.iter()
+    }
+
+    /// Creates `key` and any missing ancestors up to the apex, keeping the
+    /// child counts that decide empty non-terminals.
+    fn ensure_node(&mut self, key: &LowerName) {
+        if self.nodes.contains_key(key) {
+            return;
+        }
+        self.nodes.insert(key.clone(), Node::default());
+        let mut child = key.clone();
+        loop {
+            let parent = child.base_name();
+            let existed = self.nodes.contains_key(&parent);
+            let node = self.nodes.entry(parent.clone()).or_default();
+            node.children += 1;
+            if existed || parent == self.origin_key {
+                return;
+            }
+            child = parent;
+        }
+    }
+
+    /// Removes `key` if it is now empty and childless, then walks upwards.
+    fn prune(&mut self, mut key: LowerName) {
+        while key != self.origin_key {
+            match self.nodes.get(&key) {
+                Some(n) if n.rrsets.is_empty() && n.children == 0 => {}
+                _ => return,
+            }
+            self.nodes.remove(&key);
+            let parent = key.base_name();
+            if let Some(p) = self.nodes.get_mut(&parent) {
+                p.children -= 1;
+            }
+            key = parent;
+        }
+    }
+}
+
+/// Lower-cased, fully qualified copy of a name: the form zone origins and
+/// map keys use.
+pub fn fqdn_lower(name: &Name) -> Name {
+    let mut n = name.to_lowercase();
+    n.set_fqdn(true);
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::rdata::A;
+    use std::str::FromStr;
+
+    fn name(s: &str) -> Name {
+        Name::from_str(s).unwrap()
+    }
+
+    fn a(owner: &str, ip: [u8; 4]) -> Record {
+        Record::from_rdata(name(owner), 300, RData::A(A::new(ip[0], ip[1], ip[2], ip[3])))
+    }
+
+    #[test]
+    fn empty_non_terminals_appear_and_disappear_with_their_descendants() {
+        let mut z = Zone::new(&name("example.com."));
+        z.insert(a("a.b.c.example.com.", [192, 0, 2, 1])).unwrap();
+        let ent = LowerName::from(name("b.c.example.com."));
+        assert!(z.node(&ent).unwrap().is_empty());
+        assert!(z.node(&ent).unwrap().has_children());
+        assert!(z.node(&LowerName::from(name("c.example.com."))).is_some());
+
+        assert!(z.remove(&name("A.B.C.example.com."), &RData::A(A::new(192, 0, 2, 1))));
+        assert!(z.node(&ent).is_none(), "ENT must go when its last descendant goes");
+        assert!(z.node(&LowerName::from(name("c.example.com."))).is_none());
+        assert_eq!(z.node_count(), 1, "only the apex remains");
+        assert_eq!(z.record_count(), 0);
+    }
+
+    #[test]
+    fn names_are_case_insensitive_and_duplicates_merge() {
+        let mut z = Zone::new(&name("Example.COM."));
+        assert!(z.insert(a("www.example.com.", [192, 0, 2, 1])).unwrap());
+        assert!(!z.insert(a("WWW.Example.Com.", [192, 0, 2, 1])).unwrap());
+        assert!(z.insert(a("WWW.Example.Com.", [192, 0, 2, 2])).unwrap());
+        let node = z.node(&LowerName::from(name("wWw.eXample.com."))).unwrap();
+        assert_eq!(node.rrset(RecordType::A).unwrap().rdatas.len(), 2);
+        assert_eq!(z.record_count(), 2);
+        assert_eq!(z.origin().to_string(), "example.com.");
+    }
+
+    #[test]
+    fn out_of_zone_records_are_rejected() {
+        let mut z = Zone::new(&name("example.com."));
+        let err = z.insert(a("www.example.org.", [192, 0, 2, 1])).unwrap_err();
+        assert!(matches!(err, ZoneError::OutOfZone { .. }));
+    }
+
+    #[test]
+    fn clones_share_structure_but_not_changes() {
+        let mut z = Zone::new(&name("example.com."));
+        z.insert(a("www.example.com.", [192, 0, 2, 1])).unwrap();
+        let before = z.clone();
+        z.insert(a("www.example.com.", [192, 0, 2, 2])).unwrap();
+        let key = LowerName::from(name("www.example.com."));
+        assert_eq!(before.node(&key).unwrap().rrset(RecordType::A).unwrap().rdatas.len(), 1);
+        assert_eq!(z.node(&key).unwrap().rrset(RecordType::A).unwrap().rdatas.len(), 2);
+    }
+}

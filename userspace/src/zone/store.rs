@@ -1,0 +1,402 @@
+//! The versioned zone store.
+//!
+//! Readers take the current [`Snapshot`] with one atomic load and never
+//! lock; a query that started on a snapshot finishes on it even if a reload
+//! publishes a newer one meanwhile. Writers are serialised, build the next
+//! snapshot from a structurally shared copy, publish it atomically and get
+//! back the [`ZoneDiff`]s that IXFR and the kernel table are fed from.
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::{ArcSwap, Guard};
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+
+use super::{Node, Zone, ZoneError};
+
+/// An immutable view of every served zone.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    version: u64,
+    zones: imbl::HashMap<LowerName, Arc<Zone>>,
+}
+
+impl Snapshot {
+    /// Increases by one with every published change.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn zone(&self, origin: &LowerName) -> Option<&Arc<Zone>> {
+        self.zones.get(origin)
+    }
+
+    /// The most specific served zone containing `name`.
+    pub fn find_zone(&self, name: &LowerName) -> Option<&Arc<Zone>> {
+        let mut candidate = name.clone();
+        loop {
+            if let Some(z) = self.zones.get(&candidate) {
+                return Some(z);
+            }
+            if candidate.is_root() {
+                return None;
+            }
+            candidate = candidate.base_name();
+        }
+    }
+
+    pub fn zones(&self) -> impl Iterator<Item = &Arc<Zone>> {
+        self.zones.values()
+    }
+}
+
+/// What one change did to one zone: the records removed and added, SOA
+/// included, in the shape of an IXFR difference sequence.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ZoneDiff {
+    pub origin: Name,
+    /// `None` when the zone did not exist before the change.
+    pub old_serial: Option<u32>,
+    /// `None` when the change removed the zone.
+    pub new_serial: Option<u32>,
+    pub removed: Vec<Record>,
+    pub added: Vec<Record>,
+}
+
+impl ZoneDiff {
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.added.is_empty()
+    }
+}
+
+/// A record-level change to a zone.
+#[derive(Clone, Debug)]
+pub enum Change {
+    Add(Record),
+    Remove(Record),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StoreError {
+    #[error("zone {0} is not served")]
+    UnknownZone(Name),
+    #[error("zone {0} has no SOA record")]
+    NoSoa(Name),
+    #[error("change rejected: {0}")]
+    Zone(#[from] ZoneError),
+    #[error("the SOA record is managed by the store and cannot be changed directly")]
+    SoaChange,
+}
+
+pub struct ZoneStore {
+    current: ArcSwap<Snapshot>,
+    writer: Mutex<()>,
+}
+
+impl Default for ZoneStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ZoneStore {
+    pub fn new() -> Self {
+        ZoneStore {
+            current: ArcSwap::from_pointee(Snapshot::default()),
+            writer: Mutex::new(()),
+        }
+    }
+
+    /// The current snapshot, for the query path: one atomic load, no lock.
+    pub fn load(&self) -> Guard<Arc<Snapshot>> {
+        self.current.load()
+    }
+
+    /// The current snapshot as an owned handle.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    /// Installs `zones` (replacing any with the same origin) and drops the
+    /// served zones named in `remove`, all in one new snapshot. Returns one
+    /// diff per zone that changed.
+    pub fn replace_zones(&self, zones: Vec<Zone>, remove: &[Name]) -> Vec<ZoneDiff> {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.current.load_full();
+        let mut next = (*old).clone();
+        let mut diffs = Vec::new();
+        for origin in remove {
+            let key = LowerName::new(origin);
+            if let Some(gone) = next.zones.remove(&key) {
+                diffs.push(diff_zones(Some(&gone), None, gone.origin()));
+            }
+        }
+        for zone in zones {
+            let key = zone.origin_key().clone();
+            let diff = diff_zones(old.zones.get(&key).map(|z| &**z), Some(&zone), zone.origin());
+            if !diff.is_empty() {
+                diffs.push(diff);
+            }
+            next.zones.insert(key, Arc::new(zone));
+        }
+        if !diffs.is_empty() {
+            next.version += 1;
+            self.current.store(Arc::new(next));
+        }
+        diffs
+    }
+
+    /// Applies record changes to one zone, bumps its SOA serial (RFC 1982
+    /// increment) and publishes the result. A change that alters nothing
+    /// publishes nothing and returns an empty diff.
+    pub fn update(&self, origin: &Name, changes: &[Change]) -> Result<ZoneDiff, StoreError> {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.current.load_full();
+        let key = LowerName::new(origin);
+        let current = old
+            .zones
+            .get(&key)
+            .ok_or_else(|| StoreError::UnknownZone(origin.clone()))?;
+        let (old_soa, soa_ttl) = current
+            .soa()
+            .map(|(s, ttl)| (s.clone(), ttl))
+            .ok_or_else(|| StoreError::NoSoa(origin.clone()))?;
+        let mut zone = (**current).clone();
+        let mut diff = ZoneDiff {
+            origin: zone.origin().clone(),
+            ..ZoneDiff::default()
+        };
+        for change in changes {
+            match change {
+                Change::Add(r) | Change::Remove(r) if r.record_type() == RecordType::SOA => {
+                    return Err(StoreError::SoaChange)
+                }
+                Change::Add(r) => {
+                    if zone.insert(r.clone())? {
+                        cancel_or_push(&mut diff.removed, &mut diff.added, r);
+                    }
+                }
+                Change::Remove(r) => {
+                    if zone.remove(&r.name, &r.data) {
+                        cancel_or_push(&mut diff.added, &mut diff.removed, r);
+                    }
+                }
+            }
+        }
+        if diff.is_empty() {
+            return Ok(diff);
+        }
+        let mut new_soa = old_soa.clone();
+        new_soa.serial = old_soa.serial.wrapping_add(1);
+        let apex = zone.origin().clone();
+        zone.remove(&apex, &RData::SOA(old_soa.clone()));
+        zone.insert(Record::from_rdata(apex.clone(), soa_ttl, RData::SOA(new_soa.clone())))?;
+        diff.old_serial = Some(old_soa.serial);
+        diff.new_serial = Some(new_soa.serial);
+        diff.removed
+            .insert(0, Record::from_rdata(apex.clone(), soa_ttl, RData::SOA(old_soa)));
+        diff.added
+            .insert(0, Record::from_rdata(apex, soa_ttl, RData::SOA(new_soa)));
+
+        let mut next = (*old).clone();
+        next.zones.insert(key, Arc::new(zone));
+        next.version += 1;
+        self.current.store(Arc::new(next));
+        Ok(diff)
+    }
+}
+
+/// Records `r` in `push_to` unless it cancels an opposite entry in
+/// `cancel_from` (add-then-remove within one change is no change).
+fn cancel_or_push(cancel_from: &mut Vec<Record>, push_to: &mut Vec<Record>, r: &Record) {
+    let same = |x: &Record| x.name == r.name && x.data == r.data;
+    match cancel_from.iter().position(same) {
+        Some(i) => {
+            cancel_from.remove(i);
+        }
+        None => push_to.push(r.clone()),
+    }
+}
+
+/// Record-level difference between two versions of a zone.
+fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) -> ZoneDiff {
+    let mut diff = ZoneDiff {
+        origin: origin.clone(),
+        old_serial: old.and_then(Zone::serial),
+        new_serial: new.and_then(Zone::serial),
+        ..ZoneDiff::default()
+    };
+    if let Some(new) = new {
+        for (key, node) in new.nodes() {
+            let before = old.and_then(|o| o.node(key));
+            push_node_delta(&mut diff.added, key, node, before);
+        }
+    }
+    if let Some(old) = old {
+        for (key, node) in old.nodes() {
+            let after = new.and_then(|n| n.node(key));
+            push_node_delta(&mut diff.removed, key, node, after);
+        }
+    }
+    // IXFR wants the SOA first in each half.
+    let soa_first = |v: &mut Vec<Record>| v.sort_by_key(|r| r.record_type() != RecordType::SOA);
+    soa_first(&mut diff.removed);
+    soa_first(&mut diff.added);
+    diff
+}
+
+/// Pushes the records of `node` that `other` lacks (same data and TTL).
+fn push_node_delta(out: &mut Vec<Record>, key: &LowerName, node: &Node, other: Option<&Node>) {
+    for set in node.rrsets() {
+        let other_set = other.and_then(|o| o.rrset(set.rtype));
+        if other_set == Some(set) {
+            continue;
+        }
+        for d in &set.rdatas {
+            let present = other_set.is_some_and(|o| o.ttl == set.ttl && o.rdatas.contains(d));
+            if !present {
+                out.push(Record::from_rdata(Name::from(key), set.ttl, d.clone()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::rdata::{A, NS, SOA};
+    use std::str::FromStr;
+
+    fn name(s: &str) -> Name {
+        Name::from_str(s).unwrap()
+    }
+
+    fn a(owner: &str, last: u8) -> Record {
+        Record::from_rdata(name(owner), 60, RData::A(A::new(192, 0, 2, last)))
+    }
+
+    fn zone(serial: u32, extra: &[Record]) -> Zone {
+        let origin = name("example.com.");
+        let soa = SOA::new(name("ns1.example.com."), name("h.example.com."), serial, 3600, 600, 86400, 60);
+        let mut z = Zone::new(&origin);
+        z.insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa))).unwrap();
+        z.insert(Record::from_rdata(origin, 3600, RData::NS(NS(name("ns1.example.com."))))).unwrap();
+        z.insert(a("ns1.example.com.", 53)).unwrap();
+        for r in extra {
+            z.insert(r.clone()).unwrap();
+        }
+        z
+    }
+
+    #[test]
+    fn readers_keep_their_snapshot_while_a_new_one_is_published() {
+        let store = ZoneStore::new();
+        store.replace_zones(vec![zone(1, &[a("www.example.com.", 1)])], &[]);
+        let held = store.snapshot();
+        let diff = store
+            .update(&name("example.com."), &[Change::Add(a("www.example.com.", 2))])
+            .unwrap();
+        assert_eq!((diff.old_serial, diff.new_serial), (Some(1), Some(2)));
+        let key = LowerName::from(name("www.example.com."));
+        let count = |s: &Snapshot| {
+            s.find_zone(&key).unwrap().node(&key).unwrap().rrset(RecordType::A).unwrap().rdatas.len()
+        };
+        assert_eq!(count(&held), 1, "old snapshot unchanged");
+        assert_eq!(count(&store.snapshot()), 2);
+        assert_eq!(store.snapshot().version(), held.version() + 1);
+    }
+
+    #[test]
+    fn update_diff_is_condensed_and_soa_framed() {
+        let store = ZoneStore::new();
+        store.replace_zones(vec![zone(41, &[a("old.example.com.", 9)])], &[]);
+        let diff = store
+            .update(
+                &name("example.com."),
+                &[
+                    Change::Add(a("tmp.example.com.", 1)),
+                    Change::Remove(a("tmp.example.com.", 1)),
+                    Change::Remove(a("old.example.com.", 9)),
+                    Change::Add(a("new.example.com.", 7)),
+                    Change::Remove(a("absent.example.com.", 3)),
+                ],
+            )
+            .unwrap();
+        assert_eq!(diff.removed.len(), 2, "{diff:?}");
+        assert_eq!(diff.added.len(), 2, "{diff:?}");
+        assert_eq!(diff.removed[0].record_type(), RecordType::SOA);
+        assert_eq!(diff.added[0].record_type(), RecordType::SOA);
+        assert_eq!(diff.removed[1], a("old.example.com.", 9));
+        assert_eq!(diff.added[1], a("new.example.com.", 7));
+        assert_eq!(store.snapshot().zones().next().unwrap().serial(), Some(42));
+    }
+
+    #[test]
+    fn serial_wraps_per_rfc1982() {
+        let store = ZoneStore::new();
+        store.replace_zones(vec![zone(u32::MAX, &[])], &[]);
+        let diff = store
+            .update(&name("example.com."), &[Change::Add(a("x.example.com.", 1))])
+            .unwrap();
+        assert_eq!(diff.new_serial, Some(0));
+    }
+
+    #[test]
+    fn no_op_update_publishes_nothing() {
+        let store = ZoneStore::new();
+        store.replace_zones(vec![zone(5, &[])], &[]);
+        let v = store.snapshot().version();
+        let diff = store
+            .update(&name("example.com."), &[Change::Add(a("ns1.example.com.", 53))])
+            .unwrap();
+        assert!(diff.is_empty());
+        assert_eq!(store.snapshot().version(), v);
+        assert_eq!(
+            store.update(&name("nope.example."), &[]).unwrap_err(),
+            StoreError::UnknownZone(name("nope.example."))
+        );
+    }
+
+    #[test]
+    fn replacing_a_zone_yields_its_record_diff() {
+        let store = ZoneStore::new();
+        assert_eq!(store.replace_zones(vec![zone(1, &[a("a.example.com.", 1)])], &[]).len(), 1);
+        let diffs = store.replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[]);
+        assert_eq!(diffs.len(), 1);
+        let d = &diffs[0];
+        assert_eq!((d.old_serial, d.new_serial), (Some(1), Some(2)));
+        assert_eq!(d.removed.len(), 2);
+        assert_eq!(d.added.len(), 2);
+        assert!(d.removed.contains(&a("a.example.com.", 1)));
+        assert!(d.added.contains(&a("b.example.com.", 2)));
+        // Same content again: nothing changes, nothing is published.
+        let v = store.snapshot().version();
+        assert!(store.replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[]).is_empty());
+        assert_eq!(store.snapshot().version(), v);
+        let gone = store.replace_zones(vec![], &[name("example.com.")]);
+        assert_eq!(gone[0].new_serial, None);
+        assert!(store.snapshot().find_zone(&LowerName::from(name("a.example.com."))).is_none());
+    }
+
+    #[test]
+    fn find_zone_picks_the_most_specific() {
+        let store = ZoneStore::new();
+        let mut child = zone(1, &[]);
+        child = Zone::from_records(&name("sub.example.com."), child.records().filter_map(|mut r| {
+            // Re-home the apex records under the child origin.
+            if r.name == name("example.com.") {
+                r.name = name("sub.example.com.");
+                Some(r)
+            } else {
+                None
+            }
+        }))
+        .unwrap();
+        store.replace_zones(vec![zone(1, &[]), child], &[]);
+        let snap = store.snapshot();
+        let z = snap.find_zone(&LowerName::from(name("x.SUB.example.com."))).unwrap();
+        assert_eq!(z.origin(), &name("sub.example.com."));
+        let z = snap.find_zone(&LowerName::from(name("x.example.com."))).unwrap();
+        assert_eq!(z.origin(), &name("example.com."));
+        assert!(snap.find_zone(&LowerName::from(name("example.org."))).is_none());
+    }
+}

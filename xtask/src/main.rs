@@ -1,0 +1,107 @@
+//! `cargo xtask <command>`: the project's own automation. Every command
+//! installs what it needs first, so the README's commands work on a fresh
+//! Debian 12 machine.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "xdpdns project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install the system packages tests and benchmarks use (Debian apt).
+    Deps,
+    /// Build the release binary.
+    Build,
+    /// Build and serve the example zone (examples/xdpdns.toml) on 127.0.0.1:5353.
+    Run {
+        /// Extra arguments passed to `xdpdns serve`.
+        #[arg(trailing_var_arg = true)]
+        args: Vec<String>,
+    },
+    /// Install dependencies, then run formatting checks and the whole test suite.
+    Test,
+}
+
+/// Debian packages and the command that shows each is present.
+const APT_PACKAGES: &[(&str, &str)] = &[("dnsutils", "dig")];
+
+fn main() -> Result<()> {
+    let root = workspace_root();
+    match Cli::parse().task {
+        Task::Deps => deps(),
+        Task::Build => cargo(&root, &["build", "--release", "-p", "xdpdns"]),
+        Task::Run { args } => {
+            cargo(&root, &["build", "--release", "-p", "xdpdns"])?;
+            let mut cmd = Command::new(root.join("target/release/xdpdns"));
+            cmd.current_dir(&root)
+                .args(["serve", "--config", "examples/xdpdns.toml"])
+                .args(args);
+            run(&mut cmd)
+        }
+        Task::Test => {
+            deps()?;
+            cargo(&root, &["fmt", "--all", "--", "--check"])?;
+            cargo(&root, &["test", "--workspace", "--all-targets"])
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+fn deps() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .filter(|(_, probe)| !on_path(probe))
+        .map(|(pkg, _)| *pkg)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing {}", missing.join(" "));
+    let install = |update: bool| -> Result<()> {
+        if update {
+            run(Command::new("apt-get").args(["update", "-q"]))?;
+        }
+        run(Command::new("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&missing))
+    };
+    // A fresh machine may have no package lists yet: update only if needed.
+    install(false).or_else(|_| install(true))
+}
+
+fn on_path(cmd: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
+        .unwrap_or(false)
+}
+
+fn cargo(root: &Path, args: &[&str]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(Command::new(cargo).current_dir(root).args(args))
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    if !status.success() {
+        bail!("{:?} failed: {status}", cmd);
+    }
+    Ok(())
+}
