@@ -5,3 +5,8 @@
 //! (tokio sockets), `config` and `serve` are the thin shells around them.
 
 pub mod zone;
+pub mod handler;
+pub mod wire;
+pub mod config;
+pub mod server;
+pub mod serve;

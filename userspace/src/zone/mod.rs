@@ -265,6 +265,23 @@ impl Zone {
     }
 }
 
+/// Why a zone file did not become a zone. Both variants print as one line
+/// naming the file (and line, where there is one).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    File(#[from] ZoneFileError),
+    #[error(transparent)]
+    Check(#[from] ZoneCheckError),
+}
+
+/// Parses and checks a master file: the whole path from disk to a servable
+/// zone.
+pub fn load_zone_file(path: &std::path::Path, origin: &Name) -> Result<Zone, LoadError> {
+    let records = parse_zone_file(path, origin)?;
+    Ok(check_zone(origin, path, &records)?)
+}
+
 /// Lower-cased, fully qualified copy of a name: the form zone origins and
 /// map keys use.
 pub fn fqdn_lower(name: &Name) -> Name {

@@ -1,0 +1,266 @@
+//! Test support: start the real `xdpdns` binary on a loopback ephemeral
+//! port with a given zone and config, and talk DNS to it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Edns, Message, Query};
+use hickory_proto::rr::{DNSClass, Name, RecordType};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_xdpdns");
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let p = std::env::temp_dir().join(format!("xdpdns-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running server; killed on drop.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub dir: TempDir,
+    pub config: PathBuf,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts a server for zone `origin` with `zone_text`; `extra` is
+    /// appended to the generated TOML (e.g. an `[identity]` table).
+    pub fn start(origin: &str, zone_text: &str, server_extra: &str, extra: &str) -> Server {
+        Self::start_files(origin, &[("zone.db", zone_text)], server_extra, extra)
+    }
+
+    /// The shared test zone (tests/support/example.com.zone and its include).
+    pub fn start_example(server_extra: &str, extra: &str) -> Server {
+        let files = [
+            ("zone.db", include_str!("example.com.zone")),
+            ("big.inc", include_str!("big.inc")),
+        ];
+        Self::start_files("example.com.", &files, server_extra, extra)
+    }
+
+    /// Writes `files` (the first is the zone file) and starts a server.
+    pub fn start_files(origin: &str, files: &[(&str, &str)], server_extra: &str, extra: &str) -> Server {
+        let dir = TempDir::new("srv");
+        for (name, text) in files {
+            dir.write(name, text);
+        }
+        let config = dir.write(
+            "xdpdns.toml",
+            &format!(
+                "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 2\n{server_extra}\n\
+                 [log]\nlevel = \"info\"\n{extra}\n\
+                 [[zone]]\norigin = \"{origin}\"\nfile = \"zone.db\"\n"
+            ),
+        );
+        Self::start_with_config(dir, config)
+    }
+
+    pub fn start_with_config(dir: TempDir, config: PathBuf) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start xdpdns");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut addr = None;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let plain = strip_ansi(&line);
+                sink.lock().unwrap().push_str(&plain);
+                sink.lock().unwrap().push('\n');
+                if addr.is_none() {
+                    if let Some(a) = plain.split("addr=").nth(1) {
+                        addr = a.split_whitespace().next().and_then(|s| s.parse::<SocketAddr>().ok());
+                    }
+                }
+                if plain.contains(" ready") {
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(Some(a)) => a,
+            _ => {
+                let _ = child.kill();
+                panic!("server did not become ready; log:\n{}", log.lock().unwrap());
+            }
+        };
+        Server {
+            child,
+            addr,
+            dir,
+            config,
+            log,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits until the log contains `needle` (bounded).
+    pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if self.log().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    pub fn udp(&self, name: &str, rtype: RecordType) -> Message {
+        udp_query(self.addr, &query(name, rtype, None)).expect("UDP reply")
+    }
+
+    pub fn tcp(&self, name: &str, rtype: RecordType) -> Message {
+        let mut s = self.tcp_connect();
+        tcp_send(&mut s, &query(name, rtype, None));
+        Message::from_vec(&tcp_recv(&mut s).expect("TCP reply")).unwrap()
+    }
+
+    pub fn tcp_connect(&self) -> TcpStream {
+        let s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Query bytes with ID 0x1234 and RD set.
+pub fn query(name: &str, rtype: RecordType, edns: Option<Edns>) -> Vec<u8> {
+    query_class(name, rtype, DNSClass::IN, edns)
+}
+
+pub fn query_class(name: &str, rtype: RecordType, class: DNSClass, edns: Option<Edns>) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = 0x1234;
+    m.metadata.recursion_desired = true;
+    let mut q = Query::query(Name::from_str(name).unwrap(), rtype);
+    q.set_query_class(class);
+    m.add_query(q);
+    m.edns = edns;
+    m.to_vec().unwrap()
+}
+
+pub fn edns(payload: u16) -> Edns {
+    let mut e = Edns::new();
+    e.set_max_payload(payload);
+    e
+}
+
+/// Sends raw bytes over UDP; `None` if no reply within 1 s.
+pub fn udp_raw(addr: SocketAddr, packet: &[u8]) -> Option<Vec<u8>> {
+    udp_raw_timeout(addr, packet, Duration::from_secs(1))
+}
+
+pub fn udp_raw_timeout(addr: SocketAddr, packet: &[u8], timeout: Duration) -> Option<Vec<u8>> {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(timeout)).unwrap();
+    s.send_to(packet, addr).unwrap();
+    let mut buf = vec![0u8; 65535];
+    match s.recv(&mut buf) {
+        Ok(n) => Some(buf[..n].to_vec()),
+        Err(_) => None,
+    }
+}
+
+pub fn udp_query(addr: SocketAddr, packet: &[u8]) -> Option<Message> {
+    udp_raw(addr, packet).map(|b| Message::from_vec(&b).expect("reply parses"))
+}
+
+pub fn tcp_send(s: &mut TcpStream, msg: &[u8]) {
+    let mut framed = (msg.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(msg);
+    s.write_all(&framed).unwrap();
+}
+
+/// Reads one framed message; `None` on EOF/timeout.
+pub fn tcp_recv(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut buf).ok()?;
+    Some(buf)
+}
+
+/// True when the peer has closed the connection (read returns 0).
+pub fn tcp_closed_within(s: &mut TcpStream, timeout: Duration) -> bool {
+    s.set_read_timeout(Some(timeout)).unwrap();
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0)) || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+}
+
+pub fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}

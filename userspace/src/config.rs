@@ -1,0 +1,302 @@
+//! TOML configuration, validated on load. Every error names the file and
+//! the key (and, for syntax errors, the line).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use hickory_proto::rr::Name;
+use serde::Deserialize;
+
+use crate::handler::Identity;
+use crate::wire::ServerEdns;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: cannot read: {source}", file.display())]
+    Io {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Syntax, type or unknown-key errors; the message carries line,
+    /// column and key from the TOML parser.
+    #[error("{}: {message}", file.display())]
+    Parse { file: PathBuf, message: String },
+    #[error("{}: {key}: {message}", file.display())]
+    Invalid {
+        file: PathBuf,
+        key: String,
+        message: String,
+    },
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub identity: IdentityConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+    #[serde(default, rename = "zone")]
+    pub zones: Vec<ZoneConfig>,
+    /// Directory relative paths in this file are resolved against.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+    #[serde(skip)]
+    pub file: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Addresses served over both UDP and TCP. Port 0 picks a free port
+    /// (shared by UDP and TCP), reported in the log.
+    pub listen: Vec<SocketAddr>,
+    /// UDP sockets per address (SO_REUSEPORT); 0 = one per CPU core.
+    pub udp_sockets: usize,
+    /// EDNS UDP payload size advertised and honoured.
+    pub udp_payload: u16,
+    pub tcp_idle_timeout_ms: u64,
+    pub tcp_max_connections: usize,
+    /// Replies queued per TCP connection before reading pauses.
+    pub tcp_max_pipelined: usize,
+    /// How long SIGTERM waits for open TCP connections.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 5353))],
+            udp_sockets: 0,
+            udp_payload: 1232,
+            tcp_idle_timeout_ms: 10_000,
+            tcp_max_connections: 1024,
+            tcp_max_pipelined: 32,
+            shutdown_grace_ms: 5_000,
+        }
+    }
+}
+
+impl ServerConfig {
+    pub fn tcp_idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.tcp_idle_timeout_ms)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    pub fn udp_socket_count(&self) -> usize {
+        match self.udp_sockets {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
+/// Identity answers. Absent = default (host name, package version); an
+/// empty string hides the answer (REFUSED).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityConfig {
+    /// Answer to CH TXT `id.server` / `hostname.bind`.
+    pub server_id: Option<String>,
+    /// Answer to CH TXT `version.bind` / `version.server`.
+    pub version: Option<String>,
+    /// EDNS NSID (RFC 5001) payload; absent = NSID off.
+    pub nsid: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// tracing filter, e.g. "info" or "xdpdns=debug"; RUST_LOG overrides.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneConfig {
+    pub origin: String,
+    /// Master file; relative to the config file's directory.
+    pub file: PathBuf,
+}
+
+impl ZoneConfig {
+    pub fn origin_name(&self) -> Name {
+        let mut n = Name::from_str(&self.origin).expect("validated on load");
+        n.set_fqdn(true);
+        n
+    }
+}
+
+impl Config {
+    pub fn load(file: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Io {
+            file: file.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, file)
+    }
+
+    pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            file: file.to_path_buf(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        config.file = file.to_path_buf();
+        config.base_dir = file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        for zone in &mut config.zones {
+            if zone.file.is_relative() {
+                zone.file = config.base_dir.join(&zone.file);
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn invalid(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            file: self.file.clone(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        if s.listen.is_empty() {
+            return Err(self.invalid("server.listen", "at least one address is required"));
+        }
+        if s.udp_payload < 512 {
+            return Err(self.invalid("server.udp_payload", "must be at least 512"));
+        }
+        if s.tcp_max_connections == 0 {
+            return Err(self.invalid("server.tcp_max_connections", "must be at least 1"));
+        }
+        if s.tcp_max_pipelined == 0 {
+            return Err(self.invalid("server.tcp_max_pipelined", "must be at least 1"));
+        }
+        if s.tcp_idle_timeout_ms == 0 {
+            return Err(self.invalid("server.tcp_idle_timeout_ms", "must be at least 1"));
+        }
+        if let Some(nsid) = &self.identity.nsid {
+            if nsid.is_empty() || nsid.len() > 512 {
+                return Err(self.invalid("identity.nsid", "must be 1 to 512 bytes"));
+            }
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            return Err(self.invalid("log.level", e.to_string()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, z) in self.zones.iter().enumerate() {
+            let key = |field: &str| format!("zone[{i}].{field}");
+            let name = Name::from_str(&z.origin)
+                .map_err(|e| self.invalid(key("origin"), format!("{:?}: {e}", z.origin)))?;
+            if !seen.insert(name.to_lowercase().to_ascii().trim_end_matches('.').to_string()) {
+                return Err(self.invalid(key("origin"), format!("zone {} is listed twice", z.origin)));
+            }
+            if z.file.as_os_str().is_empty() {
+                return Err(self.invalid(key("file"), "must name a zone file"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The handler settings this configuration asks for.
+    pub fn identity(&self) -> Identity {
+        let pick = |v: &Option<String>, default: String| match v.as_deref() {
+            None => Some(default),
+            Some("") => None,
+            Some(s) => Some(s.to_string()),
+        };
+        Identity {
+            server_id: pick(&self.identity.server_id, host_name()),
+            version: pick(
+                &self.identity.version,
+                format!("xdpdns {}", env!("CARGO_PKG_VERSION")),
+            ),
+        }
+    }
+
+    pub fn server_edns(&self) -> ServerEdns {
+        ServerEdns {
+            udp_payload: self.server.udp_payload,
+            nsid: self.identity.nsid.as_ref().map(|s| s.as_bytes().to_vec()),
+        }
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/xdpdns/xdpdns.toml"))
+    }
+
+    #[test]
+    fn defaults_and_relative_zone_paths() {
+        let c = parse("[[zone]]\norigin = \"example.com\"\nfile = \"zones/example.com.zone\"\n").unwrap();
+        assert_eq!(c.server, ServerConfig::default());
+        assert_eq!(c.zones[0].file, PathBuf::from("/etc/xdpdns/zones/example.com.zone"));
+        assert_eq!(c.zones[0].origin_name().to_string(), "example.com.");
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let err = parse("[server]\nlisten = [\"127.0.0.1:53\"]\nlisen = 1\n").unwrap_err().to_string();
+        assert!(err.starts_with("/etc/xdpdns/xdpdns.toml: "), "{err}");
+        assert!(err.contains("lisen"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let err = parse("[server]\nlisten = [\"127.0.0.1\"]\n").unwrap_err().to_string();
+        assert!(err.contains("listen") && err.contains("line 2"), "{err}");
+        let err = parse("[server]\nudp_payload = 100\n").unwrap_err().to_string();
+        assert_eq!(err, "/etc/xdpdns/xdpdns.toml: server.udp_payload: must be at least 512");
+        let err = parse("[[zone]]\norigin = \"a..b\"\nfile = \"x\"\n").unwrap_err().to_string();
+        assert!(err.contains("zone[0].origin"), "{err}");
+        let err = parse("[[zone]]\norigin = \"a.b\"\nfile = \"x\"\n[[zone]]\norigin = \"A.B.\"\nfile = \"y\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("zone[1].origin") && err.contains("twice"), "{err}");
+    }
+
+    #[test]
+    fn identity_defaults_and_hiding() {
+        let c = parse("[identity]\nversion = \"\"\nserver_id = \"ns1\"\nnsid = \"ns1.fra\"\n").unwrap();
+        let id = c.identity();
+        assert_eq!(id.server_id.as_deref(), Some("ns1"));
+        assert_eq!(id.version, None);
+        assert_eq!(c.server_edns().nsid.as_deref(), Some(&b"ns1.fra"[..]));
+        let c = parse("").unwrap();
+        assert!(c.identity().version.unwrap().starts_with("xdpdns "));
+        assert_eq!(c.server_edns().nsid, None);
+    }
+}

@@ -1,0 +1,176 @@
+//! Authoritative resolution inside one zone (RFC 1034 §4.3.2, RFC 4592
+//! wildcards, RFC 8482 minimal ANY), producing a [`Reply`]. Pure.
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+
+use crate::wire::Reply;
+use crate::zone::{Node, RRset, Zone};
+
+/// Longest CNAME chain followed inside a zone before giving up.
+const MAX_CNAME_CHAIN: usize = 16;
+
+/// What the zone says about one name.
+enum Found<'z> {
+    /// The node (possibly a wildcard's) that owns the name's data.
+    Node(&'z Node),
+    /// The name is at or below a zone cut: refer to the child.
+    Delegation { cut: LowerName, ns: &'z RRset },
+    NxDomain,
+}
+
+/// Answers `qname`/`qtype` from `zone`, which must contain `qname`.
+///
+/// Owner names of answers keep the case the client sent; CNAME targets and
+/// additional records keep the zone's case.
+pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType) -> Reply {
+    let mut reply = Reply {
+        authoritative: true,
+        ..Reply::default()
+    };
+    let mut owner = qname.clone();
+    for _ in 0..MAX_CNAME_CHAIN {
+        let key = LowerName::new(&owner);
+        match find(zone, &key, qtype) {
+            Found::Delegation { cut, ns } => {
+                // A referral is only authoritative if we already answered
+                // part of it (a CNAME leading into the delegation).
+                reply.authoritative = !reply.answers.is_empty();
+                push_rrset(&mut reply.authority, &Name::from(&cut), ns);
+                push_addresses_for(zone, &ns.rdatas, &mut reply.additional, true);
+                return reply;
+            }
+            Found::NxDomain => {
+                reply.rcode = ResponseCode::NXDomain;
+                push_negative_soa(zone, &mut reply);
+                return reply;
+            }
+            Found::Node(node) => {
+                let rrset = match qtype {
+                    RecordType::ANY => node.rrsets().first(),
+                    t => node.rrset(t),
+                };
+                if let Some(set) = rrset {
+                    push_rrset(&mut reply.answers, &owner, set);
+                    push_addresses_for(zone, &set.rdatas, &mut reply.additional, false);
+                    return reply;
+                }
+                let Some(cname) = node.rrset(RecordType::CNAME) else {
+                    push_negative_soa(zone, &mut reply);
+                    return reply;
+                };
+                push_rrset(&mut reply.answers, &owner, cname);
+                let Some(RData::CNAME(target)) = cname.rdatas.first() else {
+                    return reply;
+                };
+                if !zone.origin_key().zone_of(&LowerName::new(&target.0)) {
+                    // Out of zone: the resolver continues from here.
+                    return reply;
+                }
+                owner = target.0.clone();
+            }
+        }
+    }
+    // A chain this long is a loop or abuse; return what we have.
+    reply
+}
+
+/// Finds the node for `key`, honouring zone cuts below the apex and
+/// wildcards with their closest-encloser rule (RFC 4592 §3.3.1).
+fn find<'z>(zone: &'z Zone, key: &LowerName, qtype: RecordType) -> Found<'z> {
+    let apex_labels = zone.origin().num_labels();
+    let depth = key.num_labels();
+    let mut closest = zone.apex();
+    let mut closest_name = zone.origin_key().clone();
+    // Walk down from the apex; the first missing name ends the walk at the
+    // closest encloser.
+    for labels in apex_labels + 1..=depth {
+        let name = LowerName::from(key.trim_to(labels as usize));
+        let Some(node) = zone.node(&name) else {
+            return wildcard(zone, &closest_name);
+        };
+        if let Some(ns) = node.rrset(RecordType::NS) {
+            // The parent side answers DS at the cut itself.
+            if !(labels == depth && qtype == RecordType::DS) {
+                return Found::Delegation { cut: name, ns };
+            }
+        }
+        closest = node;
+        closest_name = name;
+    }
+    Found::Node(closest)
+}
+
+/// Name does not exist: synthesise from `*.<closest encloser>` if present.
+fn wildcard<'z>(zone: &'z Zone, closest_name: &LowerName) -> Found<'z> {
+    match Name::from(closest_name).prepend_label("*") {
+        Ok(source) => zone
+            .node(&LowerName::from(source))
+            .map_or(Found::NxDomain, Found::Node),
+        Err(_) => Found::NxDomain,
+    }
+}
+
+fn push_rrset(out: &mut Vec<Record>, owner: &Name, set: &RRset) {
+    out.extend(
+        set.rdatas
+            .iter()
+            .map(|d| Record::from_rdata(owner.clone(), set.ttl, d.clone())),
+    );
+}
+
+/// SOA in authority for NXDOMAIN/NODATA, with the negative-caching TTL
+/// min(SOA TTL, SOA MINIMUM) (RFC 2308 §3).
+fn push_negative_soa(zone: &Zone, reply: &mut Reply) {
+    if let Some((soa, ttl)) = zone.soa() {
+        reply.authority.push(Record::from_rdata(
+            zone.origin().clone(),
+            ttl.min(soa.minimum),
+            RData::SOA(soa.clone()),
+        ));
+    }
+}
+
+/// A/AAAA records for the in-zone targets of MX, SRV and NS data: the
+/// only additional data a client needs. With `glue`, targets below a zone
+/// cut count too (they are glue for the referral).
+fn push_addresses_for(zone: &Zone, rdatas: &[RData], out: &mut Vec<Record>, glue: bool) {
+    for d in rdatas {
+        let target = match d {
+            RData::MX(mx) => &mx.exchange,
+            RData::SRV(srv) => &srv.target,
+            RData::NS(ns) => &ns.0,
+            _ => continue,
+        };
+        let key = LowerName::new(target);
+        if !zone.origin_key().zone_of(&key) || (!glue && below_cut(zone, &key)) {
+            continue;
+        }
+        let Some(node) = zone.node(&key) else {
+            continue;
+        };
+        for t in [RecordType::A, RecordType::AAAA] {
+            if let Some(set) = node.rrset(t) {
+                let before = out.len();
+                push_rrset(out, target, set);
+                // Two MX records to one host must not list it twice.
+                let added: Vec<Record> = out.drain(before..).collect();
+                for r in added {
+                    if !out.contains(&r) {
+                        out.push(r);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether `key` lies at or below a delegation inside `zone`.
+fn below_cut(zone: &Zone, key: &LowerName) -> bool {
+    let apex_labels = zone.origin().num_labels();
+    (apex_labels + 1..=key.num_labels()).any(|labels| {
+        let name = LowerName::from(key.trim_to(labels as usize));
+        zone.node(&name)
+            .is_some_and(|n| n.rrset(RecordType::NS).is_some())
+    })
+}

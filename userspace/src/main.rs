@@ -1,0 +1,117 @@
+//! The `xdpdns` binary: one program, several subcommands.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use hickory_proto::rr::Name;
+use std::str::FromStr;
+
+use xdpdns::config::Config;
+use xdpdns::serve::{load_zones, serve};
+use xdpdns::zone::load_zone_file;
+
+#[derive(Parser)]
+#[command(
+    name = "xdpdns",
+    version,
+    about = "Authoritative DNS server for service discovery",
+    long_about = "Authoritative DNS server for service discovery. Answers from zone files \
+                  (and, later, live registrations) over UDP and TCP; hot A/AAAA queries \
+                  will be answered in the kernel by an XDP program."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the configured zones until SIGTERM; SIGHUP reloads config and zones.
+    Serve {
+        /// TOML configuration file (see examples/xdpdns.toml).
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Validate a configuration file and every zone it names; exit 1 on error.
+    CheckConfig {
+        #[arg(value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Parse and check one zone file, like named-checkzone; exit 1 on error.
+    CheckZone {
+        /// Master file (RFC 1035 format).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Zone origin, e.g. example.com.
+        #[arg(value_name = "ORIGIN")]
+        origin: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { config } => run_serve(config),
+        Command::CheckConfig { config } => check_config(config),
+        Command::CheckZone { file, origin } => check_zone(file, &origin),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xdpdns: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_serve(config: PathBuf) -> anyhow::Result<()> {
+    // Parse once up front so logging uses the configured level.
+    let level = Config::load(&config)?.log.level;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(config))
+}
+
+fn check_config(path: PathBuf) -> anyhow::Result<()> {
+    let config = Config::load(&path)?;
+    let (zones, failed) = load_zones(&config.zones);
+    for z in &zones {
+        println!(
+            "zone {}: serial {}, {} records",
+            z.origin(),
+            z.serial().unwrap_or(0),
+            z.record_count()
+        );
+    }
+    if let Some((_, e)) = failed.first() {
+        for (_, e) in &failed[1..] {
+            eprintln!("xdpdns: {e}");
+        }
+        anyhow::bail!("{e}");
+    }
+    println!("{}: OK", path.display());
+    Ok(())
+}
+
+fn check_zone(file: PathBuf, origin: &str) -> anyhow::Result<()> {
+    let mut origin = Name::from_str(origin)
+        .map_err(|e| anyhow::anyhow!("ORIGIN {origin:?} is not a domain name: {e}"))?;
+    origin.set_fqdn(true);
+    let zone = load_zone_file(&file, &origin)?;
+    println!(
+        "zone {}: loaded serial {}, {} records",
+        zone.origin(),
+        zone.serial().unwrap_or(0),
+        zone.record_count()
+    );
+    println!("OK");
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! `xdpdns serve`: load config and zones, bind sockets, answer until
+//! SIGTERM, reload on SIGHUP.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use arc_swap::ArcSwap;
+use hickory_proto::rr::{LowerName, Name};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use crate::config::{Config, ZoneConfig};
+use crate::handler::Handler;
+use crate::server::{bind_address, run_udp, Shared, TcpServer};
+use crate::zone::{load_zone_file, LoadError, Zone, ZoneStore};
+
+pub fn handler_for(config: &Config) -> Handler {
+    Handler {
+        edns: config.server_edns(),
+        identity: config.identity(),
+    }
+}
+
+/// Loads every configured zone, in parallel-free order; returns the zones
+/// that loaded and the errors of those that did not.
+pub fn load_zones(zones: &[ZoneConfig]) -> (Vec<Zone>, Vec<(Name, LoadError)>) {
+    let mut ok = Vec::new();
+    let mut failed = Vec::new();
+    for z in zones {
+        let origin = z.origin_name();
+        match load_zone_file(&z.file, &origin) {
+            Ok(zone) => ok.push(zone),
+            Err(e) => failed.push((origin, e)),
+        }
+    }
+    (ok, failed)
+}
+
+pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
+    let config = Config::load(&config_path)?;
+    let (zones, failed) = load_zones(&config.zones);
+    if let Some((_, e)) = failed.first() {
+        bail!("{e}");
+    }
+    let store = ZoneStore::new();
+    for z in &zones {
+        info!(zone = %z.origin(), serial = z.serial(), records = z.record_count(), "zone loaded");
+    }
+    store.replace_zones(zones, &[]);
+    let shared = Arc::new(Shared {
+        store,
+        handler: ArcSwap::from_pointee(handler_for(&config)),
+    });
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    for &addr in &config.server.listen {
+        let (udp, listener, bound) = bind_address(addr, &config.server)
+            .with_context(|| format!("{}: server.listen: cannot bind {addr}", config.file.display()))?;
+        info!(addr = %bound, udp_sockets = udp.len(), "listening (udp+tcp)");
+        for sock in udp {
+            tasks.push(tokio::spawn(run_udp(sock, shared.clone(), stop_rx.clone())));
+        }
+        let tcp = TcpServer {
+            listener,
+            max_connections: config.server.tcp_max_connections,
+            idle_timeout: config.server.tcp_idle_timeout(),
+            max_pipelined: config.server.tcp_max_pipelined,
+            shutdown_grace: config.server.shutdown_grace(),
+        };
+        tasks.push(tokio::spawn(tcp.run(shared.clone(), stop_rx.clone())));
+    }
+    info!("fallback-only mode: the XDP fast path is not built yet; every query is answered here");
+    info!("ready");
+
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut current = config;
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                let path = config_path.clone();
+                let old = current.clone();
+                let sh = shared.clone();
+                match tokio::task::spawn_blocking(move || reload(&path, &old, &sh)).await? {
+                    Some(next) => current = next,
+                    None => warn!("reload failed; still serving the previous configuration"),
+                }
+            }
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    info!("shutting down: draining connections");
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    info!("stopped");
+    Ok(())
+}
+
+/// SIGHUP: re-read the config and every zone into one new snapshot. A zone
+/// that fails to load keeps serving its previous version; a config that
+/// fails to parse changes nothing. Returns the config now in force.
+pub fn reload(path: &Path, old: &Config, shared: &Shared) -> Option<Config> {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            error!("reload: {e}");
+            return None;
+        }
+    };
+    if config.server.listen != old.server.listen {
+        warn!("reload: server.listen changed; restart to apply it");
+    }
+    let (zones, failed) = load_zones(&config.zones);
+    for (origin, e) in &failed {
+        error!(zone = %origin, "reload: {e}; keeping the previous version");
+    }
+    let configured: HashMap<LowerName, ()> = config
+        .zones
+        .iter()
+        .map(|z| (LowerName::new(&z.origin_name()), ()))
+        .collect();
+    let removed: Vec<Name> = shared
+        .store
+        .snapshot()
+        .zones()
+        .filter(|z| !configured.contains_key(z.origin_key()))
+        .map(|z| z.origin().clone())
+        .collect();
+    shared.handler.store(Arc::new(handler_for(&config)));
+    let diffs = shared.store.replace_zones(zones, &removed);
+    for d in &diffs {
+        info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
+              removed = d.removed.len(), added = d.added.len(), "zone changed");
+    }
+    info!(changed = diffs.len(), failed = failed.len(), "reload done");
+    Some(config)
+}

@@ -1,0 +1,277 @@
+//! DNS wire format at the server's edge: turning datagram bytes into a
+//! [`Request`] and a [`Reply`] back into bytes. Built on hickory-proto; no
+//! server logic here (that is `handler`), no I/O.
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption, NSIDPayload};
+use hickory_proto::rr::Record;
+use hickory_proto::serialize::binary::BinEncodable;
+use xdpdns_common::{CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN};
+
+/// A query the server will answer.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub id: u16,
+    pub recursion_desired: bool,
+    pub checking_disabled: bool,
+    /// The question as the client sent it (case preserved).
+    pub query: Query,
+    pub edns: Option<ClientEdns>,
+}
+
+/// What the client's OPT record asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientEdns {
+    pub version: u8,
+    pub payload: u16,
+    pub dnssec_ok: bool,
+    pub nsid_requested: bool,
+}
+
+/// Why a datagram does not become a [`Request`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rejected {
+    /// Not worth a reply: shorter than a header, or itself a response.
+    Drop,
+    /// Answer with these bytes (FORMERR or NOTIMP).
+    Reply(Vec<u8>),
+}
+
+/// Parses a query. Anything with a readable header gets a reply: FORMERR
+/// when the rest is malformed or QDCOUNT != 1, NOTIMP for opcodes other
+/// than QUERY.
+pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
+    if packet.len() < DNS_HEADER_LEN || packet[2] & 0x80 != 0 {
+        return Err(Rejected::Drop);
+    }
+    let opcode = (packet[2] >> 3) & 0x0f;
+    if opcode != 0 {
+        return Err(Rejected::Reply(header_only_reply(packet, ResponseCode::NotImp)));
+    }
+    let formerr = || Rejected::Reply(header_only_reply(packet, ResponseCode::FormErr));
+    let msg = Message::from_vec(packet).map_err(|_| formerr())?;
+    if msg.queries.len() != 1 {
+        return Err(formerr());
+    }
+    let edns = msg.edns.as_ref().map(|e| ClientEdns {
+        version: e.version(),
+        payload: e.max_payload(),
+        dnssec_ok: e.flags().dnssec_ok,
+        nsid_requested: e.option(EdnsCode::NSID).is_some(),
+    });
+    let Message {
+        metadata, queries, ..
+    } = msg;
+    Ok(Request {
+        id: metadata.id,
+        recursion_desired: metadata.recursion_desired,
+        checking_disabled: metadata.checking_disabled,
+        query: queries.into_iter().next().expect("one query"),
+        edns,
+    })
+}
+
+/// A 12-byte reply echoing ID, opcode and RD, with no sections: what a
+/// query we cannot (or will not) parse gets.
+pub fn header_only_reply(packet: &[u8], rcode: ResponseCode) -> Vec<u8> {
+    let mut out = vec![0u8; DNS_HEADER_LEN];
+    out[..2].copy_from_slice(&packet[..2]);
+    out[2] = 0x80 | (packet[2] & 0x79); // QR, opcode, RD
+    out[3] = u16::from(rcode) as u8 & 0x0f;
+    out
+}
+
+/// The answer the handler decided on, before encoding.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reply {
+    pub rcode: ResponseCode,
+    pub authoritative: bool,
+    pub answers: Vec<Record>,
+    pub authority: Vec<Record>,
+    pub additional: Vec<Record>,
+}
+
+impl Reply {
+    pub fn error(rcode: ResponseCode) -> Self {
+        Reply {
+            rcode,
+            ..Reply::default()
+        }
+    }
+}
+
+/// The server's side of EDNS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerEdns {
+    /// UDP payload size advertised and honoured (RFC 6891 §6.2.5).
+    pub udp_payload: u16,
+    /// NSID payload returned to clients that ask (RFC 5001).
+    pub nsid: Option<Vec<u8>>,
+}
+
+/// The largest UDP reply the client can take: 512 without EDNS, otherwise
+/// its advertised size capped by ours (and never below 512).
+pub fn udp_reply_limit(req: &Request, server: &ServerEdns) -> usize {
+    match req.edns {
+        None => CLASSIC_UDP_PAYLOAD as usize,
+        Some(e) => e
+            .payload
+            .min(server.udp_payload)
+            .max(CLASSIC_UDP_PAYLOAD) as usize,
+    }
+}
+
+/// Encodes `reply` for `req`. If it would exceed `limit` bytes, the reply
+/// becomes the question alone with TC=1 (the client retries over TCP).
+pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerEdns) -> Vec<u8> {
+    let mut msg = Message::new(req.id, MessageType::Response, OpCode::Query);
+    let meta = &mut msg.metadata;
+    meta.authoritative = reply.authoritative;
+    meta.recursion_desired = req.recursion_desired;
+    meta.checking_disabled = req.checking_disabled;
+    meta.response_code = reply.rcode;
+    msg.queries.push(req.query.clone());
+    msg.edns = req.edns.map(|client| reply_edns(client, server));
+    msg.answers.clone_from(&reply.answers);
+    msg.authorities.clone_from(&reply.authority);
+    msg.additionals.clone_from(&reply.additional);
+    match msg.to_bytes() {
+        Ok(bytes) if bytes.len() <= limit => return bytes,
+        Ok(_) => {}
+        // Only an unencodable record gets here (e.g. an oversized name
+        // from a wildcard expansion): the client is told we failed.
+        Err(_) => {
+            msg.metadata.response_code = ResponseCode::ServFail;
+            msg.metadata.authoritative = false;
+        }
+    }
+    msg.metadata.truncation = msg.metadata.response_code != ResponseCode::ServFail;
+    msg.answers.clear();
+    msg.authorities.clear();
+    msg.additionals.clear();
+    msg.to_bytes()
+        .expect("a header, one question and an OPT always encode")
+}
+
+fn reply_edns(client: ClientEdns, server: &ServerEdns) -> Edns {
+    let mut edns = Edns::new();
+    edns.set_max_payload(server.udp_payload.max(CLASSIC_UDP_PAYLOAD));
+    edns.set_version(0);
+    edns.set_dnssec_ok(client.dnssec_ok);
+    if client.nsid_requested && client.version == 0 {
+        if let Some(id) = &server.nsid {
+            if let Ok(payload) = NSIDPayload::new(id.clone()) {
+                edns.options_mut().insert(EdnsOption::NSID(payload));
+            }
+        }
+    }
+    edns
+}
+
+/// Frames a message for TCP (RFC 1035 §4.2.2: two-byte length prefix).
+pub fn tcp_frame(message: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(message.len() + 2);
+    out.extend_from_slice(&(message.len() as u16).to_be_bytes());
+    out.extend_from_slice(message);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::{Name, RecordType};
+    use std::str::FromStr;
+
+    fn query_bytes(name: &str, edns: Option<Edns>) -> Vec<u8> {
+        let mut m = Message::query();
+        m.metadata.id = 0xbeef;
+        m.metadata.recursion_desired = true;
+        m.add_query(Query::query(Name::from_str(name).unwrap(), RecordType::A));
+        m.edns = edns;
+        m.to_vec().unwrap()
+    }
+
+    fn server() -> ServerEdns {
+        ServerEdns {
+            udp_payload: 1232,
+            nsid: Some(b"node-1".to_vec()),
+        }
+    }
+
+    #[test]
+    fn short_packets_and_responses_are_dropped() {
+        for len in 0..DNS_HEADER_LEN {
+            assert_eq!(parse_request(&vec![0u8; len]).unwrap_err(), Rejected::Drop);
+        }
+        let mut resp = query_bytes("a.example.", None);
+        resp[2] |= 0x80;
+        assert_eq!(parse_request(&resp).unwrap_err(), Rejected::Drop);
+    }
+
+    #[test]
+    fn unknown_opcode_gets_notimp_with_id_and_opcode() {
+        let mut q = query_bytes("a.example.", None);
+        q[2] = (q[2] & 0x87) | (3 << 3);
+        let Err(Rejected::Reply(r)) = parse_request(&q) else {
+            panic!("expected a reply")
+        };
+        assert_eq!(&r[..2], &[0xbe, 0xef]);
+        assert_eq!(r[2], 0x80 | (3 << 3) | 0x01);
+        assert_eq!(r[3] & 0x0f, 4, "NOTIMP");
+    }
+
+    #[test]
+    fn qdcount_other_than_one_is_formerr() {
+        let mut q = query_bytes("a.example.", None);
+        q[5] = 0; // QDCOUNT 0, trailing question ignored
+        let Err(Rejected::Reply(r)) = parse_request(&q) else {
+            panic!()
+        };
+        assert_eq!(r[3] & 0x0f, 1);
+    }
+
+    #[test]
+    fn edns_fields_are_read() {
+        let mut e = Edns::new();
+        e.set_max_payload(4096).set_dnssec_ok(true);
+        e.options_mut()
+            .insert(EdnsOption::NSID(NSIDPayload::new(Vec::new()).unwrap()));
+        let req = parse_request(&query_bytes("a.example.", Some(e))).unwrap();
+        assert_eq!(
+            req.edns,
+            Some(ClientEdns {
+                version: 0,
+                payload: 4096,
+                dnssec_ok: true,
+                nsid_requested: true
+            })
+        );
+        assert_eq!(udp_reply_limit(&req, &server()), 1232);
+        let plain = parse_request(&query_bytes("a.example.", None)).unwrap();
+        assert_eq!(udp_reply_limit(&plain, &server()), 512);
+    }
+
+    #[test]
+    fn oversized_reply_becomes_truncated_question_only() {
+        let req = parse_request(&query_bytes("a.example.", None)).unwrap();
+        let rec = |i: u8| {
+            Record::from_rdata(
+                Name::from_str("a.example.").unwrap(),
+                60,
+                hickory_proto::rr::RData::A(hickory_proto::rr::rdata::A::new(10, 0, 0, i)),
+            )
+        };
+        let reply = Reply {
+            authoritative: true,
+            answers: (0..40).map(rec).collect(),
+            ..Reply::default()
+        };
+        let full = encode_reply(&req, &reply, 65535, &server());
+        assert!(full.len() > 512);
+        let cut = encode_reply(&req, &reply, 512, &server());
+        let m = Message::from_vec(&cut).unwrap();
+        assert!(m.metadata.truncation);
+        assert!(m.answers.is_empty());
+        assert_eq!(m.queries.len(), 1);
+    }
+}
