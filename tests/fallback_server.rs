@@ -21,6 +21,20 @@ fn a_addrs(m: &Message) -> Vec<Ipv4Addr> {
         .collect()
 }
 
+/// Sends `name`/`rtype` and checks that the first answer's owner is a
+/// compression pointer to the question, i.e. carries the client's case.
+fn first_owner_is_the_question(srv: &Server, name: &str, rtype: RecordType) -> Message {
+    let q = query(name, rtype, None);
+    let raw = udp_raw(srv.addr, &q).unwrap();
+    assert_eq!(&raw[12..q.len()], &q[12..], "question echoed byte for byte");
+    assert_eq!(
+        &raw[q.len()..q.len() + 2],
+        &[0xc0, 0x0c],
+        "owner points to the question"
+    );
+    Message::from_vec(&raw).unwrap()
+}
+
 fn assert_negative_soa(m: &Message) {
     assert!(m.answers.is_empty(), "{m}");
     assert_eq!(m.authorities.len(), 1, "{m}");
@@ -46,7 +60,6 @@ fn answers_keep_the_clients_case_and_compress_to_the_question() {
     assert!(!m.metadata.recursion_available);
     assert_eq!(m.metadata.response_code, ResponseCode::NoError);
     assert_eq!(a_addrs(&m), vec![Ipv4Addr::new(192, 0, 2, 80)]);
-    assert_eq!(m.answers[0].name.to_string(), "wWw.ExAmPlE.cOm.");
     assert_eq!(m.answers[0].ttl, 3600);
     // Minimal responses: no NS in authority, no additional.
     assert!(m.authorities.is_empty() && m.additionals.is_empty(), "{m}");
@@ -66,10 +79,13 @@ fn nodata_and_nxdomain_carry_the_soa() {
 #[test]
 fn cname_chains_are_followed_inside_the_zone_only() {
     let srv = Server::start_example("", "");
-    let m = srv.udp("Alias.example.com.", RecordType::A);
+    let m = first_owner_is_the_question(&srv, "Alias.example.com.", RecordType::A);
     let types: Vec<_> = m.answers.iter().map(|r| r.record_type()).collect();
-    assert_eq!(types, [RecordType::CNAME, RecordType::CNAME, RecordType::A], "{m}");
-    assert_eq!(m.answers[0].name.to_string(), "Alias.example.com.");
+    assert_eq!(
+        types,
+        [RecordType::CNAME, RecordType::CNAME, RecordType::A],
+        "{m}"
+    );
     assert_eq!(a_addrs(&m), vec![Ipv4Addr::new(192, 0, 2, 80)]);
     assert!(m.metadata.authoritative);
 
@@ -92,9 +108,8 @@ fn cname_chains_are_followed_inside_the_zone_only() {
 #[test]
 fn wildcards_synthesise_and_empty_non_terminals_block_them() {
     let srv = Server::start_example("", "");
-    let m = srv.udp("Foo.Wild.example.com.", RecordType::A);
+    let m = first_owner_is_the_question(&srv, "Foo.Wild.example.com.", RecordType::A);
     assert_eq!(a_addrs(&m), vec![Ipv4Addr::new(192, 0, 2, 99)]);
-    assert_eq!(m.answers[0].name.to_string(), "Foo.Wild.example.com.");
     assert!(m.metadata.authoritative);
     // Wildcard matches name but not type: NODATA.
     let m = srv.udp("foo.wild.example.com.", RecordType::AAAA);
@@ -141,7 +156,11 @@ fn additional_section_only_carries_target_addresses() {
     let m = srv.udp("example.com.", RecordType::MX);
     assert_eq!(m.answers.len(), 2);
     assert!(m.authorities.is_empty(), "no NS in authority: {m}");
-    let extra: Vec<_> = m.additionals.iter().map(|r| (r.name.to_string(), r.record_type())).collect();
+    let extra: Vec<_> = m
+        .additionals
+        .iter()
+        .map(|r| (r.name.to_string(), r.record_type()))
+        .collect();
     assert_eq!(
         extra,
         [
@@ -168,7 +187,11 @@ fn any_is_minimal_and_foreign_names_are_refused() {
     assert_eq!(m.metadata.response_code, ResponseCode::Refused);
     assert!(!m.metadata.authoritative && m.answers.is_empty());
     let m = srv.udp("example.com.", RecordType::AXFR);
-    assert_eq!(m.metadata.response_code, ResponseCode::Refused, "transfers are closed");
+    assert_eq!(
+        m.metadata.response_code,
+        ResponseCode::Refused,
+        "transfers are closed"
+    );
 }
 
 #[test]
@@ -181,7 +204,11 @@ fn oversized_udp_answer_is_truncated_and_tcp_carries_it_whole() {
     assert!(m.answers.is_empty());
     assert_eq!(m.queries.len(), 1);
     // With a large EDNS buffer it fits in UDP.
-    let m = udp_query(srv.addr, &query("big.example.com.", RecordType::A, Some(edns(4096)))).unwrap();
+    let m = udp_query(
+        srv.addr,
+        &query("big.example.com.", RecordType::A, Some(edns(4096))),
+    )
+    .unwrap();
     assert!(!m.metadata.truncation);
     assert_eq!(m.answers.len(), 60);
     let m = srv.tcp("big.example.com.", RecordType::A);
@@ -222,13 +249,17 @@ fn edns_is_echoed_and_version_1_gets_badvers() {
     let srv = Server::start_example("", "[identity]\nnsid = \"test-node\"\n");
     let mut e = edns(4096);
     e.set_dnssec_ok(true);
-    e.options_mut().insert(EdnsOption::Unknown(65001, vec![1, 2, 3]));
+    e.options_mut()
+        .insert(EdnsOption::Unknown(65001, vec![1, 2, 3]));
     let m = udp_query(srv.addr, &query("www.example.com.", RecordType::A, Some(e))).unwrap();
     let opt = m.edns.as_ref().expect("OPT echoed");
     assert_eq!(opt.max_payload(), 1232, "server's own size");
     assert!(opt.flags().dnssec_ok, "DO echoed");
     assert_eq!(opt.version(), 0);
-    assert!(opt.options().as_ref().is_empty(), "unknown option not echoed");
+    assert!(
+        opt.options().as_ref().is_empty(),
+        "unknown option not echoed"
+    );
 
     // No OPT in, no OPT out.
     let m = srv.udp("www.example.com.", RecordType::A);
@@ -237,13 +268,15 @@ fn edns_is_echoed_and_version_1_gets_badvers() {
     let mut e = edns(1232);
     e.set_version(1);
     let m = udp_query(srv.addr, &query("www.example.com.", RecordType::A, Some(e))).unwrap();
-    assert_eq!(m.metadata.response_code, ResponseCode::BADVERS);
+    // BADVERS is extended RCODE 16 (hickory decodes 16 as BADSIG).
+    assert_eq!(u16::from(m.metadata.response_code), 16);
     assert!(m.answers.is_empty());
     assert_eq!(m.edns.as_ref().unwrap().version(), 0);
 
     // NSID when asked.
     let mut e = edns(1232);
-    e.options_mut().insert(EdnsOption::NSID(NSIDPayload::new(Vec::new()).unwrap()));
+    e.options_mut()
+        .insert(EdnsOption::NSID(NSIDPayload::new(Vec::new()).unwrap()));
     let m = udp_query(srv.addr, &query("www.example.com.", RecordType::A, Some(e))).unwrap();
     match m.edns.unwrap().option(EdnsCode::NSID) {
         Some(EdnsOption::NSID(p)) => assert_eq!(p.as_ref(), b"test-node"),
@@ -253,13 +286,29 @@ fn edns_is_echoed_and_version_1_gets_badvers() {
 
 #[test]
 fn chaos_identity_is_configurable_and_hideable() {
-    let srv = Server::start_example("", "[identity]\nserver_id = \"ns-test-1\"\nversion = \"\"\n");
+    let srv = Server::start_example(
+        "",
+        "[identity]\nserver_id = \"ns-test-1\"\nversion = \"\"\n",
+    );
     let txt = |name: &str| {
-        let m = udp_query(srv.addr, &query_class(name, RecordType::TXT, DNSClass::CH, None)).unwrap();
-        (m.metadata.response_code, m.answers.first().map(|r| r.data.to_string()))
+        let m = udp_query(
+            srv.addr,
+            &query_class(name, RecordType::TXT, DNSClass::CH, None),
+        )
+        .unwrap();
+        (
+            m.metadata.response_code,
+            m.answers.first().map(|r| r.data.to_string()),
+        )
     };
-    assert_eq!(txt("id.server."), (ResponseCode::NoError, Some("\"ns-test-1\"".into())));
-    assert_eq!(txt("HOSTNAME.bind."), (ResponseCode::NoError, Some("\"ns-test-1\"".into())));
+    assert_eq!(
+        txt("id.server."),
+        (ResponseCode::NoError, Some("ns-test-1".into()))
+    );
+    assert_eq!(
+        txt("HOSTNAME.bind."),
+        (ResponseCode::NoError, Some("ns-test-1".into()))
+    );
     assert_eq!(txt("version.bind.").0, ResponseCode::Refused, "hidden");
     assert_eq!(txt("authors.bind.").0, ResponseCode::Refused);
 }
@@ -269,7 +318,11 @@ fn dig_is_a_client_too() {
     let srv = Server::start_example("", "");
     let dig = |args: &[&str]| {
         let out = Command::new("dig")
-            .args([&format!("@{}", srv.addr.ip()), "-p", &srv.addr.port().to_string()])
+            .args([
+                &format!("@{}", srv.addr.ip()),
+                "-p",
+                &srv.addr.port().to_string(),
+            ])
             .args(["+norec", "+time=2", "+tries=1"])
             .args(args)
             .output()
@@ -280,13 +333,22 @@ fn dig_is_a_client_too() {
     let out = dig(&["www.EXAMPLE.com", "A"]);
     assert!(out.contains("status: NOERROR"), "{out}");
     assert!(out.contains("flags: qr aa;"), "{out}");
-    assert!(out.contains("www.EXAMPLE.com.\t\t3600\tIN\tA\t192.0.2.80"), "{out}");
+    let has_rr = |out: &str, rr: &str| {
+        let want: Vec<&str> = rr.split_whitespace().collect();
+        out.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == want)
+    };
+    assert!(
+        has_rr(&out, "www.EXAMPLE.com. 3600 IN A 192.0.2.80"),
+        "{out}"
+    );
     let out = dig(&["+tcp", "nope.example.com", "A"]);
     assert!(out.contains("status: NXDOMAIN"), "{out}");
     // dig retries a truncated answer over TCP by itself.
     let out = dig(&["+noedns", "big.example.com", "A"]);
     assert!(out.contains("Truncated, retrying in TCP mode"), "{out}");
-    assert_eq!(out.matches("\tIN\tA\t10.0.0.").count(), 60, "{out}");
+    let big = (1..=60).filter(|i| has_rr(&out, &format!("big.example.com. 60 IN A 10.0.0.{i}")));
+    assert_eq!(big.count(), 60, "{out}");
     let out = dig(&["+tcp", "CH", "TXT", "id.server"]);
     assert!(out.contains("status: NOERROR"), "{out}");
     assert!(out.contains("udp: 1232"), "{out}");

@@ -68,7 +68,12 @@ impl Server {
     }
 
     /// Writes `files` (the first is the zone file) and starts a server.
-    pub fn start_files(origin: &str, files: &[(&str, &str)], server_extra: &str, extra: &str) -> Server {
+    pub fn start_files(
+        origin: &str,
+        files: &[(&str, &str)],
+        server_extra: &str,
+        extra: &str,
+    ) -> Server {
         let dir = TempDir::new("srv");
         for (name, text) in files {
             dir.write(name, text);
@@ -107,7 +112,10 @@ impl Server {
                 sink.lock().unwrap().push('\n');
                 if addr.is_none() {
                     if let Some(a) = plain.split("addr=").nth(1) {
-                        addr = a.split_whitespace().next().and_then(|s| s.parse::<SocketAddr>().ok());
+                        addr = a
+                            .split_whitespace()
+                            .next()
+                            .and_then(|s| s.parse::<SocketAddr>().ok());
                     }
                 }
                 if plain.contains(" ready") {
@@ -258,7 +266,8 @@ pub fn tcp_recv(s: &mut TcpStream) -> Option<Vec<u8>> {
 pub fn tcp_closed_within(s: &mut TcpStream, timeout: Duration) -> bool {
     s.set_read_timeout(Some(timeout)).unwrap();
     let mut b = [0u8; 1];
-    matches!(s.read(&mut b), Ok(0)) || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+    matches!(s.read(&mut b), Ok(0))
+        || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
 }
 
 pub fn path_str(p: &Path) -> String {

@@ -210,8 +210,15 @@ impl Config {
             let key = |field: &str| format!("zone[{i}].{field}");
             let name = Name::from_str(&z.origin)
                 .map_err(|e| self.invalid(key("origin"), format!("{:?}: {e}", z.origin)))?;
-            if !seen.insert(name.to_lowercase().to_ascii().trim_end_matches('.').to_string()) {
-                return Err(self.invalid(key("origin"), format!("zone {} is listed twice", z.origin)));
+            if !seen.insert(
+                name.to_lowercase()
+                    .to_ascii()
+                    .trim_end_matches('.')
+                    .to_string(),
+            ) {
+                return Err(
+                    self.invalid(key("origin"), format!("zone {} is listed twice", z.origin))
+                );
             }
             if z.file.as_os_str().is_empty() {
                 return Err(self.invalid(key("file"), "must name a zone file"));
@@ -260,15 +267,21 @@ mod tests {
 
     #[test]
     fn defaults_and_relative_zone_paths() {
-        let c = parse("[[zone]]\norigin = \"example.com\"\nfile = \"zones/example.com.zone\"\n").unwrap();
+        let c = parse("[[zone]]\norigin = \"example.com\"\nfile = \"zones/example.com.zone\"\n")
+            .unwrap();
         assert_eq!(c.server, ServerConfig::default());
-        assert_eq!(c.zones[0].file, PathBuf::from("/etc/xdpdns/zones/example.com.zone"));
+        assert_eq!(
+            c.zones[0].file,
+            PathBuf::from("/etc/xdpdns/zones/example.com.zone")
+        );
         assert_eq!(c.zones[0].origin_name().to_string(), "example.com.");
     }
 
     #[test]
     fn unknown_key_is_named_with_its_line() {
-        let err = parse("[server]\nlisten = [\"127.0.0.1:53\"]\nlisen = 1\n").unwrap_err().to_string();
+        let err = parse("[server]\nlisten = [\"127.0.0.1:53\"]\nlisen = 1\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("/etc/xdpdns/xdpdns.toml: "), "{err}");
         assert!(err.contains("lisen"), "{err}");
         assert!(err.contains("line 3"), "{err}");
@@ -276,21 +289,36 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let err = parse("[server]\nlisten = [\"127.0.0.1\"]\n").unwrap_err().to_string();
-        assert!(err.contains("listen") && err.contains("line 2"), "{err}");
-        let err = parse("[server]\nudp_payload = 100\n").unwrap_err().to_string();
-        assert_eq!(err, "/etc/xdpdns/xdpdns.toml: server.udp_payload: must be at least 512");
-        let err = parse("[[zone]]\norigin = \"a..b\"\nfile = \"x\"\n").unwrap_err().to_string();
-        assert!(err.contains("zone[0].origin"), "{err}");
-        let err = parse("[[zone]]\norigin = \"a.b\"\nfile = \"x\"\n[[zone]]\norigin = \"A.B.\"\nfile = \"y\"\n")
+        let err = parse("[server]\nlisten = [\"127.0.0.1\"]\n")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("zone[1].origin") && err.contains("twice"), "{err}");
+        assert!(err.contains("listen") && err.contains("line 2"), "{err}");
+        let err = parse("[server]\nudp_payload = 100\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "/etc/xdpdns/xdpdns.toml: server.udp_payload: must be at least 512"
+        );
+        let err = parse("[[zone]]\norigin = \"a..b\"\nfile = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("zone[0].origin"), "{err}");
+        let err = parse(
+            "[[zone]]\norigin = \"a.b\"\nfile = \"x\"\n[[zone]]\norigin = \"A.B.\"\nfile = \"y\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("zone[1].origin") && err.contains("twice"),
+            "{err}"
+        );
     }
 
     #[test]
     fn identity_defaults_and_hiding() {
-        let c = parse("[identity]\nversion = \"\"\nserver_id = \"ns1\"\nnsid = \"ns1.fra\"\n").unwrap();
+        let c =
+            parse("[identity]\nversion = \"\"\nserver_id = \"ns1\"\nnsid = \"ns1.fra\"\n").unwrap();
         let id = c.identity();
         assert_eq!(id.server_id.as_deref(), Some("ns1"));
         assert_eq!(id.version, None);

@@ -4,9 +4,9 @@
 //! and `handler` (pure query → response logic) are I/O-free; `server`
 //! (tokio sockets), `config` and `serve` are the thin shells around them.
 
-pub mod zone;
-pub mod handler;
-pub mod wire;
 pub mod config;
-pub mod server;
+pub mod handler;
 pub mod serve;
+pub mod server;
+pub mod wire;
+pub mod zone;

@@ -58,8 +58,12 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     for &addr in &config.server.listen {
-        let (udp, listener, bound) = bind_address(addr, &config.server)
-            .with_context(|| format!("{}: server.listen: cannot bind {addr}", config.file.display()))?;
+        let (udp, listener, bound) = bind_address(addr, &config.server).with_context(|| {
+            format!(
+                "{}: server.listen: cannot bind {addr}",
+                config.file.display()
+            )
+        })?;
         info!(addr = %bound, udp_sockets = udp.len(), "listening (udp+tcp)");
         for sock in udp {
             tasks.push(tokio::spawn(run_udp(sock, shared.clone(), stop_rx.clone())));

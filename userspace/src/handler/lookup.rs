@@ -15,7 +15,10 @@ enum Found<'z> {
     /// The node (possibly a wildcard's) that owns the name's data.
     Node(&'z Node),
     /// The name is at or below a zone cut: refer to the child.
-    Delegation { cut: LowerName, ns: &'z RRset },
+    Delegation {
+        cut: LowerName,
+        ns: &'z RRset,
+    },
     NxDomain,
 }
 

@@ -31,7 +31,12 @@ pub struct Handler {
 impl Handler {
     /// Answers one DNS message. `None` means send nothing (garbage or a
     /// response packet).
-    pub fn handle(&self, snapshot: &Snapshot, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
+    pub fn handle(
+        &self,
+        snapshot: &Snapshot,
+        packet: &[u8],
+        transport: Transport,
+    ) -> Option<Vec<u8>> {
         let req = match wire::parse_request(packet) {
             Ok(req) => req,
             Err(Rejected::Drop) => return None,

@@ -39,7 +39,11 @@ pub type ShutdownRx = watch::Receiver<bool>;
 pub fn bind_address(
     addr: SocketAddr,
     limits: &ServerConfig,
-) -> std::io::Result<(Vec<tokio::net::UdpSocket>, tokio::net::TcpListener, SocketAddr)> {
+) -> std::io::Result<(
+    Vec<tokio::net::UdpSocket>,
+    tokio::net::TcpListener,
+    SocketAddr,
+)> {
     // A port picked by the kernel for UDP may be taken for TCP: retry.
     let attempts = if addr.port() == 0 { 16 } else { 1 };
     let mut last_err = None;
@@ -60,7 +64,10 @@ pub fn bind_address(
     Err(last_err.expect("at least one attempt"))
 }
 
-pub(crate) fn reuse_socket(addr: SocketAddr, ty: socket2::Type) -> std::io::Result<socket2::Socket> {
+pub(crate) fn reuse_socket(
+    addr: SocketAddr,
+    ty: socket2::Type,
+) -> std::io::Result<socket2::Socket> {
     let domain = socket2::Domain::for_address(addr);
     let sock = socket2::Socket::new(domain, ty, None)?;
     if addr.is_ipv6() {
@@ -72,4 +79,3 @@ pub(crate) fn reuse_socket(addr: SocketAddr, ty: socket2::Type) -> std::io::Resu
     sock.bind(&addr.into())?;
     Ok(sock)
 }
-

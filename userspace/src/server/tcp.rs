@@ -116,7 +116,10 @@ async fn serve_connection(
 
 /// Reads one length-prefixed message into `buf`. `Ok(false)` for a clean
 /// end of stream or a zero-length frame (which cannot be a DNS message).
-async fn read_frame(rd: &mut (impl AsyncReadExt + Unpin), buf: &mut Vec<u8>) -> std::io::Result<bool> {
+async fn read_frame(
+    rd: &mut (impl AsyncReadExt + Unpin),
+    buf: &mut Vec<u8>,
+) -> std::io::Result<bool> {
     let mut len = [0u8; 2];
     match rd.read_exact(&mut len).await {
         Ok(_) => {}

@@ -46,7 +46,10 @@ pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
     }
     let opcode = (packet[2] >> 3) & 0x0f;
     if opcode != 0 {
-        return Err(Rejected::Reply(header_only_reply(packet, ResponseCode::NotImp)));
+        return Err(Rejected::Reply(header_only_reply(
+            packet,
+            ResponseCode::NotImp,
+        )));
     }
     let formerr = || Rejected::Reply(header_only_reply(packet, ResponseCode::FormErr));
     let msg = Message::from_vec(packet).map_err(|_| formerr())?;
@@ -114,10 +117,7 @@ pub struct ServerEdns {
 pub fn udp_reply_limit(req: &Request, server: &ServerEdns) -> usize {
     match req.edns {
         None => CLASSIC_UDP_PAYLOAD as usize,
-        Some(e) => e
-            .payload
-            .min(server.udp_payload)
-            .max(CLASSIC_UDP_PAYLOAD) as usize,
+        Some(e) => e.payload.min(server.udp_payload).max(CLASSIC_UDP_PAYLOAD) as usize,
     }
 }
 

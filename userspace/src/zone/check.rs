@@ -64,13 +64,19 @@ pub fn check_zone(
             if key != origin_key {
                 return Err(ZoneCheckError::at(
                     rec,
-                    format!("SOA record at {} is not at the zone apex {origin}", rec.record.name),
+                    format!(
+                        "SOA record at {} is not at the zone apex {origin}",
+                        rec.record.name
+                    ),
                 ));
             }
             if let Some(prev) = soa_seen {
                 return Err(ZoneCheckError::at(
                     rec,
-                    format!("second SOA record for {origin} (first at line {})", prev.line),
+                    format!(
+                        "second SOA record for {origin} (first at line {})",
+                        prev.line
+                    ),
                 ));
             }
             soa_seen = Some(rec);
@@ -129,7 +135,10 @@ fn check_cname_exclusive<'a>(
         if let Some(prev) = seen.cname {
             return Err(ZoneCheckError::at(
                 rec,
-                format!("CNAME and other data at {name} (CNAME at line {})", prev.line),
+                format!(
+                    "CNAME and other data at {name} (CNAME at line {})",
+                    prev.line
+                ),
             ));
         }
         seen.other.get_or_insert(rec);

@@ -126,7 +126,9 @@ impl Zone {
     }
 
     pub fn apex(&self) -> &Node {
-        self.nodes.get(&self.origin_key).expect("apex node always exists")
+        self.nodes
+            .get(&self.origin_key)
+            .expect("apex node always exists")
     }
 
     /// The apex SOA and its TTL, if the zone has one.
@@ -301,7 +303,11 @@ mod tests {
     }
 
     fn a(owner: &str, ip: [u8; 4]) -> Record {
-        Record::from_rdata(name(owner), 300, RData::A(A::new(ip[0], ip[1], ip[2], ip[3])))
+        Record::from_rdata(
+            name(owner),
+            300,
+            RData::A(A::new(ip[0], ip[1], ip[2], ip[3])),
+        )
     }
 
     #[test]
@@ -314,7 +320,10 @@ mod tests {
         assert!(z.node(&LowerName::from(name("c.example.com."))).is_some());
 
         assert!(z.remove(&name("A.B.C.example.com."), &RData::A(A::new(192, 0, 2, 1))));
-        assert!(z.node(&ent).is_none(), "ENT must go when its last descendant goes");
+        assert!(
+            z.node(&ent).is_none(),
+            "ENT must go when its last descendant goes"
+        );
         assert!(z.node(&LowerName::from(name("c.example.com."))).is_none());
         assert_eq!(z.node_count(), 1, "only the apex remains");
         assert_eq!(z.record_count(), 0);
@@ -346,7 +355,24 @@ mod tests {
         let before = z.clone();
         z.insert(a("www.example.com.", [192, 0, 2, 2])).unwrap();
         let key = LowerName::from(name("www.example.com."));
-        assert_eq!(before.node(&key).unwrap().rrset(RecordType::A).unwrap().rdatas.len(), 1);
-        assert_eq!(z.node(&key).unwrap().rrset(RecordType::A).unwrap().rdatas.len(), 2);
+        assert_eq!(
+            before
+                .node(&key)
+                .unwrap()
+                .rrset(RecordType::A)
+                .unwrap()
+                .rdatas
+                .len(),
+            1
+        );
+        assert_eq!(
+            z.node(&key)
+                .unwrap()
+                .rrset(RecordType::A)
+                .unwrap()
+                .rdatas
+                .len(),
+            2
+        );
     }
 }

@@ -132,7 +132,11 @@ impl ZoneStore {
         }
         for zone in zones {
             let key = zone.origin_key().clone();
-            let diff = diff_zones(old.zones.get(&key).map(|z| &**z), Some(&zone), zone.origin());
+            let diff = diff_zones(
+                old.zones.get(&key).map(|z| &**z),
+                Some(&zone),
+                zone.origin(),
+            );
             if !diff.is_empty() {
                 diffs.push(diff);
             }
@@ -189,11 +193,17 @@ impl ZoneStore {
         new_soa.serial = old_soa.serial.wrapping_add(1);
         let apex = zone.origin().clone();
         zone.remove(&apex, &RData::SOA(old_soa.clone()));
-        zone.insert(Record::from_rdata(apex.clone(), soa_ttl, RData::SOA(new_soa.clone())))?;
+        zone.insert(Record::from_rdata(
+            apex.clone(),
+            soa_ttl,
+            RData::SOA(new_soa.clone()),
+        ))?;
         diff.old_serial = Some(old_soa.serial);
         diff.new_serial = Some(new_soa.serial);
-        diff.removed
-            .insert(0, Record::from_rdata(apex.clone(), soa_ttl, RData::SOA(old_soa)));
+        diff.removed.insert(
+            0,
+            Record::from_rdata(apex.clone(), soa_ttl, RData::SOA(old_soa)),
+        );
         diff.added
             .insert(0, Record::from_rdata(apex, soa_ttl, RData::SOA(new_soa)));
 
@@ -276,10 +286,24 @@ mod tests {
 
     fn zone(serial: u32, extra: &[Record]) -> Zone {
         let origin = name("example.com.");
-        let soa = SOA::new(name("ns1.example.com."), name("h.example.com."), serial, 3600, 600, 86400, 60);
+        let soa = SOA::new(
+            name("ns1.example.com."),
+            name("h.example.com."),
+            serial,
+            3600,
+            600,
+            86400,
+            60,
+        );
         let mut z = Zone::new(&origin);
-        z.insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa))).unwrap();
-        z.insert(Record::from_rdata(origin, 3600, RData::NS(NS(name("ns1.example.com."))))).unwrap();
+        z.insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa)))
+            .unwrap();
+        z.insert(Record::from_rdata(
+            origin,
+            3600,
+            RData::NS(NS(name("ns1.example.com."))),
+        ))
+        .unwrap();
         z.insert(a("ns1.example.com.", 53)).unwrap();
         for r in extra {
             z.insert(r.clone()).unwrap();
@@ -293,12 +317,22 @@ mod tests {
         store.replace_zones(vec![zone(1, &[a("www.example.com.", 1)])], &[]);
         let held = store.snapshot();
         let diff = store
-            .update(&name("example.com."), &[Change::Add(a("www.example.com.", 2))])
+            .update(
+                &name("example.com."),
+                &[Change::Add(a("www.example.com.", 2))],
+            )
             .unwrap();
         assert_eq!((diff.old_serial, diff.new_serial), (Some(1), Some(2)));
         let key = LowerName::from(name("www.example.com."));
         let count = |s: &Snapshot| {
-            s.find_zone(&key).unwrap().node(&key).unwrap().rrset(RecordType::A).unwrap().rdatas.len()
+            s.find_zone(&key)
+                .unwrap()
+                .node(&key)
+                .unwrap()
+                .rrset(RecordType::A)
+                .unwrap()
+                .rdatas
+                .len()
         };
         assert_eq!(count(&held), 1, "old snapshot unchanged");
         assert_eq!(count(&store.snapshot()), 2);
@@ -335,7 +369,10 @@ mod tests {
         let store = ZoneStore::new();
         store.replace_zones(vec![zone(u32::MAX, &[])], &[]);
         let diff = store
-            .update(&name("example.com."), &[Change::Add(a("x.example.com.", 1))])
+            .update(
+                &name("example.com."),
+                &[Change::Add(a("x.example.com.", 1))],
+            )
             .unwrap();
         assert_eq!(diff.new_serial, Some(0));
     }
@@ -346,7 +383,10 @@ mod tests {
         store.replace_zones(vec![zone(5, &[])], &[]);
         let v = store.snapshot().version();
         let diff = store
-            .update(&name("example.com."), &[Change::Add(a("ns1.example.com.", 53))])
+            .update(
+                &name("example.com."),
+                &[Change::Add(a("ns1.example.com.", 53))],
+            )
             .unwrap();
         assert!(diff.is_empty());
         assert_eq!(store.snapshot().version(), v);
@@ -359,7 +399,12 @@ mod tests {
     #[test]
     fn replacing_a_zone_yields_its_record_diff() {
         let store = ZoneStore::new();
-        assert_eq!(store.replace_zones(vec![zone(1, &[a("a.example.com.", 1)])], &[]).len(), 1);
+        assert_eq!(
+            store
+                .replace_zones(vec![zone(1, &[a("a.example.com.", 1)])], &[])
+                .len(),
+            1
+        );
         let diffs = store.replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[]);
         assert_eq!(diffs.len(), 1);
         let d = &diffs[0];
@@ -370,33 +415,47 @@ mod tests {
         assert!(d.added.contains(&a("b.example.com.", 2)));
         // Same content again: nothing changes, nothing is published.
         let v = store.snapshot().version();
-        assert!(store.replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[]).is_empty());
+        assert!(store
+            .replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[])
+            .is_empty());
         assert_eq!(store.snapshot().version(), v);
         let gone = store.replace_zones(vec![], &[name("example.com.")]);
         assert_eq!(gone[0].new_serial, None);
-        assert!(store.snapshot().find_zone(&LowerName::from(name("a.example.com."))).is_none());
+        assert!(store
+            .snapshot()
+            .find_zone(&LowerName::from(name("a.example.com.")))
+            .is_none());
     }
 
     #[test]
     fn find_zone_picks_the_most_specific() {
         let store = ZoneStore::new();
         let mut child = zone(1, &[]);
-        child = Zone::from_records(&name("sub.example.com."), child.records().filter_map(|mut r| {
-            // Re-home the apex records under the child origin.
-            if r.name == name("example.com.") {
-                r.name = name("sub.example.com.");
-                Some(r)
-            } else {
-                None
-            }
-        }))
+        child = Zone::from_records(
+            &name("sub.example.com."),
+            child.records().filter_map(|mut r| {
+                // Re-home the apex records under the child origin.
+                if r.name == name("example.com.") {
+                    r.name = name("sub.example.com.");
+                    Some(r)
+                } else {
+                    None
+                }
+            }),
+        )
         .unwrap();
         store.replace_zones(vec![zone(1, &[]), child], &[]);
         let snap = store.snapshot();
-        let z = snap.find_zone(&LowerName::from(name("x.SUB.example.com."))).unwrap();
+        let z = snap
+            .find_zone(&LowerName::from(name("x.SUB.example.com.")))
+            .unwrap();
         assert_eq!(z.origin(), &name("sub.example.com."));
-        let z = snap.find_zone(&LowerName::from(name("x.example.com."))).unwrap();
+        let z = snap
+            .find_zone(&LowerName::from(name("x.example.com.")))
+            .unwrap();
         assert_eq!(z.origin(), &name("example.com."));
-        assert!(snap.find_zone(&LowerName::from(name("example.org."))).is_none());
+        assert!(snap
+            .find_zone(&LowerName::from(name("example.org.")))
+            .is_none());
     }
 }
