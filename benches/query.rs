@@ -1,1 +1,74 @@
+//! Query parse + answer build through the request handler (no sockets):
+//! a hit, a miss (NXDOMAIN) and a TCP-framed query.
 
+use std::path::Path;
+use std::str::FromStr;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RecordType};
+use xdpdns::handler::{Handler, Identity, Transport};
+use xdpdns::wire::{tcp_frame, ServerEdns};
+use xdpdns::zone::{check_zone, parse_zone_str, ZoneStore};
+
+fn query(name: &str, rtype: RecordType) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = 7;
+    m.add_query(Query::query(Name::from_str(name).unwrap(), rtype));
+    m.to_vec().unwrap()
+}
+
+fn setup() -> (ZoneStore, Handler) {
+    let origin = Name::from_str("example.com.").unwrap();
+    let path = Path::new("examples/example.com.zone");
+    let text = include_str!("../examples/example.com.zone");
+    let records = parse_zone_str(text, &origin, path).unwrap();
+    let zone = check_zone(&origin, path, &records).unwrap();
+    let store = ZoneStore::new();
+    store.replace_zones(vec![zone], &[]);
+    let handler = Handler {
+        edns: ServerEdns {
+            udp_payload: 1232,
+            nsid: None,
+        },
+        identity: Identity::default(),
+    };
+    (store, handler)
+}
+
+fn bench(c: &mut Criterion) {
+    let (store, handler) = setup();
+    let snapshot = store.snapshot();
+    let mut g = c.benchmark_group("query");
+    g.throughput(Throughput::Elements(1));
+
+    let hit = query("wWw.example.COM.", RecordType::A);
+    assert!(handler.handle(&snapshot, &hit, Transport::Udp).is_some());
+    g.bench_function("udp_hit_a", |b| {
+        b.iter(|| handler.handle(&snapshot, std::hint::black_box(&hit), Transport::Udp))
+    });
+
+    let miss = query("nope.example.com.", RecordType::A);
+    g.bench_function("udp_miss_nxdomain", |b| {
+        b.iter(|| handler.handle(&snapshot, std::hint::black_box(&miss), Transport::Udp))
+    });
+
+    let framed = tcp_frame(&hit);
+    g.bench_function("tcp_framed_hit_a", |b| {
+        b.iter_batched(
+            || framed.clone(),
+            |f| {
+                let len = u16::from_be_bytes([f[0], f[1]]) as usize;
+                let reply = handler
+                    .handle(&snapshot, &f[2..2 + len], Transport::Tcp)
+                    .unwrap();
+                tcp_frame(&reply)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

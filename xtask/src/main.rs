@@ -27,7 +27,7 @@ enum Task {
         #[arg(trailing_var_arg = true)]
         args: Vec<String>,
     },
-    /// Install dependencies, then run formatting checks and the whole test suite.
+    /// Install dependencies, then run format and lint checks and the whole test suite.
     Test,
 }
 
@@ -50,6 +50,19 @@ fn main() -> Result<()> {
         Task::Test => {
             deps()?;
             cargo(&root, &["fmt", "--all", "--", "--check"])?;
+            cargo(
+                &root,
+                &[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            )?;
+            // --all-targets also runs each criterion benchmark once, so the
+            // benchmarks cannot rot.
             cargo(&root, &["test", "--workspace", "--all-targets"])
         }
     }

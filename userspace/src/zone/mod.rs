@@ -62,7 +62,7 @@ impl Node {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ZoneError {
     #[error("{name} is not inside zone {origin}")]
-    OutOfZone { name: Name, origin: Name },
+    OutOfZone { name: Box<Name>, origin: Box<Name> },
     #[error("class {class} is not served (only IN)")]
     Class { class: DNSClass },
 }
@@ -155,8 +155,8 @@ impl Zone {
         let key = LowerName::new(&record.name);
         if !self.origin_key.zone_of(&key) {
             return Err(ZoneError::OutOfZone {
-                name: record.name,
-                origin: self.origin.clone(),
+                name: Box::new(record.name),
+                origin: Box::new(self.origin.clone()),
             });
         }
         self.ensure_node(&key);
