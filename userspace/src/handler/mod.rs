@@ -42,7 +42,7 @@ impl Handler {
             Err(Rejected::Drop) => return None,
             Err(Rejected::Reply(bytes)) => return Some(bytes),
         };
-        let reply = self.answer(snapshot, &req, transport);
+        let reply = self.answer(snapshot, &req);
         let limit = match transport {
             Transport::Udp => wire::udp_reply_limit(&req, &self.edns),
             Transport::Tcp => u16::MAX as usize,
@@ -51,7 +51,7 @@ impl Handler {
     }
 
     /// The decision, before encoding.
-    pub fn answer(&self, snapshot: &Snapshot, req: &Request, transport: Transport) -> Reply {
+    pub fn answer(&self, snapshot: &Snapshot, req: &Request) -> Reply {
         if req.edns.is_some_and(|e| e.version > 0) {
             return Reply::error(ResponseCode::BADVERS);
         }
@@ -63,7 +63,6 @@ impl Handler {
             RecordType::AXFR | RecordType::IXFR => return Reply::error(ResponseCode::Refused),
             _ => {}
         }
-        let _ = transport;
         match q.query_class() {
             DNSClass::IN => {}
             DNSClass::CH => return self.identity.answer(q),
@@ -74,5 +73,104 @@ impl Handler {
             Some(zone) => resolve(zone, q.name(), q.query_type()),
             None => Reply::error(ResponseCode::Refused),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::str::FromStr;
+
+    use hickory_proto::op::{Query, ResponseCode};
+    use hickory_proto::rr::{Name, RecordType};
+
+    use super::*;
+    use crate::zone::{check_zone, parse_zone_str, ZoneStore};
+
+    const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
+        @ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n\
+        loop1 CNAME loop2\nloop2 CNAME loop1\n\
+        into CNAME host.sub\nsub NS ns.sub\nns.sub A 192.0.2.53\n\
+        *.w CNAME ns1\n";
+
+    fn setup() -> (ZoneStore, Handler) {
+        let origin = Name::from_str("example.com.").unwrap();
+        let recs = parse_zone_str(ZONE, &origin, Path::new("t.zone")).unwrap();
+        let store = ZoneStore::new();
+        store.replace_zones(
+            vec![check_zone(&origin, Path::new("t.zone"), &recs).unwrap()],
+            &[],
+        );
+        let handler = Handler {
+            edns: ServerEdns {
+                udp_payload: 1232,
+                nsid: None,
+            },
+            identity: Identity::default(),
+        };
+        (store, handler)
+    }
+
+    fn ask(name: &str, t: RecordType) -> Reply {
+        let (store, h) = setup();
+        let req = Request {
+            id: 1,
+            recursion_desired: false,
+            checking_disabled: false,
+            query: Query::query(Name::from_ascii(name).unwrap(), t),
+            edns: None,
+        };
+        h.answer(&store.snapshot(), &req)
+    }
+
+    #[test]
+    fn cname_loops_end() {
+        let r = ask("loop1.example.com.", RecordType::A);
+        assert_eq!(r.rcode, ResponseCode::NoError);
+        assert_eq!(r.answers.len(), 16, "bounded by MAX_CNAME_CHAIN");
+    }
+
+    #[test]
+    fn cname_into_a_delegation_ends_in_a_referral() {
+        let r = ask("into.example.com.", RecordType::A);
+        assert_eq!(r.answers.len(), 1);
+        assert!(r.authoritative, "the CNAME itself is ours");
+        assert_eq!(r.authority[0].record_type(), RecordType::NS);
+        assert_eq!(r.additional.len(), 1);
+    }
+
+    #[test]
+    fn wildcard_cname_is_synthesised_and_chased() {
+        let r = ask("X.w.example.com.", RecordType::A);
+        assert_eq!(r.answers.len(), 2);
+        assert_eq!(
+            r.answers[0].name.to_ascii(),
+            "X.w.example.com.",
+            "client case kept"
+        );
+        assert_eq!(r.answers[1].name.to_string(), "ns1.example.com.");
+    }
+
+    #[test]
+    fn other_classes_and_meta_types() {
+        let (store, h) = setup();
+        let mut req = Request {
+            id: 1,
+            recursion_desired: false,
+            checking_disabled: false,
+            query: Query::query(Name::from_str("ns1.example.com.").unwrap(), RecordType::A),
+            edns: None,
+        };
+        req.query.set_query_class(hickory_proto::rr::DNSClass::HS);
+        assert_eq!(
+            h.answer(&store.snapshot(), &req).rcode,
+            ResponseCode::Refused
+        );
+        req.query.set_query_class(hickory_proto::rr::DNSClass::IN);
+        req.query.set_query_type(RecordType::OPT);
+        assert_eq!(
+            h.answer(&store.snapshot(), &req).rcode,
+            ResponseCode::FormErr
+        );
     }
 }
