@@ -29,6 +29,85 @@ pub mod rtype {
     pub const OPT: u16 = 41;
 }
 
+/// Longest name (wire bytes, root label included) kept in the short-key
+/// table; longer names go to the long-key table. Two key sizes keep the
+/// common case's hash and key-zeroing cost low.
+pub const SHORT_NAME_MAX: usize = 62;
+/// Name buffer of the long-key table (255 rounded up to a multiple of 8).
+pub const LONG_NAME_BUF: usize = 256;
+/// Largest pre-encoded answer section the kernel can send. Larger RRsets
+/// are left to the fallback server.
+pub const ANSWER_MAX: usize = 256;
+
+/// Query types the table holds, as the `qtype` byte of a key.
+pub mod qtype_slot {
+    pub const A: u8 = 0;
+    pub const AAAA: u8 = 1;
+}
+
+/// Key of the short-name table: the query name in wire form, lower-cased
+/// and zero-padded (wire names are prefix-free, so padding is unambiguous),
+/// the query-type slot, and the table generation the entry belongs to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShortKey {
+    pub name: [u8; SHORT_NAME_MAX],
+    pub qtype: u8,
+    pub generation: u8,
+}
+
+/// Key of the long-name table (names of 63..=255 wire bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LongKey {
+    pub name: [u8; LONG_NAME_BUF],
+    pub qtype: u8,
+    pub generation: u8,
+}
+
+/// A pre-encoded answer section: `ancount` records, each owned by a
+/// compression pointer to the question (0xC00C), `len` bytes in all.
+/// `csum` is the 16-bit ones'-complement sum of `data[..len]` taken at an
+/// even offset, so the kernel can finish the UDP checksum in O(1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub len: u16,
+    pub ancount: u16,
+    pub csum: u32,
+    pub data: [u8; ANSWER_MAX],
+}
+
+/// Runtime settings of the XDP program (one-element array map).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// Generation whose entries are live (0 or 1).
+    pub generation: u32,
+    /// UDP port answered, host byte order; 0 = answer nothing.
+    pub port: u16,
+    /// EDNS payload size the server advertises (the fallback's value).
+    pub udp_payload: u16,
+}
+
+// SAFETY: plain `repr(C)` byte and integer fields, no padding, any bit
+// pattern valid.
+#[cfg(feature = "user")]
+mod pod {
+    unsafe impl aya::Pod for super::ShortKey {}
+    unsafe impl aya::Pod for super::LongKey {}
+    unsafe impl aya::Pod for super::Answer {}
+    unsafe impl aya::Pod for super::XdpConfig {}
+}
+
+/// Per-CPU counter slots: answers by type, then one per [`PassReason`].
+pub mod counter {
+    pub const ANSWERED_A: u32 = 0;
+    pub const ANSWERED_AAAA: u32 = 1;
+    pub const PASS_BASE: u32 = 2;
+    pub const COUNT: u32 = PASS_BASE + super::PassReason::COUNT as u32;
+}
+
 /// Why a packet was handed to the fallback server instead of being answered
 /// in the kernel. Indexes the per-CPU counter array, so values are stable.
 #[repr(u32)]
@@ -72,6 +151,14 @@ impl PassReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn map_layouts_are_stable() {
+        assert_eq!(core::mem::size_of::<ShortKey>(), 64);
+        assert_eq!(core::mem::size_of::<LongKey>(), 258);
+        assert_eq!(core::mem::size_of::<Answer>(), 8 + ANSWER_MAX);
+        assert_eq!(core::mem::size_of::<XdpConfig>(), 8);
+    }
 
     #[test]
     fn pass_reasons_index_their_counter_slot() {

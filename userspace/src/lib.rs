@@ -10,3 +10,4 @@ pub mod serve;
 pub mod server;
 pub mod wire;
 pub mod zone;
+pub mod xdp;

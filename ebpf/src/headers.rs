@@ -1,0 +1,112 @@
+//! Ethernet (with up to two VLAN tags), IPv4/IPv6 and UDP: where the DNS
+//! message starts and whether it is for us. Nothing is written here.
+
+use aya_ebpf::helpers::bpf_xdp_load_bytes;
+use aya_ebpf::programs::XdpContext;
+use xdpdns_common::PassReason;
+
+const ETH_P_8021Q: u16 = 0x8100;
+const ETH_P_8021AD: u16 = 0x88a8;
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_IPV6: u16 = 0x86dd;
+const IPPROTO_UDP: u8 = 17;
+pub const ETH_LEN: u32 = 14;
+pub const IPV4_LEN: u32 = 20;
+pub const IPV6_LEN: u32 = 40;
+pub const UDP_LEN: u32 = 8;
+
+/// Copies `N` bytes at `off` out of the frame.
+#[inline(always)]
+pub fn load<const N: usize>(ctx: &XdpContext, off: u32) -> Result<[u8; N], PassReason> {
+    let mut buf = [0u8; N];
+    let rc = unsafe { bpf_xdp_load_bytes(ctx.ctx, off, buf.as_mut_ptr() as *mut _, N as u32) };
+    if rc == 0 {
+        Ok(buf)
+    } else {
+        Err(PassReason::ParseError)
+    }
+}
+
+#[inline(always)]
+pub fn be16(b: &[u8], i: usize) -> u16 {
+    u16::from_be_bytes([b[i], b[i + 1]])
+}
+
+/// The network headers as received, kept for building the reply.
+pub enum Ip {
+    V4([u8; IPV4_LEN as usize]),
+    V6([u8; IPV6_LEN as usize]),
+}
+
+pub struct Packet {
+    pub l3: u32,
+    pub ip: Ip,
+    pub l4: u32,
+    pub udp: [u8; UDP_LEN as usize],
+    /// Offset and length of the DNS message.
+    pub dns: u32,
+    pub dns_len: u32,
+}
+
+/// Parses down to the DNS payload of a UDP datagram to `port`.
+#[inline(always)]
+pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
+    let frame_len = (ctx.data_end() - ctx.data()) as u32;
+    let eth: [u8; ETH_LEN as usize] = load(ctx, 0).map_err(|_| PassReason::NotDns)?;
+    let mut ethertype = be16(&eth, 12);
+    let mut l3 = ETH_LEN;
+    for _ in 0..2 {
+        if ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
+            let tag: [u8; 4] = load(ctx, l3).map_err(|_| PassReason::NotDns)?;
+            ethertype = be16(&tag, 2);
+            l3 += 4;
+        }
+    }
+    let (ip, l4, ip_payload) = match ethertype {
+        ETH_P_IP => {
+            let h: [u8; IPV4_LEN as usize] = load(ctx, l3).map_err(|_| PassReason::NotDns)?;
+            // IHL 5 only: options are rare on queries and passed up.
+            if h[0] != 0x45 || h[9] != IPPROTO_UDP {
+                return Err(PassReason::NotDns);
+            }
+            // More-fragments flag or a fragment offset: not ours to answer.
+            if be16(&h, 6) & 0x3fff != 0 {
+                return Err(PassReason::NotDns);
+            }
+            let total = be16(&h, 2) as u32;
+            if total < IPV4_LEN + UDP_LEN || l3 + total > frame_len {
+                return Err(PassReason::ParseError);
+            }
+            (Ip::V4(h), l3 + IPV4_LEN, total - IPV4_LEN)
+        }
+        ETH_P_IPV6 => {
+            let h: [u8; IPV6_LEN as usize] = load(ctx, l3).map_err(|_| PassReason::NotDns)?;
+            // Next header must be UDP itself: extension headers are passed.
+            if h[0] >> 4 != 6 || h[6] != IPPROTO_UDP {
+                return Err(PassReason::NotDns);
+            }
+            let payload = be16(&h, 4) as u32;
+            if payload < UDP_LEN || l3 + IPV6_LEN + payload > frame_len {
+                return Err(PassReason::ParseError);
+            }
+            (Ip::V6(h), l3 + IPV6_LEN, payload)
+        }
+        _ => return Err(PassReason::NotDns),
+    };
+    let udp: [u8; UDP_LEN as usize] = load(ctx, l4).map_err(|_| PassReason::NotDns)?;
+    if port == 0 || be16(&udp, 2) != port {
+        return Err(PassReason::NotDns);
+    }
+    let udp_len = be16(&udp, 4) as u32;
+    if udp_len != ip_payload {
+        return Err(PassReason::ParseError);
+    }
+    Ok(Packet {
+        l3,
+        ip,
+        l4,
+        udp,
+        dns: l4 + UDP_LEN,
+        dns_len: udp_len - UDP_LEN,
+    })
+}

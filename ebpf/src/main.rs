@@ -1,0 +1,68 @@
+//! xdpdns XDP program: answers UDP A/AAAA queries for names in the answer
+//! table with XDP_TX; passes everything else up, unchanged, to the
+//! fallback server. The conditions are those of SPEC §4.
+#![no_std]
+#![no_main]
+
+mod csum;
+mod headers;
+mod maps;
+mod question;
+mod reply;
+
+use aya_ebpf::bindings::xdp_action::{XDP_PASS, XDP_TX};
+use aya_ebpf::macros::xdp;
+use aya_ebpf::programs::XdpContext;
+use xdpdns_common::{counter, PassReason, SHORT_NAME_MAX};
+
+use maps::{CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES};
+
+#[xdp]
+pub fn xdpdns(ctx: XdpContext) -> u32 {
+    match try_answer(&ctx) {
+        Ok(slot) => {
+            count(counter::ANSWERED_A + slot as u32);
+            XDP_TX
+        }
+        Err(reason) => {
+            count(counter::PASS_BASE + reason as u32);
+            XDP_PASS
+        }
+    }
+}
+
+#[inline(always)]
+fn count(slot: u32) {
+    if let Some(c) = COUNTERS.get_ptr_mut(slot) {
+        unsafe { *c += 1 };
+    }
+}
+
+#[inline(always)]
+fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
+    let cfg = *CONFIG.get(0).ok_or(PassReason::NotDns)?;
+    let pkt = headers::parse(ctx, cfg.port)?;
+    let s = unsafe { &mut *SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)? };
+    let qn = question::parse(ctx, &pkt, s)?;
+    let generation = cfg.generation as u8;
+    let answer = if qn.name_len as usize <= SHORT_NAME_MAX {
+        question::short_key(s, qn.name_len, qn.qtype, generation);
+        unsafe { SHORT_NAMES.get(&s.short) }
+    } else {
+        question::long_key(s, qn.name_len, qn.qtype, generation);
+        unsafe { LONG_NAMES.get(&s.long) }
+    };
+    let answer = answer.ok_or(PassReason::Miss)?;
+    reply::build(ctx, &pkt, &qn, answer, &cfg)?;
+    Ok(qn.qtype)
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

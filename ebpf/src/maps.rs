@@ -1,0 +1,41 @@
+//! Maps shared with userspace. Layouts come from `xdpdns-common`; the
+//! loader resizes the name tables at load time.
+
+use aya_ebpf::macros::map;
+use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
+use xdpdns_common::{counter, Answer, LongKey, ShortKey, XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX};
+
+/// BPF_F_NO_PREALLOC: an updated element is freed only after an RCU grace
+/// period, so a packet reading it never sees it reused mid-copy.
+const NO_PREALLOC: u32 = 1;
+
+#[map(name = "CONFIG")]
+pub static CONFIG: Array<XdpConfig> = Array::with_max_entries(1, 0);
+
+#[map(name = "SHORT_NAMES")]
+pub static SHORT_NAMES: HashMap<ShortKey, Answer> = HashMap::with_max_entries(1 << 16, NO_PREALLOC);
+
+#[map(name = "LONG_NAMES")]
+pub static LONG_NAMES: HashMap<LongKey, Answer> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
+
+#[map(name = "COUNTERS")]
+pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// Per-CPU working memory: the question section and the lookup keys are
+/// too big for the 512-byte BPF stack.
+#[repr(C)]
+pub struct Scratch {
+    pub question: [u8; QUESTION_BUF],
+    pub short: ShortKey,
+    pub long: LongKey,
+}
+
+/// Question bytes copied out of the packet (name ≤ 255, type, class, one
+/// OPT of 11 bytes: 270 at most); a power of two so indexes can be masked.
+pub const QUESTION_BUF: usize = 512;
+pub const QUESTION_MASK: usize = QUESTION_BUF - 1;
+
+const _: () = assert!(SHORT_NAME_MAX < LONG_NAME_BUF);
+
+#[map(name = "SCRATCH")]
+pub static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);

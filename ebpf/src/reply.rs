@@ -1,0 +1,132 @@
+//! Turns the query frame into the reply in place. Called only after every
+//! check has passed; the one step that can fail (growing the frame) comes
+//! first, so a failure leaves the frame unchanged.
+
+use aya_ebpf::helpers::{bpf_xdp_adjust_tail, bpf_xdp_store_bytes};
+use aya_ebpf::programs::XdpContext;
+use xdpdns_common::{Answer, PassReason, XdpConfig, ANSWER_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN};
+
+use crate::csum;
+use crate::headers::{load, Ip, Packet, UDP_LEN};
+use crate::question::{Question, OPT_LEN};
+
+const REPLY_HOP_LIMIT: u8 = 64;
+
+#[inline(always)]
+fn store<const N: usize>(ctx: &XdpContext, off: u32, bytes: &mut [u8; N]) {
+    unsafe { bpf_xdp_store_bytes(ctx.ctx, off, bytes.as_mut_ptr() as *mut _, N as u32) };
+}
+
+/// Largest reply the client accepts: 512 without EDNS, else its size
+/// capped by ours, never below 512 (the fallback's rule).
+#[inline(always)]
+fn reply_limit(edns_payload: Option<u16>, ours: u16) -> u32 {
+    match edns_payload {
+        None => CLASSIC_UDP_PAYLOAD as u32,
+        Some(p) => {
+            let p = if p < ours { p } else { ours };
+            if p < CLASSIC_UDP_PAYLOAD {
+                CLASSIC_UDP_PAYLOAD as u32
+            } else {
+                p as u32
+            }
+        }
+    }
+}
+
+pub fn build(
+    ctx: &XdpContext,
+    pkt: &Packet,
+    qn: &Question,
+    ans: &Answer,
+    cfg: &XdpConfig,
+) -> Result<(), PassReason> {
+    let alen = ans.len as u32;
+    if alen == 0 || alen > ANSWER_MAX as u32 {
+        return Err(PassReason::Size);
+    }
+    let opt_len = if qn.edns_payload.is_some() { OPT_LEN } else { 0 };
+    let question_len = qn.name_len + 4;
+    let dns_len = DNS_HEADER_LEN as u32 + question_len + alen + opt_len;
+    if dns_len > reply_limit(qn.edns_payload, cfg.udp_payload) {
+        return Err(PassReason::Size);
+    }
+    let mut eth: [u8; 12] = load(ctx, 0)?;
+    let frame_len = (ctx.data_end() - ctx.data()) as i32;
+    let delta = (pkt.dns + dns_len) as i32 - frame_len;
+    if delta != 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
+        return Err(PassReason::Size);
+    }
+
+    // From here on nothing can fail: the frame is the reply's size.
+    let answer_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
+    unsafe {
+        bpf_xdp_store_bytes(ctx.ctx, answer_off, ans.data.as_ptr() as *mut _, alen);
+    }
+    let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
+
+    if qn.edns_payload.is_some() {
+        let [hi, lo] = cfg.udp_payload.to_be_bytes();
+        let mut opt = [0u8, 0, 41, hi, lo, 0, 0, 0, 0, 0, 0];
+        store(ctx, answer_off + alen, &mut opt);
+        let opt_sum = csum::fold(0x2900 + hi as u64 + ((lo as u64) << 8));
+        sum += csum::at_parity(opt_sum, (question_len + alen) & 1 == 1);
+    }
+
+    let mut header = qn.header;
+    header[2] = 0x84 | (header[2] & 0x01); // QR, AA, RD copied; opcode 0
+    header[3] &= 0x10; // CD copied; RA, Z, AD and RCODE zero
+    header[6..8].copy_from_slice(&ans.ancount.to_be_bytes());
+    store(ctx, pkt.dns, &mut header);
+    sum += csum::words(&header);
+
+    let udp_len = UDP_LEN + dns_len;
+    let mut udp = pkt.udp;
+    udp.swap(0, 2);
+    udp.swap(1, 3);
+    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    udp[6] = 0;
+    udp[7] = 0;
+    sum += csum::words(&udp) + udp_len as u64 + 17;
+
+    match &pkt.ip {
+        Ip::V4(h) => {
+            let mut v4 = *h;
+            v4[12..16].copy_from_slice(&h[16..20]);
+            v4[16..20].copy_from_slice(&h[12..16]);
+            v4[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+            v4[8] = REPLY_HOP_LIMIT;
+            v4[10] = 0;
+            v4[11] = 0;
+            let check = !csum::fold(csum::words(&v4));
+            v4[10..12].copy_from_slice(&check.to_be_bytes());
+            sum += csum::words(&[v4[12], v4[13], v4[14], v4[15], v4[16], v4[17], v4[18], v4[19]]);
+            store(ctx, pkt.l3, &mut v4);
+        }
+        Ip::V6(h) => {
+            let mut v6 = *h;
+            v6[8..24].copy_from_slice(&h[24..40]);
+            v6[24..40].copy_from_slice(&h[8..24]);
+            v6[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            v6[7] = REPLY_HOP_LIMIT;
+            let mut addrs = [0u8; 32];
+            addrs.copy_from_slice(&v6[8..40]);
+            sum += csum::words(&addrs);
+            store(ctx, pkt.l3, &mut v6);
+        }
+    }
+    let check = match !csum::fold(sum) {
+        0 => 0xffff,
+        c => c,
+    };
+    udp[6..8].copy_from_slice(&check.to_be_bytes());
+    store(ctx, pkt.l4, &mut udp);
+
+    // Ethernet: swap destination and source MACs (VLAN tags stay).
+    let mut swapped = [0u8; 12];
+    swapped[..6].copy_from_slice(&eth[6..12]);
+    swapped[6..].copy_from_slice(&eth[..6]);
+    eth = swapped;
+    store(ctx, 0, &mut eth);
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! The compiler: zone-store snapshot → answer-table entries for the XDP
+//! program. Pure; decides which (name, type) pairs the kernel may answer
+//! and pre-encodes their answer sections exactly as the fallback server
+//! encodes them.
+
+use std::collections::HashMap;
+
+use hickory_proto::rr::{LowerName, Name, RData, RecordType};
+use xdpdns_common::{qtype_slot, Answer, ANSWER_MAX, MAX_NAME_WIRE_LEN};
+
+use crate::zone::{Snapshot, Zone, ZoneDiff};
+
+/// Lower-cased wire-form name plus query-type slot: the table key before
+/// it is split into the short/long key layouts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryKey {
+    pub name: Vec<u8>,
+    pub qtype: u8,
+}
+
+/// The whole table for one snapshot.
+pub type Table = HashMap<EntryKey, Answer>;
+
+/// What a diff does to the table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TableDelta {
+    pub upsert: Vec<(EntryKey, Answer)>,
+    pub delete: Vec<EntryKey>,
+}
+
+/// Why a name with A/AAAA data stays with the fallback server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    pub below_cut: usize,
+    pub too_large: usize,
+    pub shadowed_by_child_zone: usize,
+}
+
+/// Every entry the kernel may answer in `snapshot`.
+pub fn compile(snapshot: &Snapshot) -> (Table, Skipped) {
+    let mut table = Table::new();
+    let mut skipped = Skipped::default();
+    for zone in snapshot.zones() {
+        for (key, _) in zone.nodes() {
+            compile_name(snapshot, zone, key, &mut table, &mut skipped);
+        }
+    }
+    (table, skipped)
+}
+
+/// The table changes `diffs` cause, given the snapshot they produced and
+/// the table currently installed.
+pub fn compile_diffs(snapshot: &Snapshot, diffs: &[ZoneDiff], installed: &Table) -> TableDelta {
+    let mut touched: Vec<LowerName> = Vec::new();
+    let mut subtrees: Vec<LowerName> = Vec::new();
+    for d in diffs {
+        let zone_gone = d.new_serial.is_none();
+        for r in d.removed.iter().chain(&d.added) {
+            let key = LowerName::new(&r.name);
+            // A zone cut appearing or disappearing changes every name below it.
+            if zone_gone || r.record_type() == RecordType::NS {
+                subtrees.push(key.clone());
+            }
+            touched.push(key);
+        }
+        if zone_gone || d.old_serial.is_none() {
+            subtrees.push(LowerName::new(&d.origin));
+        }
+    }
+    let mut fresh = Table::new();
+    let mut skipped = Skipped::default();
+    let mut names: Vec<LowerName> = touched;
+    for top in &subtrees {
+        names.extend(installed.keys().filter_map(|k| {
+            let n = LowerName::new(&wire_to_name(&k.name)?);
+            top.zone_of(&n).then_some(n)
+        }));
+        for zone in snapshot.zones() {
+            names.extend(zone.nodes().map(|(k, _)| k.clone()).filter(|k| top.zone_of(k)));
+        }
+    }
+    names.sort();
+    names.dedup();
+    let mut delta = TableDelta::default();
+    for name in &names {
+        if let Some(zone) = snapshot.find_zone(name) {
+            compile_name(snapshot, zone, name, &mut fresh, &mut skipped);
+        }
+        let wire = lower_wire(name);
+        for qtype in [qtype_slot::A, qtype_slot::AAAA] {
+            let key = EntryKey {
+                name: wire.clone(),
+                qtype,
+            };
+            match (fresh.remove(&key), installed.get(&key)) {
+                (Some(new), Some(old)) if new == *old => {}
+                (Some(new), _) => delta.upsert.push((key, new)),
+                (None, Some(_)) => delta.delete.push(key),
+                (None, None) => {}
+            }
+        }
+    }
+    delta
+}
+
+fn compile_name(snapshot: &Snapshot, zone: &Zone, key: &LowerName, table: &mut Table, skipped: &mut Skipped) {
+    let Some(node) = zone.node(key) else { return };
+    let sets: Vec<_> = [(RecordType::A, qtype_slot::A), (RecordType::AAAA, qtype_slot::AAAA)]
+        .into_iter()
+        .filter_map(|(t, slot)| node.rrset(t).map(|s| (s, slot)))
+        .collect();
+    if sets.is_empty() {
+        return;
+    }
+    if !std::ptr::eq(&**snapshot.find_zone(key).expect("zone contains its names"), zone) {
+        skipped.shadowed_by_child_zone += 1;
+        return;
+    }
+    if below_cut(zone, key) {
+        skipped.below_cut += 1;
+        return;
+    }
+    let wire = lower_wire(key);
+    if wire.len() > MAX_NAME_WIRE_LEN {
+        return;
+    }
+    for (set, slot) in sets {
+        match encode_answer(set.ttl, &set.rdatas) {
+            Some(answer) => {
+                table.insert(EntryKey { name: wire.clone(), qtype: slot }, answer);
+            }
+            None => skipped.too_large += 1,
+        }
+    }
+}
+
+/// At or below a delegation (an NS RRset on a non-apex name): the fallback
+/// answers with a referral.
+fn below_cut(zone: &Zone, key: &LowerName) -> bool {
+    let apex = zone.origin().num_labels();
+    (apex + 1..=key.num_labels()).any(|labels| {
+        let name = LowerName::from(key.trim_to(labels as usize));
+        zone.node(&name).is_some_and(|n| n.rrset(RecordType::NS).is_some())
+    })
+}
+
+/// The answer section exactly as the fallback encodes it: each record
+/// owned by a pointer to the question name (0xC00C), class IN.
+pub fn encode_answer(ttl: u32, rdatas: &[RData]) -> Option<Answer> {
+    let mut data = Vec::with_capacity(ANSWER_MAX);
+    for rd in rdatas {
+        let (rtype, bytes): (u16, Vec<u8>) = match rd {
+            RData::A(a) => (1, a.0.octets().to_vec()),
+            RData::AAAA(a) => (28, a.0.octets().to_vec()),
+            _ => return None,
+        };
+        data.extend_from_slice(&[0xc0, 0x0c]);
+        data.extend_from_slice(&rtype.to_be_bytes());
+        data.extend_from_slice(&1u16.to_be_bytes());
+        data.extend_from_slice(&ttl.to_be_bytes());
+        data.extend_from_slice(&(bytes.len() as u16).to_be_bytes());
+        data.extend_from_slice(&bytes);
+    }
+    if data.is_empty() || data.len() > ANSWER_MAX {
+        return None;
+    }
+    let mut answer = Answer {
+        len: data.len() as u16,
+        ancount: rdatas.len() as u16,
+        csum: u32::from(ones_complement_sum(&data)),
+        data: [0; ANSWER_MAX],
+    };
+    answer.data[..data.len()].copy_from_slice(&data);
+    Some(answer)
+}
+
+/// RFC 1071 sum of `bytes` from an even offset, folded to 16 bits.
+pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
+    let mut sum: u64 = bytes
+        .chunks(2)
+        .map(|c| u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Lower-cased uncompressed wire form of a name.
+pub fn lower_wire(name: &LowerName) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + 1);
+    for label in name.iter() {
+        out.push(label.len() as u8);
+        out.extend(label.iter().map(u8::to_ascii_lowercase));
+    }
+    out.push(0);
+    out
+}
+
+fn wire_to_name(wire: &[u8]) -> Option<Name> {
+    let mut labels = Vec::new();
+    let mut i = 0;
+    while *wire.get(i)? != 0 {
+        let len = wire[i] as usize;
+        labels.push(wire.get(i + 1..i + 1 + len)?);
+        i += 1 + len;
+    }
+    Name::from_labels(labels).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::str::FromStr;
+
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::Record;
+
+    use super::*;
+    use crate::zone::store::Change;
+    use crate::zone::{check_zone, parse_zone_str, ZoneStore};
+
+    const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
+        @ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\n@ A 192.0.2.10\n\
+        ns1 A 192.0.2.1\nWWW A 192.0.2.80\nwww A 192.0.2.81\nwww AAAA 2001:db8::80\n\
+        alias CNAME www\n*.wild A 192.0.2.99\nsub NS ns.sub\nns.sub A 192.0.2.53\n\
+        txt TXT hello\n";
+
+    fn store_with(extra: &str) -> ZoneStore {
+        let origin = Name::from_str("example.com.").unwrap();
+        let text = format!("{ZONE}{extra}");
+        let recs = parse_zone_str(&text, &origin, Path::new("t")).unwrap();
+        let store = ZoneStore::new();
+        store.replace_zones(vec![check_zone(&origin, Path::new("t"), &recs).unwrap()], &[]);
+        store
+    }
+
+    fn key(name: &str, qtype: u8) -> EntryKey {
+        EntryKey {
+            name: lower_wire(&LowerName::from(Name::from_str(name).unwrap())),
+            qtype,
+        }
+    }
+
+    #[test]
+    fn only_exact_in_zone_address_rrsets_are_compiled() {
+        let (table, skipped) = compile(&store_with("").snapshot());
+        let mut names: Vec<_> = table.keys().cloned().collect();
+        names.sort();
+        let mut want = vec![
+            key("example.com.", qtype_slot::A),
+            key("ns1.example.com.", qtype_slot::A),
+            key("www.example.com.", qtype_slot::A),
+            key("www.example.com.", qtype_slot::AAAA),
+            // The wildcard's own name, queried literally, is an exact match.
+            key("*.wild.example.com.", qtype_slot::A),
+        ];
+        want.sort();
+        assert_eq!(names, want, "no CNAME, synthesis, TXT or glue below the cut");
+        assert_eq!(skipped.below_cut, 1, "ns.sub is glue");
+    }
+
+    #[test]
+    fn answers_are_encoded_as_the_fallback_encodes_them() {
+        let (table, _) = compile(&store_with("").snapshot());
+        let a = table[&key("www.example.com.", qtype_slot::A)];
+        assert_eq!(a.ancount, 2);
+        assert_eq!(a.len, 32);
+        assert_eq!(
+            &a.data[..16],
+            &[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 80],
+            "pointer to question, A, IN, TTL 300, RDLEN 4, address"
+        );
+        assert_eq!(a.csum as u16, ones_complement_sum(&a.data[..32]));
+        let aaaa = table[&key("www.example.com.", qtype_slot::AAAA)];
+        assert_eq!(aaaa.len, 28);
+    }
+
+    #[test]
+    fn rrsets_larger_than_the_table_allows_stay_with_the_fallback() {
+        let big: String = (1..=17).map(|i| format!("big A 10.0.0.{i}\n")).collect();
+        let (table, skipped) = compile(&store_with(&big).snapshot());
+        assert!(!table.contains_key(&key("big.example.com.", qtype_slot::A)));
+        assert_eq!(skipped.too_large, 1);
+        let fits: String = (1..=16).map(|i| format!("fits A 10.0.0.{i}\n")).collect();
+        let (table, _) = compile(&store_with(&fits).snapshot());
+        assert_eq!(table[&key("fits.example.com.", qtype_slot::A)].len, 256);
+    }
+
+    #[test]
+    fn checksum_matches_rfc1071_for_odd_lengths() {
+        assert_eq!(ones_complement_sum(&[0x01]), 0x0100);
+        assert_eq!(ones_complement_sum(&[0xff, 0xff, 0x00, 0x02]), 0x0002);
+    }
+
+    #[test]
+    fn diffs_yield_the_same_table_as_a_full_compile() {
+        let store = store_with("");
+        let (mut installed, _) = compile(&store.snapshot());
+        let origin = Name::from_str("example.com.").unwrap();
+        let a = |n: &str, last: u8| {
+            Record::from_rdata(Name::from_str(n).unwrap(), 300, RData::A(A::new(192, 0, 2, last)))
+        };
+        let ns = Record::from_rdata(
+            Name::from_str("www.example.com.").unwrap(),
+            300,
+            RData::NS(hickory_proto::rr::rdata::NS(Name::from_str("ns1.example.com.").unwrap())),
+        );
+        let steps = vec![
+            vec![Change::Add(a("new.example.com.", 7)), Change::Remove(a("ns1.example.com.", 1))],
+            vec![Change::Add(a("ns1.example.com.", 2)), Change::Add(a("deep.www.example.com.", 3))],
+            // www becomes a delegation: www and everything below leave.
+            vec![Change::Add(ns.clone())],
+            vec![Change::Remove(ns)],
+        ];
+        for changes in steps {
+            let diff = store.update(&origin, &changes).unwrap();
+            let snap = store.snapshot();
+            let delta = compile_diffs(&snap, &[diff], &installed);
+            for k in &delta.delete {
+                installed.remove(k);
+            }
+            for (k, v) in delta.upsert {
+                installed.insert(k, v);
+            }
+            assert_eq!(installed, compile(&snap).0);
+        }
+        assert!(installed.contains_key(&key("deep.www.example.com.", qtype_slot::A)));
+    }
+}
