@@ -1,0 +1,524 @@
+//! The XDP program, loaded for real and run through BPF_PROG_TEST_RUN (no
+//! interface needed): every kernel answer must be byte-identical to the
+//! fallback server's, and everything else must pass unchanged.
+//! Needs root (CAP_BPF); CI runs as root.
+
+#[path = "support/frames.rs"]
+mod frames;
+
+use std::path::Path;
+use std::str::FromStr;
+
+use frames::*;
+use hickory_proto::op::{Edns, Message, Query};
+use hickory_proto::rr::rdata::opt::{EdnsOption, NSIDPayload};
+use hickory_proto::rr::{DNSClass, LowerName, Name, RecordType};
+use xdpdns::handler::{Handler, Identity, Transport};
+use xdpdns::wire::ServerEdns;
+use xdpdns::xdp::sys::test_run;
+use xdpdns::xdp::{compile, FastPath};
+use xdpdns::zone::{check_zone, parse_zone_str, Snapshot, ZoneStore};
+
+const XDP_PASS: u32 = 2;
+const XDP_TX: u32 = 3;
+const UDP_PAYLOAD: u16 = 1232;
+
+fn long_label_name(total: usize) -> String {
+    // Labels of up to 63 bytes until the wire form reaches `total` bytes
+    // (including "example.com." = 13 bytes).
+    let mut left = total - 13;
+    let mut labels = Vec::new();
+    while left > 0 {
+        let n = (left - 1).min(63);
+        labels.push("x".repeat(n));
+        left -= n + 1;
+    }
+    format!("{}.example.com.", labels.join("."))
+}
+
+fn zone_text() -> String {
+    let mut z = String::from(
+        "$ORIGIN example.com.\n$TTL 300\n\
+         @ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\n@ A 192.0.2.10\n@ MX 10 mail\n\
+         ns1 A 192.0.2.1\nmail A 192.0.2.25\nmail AAAA 2001:db8::25\n\
+         www 60 A 192.0.2.80\nwww 60 A 192.0.2.81\nwww 120 AAAA 2001:db8::80\n\
+         ab A 192.0.2.2\nabc AAAA 2001:db8::3\n\
+         alias CNAME www\n*.wild A 192.0.2.99\nsub NS ns.sub\nns.sub A 192.0.2.53\n\
+         txt TXT hello\na.b.ent A 192.0.2.7\n",
+    );
+    for i in 1..=16 {
+        z += &format!("sixteen A 10.0.0.{i}\n");
+    }
+    for i in 1..=9 {
+        z += &format!("nine AAAA 2001:db8::{i}\n");
+    }
+    for i in 1..=20 {
+        z += &format!("twenty A 10.0.1.{i}\n");
+    }
+    // Long-key table: 63, 100 and 255-byte names; the last with 16
+    // records, so it fits with EDNS but not in 512 bytes.
+    z += &format!("{} A 192.0.2.63\n", long_label_name(63));
+    z += &format!("{} AAAA 2001:db8::100\n", long_label_name(100));
+    for i in 1..=16 {
+        z += &format!("{} A 10.0.2.{i}\n", long_label_name(255));
+    }
+    z
+}
+
+struct Rig {
+    fast: FastPath,
+    store: ZoneStore,
+    handler: Handler,
+}
+
+fn rig(text: &str) -> Rig {
+    assert!(
+        unsafe { libc::geteuid() } == 0,
+        "the XDP tests load BPF programs and need root (CI runs as root)"
+    );
+    let origin = Name::from_str("example.com.").unwrap();
+    let recs = parse_zone_str(text, &origin, Path::new("test.zone")).unwrap();
+    let store = ZoneStore::new();
+    store.replace_zones(
+        vec![check_zone(&origin, Path::new("test.zone"), &recs).unwrap()],
+        &[],
+    );
+    let mut fast = FastPath::load(1024, 53, UDP_PAYLOAD).expect("load the XDP program");
+    fast.install(compile(&store.snapshot()).0).unwrap();
+    let handler = Handler {
+        edns: ServerEdns {
+            udp_payload: UDP_PAYLOAD,
+            nsid: None,
+        },
+        identity: Identity::default(),
+    };
+    Rig {
+        fast,
+        store,
+        handler,
+    }
+}
+
+fn query(name: &Name, rtype: RecordType, edns: Option<Edns>, id: u16) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = id;
+    m.metadata.recursion_desired = id % 2 == 0;
+    m.metadata.checking_disabled = id % 3 == 0;
+    m.add_query(Query::query(name.clone(), rtype));
+    m.edns = edns;
+    m.to_vec().unwrap()
+}
+
+fn edns(payload: u16) -> Edns {
+    let mut e = Edns::new();
+    e.set_max_payload(payload);
+    e
+}
+
+/// Deterministic 0x20 case randomisation.
+fn randomise_case(name: &str, seed: &mut u64) -> Name {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            if *seed & 1 == 1 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect();
+    Name::from_ascii(&s).unwrap()
+}
+
+/// Whether the fallback's reply is a direct positive answer from an
+/// existing node (not synthesised, not a CNAME) — what the kernel must
+/// answer when it fits.
+fn is_direct_hit(snap: &Snapshot, reply: &[u8], qname: &Name, qtype: RecordType) -> bool {
+    let m = Message::from_vec(reply).unwrap();
+    let key = LowerName::new(qname);
+    let exists = snap.find_zone(&key).is_some_and(|z| z.node(&key).is_some());
+    exists
+        && m.metadata.authoritative
+        && !m.metadata.truncation
+        && !m.answers.is_empty()
+        && m.answers.iter().all(|r| r.record_type() == qtype)
+}
+
+#[test]
+fn kernel_answers_are_byte_identical_to_the_fallback() {
+    let r = rig(&zone_text());
+    let snap = r.store.snapshot();
+    let mut names: Vec<String> = snap
+        .zones()
+        .flat_map(|z| {
+            z.nodes()
+                .map(|(k, _)| Name::from(k).to_ascii())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    names.push("nope.example.com.".into());
+    names.push("x.wild.example.com.".into());
+    names.sort();
+
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let (mut total, mut tx, mut hits, mut id) = (0u32, 0u32, 0u32, 0u16);
+    let mut must_tx_missed = Vec::new();
+    for name in &names {
+        for qtype in [RecordType::A, RecordType::AAAA] {
+            for payload in [None, Some(512), Some(1232), Some(4096)] {
+                for family in [Family::V4, Family::V6] {
+                    for vlans in 0..=2 {
+                        id = id.wrapping_add(1);
+                        let qname = randomise_case(name, &mut seed);
+                        let dns = query(&qname, qtype, payload.map(edns), id);
+                        let expected = r.handler.handle(&snap, &dns, Transport::Udp).unwrap();
+                        let f = frame(family, vlans, &dns, Quirks::default());
+                        let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+                        total += 1;
+                        let hit = is_direct_hit(&snap, &expected, &qname, qtype);
+                        hits += hit as u32;
+                        match out.action {
+                            XDP_TX => {
+                                tx += 1;
+                                let got = check_reply(family, vlans, &f, &out.frame);
+                                assert_eq!(
+                                    got, expected,
+                                    "{qname} {qtype} edns={payload:?} {family:?} vlans={vlans}"
+                                );
+                            }
+                            XDP_PASS => {
+                                assert_eq!(out.frame, f, "passed frames are unchanged");
+                                if hit {
+                                    must_tx_missed.push(format!("{qname} {qtype} {payload:?}"));
+                                }
+                            }
+                            other => panic!("unexpected XDP action {other}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Hits the table cannot hold by design: RRsets over 256 bytes (20 A).
+    must_tx_missed.retain(|m| !m.to_ascii_lowercase().starts_with("twenty."));
+    assert!(
+        must_tx_missed.is_empty(),
+        "hits passed up: {must_tx_missed:#?}"
+    );
+    println!(
+        "differential: {total} queries, {tx} answered in-kernel ({:.1}%), {hits} direct hits in the fallback",
+        100.0 * tx as f64 / total as f64
+    );
+    assert!(tx > 0);
+    let c = r.fast.counters().unwrap();
+    assert_eq!(
+        (c.answered_a + c.answered_aaaa) as u32,
+        tx,
+        "counters agree: {c}"
+    );
+}
+
+/// A query for www A with the given mutation applied to the DNS bytes.
+fn mutated(f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+    let mut q = query(
+        &Name::from_ascii("www.example.com.").unwrap(),
+        RecordType::A,
+        None,
+        77,
+    );
+    f(&mut q);
+    q
+}
+
+#[test]
+fn negative_corpus_passes_unchanged() {
+    let r = rig(&zone_text());
+    let www = Name::from_ascii("www.example.com.").unwrap();
+    let opt_with = |o: EdnsOption| {
+        let mut e = edns(1232);
+        e.options_mut().insert(o);
+        e
+    };
+    let mut do_bit = edns(1232);
+    do_bit.set_dnssec_ok(true);
+    let mut v1 = edns(1232);
+    v1.set_version(1);
+    let long_name = long_label_name(255);
+    let mut cases: Vec<(&str, Vec<u8>, Quirks)> = vec![
+        ("QR=1", mutated(|q| q[2] |= 0x80), Quirks::default()),
+        ("QDCOUNT 0", mutated(|q| q[5] = 0), Quirks::default()),
+        ("QDCOUNT 2", mutated(|q| q[5] = 2), Quirks::default()),
+        ("ANCOUNT 1", mutated(|q| q[7] = 1), Quirks::default()),
+        ("NSCOUNT 1", mutated(|q| q[9] = 1), Quirks::default()),
+        (
+            "ARCOUNT 1 without OPT",
+            mutated(|q| q[11] = 1),
+            Quirks::default(),
+        ),
+        ("label > 63", mutated(|q| q[12] = 64), Quirks::default()),
+        (
+            "pointer in question",
+            mutated(|q| {
+                q.truncate(12);
+                q.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
+            }),
+            Quirks::default(),
+        ),
+        (
+            "pointer after a label",
+            mutated(|q| {
+                q.truncate(16);
+                q.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
+            }),
+            Quirks::default(),
+        ),
+        (
+            "name > 255",
+            mutated(|q| {
+                q.truncate(12);
+                for _ in 0..5 {
+                    q.push(60);
+                    q.extend_from_slice(&[b'a'; 60]);
+                }
+                q.extend_from_slice(&[0, 0, 1, 0, 1]);
+            }),
+            Quirks::default(),
+        ),
+        (
+            "truncated name",
+            mutated(|q| q.truncate(18)),
+            Quirks::default(),
+        ),
+        (
+            "no type/class",
+            mutated(|q| q.truncate(q.len() - 4)),
+            Quirks::default(),
+        ),
+        (
+            "trailing garbage",
+            mutated(|q| q.push(0)),
+            Quirks::default(),
+        ),
+        (
+            "EDNS version 1",
+            query(&www, RecordType::A, Some(v1), 1),
+            Quirks::default(),
+        ),
+        (
+            "DO=1",
+            query(&www, RecordType::A, Some(do_bit), 1),
+            Quirks::default(),
+        ),
+        (
+            "OPT with NSID",
+            query(
+                &www,
+                RecordType::A,
+                Some(opt_with(EdnsOption::NSID(
+                    NSIDPayload::new(vec![]).unwrap(),
+                ))),
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "OPT with unknown option",
+            query(
+                &www,
+                RecordType::A,
+                Some(opt_with(EdnsOption::Unknown(65001, vec![1]))),
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "type MX",
+            query(&www, RecordType::MX, None, 1),
+            Quirks::default(),
+        ),
+        (
+            "type ANY",
+            query(&www, RecordType::ANY, None, 1),
+            Quirks::default(),
+        ),
+        (
+            "type TXT",
+            query(
+                &Name::from_ascii("txt.example.com.").unwrap(),
+                RecordType::TXT,
+                None,
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "miss",
+            query(
+                &Name::from_ascii("nope.example.com.").unwrap(),
+                RecordType::A,
+                None,
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "NODATA",
+            query(
+                &Name::from_ascii("ns1.example.com.").unwrap(),
+                RecordType::AAAA,
+                None,
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "wildcard",
+            query(
+                &Name::from_ascii("a.wild.example.com.").unwrap(),
+                RecordType::A,
+                None,
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "below a cut",
+            query(
+                &Name::from_ascii("ns.sub.example.com.").unwrap(),
+                RecordType::A,
+                None,
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "CNAME",
+            query(
+                &Name::from_ascii("alias.example.com.").unwrap(),
+                RecordType::A,
+                None,
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "oversize without EDNS",
+            query(
+                &Name::from_ascii(&long_name).unwrap(),
+                RecordType::A,
+                None,
+                1,
+            ),
+            Quirks::default(),
+        ),
+        (
+            "IPv4 more fragments",
+            mutated(|_| {}),
+            Quirks {
+                more_fragments: true,
+                ..Quirks::default()
+            },
+        ),
+        (
+            "IPv4 fragment offset",
+            mutated(|_| {}),
+            Quirks {
+                fragment_offset: true,
+                ..Quirks::default()
+            },
+        ),
+        (
+            "UDP length too long",
+            mutated(|_| {}),
+            Quirks {
+                udp_len_delta: 2,
+                ..Quirks::default()
+            },
+        ),
+        (
+            "UDP length too short",
+            mutated(|_| {}),
+            Quirks {
+                udp_len_delta: -2,
+                ..Quirks::default()
+            },
+        ),
+        (
+            "other port",
+            mutated(|_| {}),
+            Quirks {
+                dst_port: Some(5353),
+                ..Quirks::default()
+            },
+        ),
+        (
+            "TCP",
+            mutated(|_| {}),
+            Quirks {
+                ip_proto: Some(6),
+                ..Quirks::default()
+            },
+        ),
+    ];
+    for opcode in 1..16u8 {
+        let q = mutated(|q| q[2] = (q[2] & 0x87) | (opcode << 3));
+        cases.push(("opcode != 0", q, Quirks::default()));
+    }
+    for len in 0..12 {
+        cases.push((
+            "truncated header",
+            mutated(|q| q.truncate(len)),
+            Quirks::default(),
+        ));
+    }
+    let mut ch = mutated(|_| {});
+    let n = ch.len();
+    ch[n - 1] = 3; // class CH
+    cases.push(("class CH", ch, Quirks::default()));
+
+    let before = r.fast.counters().unwrap();
+    for (what, dns, quirks) in &cases {
+        let v4_only = quirks.more_fragments || quirks.fragment_offset;
+        for family in [Family::V4, Family::V6] {
+            if v4_only && family == Family::V6 {
+                continue;
+            }
+            for vlans in [0, 2] {
+                let f = frame(family, vlans, dns, *quirks);
+                let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+                assert_eq!(out.action, XDP_PASS, "{what} {family:?} vlans={vlans}");
+                assert_eq!(out.frame, f, "{what}: frame unchanged");
+            }
+        }
+    }
+    // IPv6 extension header, and a non-IP frame.
+    let f = frame(
+        Family::V6,
+        0,
+        &mutated(|_| {}),
+        Quirks {
+            ipv6_hop_by_hop: true,
+            ..Quirks::default()
+        },
+    );
+    let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+    assert_eq!(
+        (out.action, &out.frame),
+        (XDP_PASS, &f),
+        "IPv6 extension header"
+    );
+    let mut arp = f.clone();
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    let out = test_run(r.fast.program_fd(), &arp, 1).unwrap();
+    assert_eq!((out.action, &out.frame), (XDP_PASS, &arp), "ARP");
+
+    let after = r.fast.counters().unwrap();
+    assert_eq!(after.answered_a, before.answered_a, "nothing answered");
+    // The control: the same www query, unmutated, is answered.
+    let f = frame(Family::V4, 0, &mutated(|_| {}), Quirks::default());
+    assert_eq!(test_run(r.fast.program_fd(), &f, 1).unwrap().action, XDP_TX);
+    let _ = DNSClass::IN;
+}

@@ -3,7 +3,7 @@
 
 use aya_ebpf::helpers::bpf_xdp_load_bytes;
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::{qtype_slot, rtype, PassReason, DNS_HEADER_LEN, MAX_NAME_WIRE_LEN, SHORT_NAME_MAX};
+use xdpdns_common::{qtype_slot, rtype, PassReason, DNS_HEADER_LEN, MAX_NAME_WIRE_LEN};
 
 use crate::csum;
 use crate::headers::{be16, load, Packet};
@@ -51,7 +51,9 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
     if rest < 5 || rest > MAX_REST {
         return Err(PassReason::ParseError);
     }
-    let len = rest & QUESTION_MASK as u32;
+    // Re-masked after an opaque read: the verifier needs the bound on the
+    // register passed to the helper, which the optimiser would drop.
+    let len = crate::opaque(rest) & QUESTION_MASK as u32;
     if len == 0 {
         return Err(PassReason::ParseError);
     }
@@ -68,7 +70,10 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
     }
 
     // Walk the labels: no compression pointers, labels ≤ 63 (the top two
-    // bits clear), name ≤ 255 bytes and inside the message.
+    // bits clear), name ≤ 255 bytes and inside the message. The lower-cased
+    // name goes into both keys on the way (zero-padded: wire names are
+    // prefix-free).
+    zero_keys(s);
     let mut next_label = 0u32;
     let mut name_len = 0u32;
     let mut sum = 0u64;
@@ -78,6 +83,13 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
         }
         let b = q(s, i);
         sum += csum::byte(b, i & 1 == 1);
+        let lb = lower(b);
+        if let Some(slot) = s.long.name.get_mut(i as usize) {
+            *slot = lb;
+        }
+        if let Some(slot) = s.short.name.get_mut(i as usize) {
+            *slot = lb;
+        }
         if i == next_label {
             if b == 0 {
                 name_len = i + 1;
@@ -153,42 +165,26 @@ fn lower(b: u8) -> u8 {
     }
 }
 
-/// Fills the short key (names ≤ 62 bytes) from the copied question.
+/// Zeroes both lookup keys with word stores (no loop: a loop whose bound
+/// depends on the name length would multiply the verifier's work).
 #[inline(always)]
-pub fn short_key(s: &mut Scratch, name_len: u32, qtype: u8, generation: u8) {
-    let words = &mut s.short as *mut _ as *mut u64;
+fn zero_keys(s: &mut Scratch) {
+    let short = &mut s.short as *mut _ as *mut u64;
     for w in 0..8 {
-        unsafe { words.add(w).write_unaligned(0) };
+        unsafe { short.add(w).write_unaligned(0) };
     }
-    for i in 0..SHORT_NAME_MAX as u32 {
-        if i >= name_len {
-            break;
-        }
-        let b = lower(q(s, i));
-        if let Some(slot) = s.short.name.get_mut(i as usize) {
-            *slot = b;
-        }
+    let long = &mut s.long.name as *mut _ as *mut u64;
+    for w in 0..32 {
+        unsafe { long.add(w).write_unaligned(0) };
     }
-    s.short.qtype = qtype;
-    s.short.generation = generation;
 }
 
-/// Fills the long key (names of 63..=255 bytes).
+/// Sets the non-name fields of both keys (the name was written while the
+/// question was walked).
 #[inline(always)]
-pub fn long_key(s: &mut Scratch, name_len: u32, qtype: u8, generation: u8) {
-    let words = &mut s.long.name as *mut _ as *mut u64;
-    for w in 0..32 {
-        unsafe { words.add(w).write_unaligned(0) };
-    }
-    for i in 0..MAX_NAME_WIRE_LEN as u32 {
-        if i >= name_len {
-            break;
-        }
-        let b = lower(q(s, i));
-        if let Some(slot) = s.long.name.get_mut(i as usize) {
-            *slot = b;
-        }
-    }
+pub fn finish_keys(s: &mut Scratch, qtype: u8, generation: u8) {
+    s.short.qtype = qtype;
+    s.short.generation = generation;
     s.long.qtype = qtype;
     s.long.generation = generation;
 }

@@ -4,7 +4,9 @@
 
 use aya_ebpf::helpers::{bpf_xdp_adjust_tail, bpf_xdp_store_bytes};
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::{Answer, PassReason, XdpConfig, ANSWER_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN};
+use xdpdns_common::{
+    Answer, PassReason, XdpConfig, ANSWER_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
+};
 
 use crate::csum;
 use crate::headers::{load, Ip, Packet, UDP_LEN};
@@ -45,7 +47,11 @@ pub fn build(
     if alen == 0 || alen > ANSWER_MAX as u32 {
         return Err(PassReason::Size);
     }
-    let opt_len = if qn.edns_payload.is_some() { OPT_LEN } else { 0 };
+    let opt_len = if qn.edns_payload.is_some() {
+        OPT_LEN
+    } else {
+        0
+    };
     let question_len = qn.name_len + 4;
     let dns_len = DNS_HEADER_LEN as u32 + question_len + alen + opt_len;
     if dns_len > reply_limit(qn.edns_payload, cfg.udp_payload) {
@@ -60,6 +66,10 @@ pub fn build(
 
     // From here on nothing can fail: the frame is the reply's size.
     let answer_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
+    let alen = crate::opaque(alen);
+    if alen == 0 || alen > ANSWER_MAX as u32 {
+        return Ok(()); // unreachable: checked above
+    }
     unsafe {
         bpf_xdp_store_bytes(ctx.ctx, answer_off, ans.data.as_ptr() as *mut _, alen);
     }
@@ -100,7 +110,9 @@ pub fn build(
             v4[11] = 0;
             let check = !csum::fold(csum::words(&v4));
             v4[10..12].copy_from_slice(&check.to_be_bytes());
-            sum += csum::words(&[v4[12], v4[13], v4[14], v4[15], v4[16], v4[17], v4[18], v4[19]]);
+            sum += csum::words(&[
+                v4[12], v4[13], v4[14], v4[15], v4[16], v4[17], v4[18], v4[19],
+            ]);
             store(ctx, pkt.l3, &mut v4);
         }
         Ip::V6(h) => {

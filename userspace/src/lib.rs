@@ -9,5 +9,5 @@ pub mod handler;
 pub mod serve;
 pub mod server;
 pub mod wire;
-pub mod zone;
 pub mod xdp;
+pub mod zone;

@@ -5,7 +5,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
 use crate::wire::Reply;
-use crate::zone::{Node, RRset, Zone};
+use crate::zone::{label_count, Node, RRset, Zone};
 
 /// Longest CNAME chain followed inside a zone before giving up.
 const MAX_CNAME_CHAIN: usize = 16;
@@ -81,8 +81,8 @@ pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType) -> Reply {
 /// Finds the node for `key`, honouring zone cuts below the apex and
 /// wildcards with their closest-encloser rule (RFC 4592 §3.3.1).
 fn find<'z>(zone: &'z Zone, key: &LowerName, qtype: RecordType) -> Found<'z> {
-    let apex_labels = zone.origin().num_labels();
-    let depth = key.num_labels();
+    let apex_labels = label_count(zone.origin());
+    let depth = label_count(key);
     let mut closest = zone.apex();
     let mut closest_name = zone.origin_key().clone();
     // Walk down from the apex; the first missing name ends the walk at the
@@ -170,8 +170,8 @@ fn push_addresses_for(zone: &Zone, rdatas: &[RData], out: &mut Vec<Record>, glue
 
 /// Whether `key` lies at or below a delegation inside `zone`.
 fn below_cut(zone: &Zone, key: &LowerName) -> bool {
-    let apex_labels = zone.origin().num_labels();
-    (apex_labels + 1..=key.num_labels()).any(|labels| {
+    let apex_labels = label_count(zone.origin());
+    (apex_labels + 1..=label_count(key)).any(|labels| {
         let name = LowerName::from(key.trim_to(labels as usize));
         zone.node(&name)
             .is_some_and(|n| n.rrset(RecordType::NS).is_some())

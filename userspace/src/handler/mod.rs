@@ -152,6 +152,13 @@ mod tests {
     }
 
     #[test]
+    fn a_wildcard_owner_queried_literally_is_an_exact_match() {
+        let r = ask("*.W.example.com.", RecordType::CNAME);
+        assert_eq!(r.answers.len(), 1, "{r:?}");
+        assert_eq!(r.answers[0].name.to_ascii(), "*.W.example.com.");
+    }
+
+    #[test]
     fn other_classes_and_meta_types() {
         let (store, h) = setup();
         let mut req = Request {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use hickory_proto::rr::{LowerName, Name, RData, RecordType};
 use xdpdns_common::{qtype_slot, Answer, ANSWER_MAX, MAX_NAME_WIRE_LEN};
 
-use crate::zone::{Snapshot, Zone, ZoneDiff};
+use crate::zone::{label_count, Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
 /// it is split into the short/long key layouts.
@@ -76,7 +76,11 @@ pub fn compile_diffs(snapshot: &Snapshot, diffs: &[ZoneDiff], installed: &Table)
             top.zone_of(&n).then_some(n)
         }));
         for zone in snapshot.zones() {
-            names.extend(zone.nodes().map(|(k, _)| k.clone()).filter(|k| top.zone_of(k)));
+            names.extend(
+                zone.nodes()
+                    .map(|(k, _)| k.clone())
+                    .filter(|k| top.zone_of(k)),
+            );
         }
     }
     names.sort();
@@ -103,16 +107,28 @@ pub fn compile_diffs(snapshot: &Snapshot, diffs: &[ZoneDiff], installed: &Table)
     delta
 }
 
-fn compile_name(snapshot: &Snapshot, zone: &Zone, key: &LowerName, table: &mut Table, skipped: &mut Skipped) {
+fn compile_name(
+    snapshot: &Snapshot,
+    zone: &Zone,
+    key: &LowerName,
+    table: &mut Table,
+    skipped: &mut Skipped,
+) {
     let Some(node) = zone.node(key) else { return };
-    let sets: Vec<_> = [(RecordType::A, qtype_slot::A), (RecordType::AAAA, qtype_slot::AAAA)]
-        .into_iter()
-        .filter_map(|(t, slot)| node.rrset(t).map(|s| (s, slot)))
-        .collect();
+    let sets: Vec<_> = [
+        (RecordType::A, qtype_slot::A),
+        (RecordType::AAAA, qtype_slot::AAAA),
+    ]
+    .into_iter()
+    .filter_map(|(t, slot)| node.rrset(t).map(|s| (s, slot)))
+    .collect();
     if sets.is_empty() {
         return;
     }
-    if !std::ptr::eq(&**snapshot.find_zone(key).expect("zone contains its names"), zone) {
+    if !std::ptr::eq(
+        &**snapshot.find_zone(key).expect("zone contains its names"),
+        zone,
+    ) {
         skipped.shadowed_by_child_zone += 1;
         return;
     }
@@ -127,7 +143,13 @@ fn compile_name(snapshot: &Snapshot, zone: &Zone, key: &LowerName, table: &mut T
     for (set, slot) in sets {
         match encode_answer(set.ttl, &set.rdatas) {
             Some(answer) => {
-                table.insert(EntryKey { name: wire.clone(), qtype: slot }, answer);
+                table.insert(
+                    EntryKey {
+                        name: wire.clone(),
+                        qtype: slot,
+                    },
+                    answer,
+                );
             }
             None => skipped.too_large += 1,
         }
@@ -137,10 +159,11 @@ fn compile_name(snapshot: &Snapshot, zone: &Zone, key: &LowerName, table: &mut T
 /// At or below a delegation (an NS RRset on a non-apex name): the fallback
 /// answers with a referral.
 fn below_cut(zone: &Zone, key: &LowerName) -> bool {
-    let apex = zone.origin().num_labels();
-    (apex + 1..=key.num_labels()).any(|labels| {
+    let apex = label_count(zone.origin());
+    (apex + 1..=label_count(key)).any(|labels| {
         let name = LowerName::from(key.trim_to(labels as usize));
-        zone.node(&name).is_some_and(|n| n.rrset(RecordType::NS).is_some())
+        zone.node(&name)
+            .is_some_and(|n| n.rrset(RecordType::NS).is_some())
     })
 }
 
@@ -231,7 +254,10 @@ mod tests {
         let text = format!("{ZONE}{extra}");
         let recs = parse_zone_str(&text, &origin, Path::new("t")).unwrap();
         let store = ZoneStore::new();
-        store.replace_zones(vec![check_zone(&origin, Path::new("t"), &recs).unwrap()], &[]);
+        store.replace_zones(
+            vec![check_zone(&origin, Path::new("t"), &recs).unwrap()],
+            &[],
+        );
         store
     }
 
@@ -256,7 +282,10 @@ mod tests {
             key("*.wild.example.com.", qtype_slot::A),
         ];
         want.sort();
-        assert_eq!(names, want, "no CNAME, synthesis, TXT or glue below the cut");
+        assert_eq!(
+            names, want,
+            "no CNAME, synthesis, TXT or glue below the cut"
+        );
         assert_eq!(skipped.below_cut, 1, "ns.sub is glue");
     }
 
@@ -299,16 +328,28 @@ mod tests {
         let (mut installed, _) = compile(&store.snapshot());
         let origin = Name::from_str("example.com.").unwrap();
         let a = |n: &str, last: u8| {
-            Record::from_rdata(Name::from_str(n).unwrap(), 300, RData::A(A::new(192, 0, 2, last)))
+            Record::from_rdata(
+                Name::from_str(n).unwrap(),
+                300,
+                RData::A(A::new(192, 0, 2, last)),
+            )
         };
         let ns = Record::from_rdata(
             Name::from_str("www.example.com.").unwrap(),
             300,
-            RData::NS(hickory_proto::rr::rdata::NS(Name::from_str("ns1.example.com.").unwrap())),
+            RData::NS(hickory_proto::rr::rdata::NS(
+                Name::from_str("ns1.example.com.").unwrap(),
+            )),
         );
         let steps = vec![
-            vec![Change::Add(a("new.example.com.", 7)), Change::Remove(a("ns1.example.com.", 1))],
-            vec![Change::Add(a("ns1.example.com.", 2)), Change::Add(a("deep.www.example.com.", 3))],
+            vec![
+                Change::Add(a("new.example.com.", 7)),
+                Change::Remove(a("ns1.example.com.", 1)),
+            ],
+            vec![
+                Change::Add(a("ns1.example.com.", 2)),
+                Change::Add(a("deep.www.example.com.", 3)),
+            ],
             // www becomes a delegation: www and everything below leave.
             vec![Change::Add(ns.clone())],
             vec![Change::Remove(ns)],

@@ -1,4 +1,10 @@
 //! The XDP fast path, userspace side: the pure compiler from snapshots to
-//! answer-table entries, and the loader that owns the BPF objects.
+//! answer-table entries, the loader that owns the BPF objects, and the two
+//! raw bpf(2) calls aya does not wrap.
 
 pub mod compile;
+pub mod loader;
+pub mod sys;
+
+pub use compile::{compile, compile_diffs, Table, TableDelta};
+pub use loader::{AttachMode, Counters, FastPath, XdpError};

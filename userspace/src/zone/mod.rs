@@ -284,6 +284,13 @@ pub fn load_zone_file(path: &std::path::Path, origin: &Name) -> Result<Zone, Loa
     Ok(check_zone(origin, path, &records)?)
 }
 
+/// Number of labels, the root excluded and a leading `*` included
+/// (hickory's `num_labels` leaves `*` out, as RRSIG label counts do, which
+/// is wrong for walking names).
+pub fn label_count(name: &Name) -> usize {
+    name.iter().count()
+}
+
 /// Lower-cased, fully qualified copy of a name: the form zone origins and
 /// map keys use.
 pub fn fqdn_lower(name: &Name) -> Name {

@@ -1,0 +1,72 @@
+//! Builds the XDP program (`../ebpf`) and hands its object file to the
+//! userspace crate, so one `cargo build` produces a binary with the fast
+//! path embedded.
+//!
+//! The eBPF crate needs Debian's rustc (it ships `core` precompiled for
+//! `bpfel-unknown-none`) and `bpf-linker`; `cargo xtask deps` installs both
+//! (see ../shared/TOOLCHAIN.md for why this route).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest.parent().unwrap().to_path_buf();
+    let ebpf = root.join("ebpf");
+    for p in [
+        "ebpf/src",
+        "ebpf/Cargo.toml",
+        "ebpf/Cargo.lock",
+        "common/src",
+        "common/Cargo.toml",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(p).display());
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("xdpdns.bpf.o");
+
+    if !Path::new(DEBIAN_RUSTC).exists() || which("bpf-linker").is_none() {
+        panic!(
+            "the eBPF toolchain is missing (need {DEBIAN_RUSTC} from Debian's rustc-web and \
+             libstd-rust-web-dev-bpf, and bpf-linker on PATH): run `cargo xtask deps`"
+        );
+    }
+    // A separate target dir: the outer cargo holds the lock on ours.
+    let target_dir = root.join("target").join("ebpf");
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(&ebpf)
+        .args(["build", "--release", "--target", "bpfel-unknown-none"])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env("RUSTC", DEBIAN_RUSTC)
+        .env("RUSTC_BOOTSTRAP", "1");
+    // Settings of the outer build (clippy's wrapper, host rustflags,
+    // coverage) must not leak into the BPF build.
+    for var in [
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_MAKEFLAGS",
+        "RUSTDOCFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().expect("run cargo for the eBPF crate");
+    if !status.success() {
+        panic!("building the eBPF program failed: {status}");
+    }
+    let built = target_dir.join("bpfel-unknown-none/release/xdpdns");
+    std::fs::copy(&built, &out).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
+}
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(cmd))
+        .find(|p| p.is_file())
+}

@@ -1,0 +1,294 @@
+//! The loader: owns the BPF objects, attaches the program, installs answer
+//! tables and reads the counters. The only code here that talks to the
+//! kernel besides `sys`.
+
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+use aya::maps::{Array, HashMap, MapData, PerCpuArray};
+use aya::programs::{Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader};
+use xdpdns_common::{
+    counter, Answer, LongKey, PassReason, ShortKey, XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX,
+};
+
+use super::compile::{EntryKey, Table, TableDelta};
+use super::sys::GracePeriod;
+
+/// The XDP object built from `ebpf/` by `build.rs`.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpdns.bpf.o"));
+const PROGRAM: &str = "xdpdns";
+
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    #[error("loading the XDP object: {0}")]
+    Load(#[from] aya::EbpfError),
+    #[error("XDP program: {0}")]
+    Program(#[from] aya::programs::ProgramError),
+    #[error("BPF map: {0}")]
+    Map(#[from] aya::maps::MapError),
+    #[error("attaching to {interface} in {mode} mode: {source}")]
+    Attach {
+        interface: String,
+        mode: &'static str,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error("waiting for a grace period: {0}")]
+    Grace(#[from] std::io::Error),
+    #[error("the object lacks map {0}")]
+    MissingMap(&'static str),
+}
+
+/// How to attach: native (driver) mode, generic (skb) mode, or native with
+/// a fallback to generic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachMode {
+    Auto,
+    Driver,
+    Generic,
+}
+
+/// Answered and passed packets, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub answered_a: u64,
+    pub answered_aaaa: u64,
+    pub passed: [u64; PassReason::COUNT],
+}
+
+impl Counters {
+    pub fn passed(&self, reason: PassReason) -> u64 {
+        self.passed[reason as usize]
+    }
+}
+
+impl std::fmt::Display for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "answered_a={} answered_aaaa={}",
+            self.answered_a, self.answered_aaaa
+        )?;
+        for r in PassReason::ALL {
+            write!(f, " pass_{}={}", r.label(), self.passed(r))?;
+        }
+        Ok(())
+    }
+}
+
+pub struct FastPath {
+    ebpf: Ebpf,
+    config: Array<MapData, XdpConfig>,
+    short: HashMap<MapData, ShortKey, Answer>,
+    long: HashMap<MapData, LongKey, Answer>,
+    counters: PerCpuArray<MapData, u64>,
+    grace: GracePeriod,
+    current: XdpConfig,
+    installed: Table,
+    attached: Vec<(String, &'static str)>,
+}
+
+impl FastPath {
+    /// Loads the program (not yet attached). `capacity` is the number of
+    /// names per table generation; the maps hold two generations.
+    pub fn load(capacity: u32, port: u16, udp_payload: u16) -> Result<Self, XdpError> {
+        let short_entries = capacity.max(16) * 2;
+        let long_entries = (capacity / 16).max(16) * 2;
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries("SHORT_NAMES", short_entries)
+            .map_max_entries("LONG_NAMES", long_entries)
+            .load(OBJECT)?;
+        let prog: &mut Xdp = ebpf
+            .program_mut(PROGRAM)
+            .ok_or(XdpError::MissingMap(PROGRAM))?
+            .try_into()?;
+        prog.load()?;
+        let mut take = |name: &'static str| ebpf.take_map(name).ok_or(XdpError::MissingMap(name));
+        let mut config = Array::try_from(take("CONFIG")?)?;
+        let short = HashMap::try_from(take("SHORT_NAMES")?)?;
+        let long = HashMap::try_from(take("LONG_NAMES")?)?;
+        let counters = PerCpuArray::try_from(take("COUNTERS")?)?;
+        let current = XdpConfig {
+            generation: 0,
+            port,
+            udp_payload,
+        };
+        config.set(0, current, 0)?;
+        Ok(FastPath {
+            ebpf,
+            config,
+            short,
+            long,
+            counters,
+            grace: GracePeriod::new()?,
+            current,
+            installed: Table::new(),
+            attached: Vec::new(),
+        })
+    }
+
+    fn program(&mut self) -> &mut Xdp {
+        self.ebpf
+            .program_mut(PROGRAM)
+            .expect("loaded")
+            .try_into()
+            .expect("an XDP program")
+    }
+
+    /// The program's fd, for BPF_PROG_TEST_RUN.
+    pub fn program_fd(&self) -> RawFd {
+        let prog: &Xdp = self
+            .ebpf
+            .program(PROGRAM)
+            .expect("loaded")
+            .try_into()
+            .expect("XDP");
+        prog.fd().expect("loaded").as_fd().as_raw_fd()
+    }
+
+    /// Attaches to `interface`; returns the mode that worked.
+    pub fn attach(&mut self, interface: &str, mode: AttachMode) -> Result<&'static str, XdpError> {
+        let tries: &[(XdpMode, &'static str)] = match mode {
+            AttachMode::Driver => &[(XdpMode::Driver, "driver")],
+            AttachMode::Generic => &[(XdpMode::Skb, "generic")],
+            AttachMode::Auto => &[(XdpMode::Driver, "driver"), (XdpMode::Skb, "generic")],
+        };
+        let mut last = None;
+        for &(m, name) in tries {
+            match self.program().attach(interface, m) {
+                Ok(_) => {
+                    self.attached.push((interface.to_string(), name));
+                    return Ok(name);
+                }
+                Err(e) => last = Some((name, e)),
+            }
+        }
+        let (mode, source) = last.expect("at least one mode tried");
+        Err(XdpError::Attach {
+            interface: interface.to_string(),
+            mode,
+            source,
+        })
+    }
+
+    pub fn attached(&self) -> &[(String, &'static str)] {
+        &self.attached
+    }
+
+    pub fn installed(&self) -> &Table {
+        &self.installed
+    }
+
+    pub fn generation(&self) -> u32 {
+        self.current.generation
+    }
+
+    /// Installs `table` as a new generation: written beside the live one,
+    /// switched to with one config write, and the old one removed only
+    /// after a grace period, so every packet sees one whole generation.
+    pub fn install(&mut self, table: Table) -> Result<(), XdpError> {
+        let next = 1 - self.current.generation as u8;
+        let mut written = Vec::with_capacity(table.len());
+        for (key, answer) in &table {
+            if let Err(e) = self.put(key, next, answer) {
+                for k in &written {
+                    let _ = self.del(k, next);
+                }
+                return Err(e);
+            }
+            written.push(key.clone());
+        }
+        let old = self.current.generation as u8;
+        self.current.generation = next as u32;
+        self.config.set(0, self.current, 0)?;
+        self.grace.wait()?;
+        let previous = std::mem::replace(&mut self.installed, table);
+        for key in previous.keys() {
+            self.del(key, old)?;
+        }
+        Ok(())
+    }
+
+    /// Applies a small change in place in the live generation. Each entry
+    /// is replaced atomically (BPF_F_NO_PREALLOC hash maps swap elements
+    /// under RCU), so a packet sees the old or the new answer for a name.
+    pub fn apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+        let generation = self.current.generation as u8;
+        for (key, answer) in &delta.upsert {
+            self.put(key, generation, answer)?;
+            self.installed.insert(key.clone(), *answer);
+        }
+        for key in &delta.delete {
+            self.del(key, generation)?;
+            self.installed.remove(key);
+        }
+        Ok(())
+    }
+
+    /// Changes the advertised EDNS payload size (kept equal to the fallback's).
+    pub fn set_udp_payload(&mut self, udp_payload: u16) -> Result<(), XdpError> {
+        self.current.udp_payload = udp_payload;
+        self.config.set(0, self.current, 0)?;
+        Ok(())
+    }
+
+    pub fn counters(&self) -> Result<Counters, XdpError> {
+        let sum =
+            |slot: u32| -> Result<u64, XdpError> { Ok(self.counters.get(&slot, 0)?.iter().sum()) };
+        let mut c = Counters {
+            answered_a: sum(counter::ANSWERED_A)?,
+            answered_aaaa: sum(counter::ANSWERED_AAAA)?,
+            ..Counters::default()
+        };
+        for r in PassReason::ALL {
+            c.passed[r as usize] = sum(counter::PASS_BASE + r as u32)?;
+        }
+        Ok(c)
+    }
+
+    fn put(&mut self, key: &EntryKey, generation: u8, answer: &Answer) -> Result<(), XdpError> {
+        match split_key(key, generation) {
+            Split::Short(k) => self.short.insert(k, answer, 0)?,
+            Split::Long(k) => self.long.insert(k, answer, 0)?,
+        }
+        Ok(())
+    }
+
+    fn del(&mut self, key: &EntryKey, generation: u8) -> Result<(), XdpError> {
+        let r = match split_key(key, generation) {
+            Split::Short(k) => self.short.remove(&k),
+            Split::Long(k) => self.long.remove(&k),
+        };
+        match r {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+enum Split {
+    Short(ShortKey),
+    Long(Box<LongKey>),
+}
+
+/// The kernel key layout for an entry (the compiler guarantees ≤ 255 bytes).
+fn split_key(key: &EntryKey, generation: u8) -> Split {
+    if key.name.len() <= SHORT_NAME_MAX {
+        let mut k = ShortKey {
+            name: [0; SHORT_NAME_MAX],
+            qtype: key.qtype,
+            generation,
+        };
+        k.name[..key.name.len()].copy_from_slice(&key.name);
+        Split::Short(k)
+    } else {
+        let mut k = Box::new(LongKey {
+            name: [0; LONG_NAME_BUF],
+            qtype: key.qtype,
+            generation,
+        });
+        k.name[..key.name.len()].copy_from_slice(&key.name);
+        Split::Long(k)
+    }
+}

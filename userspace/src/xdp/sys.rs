@@ -1,0 +1,111 @@
+//! The two bpf(2) commands aya 0.14 does not wrap: BPF_PROG_TEST_RUN, and
+//! an RCU grace period (an update to a map-in-map waits in the kernel for
+//! every running BPF program to finish: `maybe_wait_bpf_programs`).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
+
+fn bpf(cmd: libc::c_long, attr: &mut [u64; 16]) -> io::Result<i64> {
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr.as_mut_ptr(),
+            std::mem::size_of_val(attr),
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// `union bpf_attr` for BPF_MAP_CREATE: map_type, key_size, value_size,
+/// max_entries, map_flags, inner_map_fd (six u32s).
+fn create_map(
+    map_type: u32,
+    key: u32,
+    value: u32,
+    entries: u32,
+    inner_fd: u32,
+) -> io::Result<OwnedFd> {
+    let mut attr = [0u64; 16];
+    let words = [map_type, key, value, entries, 0, inner_fd];
+    unsafe {
+        std::ptr::copy_nonoverlapping(words.as_ptr(), attr.as_mut_ptr() as *mut u32, words.len());
+    }
+    let fd = bpf(BPF_MAP_CREATE, &mut attr)?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Waits for a full RCU grace period: afterwards no XDP program run that
+/// started before the call is still running.
+pub struct GracePeriod {
+    inner: OwnedFd,
+    outer: OwnedFd,
+}
+
+impl GracePeriod {
+    pub fn new() -> io::Result<Self> {
+        let inner = create_map(BPF_MAP_TYPE_ARRAY, 4, 4, 1, 0)?;
+        let outer = create_map(
+            BPF_MAP_TYPE_ARRAY_OF_MAPS,
+            4,
+            4,
+            1,
+            inner.as_raw_fd() as u32,
+        )?;
+        Ok(GracePeriod { inner, outer })
+    }
+
+    pub fn wait(&self) -> io::Result<()> {
+        let key: u32 = 0;
+        let value: u32 = self.inner.as_raw_fd() as u32;
+        // map_fd (u32) + pad, key ptr, value ptr, flags
+        let mut attr = [0u64; 16];
+        attr[0] = self.outer.as_raw_fd() as u64;
+        attr[1] = &key as *const u32 as u64;
+        attr[2] = &value as *const u32 as u64;
+        attr[3] = 0;
+        bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+    }
+}
+
+/// Result of running a program once on a frame.
+#[derive(Debug)]
+pub struct TestRun {
+    pub action: u32,
+    pub frame: Vec<u8>,
+    pub duration_ns: u32,
+}
+
+/// BPF_PROG_TEST_RUN: runs `prog_fd` on `frame` `repeat` times (the kernel
+/// reuses the same buffer, see TOOLCHAIN.md) and returns the last result.
+pub fn test_run(prog_fd: RawFd, frame: &[u8], repeat: u32) -> io::Result<TestRun> {
+    let mut out = vec![0u8; 4096];
+    // struct { u32 prog_fd; u32 retval; u32 data_size_in; u32 data_size_out;
+    //          u64 data_in; u64 data_out; u32 repeat; u32 duration; ... }
+    let mut attr = [0u64; 16];
+    attr[0] = prog_fd as u64;
+    attr[1] = frame.len() as u64 | ((out.len() as u64) << 32);
+    attr[2] = frame.as_ptr() as u64;
+    attr[3] = out.as_mut_ptr() as u64;
+    attr[4] = repeat.max(1) as u64;
+    bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+    let action = (attr[0] >> 32) as u32;
+    let out_len = (attr[1] >> 32) as usize;
+    let duration_ns = (attr[4] >> 32) as u32;
+    out.truncate(out_len.min(4096));
+    Ok(TestRun {
+        action,
+        frame: out,
+        duration_ns,
+    })
+}
