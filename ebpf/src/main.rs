@@ -31,6 +31,13 @@ pub fn xdpdns(ctx: XdpContext) -> u32 {
     }
 }
 
+/// Passes everything. Attached to the peer of a veth pair, it makes the
+/// kernel deliver XDP_TX frames in native mode (see TOOLCHAIN.md).
+#[xdp]
+pub fn xdp_pass(_ctx: XdpContext) -> u32 {
+    XDP_PASS
+}
+
 #[inline(always)]
 fn count(slot: u32) {
     if let Some(c) = COUNTERS.get_ptr_mut(slot) {

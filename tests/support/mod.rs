@@ -90,7 +90,17 @@ impl Server {
     }
 
     pub fn start_with_config(dir: TempDir, config: PathBuf) -> Server {
-        let mut child = Command::new(BIN)
+        Self::start_in(dir, config, &[])
+    }
+
+    /// Starts the server under a command prefix (e.g. `ip netns exec NS`).
+    pub fn start_in(dir: TempDir, config: PathBuf, prefix: &[&str]) -> Server {
+        let (program, args): (&str, Vec<&str>) = match prefix.split_first() {
+            Some((p, rest)) => (p, rest.iter().copied().chain([BIN]).collect()),
+            None => (BIN, Vec::new()),
+        };
+        let mut child = Command::new(program)
+            .args(args)
             .args(["serve", "--config"])
             .arg(&config)
             .env_remove("RUST_LOG")
@@ -118,7 +128,7 @@ impl Server {
                             .and_then(|s| s.parse::<SocketAddr>().ok());
                     }
                 }
-                if plain.contains(" ready") {
+                if plain.contains(" ready") || plain.contains("xdpdns: ") {
                     let _ = tx.send(addr);
                 }
             }

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::handler::Identity;
 use crate::wire::ServerEdns;
+use crate::xdp::AttachMode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -41,6 +42,8 @@ pub struct Config {
     pub identity: IdentityConfig,
     #[serde(default)]
     pub log: LogConfig,
+    #[serde(default)]
+    pub xdp: XdpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
     /// Directory relative paths in this file are resolved against.
@@ -127,6 +130,29 @@ impl Default for LogConfig {
     }
 }
 
+/// The XDP fast path. With no interfaces the server answers everything
+/// through the fallback.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct XdpConfig {
+    /// Interfaces to attach to; the program answers UDP queries to the
+    /// port of the first `server.listen` address.
+    pub interfaces: Vec<String>,
+    pub mode: AttachMode,
+    /// Names per table generation (the maps hold two generations).
+    pub capacity: u32,
+}
+
+impl Default for XdpConfig {
+    fn default() -> Self {
+        XdpConfig {
+            interfaces: Vec::new(),
+            mode: AttachMode::Auto,
+            capacity: 65_536,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ZoneConfig {
@@ -196,6 +222,18 @@ impl Config {
         }
         if s.tcp_idle_timeout_ms == 0 {
             return Err(self.invalid("server.tcp_idle_timeout_ms", "must be at least 1"));
+        }
+        if !self.xdp.interfaces.is_empty() {
+            if self.xdp.capacity == 0 {
+                return Err(self.invalid("xdp.capacity", "must be at least 1"));
+            }
+            let port = s.listen[0].port();
+            if s.listen.iter().any(|a| a.port() != port) {
+                return Err(self.invalid(
+                    "server.listen",
+                    "with [xdp] interfaces, every listen address must use the same port",
+                ));
+            }
         }
         if let Some(nsid) = &self.identity.nsid {
             if nsid.is_empty() || nsid.len() > 512 {

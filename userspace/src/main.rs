@@ -38,6 +38,13 @@ enum Command {
         #[arg(value_name = "FILE")]
         config: PathBuf,
     },
+    /// Attach a pass-everything XDP program to INTERFACE (native mode) until
+    /// SIGINT/SIGTERM. The peer of a veth pair needs one for native-mode
+    /// XDP_TX replies to arrive (tests and benchmarks use it).
+    XdpPass {
+        #[arg(value_name = "INTERFACE")]
+        interface: String,
+    },
     /// Parse and check one zone file, like named-checkzone; exit 1 on error.
     CheckZone {
         /// Master file (RFC 1035 format).
@@ -55,6 +62,7 @@ fn main() -> ExitCode {
         Command::Serve { config } => run_serve(config),
         Command::CheckConfig { config } => check_config(config),
         Command::CheckZone { file, origin } => check_zone(file, &origin),
+        Command::XdpPass { interface } => xdp_pass(&interface),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -114,4 +122,19 @@ fn check_zone(file: PathBuf, origin: &str) -> anyhow::Result<()> {
     );
     println!("OK");
     Ok(())
+}
+
+fn xdp_pass(interface: &str) -> anyhow::Result<()> {
+    let _attached = xdpdns::xdp::attach_pass_program(interface)?;
+    println!("xdp_pass attached to {interface}");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        anyhow::Ok(())
+    })
 }

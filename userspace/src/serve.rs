@@ -12,7 +12,10 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use std::sync::Mutex;
+
 use crate::config::{Config, ZoneConfig};
+use crate::xdp::{compile, compile_diffs, FastPath, XdpError};
 use crate::handler::Handler;
 use crate::server::{bind_address, run_udp, Shared, TcpServer};
 use crate::zone::{load_zone_file, LoadError, Zone, ZoneStore};
@@ -57,6 +60,7 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
+    let mut bound_addrs = Vec::new();
     for &addr in &config.server.listen {
         let (udp, listener, bound) = bind_address(addr, &config.server).with_context(|| {
             format!(
@@ -65,6 +69,7 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
             )
         })?;
         info!(addr = %bound, udp_sockets = udp.len(), "listening (udp+tcp)");
+        bound_addrs.push(bound);
         for sock in udp {
             tasks.push(tokio::spawn(run_udp(sock, shared.clone(), stop_rx.clone())));
         }
@@ -77,10 +82,12 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
         };
         tasks.push(tokio::spawn(tcp.run(shared.clone(), stop_rx.clone())));
     }
-    info!("fallback-only mode: the XDP fast path is not built yet; every query is answered here");
+    let port = shared_port(&bound_addrs);
+    let fast = Arc::new(Mutex::new(start_fast_path(&config, port, &shared)));
     info!("ready");
 
     let mut hup = signal(SignalKind::hangup())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut current = config;
@@ -90,14 +97,20 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
                 let path = config_path.clone();
                 let old = current.clone();
                 let sh = shared.clone();
-                match tokio::task::spawn_blocking(move || reload(&path, &old, &sh)).await? {
+                let fp = fast.clone();
+                match tokio::task::spawn_blocking(move || reload(&path, &old, &sh, &fp)).await? {
                     Some(next) => current = next,
                     None => warn!("reload failed; still serving the previous configuration"),
                 }
             }
+            _ = usr1.recv() => log_counters(&fast),
             _ = term.recv() => break,
             _ = int.recv() => break,
         }
+    }
+    log_counters(&fast);
+    if fast.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() {
+        info!("XDP program detached");
     }
     info!("shutting down: draining connections");
     let _ = stop_tx.send(true);
@@ -111,7 +124,7 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
 /// SIGHUP: re-read the config and every zone into one new snapshot. A zone
 /// that fails to load keeps serving its previous version; a config that
 /// fails to parse changes nothing. Returns the config now in force.
-pub fn reload(path: &Path, old: &Config, shared: &Shared) -> Option<Config> {
+pub fn reload(path: &Path, old: &Config, shared: &Shared, fast: &Mutex<Option<FastPath>>) -> Option<Config> {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -144,6 +157,74 @@ pub fn reload(path: &Path, old: &Config, shared: &Shared) -> Option<Config> {
         info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
               removed = d.removed.len(), added = d.added.len(), "zone changed");
     }
+    if let Some(fp) = fast.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if let Err(e) = sync_table(fp, shared, &diffs, config.server.udp_payload) {
+            error!("reload: XDP table not updated ({e}); the kernel may answer from the previous zones");
+        }
+    }
     info!(changed = diffs.len(), failed = failed.len(), "reload done");
     Some(config)
+}
+
+/// Changes up to this many records go into the live table in place;
+/// larger ones are installed as a new generation.
+const SMALL_DIFF: usize = 1_000;
+
+fn shared_port(addrs: &[std::net::SocketAddr]) -> u16 {
+    addrs.first().map_or(0, |a| a.port())
+}
+
+/// Loads, fills and attaches the XDP program, or says in one line why the
+/// server runs on the fallback alone.
+fn start_fast_path(config: &Config, port: u16, shared: &Shared) -> Option<FastPath> {
+    let x = &config.xdp;
+    if x.interfaces.is_empty() {
+        info!("XDP fast path off (no [xdp] interfaces configured): every query is answered by the fallback server");
+        return None;
+    }
+    let attempt = || -> Result<FastPath, XdpError> {
+        let mut fp = FastPath::load(x.capacity, port, config.server.udp_payload)?;
+        let (table, skipped) = compile(&shared.store.snapshot());
+        info!(entries = table.len(), ?skipped, "XDP answer table compiled");
+        fp.install(table)?;
+        for iface in &x.interfaces {
+            let mode = fp.attach(iface, x.mode)?;
+            info!(interface = %iface, mode = %mode, port, "XDP fast path attached");
+        }
+        Ok(fp)
+    };
+    match attempt() {
+        Ok(fp) => Some(fp),
+        Err(e) => {
+            warn!("XDP fast path unavailable, serving through the fallback only: {e}");
+            None
+        }
+    }
+}
+
+/// Brings the kernel table in line with the store after `diffs`.
+fn sync_table(fp: &mut FastPath, shared: &Shared, diffs: &[crate::zone::ZoneDiff], udp_payload: u16) -> Result<(), XdpError> {
+    fp.set_udp_payload(udp_payload)?;
+    let snapshot = shared.store.snapshot();
+    let changed: usize = diffs.iter().map(|d| d.added.len() + d.removed.len()).sum();
+    if changed <= SMALL_DIFF {
+        let delta = compile_diffs(&snapshot, diffs, fp.installed());
+        info!(upserts = delta.upsert.len(), deletes = delta.delete.len(), "XDP table updated in place");
+        fp.apply(&delta)
+    } else {
+        let (table, _) = compile(&snapshot);
+        let entries = table.len();
+        fp.install(table)?;
+        info!(entries, generation = fp.generation(), "XDP table generation installed");
+        Ok(())
+    }
+}
+
+fn log_counters(fast: &Mutex<Option<FastPath>>) {
+    if let Some(fp) = fast.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        match fp.counters() {
+            Ok(c) => info!("xdp counters {c}"),
+            Err(e) => warn!("xdp counters unreadable: {e}"),
+        }
+    }
 }

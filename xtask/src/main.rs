@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install the system packages tests and benchmarks use (Debian apt).
+    /// Install the eBPF toolchain and the tools tests use (Debian apt, cargo install).
     Deps,
     /// Build the release binary.
     Build,
@@ -31,15 +31,30 @@ enum Task {
     Test,
 }
 
-/// Debian packages and the command that shows each is present.
-const APT_PACKAGES: &[(&str, &str)] = &[("dnsutils", "dig")];
+/// Debian packages the build and the tests need.
+const APT_PACKAGES: &[&str] = &[
+    // dig, as a test client
+    "dnsutils",
+    // ip netns/veth for the real-traffic XDP test
+    "iproute2",
+    // The eBPF build (see ../shared/TOOLCHAIN.md): Debian's rustc with a
+    // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
+    "rustc-web",
+    "libstd-rust-web-dev-bpf",
+    "llvm-22-dev",
+];
+const BPF_LINKER_VERSION: &str = "0.13.0";
 
 fn main() -> Result<()> {
     let root = workspace_root();
     match Cli::parse().task {
         Task::Deps => deps(),
-        Task::Build => cargo(&root, &["build", "--release", "-p", "xdpdns"]),
+        Task::Build => {
+            deps()?;
+            cargo(&root, &["build", "--release", "-p", "xdpdns"])
+        }
         Task::Run { args } => {
+            deps()?;
             cargo(&root, &["build", "--release", "-p", "xdpdns"])?;
             let mut cmd = Command::new(root.join("target/release/xdpdns"));
             cmd.current_dir(&root)
@@ -76,10 +91,15 @@ fn workspace_root() -> PathBuf {
 }
 
 fn deps() -> Result<()> {
+    apt_install()?;
+    bpf_linker()
+}
+
+fn apt_install() -> Result<()> {
     let missing: Vec<&str> = APT_PACKAGES
         .iter()
-        .filter(|(_, probe)| !on_path(probe))
-        .map(|(pkg, _)| *pkg)
+        .copied()
+        .filter(|pkg| !dpkg_installed(pkg))
         .collect();
     if missing.is_empty() {
         return Ok(());
@@ -98,10 +118,28 @@ fn deps() -> Result<()> {
     install(false).or_else(|_| install(true))
 }
 
-fn on_path(cmd: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
+fn dpkg_installed(pkg: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", pkg])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
         .unwrap_or(false)
+}
+
+/// bpf-linker built against Debian's LLVM 22 (the LLVM of rustc-web).
+fn bpf_linker() -> Result<()> {
+    let current = Command::new("bpf-linker").arg("--version").output();
+    if let Ok(out) = current {
+        if String::from_utf8_lossy(&out.stdout).contains(BPF_LINKER_VERSION) {
+            return Ok(());
+        }
+    }
+    eprintln!("xtask: installing bpf-linker {BPF_LINKER_VERSION}");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(Command::new(cargo)
+        .env("LLVM_PREFIX", "/usr/lib/llvm-22")
+        .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--locked"])
+        .args(["--no-default-features", "--features", "llvm-22"]))
 }
 
 fn cargo(root: &Path, args: &[&str]) -> Result<()> {

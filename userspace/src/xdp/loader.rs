@@ -267,6 +267,25 @@ impl FastPath {
     }
 }
 
+/// Attaches the program that passes everything to `interface` in native
+/// mode and keeps it there while the returned object lives. On a veth pair
+/// the peer needs one for native-mode XDP_TX frames to arrive.
+pub fn attach_pass_program(interface: &str) -> Result<Ebpf, XdpError> {
+    let mut ebpf = EbpfLoader::new().load(OBJECT)?;
+    let prog: &mut Xdp = ebpf
+        .program_mut("xdp_pass")
+        .ok_or(XdpError::MissingMap("xdp_pass"))?
+        .try_into()?;
+    prog.load()?;
+    prog.attach(interface, XdpMode::Driver)
+        .map_err(|source| XdpError::Attach {
+            interface: interface.to_string(),
+            mode: "driver",
+            source,
+        })?;
+    Ok(ebpf)
+}
+
 enum Split {
     Short(ShortKey),
     Long(Box<LongKey>),
