@@ -522,3 +522,79 @@ fn negative_corpus_passes_unchanged() {
     assert_eq!(test_run(r.fast.program_fd(), &f, 1).unwrap().action, XDP_TX);
     let _ = DNSClass::IN;
 }
+
+#[test]
+fn generation_swaps_under_a_query_stream_never_mix_versions() {
+    let version = |n: u8| {
+        let mut z = String::from(
+            "$ORIGIN example.com.\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ 300 NS ns1\nns1 300 A 192.0.2.1\n",
+        );
+        for name in ["www", "api", "db"] {
+            // Version 1: two records, TTL 60; version 2: three, TTL 120.
+            for i in 0..(n + 1) {
+                z += &format!("{name} {} A 10.{n}.0.{i}\n", 60 * n as u32);
+            }
+        }
+        z
+    };
+    let (v1, v2) = (version(1), version(2));
+    let mut r = rig(&v1);
+    let other = rig_store(&v2);
+    let names = ["www.example.com.", "api.example.com.", "db.example.com."];
+    let expect = |store: &ZoneStore, name: &str| {
+        let dns = query(&Name::from_ascii(name).unwrap(), RecordType::A, None, 9);
+        r.handler.handle(&store.snapshot(), &dns, Transport::Udp).unwrap()
+    };
+    let want: Vec<[Vec<u8>; 2]> = names.iter().map(|n| [expect(&r.store, n), expect(&other, n)]).collect();
+    let tables = [compile(&r.store.snapshot()).0, compile(&other.snapshot()).0];
+
+    let fd = r.fast.program_fd();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stream = {
+        let stop = stop.clone();
+        let want = want.clone();
+        std::thread::spawn(move || {
+            let mut seen = [0u32; 2];
+            // Bounded: at most 200 000 queries.
+            for i in 0..200_000usize {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let n = i % names.len();
+                let dns = query(&Name::from_ascii(names[n]).unwrap(), RecordType::A, None, 9);
+                let f = frame(Family::V4, 0, &dns, Quirks::default());
+                let out = test_run(fd, &f, 1).unwrap();
+                assert_eq!(out.action, XDP_TX, "a name in both versions is always answered");
+                let got = check_reply(Family::V4, 0, &f, &out.frame);
+                match want[n].iter().position(|w| *w == got) {
+                    Some(v) => seen[v] += 1,
+                    None => panic!("reply {i} for {} matches neither version", names[n]),
+                }
+            }
+            seen
+        })
+    };
+    // Alternate whole-generation installs with in-place updates of the
+    // live generation; each name must flip atomically either way.
+    for swap in 0..60 {
+        let target = &tables[(swap + 1) % 2];
+        if swap % 4 < 2 {
+            r.fast.install(target.clone()).unwrap();
+        } else {
+            let upsert = target.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            r.fast.apply(&xdpdns::xdp::TableDelta { upsert, delete: vec![] }).unwrap();
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = stream.join().unwrap();
+    println!("table swaps: 60; replies from version 1: {}, version 2: {}", seen[0], seen[1]);
+    assert!(seen[0] > 0 && seen[1] > 0, "both versions were served during the swaps: {seen:?}");
+}
+
+fn rig_store(text: &str) -> ZoneStore {
+    let origin = Name::from_str("example.com.").unwrap();
+    let recs = parse_zone_str(text, &origin, Path::new("other.zone")).unwrap();
+    let store = ZoneStore::new();
+    store.replace_zones(vec![check_zone(&origin, Path::new("other.zone"), &recs).unwrap()], &[]);
+    store
+}

@@ -90,6 +90,19 @@ pub struct XdpConfig {
     pub udp_payload: u16,
 }
 
+/// Largest frame the benchmark programs can restore.
+pub const BENCH_FRAME_MAX: usize = 512;
+
+/// A saved query frame, restored before every BPF_PROG_TEST_RUN repeat by
+/// the benchmark programs (the kernel reuses one buffer across repeats).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BenchFrame {
+    pub len: u32,
+    pub _pad: u32,
+    pub data: [u8; BENCH_FRAME_MAX],
+}
+
 // SAFETY: plain `repr(C)` byte and integer fields, no padding, any bit
 // pattern valid.
 #[cfg(feature = "user")]
@@ -98,6 +111,7 @@ mod pod {
     unsafe impl aya::Pod for super::LongKey {}
     unsafe impl aya::Pod for super::Answer {}
     unsafe impl aya::Pod for super::XdpConfig {}
+    unsafe impl aya::Pod for super::BenchFrame {}
 }
 
 /// Per-CPU counter slots: answers by type, then one per [`PassReason`].

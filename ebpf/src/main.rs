@@ -4,6 +4,7 @@
 #![no_std]
 #![no_main]
 
+mod bench;
 mod csum;
 mod headers;
 mod maps;
@@ -19,7 +20,13 @@ use maps::{CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES};
 
 #[xdp]
 pub fn xdpdns(ctx: XdpContext) -> u32 {
-    match try_answer(&ctx) {
+    handle(&ctx)
+}
+
+/// The whole decision for one frame: answer (XDP_TX) or pass it up.
+#[inline(always)]
+pub fn handle(ctx: &XdpContext) -> u32 {
+    match try_answer(ctx) {
         Ok(slot) => {
             count(counter::ANSWERED_A + slot as u32);
             XDP_TX

@@ -36,6 +36,7 @@ fn reply_limit(edns_payload: Option<u16>, ours: u16) -> u32 {
     }
 }
 
+#[inline(always)]
 pub fn build(
     ctx: &XdpContext,
     pkt: &Packet,

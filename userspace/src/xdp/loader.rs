@@ -8,7 +8,8 @@ use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use xdpdns_common::{
-    counter, Answer, LongKey, PassReason, ShortKey, XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX,
+    counter, Answer, BenchFrame, LongKey, PassReason, ShortKey, XdpConfig, BENCH_FRAME_MAX,
+    LONG_NAME_BUF, SHORT_NAME_MAX,
 };
 
 use super::compile::{EntryKey, Table, TableDelta};
@@ -145,6 +146,36 @@ impl FastPath {
             .try_into()
             .expect("XDP");
         prog.fd().expect("loaded").as_fd().as_raw_fd()
+    }
+
+    /// Loads one of the benchmark programs (`bench_restore`, `bench_answer`,
+    /// `bench_reflect`) and returns its fd for BPF_PROG_TEST_RUN.
+    pub fn bench_program_fd(&mut self, name: &'static str) -> Result<RawFd, XdpError> {
+        let prog: &mut Xdp = self
+            .ebpf
+            .program_mut(name)
+            .ok_or(XdpError::MissingMap(name))?
+            .try_into()?;
+        if prog.fd().is_err() {
+            prog.load()?;
+        }
+        Ok(prog.fd()?.as_fd().as_raw_fd())
+    }
+
+    /// Saves `frame` (on every CPU) for the benchmark programs to restore.
+    pub fn set_bench_frame(&mut self, frame: &[u8]) -> Result<(), XdpError> {
+        let mut saved = BenchFrame {
+            len: frame.len() as u32,
+            _pad: 0,
+            data: [0; BENCH_FRAME_MAX],
+        };
+        saved.data[..frame.len()].copy_from_slice(frame);
+        let mut map: PerCpuArray<&mut MapData, BenchFrame> = PerCpuArray::try_from(
+            self.ebpf.map_mut("BENCH_FRAME").ok_or(XdpError::MissingMap("BENCH_FRAME"))?,
+        )?;
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| XdpError::Grace(e))?;
+        map.set(0, aya::maps::PerCpuValues::try_from(vec![saved; cpus])?, 0)?;
+        Ok(())
     }
 
     /// Attaches to `interface`; returns the mode that worked.

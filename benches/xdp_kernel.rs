@@ -1,0 +1,80 @@
+//! Per-packet kernel cost of the XDP program through BPF_PROG_TEST_RUN,
+//! beside a minimal reflector measured in the same run (the floor any
+//! in-kernel responder pays). Each program restores the saved frame first
+//! (TOOLCHAIN.md); the restore alone is measured and subtracted.
+//!
+//! `cargo bench --bench xdp_kernel` (root). Under `cargo test` it runs one
+//! short round as a smoke test.
+
+#[path = "../tests/support/frames.rs"]
+mod frames;
+
+use std::path::Path;
+use std::str::FromStr;
+
+use frames::{frame, Family, Quirks};
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RecordType};
+use xdpdns::xdp::sys::test_run;
+use xdpdns::xdp::{compile, FastPath};
+use xdpdns::zone::{check_zone, parse_zone_str, ZoneStore};
+
+fn query(name: &str) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = 42;
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    m.to_vec().unwrap()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let (runs, repeat) = if full { (7, 200_000) } else { (1, 1_000) };
+    assert!(unsafe { libc::geteuid() } == 0, "needs root to load BPF programs");
+
+    let origin = Name::from_str("example.com.").unwrap();
+    let text = include_str!("../examples/example.com.zone");
+    let recs = parse_zone_str(text, &origin, Path::new("example.com.zone")).unwrap();
+    let store = ZoneStore::new();
+    store.replace_zones(vec![check_zone(&origin, Path::new("x"), &recs).unwrap()], &[]);
+    let mut fp = FastPath::load(1024, 53, 1232).unwrap();
+    fp.install(compile(&store.snapshot()).0).unwrap();
+    let restore = fp.bench_program_fd("bench_restore").unwrap();
+    let answer = fp.bench_program_fd("bench_answer").unwrap();
+    let reflect = fp.bench_program_fd("bench_reflect").unwrap();
+
+    let hit = frame(Family::V4, 0, &query("www.example.com."), Quirks::default());
+    let miss = frame(Family::V4, 0, &query("nope.example.com."), Quirks::default());
+    let other = frame(Family::V4, 0, &query("www.example.com."), Quirks { dst_port: Some(443), ..Quirks::default() });
+
+    let mut time = |fd, f: &[u8], want: u32| -> f64 {
+        fp.set_bench_frame(f).unwrap();
+        let r = test_run(fd, f, repeat).unwrap();
+        assert_eq!(r.action, want, "program verdict");
+        r.duration_ns as f64
+    };
+    let (mut hit_ns, mut miss_ns, mut other_ns, mut floor_ns) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs {
+        // Interleaved so drift on a shared machine hits all figures alike.
+        let base_hit = time(restore, &hit, 3);
+        hit_ns.push(time(answer, &hit, 3) - base_hit);
+        floor_ns.push(time(reflect, &hit, 3) - base_hit);
+        let base_miss = time(restore, &miss, 3);
+        miss_ns.push(time(answer, &miss, 2) - base_miss);
+        let base_other = time(restore, &other, 3);
+        other_ns.push(time(answer, &other, 2) - base_other);
+    }
+    let floor = median(floor_ns);
+    println!("xdp_kernel: {runs} runs x {repeat} repeats, median ns/packet (save/restore subtracted)");
+    println!("| path | ns/packet | ratio to floor |");
+    println!("| --- | --- | --- |");
+    println!("| reflector floor (swap + XDP_TX, no lookup) | {floor:.1} | 1.00 |");
+    for (what, v) in [("hit (A, answered with XDP_TX)", hit_ns), ("miss (passed)", miss_ns), ("non-DNS UDP (passed)", other_ns)] {
+        let m = median(v);
+        println!("| {what} | {m:.1} | {:.2} |", m / floor);
+    }
+}

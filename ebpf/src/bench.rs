@@ -1,0 +1,76 @@
+//! Programs for timing the answer path with BPF_PROG_TEST_RUN (never
+//! attached). With `repeat > 1` the kernel reuses one buffer, so after the
+//! first run the frame is already a reply; each program therefore first
+//! restores the saved query frame (TOOLCHAIN.md), and the cost of that
+//! restore is measured alone and subtracted.
+
+use aya_ebpf::bindings::xdp_action::{XDP_ABORTED, XDP_PASS, XDP_TX};
+use aya_ebpf::helpers::{bpf_xdp_adjust_tail, bpf_xdp_load_bytes, bpf_xdp_store_bytes};
+use aya_ebpf::macros::{map, xdp};
+use aya_ebpf::maps::PerCpuArray;
+use aya_ebpf::programs::XdpContext;
+
+use xdpdns_common::{BenchFrame, BENCH_FRAME_MAX};
+
+#[map(name = "BENCH_FRAME")]
+static BENCH_FRAME: PerCpuArray<BenchFrame> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn restore(ctx: &XdpContext) -> bool {
+    let Some(f) = BENCH_FRAME.get_ptr(0) else {
+        return false;
+    };
+    let f = unsafe { &*f };
+    let len = crate::opaque(f.len) & (BENCH_FRAME_MAX as u32 - 1);
+    if len < 14 {
+        return false;
+    }
+    let cur = (ctx.data_end() - ctx.data()) as i32;
+    let delta = len as i32 - cur;
+    if delta != 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
+        return false;
+    }
+    unsafe { bpf_xdp_store_bytes(ctx.ctx, 0, f.data.as_ptr() as *mut _, len) == 0 }
+}
+
+/// Restore only: the baseline subtracted from the others.
+#[xdp]
+pub fn bench_restore(ctx: XdpContext) -> u32 {
+    if restore(&ctx) {
+        XDP_TX
+    } else {
+        XDP_ABORTED
+    }
+}
+
+/// Restore, then the real program.
+#[xdp]
+pub fn bench_answer(ctx: XdpContext) -> u32 {
+    if !restore(&ctx) {
+        return XDP_ABORTED;
+    }
+    crate::handle(&ctx)
+}
+
+/// Restore, then the floor any in-kernel responder pays: swap MACs, IPv4
+/// addresses and UDP ports, set QR, XDP_TX. No parsing, no lookup.
+#[xdp]
+pub fn bench_reflect(ctx: XdpContext) -> u32 {
+    if !restore(&ctx) {
+        return XDP_ABORTED;
+    }
+    let mut h = [0u8; 14 + 20 + 8 + 12];
+    if unsafe { bpf_xdp_load_bytes(ctx.ctx, 0, h.as_mut_ptr() as *mut _, h.len() as u32) } != 0 {
+        return XDP_PASS;
+    }
+    let mut out = h;
+    out[0..6].copy_from_slice(&h[6..12]);
+    out[6..12].copy_from_slice(&h[0..6]);
+    out[26..30].copy_from_slice(&h[30..34]);
+    out[30..34].copy_from_slice(&h[26..30]);
+    out[34..36].copy_from_slice(&h[36..38]);
+    out[36..38].copy_from_slice(&h[34..36]);
+    out[44] |= 0x80;
+    unsafe { bpf_xdp_store_bytes(ctx.ctx, 0, out.as_mut_ptr() as *mut _, out.len() as u32) };
+    XDP_TX
+}
