@@ -34,13 +34,19 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (runs, repeat) = if full { (7, 200_000) } else { (1, 1_000) };
-    assert!(unsafe { libc::geteuid() } == 0, "needs root to load BPF programs");
+    assert!(
+        unsafe { libc::geteuid() } == 0,
+        "needs root to load BPF programs"
+    );
 
     let origin = Name::from_str("example.com.").unwrap();
     let text = include_str!("../examples/example.com.zone");
     let recs = parse_zone_str(text, &origin, Path::new("example.com.zone")).unwrap();
     let store = ZoneStore::new();
-    store.replace_zones(vec![check_zone(&origin, Path::new("x"), &recs).unwrap()], &[]);
+    store.replace_zones(
+        vec![check_zone(&origin, Path::new("x"), &recs).unwrap()],
+        &[],
+    );
     let mut fp = FastPath::load(1024, 53, 1232).unwrap();
     fp.install(compile(&store.snapshot()).0).unwrap();
     let restore = fp.bench_program_fd("bench_restore").unwrap();
@@ -48,8 +54,21 @@ fn main() {
     let reflect = fp.bench_program_fd("bench_reflect").unwrap();
 
     let hit = frame(Family::V4, 0, &query("www.example.com."), Quirks::default());
-    let miss = frame(Family::V4, 0, &query("nope.example.com."), Quirks::default());
-    let other = frame(Family::V4, 0, &query("www.example.com."), Quirks { dst_port: Some(443), ..Quirks::default() });
+    let miss = frame(
+        Family::V4,
+        0,
+        &query("nope.example.com."),
+        Quirks::default(),
+    );
+    let other = frame(
+        Family::V4,
+        0,
+        &query("www.example.com."),
+        Quirks {
+            dst_port: Some(443),
+            ..Quirks::default()
+        },
+    );
 
     let mut time = |fd, f: &[u8], want: u32| -> f64 {
         fp.set_bench_frame(f).unwrap();
@@ -69,11 +88,17 @@ fn main() {
         other_ns.push(time(answer, &other, 2) - base_other);
     }
     let floor = median(floor_ns);
-    println!("xdp_kernel: {runs} runs x {repeat} repeats, median ns/packet (save/restore subtracted)");
+    println!(
+        "xdp_kernel: {runs} runs x {repeat} repeats, median ns/packet (save/restore subtracted)"
+    );
     println!("| path | ns/packet | ratio to floor |");
     println!("| --- | --- | --- |");
     println!("| reflector floor (swap + XDP_TX, no lookup) | {floor:.1} | 1.00 |");
-    for (what, v) in [("hit (A, answered with XDP_TX)", hit_ns), ("miss (passed)", miss_ns), ("non-DNS UDP (passed)", other_ns)] {
+    for (what, v) in [
+        ("hit (A, answered with XDP_TX)", hit_ns),
+        ("miss (passed)", miss_ns),
+        ("non-DNS UDP (passed)", other_ns),
+    ] {
         let m = median(v);
         println!("| {what} | {m:.1} | {:.2} |", m / floor);
     }

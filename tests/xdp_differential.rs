@@ -543,9 +543,14 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
     let names = ["www.example.com.", "api.example.com.", "db.example.com."];
     let expect = |store: &ZoneStore, name: &str| {
         let dns = query(&Name::from_ascii(name).unwrap(), RecordType::A, None, 9);
-        r.handler.handle(&store.snapshot(), &dns, Transport::Udp).unwrap()
+        r.handler
+            .handle(&store.snapshot(), &dns, Transport::Udp)
+            .unwrap()
     };
-    let want: Vec<[Vec<u8>; 2]> = names.iter().map(|n| [expect(&r.store, n), expect(&other, n)]).collect();
+    let want: Vec<[Vec<u8>; 2]> = names
+        .iter()
+        .map(|n| [expect(&r.store, n), expect(&other, n)])
+        .collect();
     let tables = [compile(&r.store.snapshot()).0, compile(&other.snapshot()).0];
 
     let fd = r.fast.program_fd();
@@ -564,7 +569,10 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
                 let dns = query(&Name::from_ascii(names[n]).unwrap(), RecordType::A, None, 9);
                 let f = frame(Family::V4, 0, &dns, Quirks::default());
                 let out = test_run(fd, &f, 1).unwrap();
-                assert_eq!(out.action, XDP_TX, "a name in both versions is always answered");
+                assert_eq!(
+                    out.action, XDP_TX,
+                    "a name in both versions is always answered"
+                );
                 let got = check_reply(Family::V4, 0, &f, &out.frame);
                 match want[n].iter().position(|w| *w == got) {
                     Some(v) => seen[v] += 1,
@@ -582,19 +590,33 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
             r.fast.install(target.clone()).unwrap();
         } else {
             let upsert = target.iter().map(|(k, v)| (k.clone(), *v)).collect();
-            r.fast.apply(&xdpdns::xdp::TableDelta { upsert, delete: vec![] }).unwrap();
+            r.fast
+                .apply(&xdpdns::xdp::TableDelta {
+                    upsert,
+                    delete: vec![],
+                })
+                .unwrap();
         }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let seen = stream.join().unwrap();
-    println!("table swaps: 60; replies from version 1: {}, version 2: {}", seen[0], seen[1]);
-    assert!(seen[0] > 0 && seen[1] > 0, "both versions were served during the swaps: {seen:?}");
+    println!(
+        "table swaps: 60; replies from version 1: {}, version 2: {}",
+        seen[0], seen[1]
+    );
+    assert!(
+        seen[0] > 0 && seen[1] > 0,
+        "both versions were served during the swaps: {seen:?}"
+    );
 }
 
 fn rig_store(text: &str) -> ZoneStore {
     let origin = Name::from_str("example.com.").unwrap();
     let recs = parse_zone_str(text, &origin, Path::new("other.zone")).unwrap();
     let store = ZoneStore::new();
-    store.replace_zones(vec![check_zone(&origin, Path::new("other.zone"), &recs).unwrap()], &[]);
+    store.replace_zones(
+        vec![check_zone(&origin, Path::new("other.zone"), &recs).unwrap()],
+        &[],
+    );
     store
 }

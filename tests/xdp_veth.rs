@@ -16,8 +16,15 @@ const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
     www A 192.0.2.80\nwww AAAA 2001:db8::80\n";
 
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip (iproute2)");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("ip (iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Two namespaces and a veth pair between them; removed on drop.
@@ -30,7 +37,10 @@ struct Link {
 
 impl Link {
     fn new(tag: &str) -> Link {
-        assert!(unsafe { libc::geteuid() } == 0, "network namespaces need root (CI runs as root)");
+        assert!(
+            unsafe { libc::geteuid() } == 0,
+            "network namespaces need root (CI runs as root)"
+        );
         let id = std::process::id() % 100_000;
         let l = Link {
             server_ns: format!("xdpdns-{tag}-s-{id}"),
@@ -38,15 +48,44 @@ impl Link {
             server_if: format!("xs{tag}{id}"),
             client_if: format!("xc{tag}{id}"),
         };
-        let _ = Command::new("ip").args(["netns", "del", &l.server_ns]).output();
-        let _ = Command::new("ip").args(["netns", "del", &l.client_ns]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &l.server_ns])
+            .output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &l.client_ns])
+            .output();
         ip(&["netns", "add", &l.server_ns]);
         ip(&["netns", "add", &l.client_ns]);
-        ip(&["link", "add", &l.server_if, "type", "veth", "peer", "name", &l.client_if]);
+        ip(&[
+            "link",
+            "add",
+            &l.server_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &l.client_if,
+        ]);
         ip(&["link", "set", &l.server_if, "netns", &l.server_ns]);
         ip(&["link", "set", &l.client_if, "netns", &l.client_ns]);
-        ip(&["-n", &l.server_ns, "addr", "add", "10.211.0.1/24", "dev", &l.server_if]);
-        ip(&["-n", &l.client_ns, "addr", "add", "10.211.0.2/24", "dev", &l.client_if]);
+        ip(&[
+            "-n",
+            &l.server_ns,
+            "addr",
+            "add",
+            "10.211.0.1/24",
+            "dev",
+            &l.server_if,
+        ]);
+        ip(&[
+            "-n",
+            &l.client_ns,
+            "addr",
+            "add",
+            "10.211.0.2/24",
+            "dev",
+            &l.client_if,
+        ]);
         for (ns, dev) in [(&l.server_ns, &l.server_if), (&l.client_ns, &l.client_if)] {
             ip(&["-n", ns, "link", "set", dev, "up"]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
@@ -56,7 +95,16 @@ impl Link {
 
     fn dig(&self, args: &[&str]) -> String {
         let out = Command::new("ip")
-            .args(["netns", "exec", &self.client_ns, "dig", "@10.211.0.1", "+norec", "+time=2", "+tries=2"])
+            .args([
+                "netns",
+                "exec",
+                &self.client_ns,
+                "dig",
+                "@10.211.0.1",
+                "+norec",
+                "+time=2",
+                "+tries=2",
+            ])
             // dig sends a DNS cookie by default, an EDNS option the fast
             // path does not handle yet (those queries go to the fallback).
             .arg("+nocookie")
@@ -69,8 +117,12 @@ impl Link {
 
 impl Drop for Link {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.server_ns]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.client_ns]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.server_ns])
+            .output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.client_ns])
+            .output();
     }
 }
 
@@ -80,11 +132,20 @@ fn counters(srv: &Server) -> std::collections::HashMap<String, u64> {
     srv.signal("USR1");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while srv.log().matches("xdp counters").count() <= before {
-        assert!(std::time::Instant::now() < deadline, "no counters logged: {}", srv.log());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no counters logged: {}",
+            srv.log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let log = srv.log();
-    let line = log.lines().filter(|l| l.contains("xdp counters")).last().unwrap().to_string();
+    let line = log
+        .lines()
+        .filter(|l| l.contains("xdp counters"))
+        .last()
+        .unwrap()
+        .to_string();
     line.split_whitespace()
         .filter_map(|kv| kv.split_once('='))
         .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
@@ -109,12 +170,21 @@ fn run(tag: &str, mode: &str) {
     if mode == "driver" {
         // Native XDP_TX on veth needs an XDP program on the peer too.
         let mut child = Command::new("ip")
-            .args(["netns", "exec", &link.client_ns, BIN, "xdp-pass", &link.client_if])
+            .args([
+                "netns",
+                "exec",
+                &link.client_ns,
+                BIN,
+                "xdp-pass",
+                &link.client_if,
+            ])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         assert!(line.contains("attached"), "{line}");
         pass_prog.0 = Some(child);
     }
@@ -131,32 +201,55 @@ fn run(tag: &str, mode: &str) {
     );
     let srv = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
     assert!(
-        srv.log().contains(&format!("XDP fast path attached interface={} mode={mode}", link.server_if)),
+        srv.log().contains(&format!(
+            "XDP fast path attached interface={} mode={mode}",
+            link.server_if
+        )),
         "{}",
         srv.log()
     );
     let c0 = counters(&srv);
 
     let out = link.dig(&["wWw.example.com", "A"]);
-    assert!(out.contains("status: NOERROR") && out.contains("flags: qr aa"), "{out}");
+    assert!(
+        out.contains("status: NOERROR") && out.contains("flags: qr aa"),
+        "{out}"
+    );
     assert!(out.contains("192.0.2.80"), "{out}");
     let out = link.dig(&["+noedns", "www.example.com", "AAAA"]);
     assert!(out.contains("2001:db8::80"), "{out}");
     let c1 = counters(&srv);
-    assert_eq!(c1["answered_a"] - c0["answered_a"], 1, "A answered by XDP: {c1:?}");
-    assert_eq!(c1["answered_aaaa"] - c0["answered_aaaa"], 1, "AAAA answered by XDP");
+    assert_eq!(
+        c1["answered_a"] - c0["answered_a"],
+        1,
+        "A answered by XDP: {c1:?}"
+    );
+    assert_eq!(
+        c1["answered_aaaa"] - c0["answered_aaaa"],
+        1,
+        "AAAA answered by XDP"
+    );
 
     let out = link.dig(&["nope.example.com", "A"]);
     assert!(out.contains("status: NXDOMAIN"), "{out}");
     let c2 = counters(&srv);
-    assert!(c2["pass_miss"] > c1["pass_miss"], "the miss went to the fallback");
+    assert!(
+        c2["pass_miss"] > c1["pass_miss"],
+        "the miss went to the fallback"
+    );
     assert_eq!(c2["answered_a"], c1["answered_a"]);
 
     let out = link.dig(&["+tcp", "www.example.com", "A"]);
     assert!(out.contains("192.0.2.80") && out.contains("(TCP)"), "{out}");
     let c3 = counters(&srv);
-    assert!(c3["pass_not_dns"] > c2["pass_not_dns"], "TCP segments passed up");
-    assert_eq!(c3["answered_a"], c2["answered_a"], "the TCP query was the fallback's");
+    assert!(
+        c3["pass_not_dns"] > c2["pass_not_dns"],
+        "TCP segments passed up"
+    );
+    assert_eq!(
+        c3["answered_a"], c2["answered_a"],
+        "the TCP query was the fallback's"
+    );
 
     drop(srv);
     drop(pass_prog);

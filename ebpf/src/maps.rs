@@ -28,6 +28,10 @@ pub struct Scratch {
     pub question: [u8; QUESTION_BUF],
     pub short: ShortKey,
     pub long: LongKey,
+    /// Round-trip slot: a value read back from map memory is unknown to
+    /// the verifier, which merges the many exits of the label walk into
+    /// one state (see `question::launder`).
+    pub launder: u32,
 }
 
 /// Question bytes copied out of the packet (name ≤ 255, type, class, one

@@ -3,7 +3,9 @@
 
 use aya_ebpf::helpers::bpf_xdp_load_bytes;
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::{qtype_slot, rtype, PassReason, DNS_HEADER_LEN, MAX_NAME_WIRE_LEN};
+use xdpdns_common::{
+    qtype_slot, rtype, PassReason, DNS_HEADER_LEN, MAX_NAME_WIRE_LEN, SHORT_NAME_MAX,
+};
 
 use crate::csum;
 use crate::headers::{be16, load, Packet};
@@ -28,7 +30,7 @@ pub struct Question {
 
 #[inline(always)]
 fn q(s: &Scratch, i: u32) -> u8 {
-    s.question[i as usize & QUESTION_MASK]
+    s.question[crate::opaque(i) as usize & QUESTION_MASK]
 }
 
 /// Checks the message and copies its question into `s.question`.
@@ -70,40 +72,32 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
     }
 
     // Walk the labels: no compression pointers, labels ≤ 63 (the top two
-    // bits clear), name ≤ 255 bytes and inside the message. The lower-cased
-    // name goes into both keys on the way (zero-padded: wire names are
-    // prefix-free).
-    zero_keys(s);
-    let mut next_label = 0u32;
+    // bits clear), name ≤ 255 bytes and inside the message. One step per
+    // label, not per byte.
+    let mut pos = 0u32;
     let mut name_len = 0u32;
-    let mut sum = 0u64;
-    for i in 0..MAX_NAME_WIRE_LEN as u32 {
-        if i >= rest {
+    for _ in 0..128 {
+        if pos >= rest || pos >= MAX_NAME_WIRE_LEN as u32 {
             return Err(PassReason::ParseError);
         }
-        let b = q(s, i);
-        sum += csum::byte(b, i & 1 == 1);
-        let lb = lower(b);
-        if let Some(slot) = s.long.name.get_mut(i as usize) {
-            *slot = lb;
+        let b = q(s, pos);
+        if b == 0 {
+            name_len = pos + 1;
+            break;
         }
-        if let Some(slot) = s.short.name.get_mut(i as usize) {
-            *slot = lb;
+        if b & 0xc0 != 0 {
+            return Err(PassReason::ParseError);
         }
-        if i == next_label {
-            if b == 0 {
-                name_len = i + 1;
-                break;
-            }
-            if b & 0xc0 != 0 {
-                return Err(PassReason::ParseError);
-            }
-            next_label = i + 1 + b as u32;
-        }
+        pos += 1 + b as u32;
     }
     if name_len == 0 || name_len + 4 > rest {
         return Err(PassReason::ParseError);
     }
+    let name_len = launder(s, name_len);
+    if name_len == 0 || name_len > MAX_NAME_WIRE_LEN as u32 {
+        return Err(PassReason::ParseError);
+    }
+    let mut sum = copy_name(s, name_len);
     let odd = name_len & 1 == 1;
     let qtype_hi = q(s, name_len);
     let qtype_lo = q(s, name_len + 1);
@@ -155,28 +149,65 @@ fn parse_opt(s: &Scratch, at: u32) -> Result<u16, PassReason> {
     Ok(payload)
 }
 
+/// Passes `v` through map memory so the verifier sees an unknown value:
+/// the label walk can end in up to 128 different states, and without this
+/// every one of them would be verified through the rest of the program.
 #[inline(always)]
-fn lower(b: u8) -> u8 {
-    // Length bytes are ≤ 63 and never in 'A'..='Z'.
-    if b.is_ascii_uppercase() {
-        b | 0x20
-    } else {
-        b
+fn launder(s: &mut Scratch, v: u32) -> u32 {
+    unsafe {
+        core::ptr::write_volatile(&mut s.launder, v);
+        core::ptr::read_volatile(&s.launder)
     }
 }
 
-/// Zeroes both lookup keys with word stores (no loop: a loop whose bound
-/// depends on the name length would multiply the verifier's work).
+/// ASCII lower-casing of eight bytes at once: sets 0x20 in every byte in
+/// 'A'..='Z' and leaves all others (length bytes, non-ASCII) alone.
 #[inline(always)]
-fn zero_keys(s: &mut Scratch) {
-    let short = &mut s.short as *mut _ as *mut u64;
-    for w in 0..8 {
-        unsafe { short.add(w).write_unaligned(0) };
-    }
-    let long = &mut s.long.name as *mut _ as *mut u64;
+fn lower8(w: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let h = w & LOW7;
+    let ge_a = h + 0x3f3f_3f3f_3f3f_3f3f; // high bit set when byte >= 'A'
+    let gt_z = h + 0x2525_2525_2525_2525; // high bit set when byte > 'Z'
+    let upper = ge_a & !gt_z & !w & HIGH;
+    w | (upper >> 2)
+}
+
+/// Copies the name, lower-cased, into the key for its length (zero-padded:
+/// wire names are prefix-free) eight bytes at a time, and returns the
+/// ones'-complement sum of the name as sent.
+#[inline(always)]
+fn copy_name(s: &mut Scratch, name_len: u32) -> u64 {
+    let src = s.question.as_ptr() as *const u64;
+    let short = name_len as usize <= SHORT_NAME_MAX;
+    let dst = if short {
+        &mut s.short as *mut _ as *mut u64
+    } else {
+        &mut s.long.name as *mut _ as *mut u64
+    };
+    let words = if short { 8 } else { 32 };
     for w in 0..32 {
-        unsafe { long.add(w).write_unaligned(0) };
+        if w >= words {
+            break;
+        }
+        unsafe { dst.add(w).write(0) };
     }
+    let mut sum = 0u64;
+    for w in 0..32u32 {
+        let start = w * 8;
+        if start >= name_len {
+            break;
+        }
+        let mut word = unsafe { src.add(w as usize).read() };
+        let valid = name_len - start;
+        if valid < 8 {
+            word &= (1u64 << (valid * 8)) - 1;
+        }
+        let be = word.swap_bytes();
+        sum += (be >> 32) + (be & 0xffff_ffff);
+        unsafe { dst.add(w as usize & 31).write(lower8(word)) };
+    }
+    sum
 }
 
 /// Sets the non-name fields of both keys (the name was written while the

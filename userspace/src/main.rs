@@ -127,7 +127,9 @@ fn check_zone(file: PathBuf, origin: &str) -> anyhow::Result<()> {
 fn xdp_pass(interface: &str) -> anyhow::Result<()> {
     let _attached = xdpdns::xdp::attach_pass_program(interface)?;
     println!("xdp_pass attached to {interface}");
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;

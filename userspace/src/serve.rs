@@ -15,9 +15,9 @@ use tracing::{error, info, warn};
 use std::sync::Mutex;
 
 use crate::config::{Config, ZoneConfig};
-use crate::xdp::{compile, compile_diffs, FastPath, XdpError};
 use crate::handler::Handler;
 use crate::server::{bind_address, run_udp, Shared, TcpServer};
+use crate::xdp::{compile, compile_diffs, FastPath, XdpError};
 use crate::zone::{load_zone_file, LoadError, Zone, ZoneStore};
 
 pub fn handler_for(config: &Config) -> Handler {
@@ -109,7 +109,12 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
         }
     }
     log_counters(&fast);
-    if fast.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() {
+    if fast
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .is_some()
+    {
         info!("XDP program detached");
     }
     info!("shutting down: draining connections");
@@ -124,7 +129,12 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
 /// SIGHUP: re-read the config and every zone into one new snapshot. A zone
 /// that fails to load keeps serving its previous version; a config that
 /// fails to parse changes nothing. Returns the config now in force.
-pub fn reload(path: &Path, old: &Config, shared: &Shared, fast: &Mutex<Option<FastPath>>) -> Option<Config> {
+pub fn reload(
+    path: &Path,
+    old: &Config,
+    shared: &Shared,
+    fast: &Mutex<Option<FastPath>>,
+) -> Option<Config> {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -203,19 +213,32 @@ fn start_fast_path(config: &Config, port: u16, shared: &Shared) -> Option<FastPa
 }
 
 /// Brings the kernel table in line with the store after `diffs`.
-fn sync_table(fp: &mut FastPath, shared: &Shared, diffs: &[crate::zone::ZoneDiff], udp_payload: u16) -> Result<(), XdpError> {
+fn sync_table(
+    fp: &mut FastPath,
+    shared: &Shared,
+    diffs: &[crate::zone::ZoneDiff],
+    udp_payload: u16,
+) -> Result<(), XdpError> {
     fp.set_udp_payload(udp_payload)?;
     let snapshot = shared.store.snapshot();
     let changed: usize = diffs.iter().map(|d| d.added.len() + d.removed.len()).sum();
     if changed <= SMALL_DIFF {
         let delta = compile_diffs(&snapshot, diffs, fp.installed());
-        info!(upserts = delta.upsert.len(), deletes = delta.delete.len(), "XDP table updated in place");
+        info!(
+            upserts = delta.upsert.len(),
+            deletes = delta.delete.len(),
+            "XDP table updated in place"
+        );
         fp.apply(&delta)
     } else {
         let (table, _) = compile(&snapshot);
         let entries = table.len();
         fp.install(table)?;
-        info!(entries, generation = fp.generation(), "XDP table generation installed");
+        info!(
+            entries,
+            generation = fp.generation(),
+            "XDP table generation installed"
+        );
         Ok(())
     }
 }

@@ -138,7 +138,13 @@ fn bpf_linker() -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run(Command::new(cargo)
         .env("LLVM_PREFIX", "/usr/lib/llvm-22")
-        .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--locked"])
+        .args([
+            "install",
+            "bpf-linker",
+            "--version",
+            BPF_LINKER_VERSION,
+            "--locked",
+        ])
         .args(["--no-default-features", "--features", "llvm-22"]))
 }
 

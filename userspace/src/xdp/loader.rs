@@ -171,7 +171,9 @@ impl FastPath {
         };
         saved.data[..frame.len()].copy_from_slice(frame);
         let mut map: PerCpuArray<&mut MapData, BenchFrame> = PerCpuArray::try_from(
-            self.ebpf.map_mut("BENCH_FRAME").ok_or(XdpError::MissingMap("BENCH_FRAME"))?,
+            self.ebpf
+                .map_mut("BENCH_FRAME")
+                .ok_or(XdpError::MissingMap("BENCH_FRAME"))?,
         )?;
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| XdpError::Grace(e))?;
         map.set(0, aya::maps::PerCpuValues::try_from(vec![saved; cpus])?, 0)?;
