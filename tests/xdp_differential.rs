@@ -102,8 +102,8 @@ fn rig(text: &str) -> Rig {
 fn query(name: &Name, rtype: RecordType, edns: Option<Edns>, id: u16) -> Vec<u8> {
     let mut m = Message::query();
     m.metadata.id = id;
-    m.metadata.recursion_desired = id % 2 == 0;
-    m.metadata.checking_disabled = id % 3 == 0;
+    m.metadata.recursion_desired = id.is_multiple_of(2);
+    m.metadata.checking_disabled = id.is_multiple_of(3);
     m.add_query(Query::query(name.clone(), rtype));
     m.edns = edns;
     m.to_vec().unwrap()

@@ -142,8 +142,7 @@ fn counters(srv: &Server) -> std::collections::HashMap<String, u64> {
     let log = srv.log();
     let line = log
         .lines()
-        .filter(|l| l.contains("xdp counters"))
-        .last()
+        .rfind(|l| l.contains("xdp counters"))
         .unwrap()
         .to_string();
     line.split_whitespace()

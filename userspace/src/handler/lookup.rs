@@ -88,7 +88,7 @@ fn find<'z>(zone: &'z Zone, key: &LowerName, qtype: RecordType) -> Found<'z> {
     // Walk down from the apex; the first missing name ends the walk at the
     // closest encloser.
     for labels in apex_labels + 1..=depth {
-        let name = LowerName::from(key.trim_to(labels as usize));
+        let name = LowerName::from(key.trim_to(labels));
         let Some(node) = zone.node(&name) else {
             return wildcard(zone, &closest_name);
         };
@@ -146,7 +146,7 @@ fn push_addresses_for(zone: &Zone, rdatas: &[RData], out: &mut Vec<Record>, glue
             _ => continue,
         };
         let key = LowerName::new(target);
-        if !zone.origin_key().zone_of(&key) || (!glue && below_cut(zone, &key)) {
+        if !zone.origin_key().zone_of(&key) || (!glue && zone.below_cut(&key)) {
             continue;
         }
         let Some(node) = zone.node(&key) else {
@@ -166,14 +166,4 @@ fn push_addresses_for(zone: &Zone, rdatas: &[RData], out: &mut Vec<Record>, glue
             }
         }
     }
-}
-
-/// Whether `key` lies at or below a delegation inside `zone`.
-fn below_cut(zone: &Zone, key: &LowerName) -> bool {
-    let apex_labels = label_count(zone.origin());
-    (apex_labels + 1..=label_count(key)).any(|labels| {
-        let name = LowerName::from(key.trim_to(labels as usize));
-        zone.node(&name)
-            .is_some_and(|n| n.rrset(RecordType::NS).is_some())
-    })
 }

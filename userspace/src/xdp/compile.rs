@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use hickory_proto::rr::{LowerName, Name, RData, RecordType};
 use xdpdns_common::{qtype_slot, Answer, ANSWER_MAX, MAX_NAME_WIRE_LEN};
 
-use crate::zone::{label_count, Snapshot, Zone, ZoneDiff};
+use crate::zone::{Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
 /// it is split into the short/long key layouts.
@@ -132,7 +132,7 @@ fn compile_name(
         skipped.shadowed_by_child_zone += 1;
         return;
     }
-    if below_cut(zone, key) {
+    if zone.below_cut(key) {
         skipped.below_cut += 1;
         return;
     }
@@ -154,17 +154,6 @@ fn compile_name(
             None => skipped.too_large += 1,
         }
     }
-}
-
-/// At or below a delegation (an NS RRset on a non-apex name): the fallback
-/// answers with a referral.
-fn below_cut(zone: &Zone, key: &LowerName) -> bool {
-    let apex = label_count(zone.origin());
-    (apex + 1..=label_count(key)).any(|labels| {
-        let name = LowerName::from(key.trim_to(labels as usize));
-        zone.node(&name)
-            .is_some_and(|n| n.rrset(RecordType::NS).is_some())
-    })
 }
 
 /// The answer section exactly as the fallback encodes it: each record

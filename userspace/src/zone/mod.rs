@@ -212,6 +212,17 @@ impl Zone {
         true
     }
 
+    /// Whether `key` is at or below a zone cut (an NS RRset on a non-apex
+    /// name): such names are answered with a referral, not with data.
+    pub fn below_cut(&self, key: &LowerName) -> bool {
+        let name = Name::from(key);
+        (label_count(&self.origin) + 1..=label_count(&name)).any(|labels| {
+            let ancestor = LowerName::from(name.trim_to(labels));
+            self.node(&ancestor)
+                .is_some_and(|n| n.rrset(RecordType::NS).is_some())
+        })
+    }
+
     /// Every record, node by node (order unspecified, RRset order kept).
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
         self.nodes.iter().flat_map(|(key, node)| {
