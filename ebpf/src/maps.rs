@@ -21,11 +21,10 @@ pub static LONG_NAMES: HashMap<LongKey, Answer> = HashMap::with_max_entries(1 <<
 #[map(name = "COUNTERS")]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
-/// Per-CPU working memory: the question section and the lookup keys are
-/// too big for the 512-byte BPF stack.
+/// Per-CPU working memory: the lookup keys are too big for the 512-byte
+/// BPF stack.
 #[repr(C)]
 pub struct Scratch {
-    pub question: [u8; QUESTION_BUF],
     pub short: ShortKey,
     pub long: LongKey,
     /// Round-trip slot: a value read back from map memory is unknown to
@@ -33,11 +32,6 @@ pub struct Scratch {
     /// one state (see `question::launder`).
     pub launder: u32,
 }
-
-/// Question bytes copied out of the packet (name ≤ 255, type, class, one
-/// OPT of 11 bytes: 270 at most); a power of two so indexes can be masked.
-pub const QUESTION_BUF: usize = 512;
-pub const QUESTION_MASK: usize = QUESTION_BUF - 1;
 
 const _: () = assert!(SHORT_NAME_MAX < LONG_NAME_BUF);
 

@@ -2,22 +2,17 @@
 //! check has passed; the one step that can fail (growing the frame) comes
 //! first, so a failure leaves the frame unchanged.
 
-use aya_ebpf::helpers::{bpf_xdp_adjust_tail, bpf_xdp_store_bytes};
+use aya_ebpf::helpers::bpf_xdp_adjust_tail;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
     Answer, PassReason, XdpConfig, ANSWER_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
 };
 
 use crate::csum;
-use crate::headers::{load, Ip, Packet, UDP_LEN};
+use crate::headers::{load, store, Ip, Packet, UDP_LEN};
 use crate::question::{Question, OPT_LEN};
 
 const REPLY_HOP_LIMIT: u8 = 64;
-
-#[inline(always)]
-fn store<const N: usize>(ctx: &XdpContext, off: u32, bytes: &mut [u8; N]) {
-    unsafe { bpf_xdp_store_bytes(ctx.ctx, off, bytes.as_mut_ptr() as *mut _, N as u32) };
-}
 
 /// Largest reply the client accepts: 512 without EDNS, else its size
 /// capped by ours, never below 512 (the fallback's rule).
@@ -45,7 +40,7 @@ pub fn build(
     cfg: &XdpConfig,
 ) -> Result<(), PassReason> {
     let alen = ans.len as u32;
-    if alen == 0 || alen > ANSWER_MAX as u32 {
+    if alen == 0 || alen > ANSWER_MAX as u32 || alen % 4 != 0 {
         return Err(PassReason::Size);
     }
     let opt_len = if qn.edns_payload.is_some() {
@@ -67,19 +62,23 @@ pub fn build(
 
     // From here on nothing can fail: the frame is the reply's size.
     let answer_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
-    let alen = crate::opaque(alen);
-    if alen == 0 || alen > ANSWER_MAX as u32 {
-        return Ok(()); // unreachable: checked above
-    }
-    unsafe {
-        bpf_xdp_store_bytes(ctx.ctx, answer_off, ans.data.as_ptr() as *mut _, alen);
+    // Answer records, four bytes at a time (records are 16 or 28 bytes).
+    let src = ans.data.as_ptr() as *const [u8; 4];
+    for i in 0..(ANSWER_MAX / 4) as u32 {
+        if i * 4 >= alen {
+            break;
+        }
+        let chunk = unsafe { src.add(i as usize).read() };
+        if !store(ctx, answer_off + i * 4, &chunk) {
+            break;
+        }
     }
     let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
 
     if qn.edns_payload.is_some() {
         let [hi, lo] = cfg.udp_payload.to_be_bytes();
         let mut opt = [0u8, 0, 41, hi, lo, 0, 0, 0, 0, 0, 0];
-        store(ctx, answer_off + alen, &mut opt);
+        let _ = store(ctx, answer_off + alen, &opt);
         let opt_sum = csum::fold(0x2900 + hi as u64 + ((lo as u64) << 8));
         sum += csum::at_parity(opt_sum, (question_len + alen) & 1 == 1);
     }
@@ -88,7 +87,7 @@ pub fn build(
     header[2] = 0x84 | (header[2] & 0x01); // QR, AA, RD copied; opcode 0
     header[3] &= 0x10; // CD copied; RA, Z, AD and RCODE zero
     header[6..8].copy_from_slice(&ans.ancount.to_be_bytes());
-    store(ctx, pkt.dns, &mut header);
+    let _ = store(ctx, pkt.dns, &header);
     sum += csum::words(&header);
 
     let udp_len = UDP_LEN + dns_len;
@@ -114,7 +113,7 @@ pub fn build(
             sum += csum::words(&[
                 v4[12], v4[13], v4[14], v4[15], v4[16], v4[17], v4[18], v4[19],
             ]);
-            store(ctx, pkt.l3, &mut v4);
+            let _ = store(ctx, pkt.l3, &v4);
         }
         Ip::V6(h) => {
             let mut v6 = *h;
@@ -125,7 +124,7 @@ pub fn build(
             let mut addrs = [0u8; 32];
             addrs.copy_from_slice(&v6[8..40]);
             sum += csum::words(&addrs);
-            store(ctx, pkt.l3, &mut v6);
+            let _ = store(ctx, pkt.l3, &v6);
         }
     }
     let check = match !csum::fold(sum) {
@@ -133,13 +132,13 @@ pub fn build(
         c => c,
     };
     udp[6..8].copy_from_slice(&check.to_be_bytes());
-    store(ctx, pkt.l4, &mut udp);
+    let _ = store(ctx, pkt.l4, &udp);
 
     // Ethernet: swap destination and source MACs (VLAN tags stay).
     let mut swapped = [0u8; 12];
     swapped[..6].copy_from_slice(&eth[6..12]);
     swapped[6..].copy_from_slice(&eth[..6]);
     eth = swapped;
-    store(ctx, 0, &mut eth);
+    let _ = store(ctx, 0, &eth);
     Ok(())
 }
