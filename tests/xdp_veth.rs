@@ -251,13 +251,29 @@ fn run(tag: &str, mode: &str) {
     );
 
     // A reload reaches the kernel table: the new address comes from XDP.
-    srv.dir.write("zone.db", &ZONE.replace(" 1 3600", " 2 3600").replace("192.0.2.80", "192.0.2.81"));
+    srv.dir.write(
+        "zone.db",
+        &ZONE
+            .replace(" 1 3600", " 2 3600")
+            .replace("192.0.2.80", "192.0.2.81"),
+    );
     srv.signal("HUP");
-    assert!(srv.wait_log("reload done", Duration::from_secs(10)), "{}", srv.log());
+    assert!(
+        srv.wait_log("reload done", Duration::from_secs(10)),
+        "{}",
+        srv.log()
+    );
     let out = link.dig(&["www.example.com", "A"]);
-    assert!(out.contains("192.0.2.81") && !out.contains("192.0.2.80"), "{out}");
+    assert!(
+        out.contains("192.0.2.81") && !out.contains("192.0.2.80"),
+        "{out}"
+    );
     let c4 = counters(&srv);
-    assert_eq!(c4["answered_a"] - c3["answered_a"], 1, "answered by XDP after the reload");
+    assert_eq!(
+        c4["answered_a"] - c3["answered_a"],
+        1,
+        "answered by XDP after the reload"
+    );
 
     drop(srv);
     drop(pass_prog);
@@ -275,9 +291,17 @@ fn dig_through_xdp_in_native_mode() {
 
 #[test]
 fn without_xdp_the_server_says_why_once_and_keeps_answering() {
-    let srv = Server::start("example.com.", ZONE, "", "[xdp]\ninterfaces = [\"nosuchif0\"]\n");
+    let srv = Server::start(
+        "example.com.",
+        ZONE,
+        "",
+        "[xdp]\ninterfaces = [\"nosuchif0\"]\n",
+    );
     let log = srv.log();
-    let lines: Vec<_> = log.lines().filter(|l| l.contains("XDP fast path unavailable")).collect();
+    let lines: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("XDP fast path unavailable"))
+        .collect();
     assert_eq!(lines.len(), 1, "{log}");
     assert!(lines[0].contains("nosuchif0"), "{}", lines[0]);
     let m = srv.udp("www.example.com.", hickory_proto::rr::RecordType::A);
