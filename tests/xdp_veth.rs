@@ -275,7 +275,46 @@ fn run(tag: &str, mode: &str) {
         "answered by XDP after the reload"
     );
 
-    drop(srv);
+    // SIGTERM detaches the program before exiting.
+    let attached = ["prog/xdp", "xdpgeneric", "xdpdrv", "xdp/id"];
+    let link_state = || {
+        let out = Command::new("ip")
+            .args([
+                "-n",
+                &link.server_ns,
+                "link",
+                "show",
+                "dev",
+                &link.server_if,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = link_state();
+    assert!(attached.iter().any(|a| before.contains(a)), "{before}");
+    let mut srv = srv;
+    srv.signal("TERM");
+    let status = srv.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(srv.log().contains("XDP program detached"), "{}", srv.log());
+    let link_state = Command::new("ip")
+        .args([
+            "-n",
+            &link.server_ns,
+            "link",
+            "show",
+            "dev",
+            &link.server_if,
+        ])
+        .output()
+        .unwrap();
+    let link_state = String::from_utf8_lossy(&link_state.stdout);
+    let attached = ["prog/xdp", "xdpgeneric", "xdpdrv", "xdp/id"];
+    assert!(
+        !attached.iter().any(|a| link_state.contains(a)),
+        "still attached: {link_state}"
+    );
     drop(pass_prog);
 }
 
