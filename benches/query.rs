@@ -9,7 +9,7 @@ use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use xdpdns::handler::{Handler, Identity, Transport};
 use xdpdns::wire::{tcp_frame, ServerEdns};
-use xdpdns::zone::{check_zone, parse_zone_str, ZoneStore};
+use xdpdns::zone::{load_zone_str, ZoneStore};
 
 fn query(name: &str, rtype: RecordType) -> Vec<u8> {
     let mut m = Message::query();
@@ -22,8 +22,7 @@ fn setup() -> (ZoneStore, Handler) {
     let origin = Name::from_str("example.com.").unwrap();
     let path = Path::new("examples/example.com.zone");
     let text = include_str!("../examples/example.com.zone");
-    let records = parse_zone_str(text, &origin, path).unwrap();
-    let zone = check_zone(&origin, path, &records).unwrap();
+    let zone = load_zone_str(text, &origin, path).unwrap();
     let store = ZoneStore::new();
     store.replace_zones(vec![zone], &[]);
     let handler = Handler {

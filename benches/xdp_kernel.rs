@@ -17,7 +17,7 @@ use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use xdpdns::xdp::sys::test_run;
 use xdpdns::xdp::{compile, FastPath};
-use xdpdns::zone::{check_zone, parse_zone_str, ZoneStore};
+use xdpdns::zone::{load_zone_str, ZoneStore};
 
 fn query(name: &str) -> Vec<u8> {
     let mut m = Message::query();
@@ -41,12 +41,9 @@ fn main() {
 
     let origin = Name::from_str("example.com.").unwrap();
     let text = include_str!("../examples/example.com.zone");
-    let recs = parse_zone_str(text, &origin, Path::new("example.com.zone")).unwrap();
+    let zone = load_zone_str(text, &origin, Path::new("example.com.zone")).unwrap();
     let store = ZoneStore::new();
-    store.replace_zones(
-        vec![check_zone(&origin, Path::new("x"), &recs).unwrap()],
-        &[],
-    );
+    store.replace_zones(vec![zone], &[]);
     let mut fp = FastPath::load(1024, 53, 1232).unwrap();
     fp.install(compile(&store.snapshot()).0).unwrap();
     let restore = fp.bench_program_fd("bench_restore").unwrap();

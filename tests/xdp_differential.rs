@@ -17,7 +17,7 @@ use xdpdns::handler::{Handler, Identity, Transport};
 use xdpdns::wire::ServerEdns;
 use xdpdns::xdp::sys::test_run;
 use xdpdns::xdp::{compile, FastPath};
-use xdpdns::zone::{check_zone, parse_zone_str, Snapshot, ZoneStore};
+use xdpdns::zone::{load_zone_str, Snapshot, ZoneStore};
 
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
@@ -76,13 +76,7 @@ fn rig(text: &str) -> Rig {
         unsafe { libc::geteuid() } == 0,
         "the XDP tests load BPF programs and need root (CI runs as root)"
     );
-    let origin = Name::from_str("example.com.").unwrap();
-    let recs = parse_zone_str(text, &origin, Path::new("test.zone")).unwrap();
-    let store = ZoneStore::new();
-    store.replace_zones(
-        vec![check_zone(&origin, Path::new("test.zone"), &recs).unwrap()],
-        &[],
-    );
+    let store = rig_store(text);
     let mut fast = FastPath::load(1024, 53, UDP_PAYLOAD).expect("load the XDP program");
     fast.install(compile(&store.snapshot()).0).unwrap();
     let handler = Handler {
@@ -610,13 +604,11 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
     );
 }
 
+/// A store serving `text` as example.com.
 fn rig_store(text: &str) -> ZoneStore {
     let origin = Name::from_str("example.com.").unwrap();
-    let recs = parse_zone_str(text, &origin, Path::new("other.zone")).unwrap();
+    let zone = load_zone_str(text, &origin, Path::new("other.zone")).unwrap();
     let store = ZoneStore::new();
-    store.replace_zones(
-        vec![check_zone(&origin, Path::new("other.zone"), &recs).unwrap()],
-        &[],
-    );
+    store.replace_zones(vec![zone], &[]);
     store
 }

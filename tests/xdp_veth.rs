@@ -298,22 +298,10 @@ fn run(tag: &str, mode: &str) {
     let status = srv.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(srv.log().contains("XDP program detached"), "{}", srv.log());
-    let link_state = Command::new("ip")
-        .args([
-            "-n",
-            &link.server_ns,
-            "link",
-            "show",
-            "dev",
-            &link.server_if,
-        ])
-        .output()
-        .unwrap();
-    let link_state = String::from_utf8_lossy(&link_state.stdout);
-    let attached = ["prog/xdp", "xdpgeneric", "xdpdrv", "xdp/id"];
+    let after = link_state();
     assert!(
-        !attached.iter().any(|a| link_state.contains(a)),
-        "still attached: {link_state}"
+        !attached.iter().any(|a| after.contains(a)),
+        "still attached: {after}"
     );
     drop(pass_prog);
 }

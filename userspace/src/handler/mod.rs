@@ -85,7 +85,7 @@ mod tests {
     use hickory_proto::rr::{Name, RecordType};
 
     use super::*;
-    use crate::zone::{check_zone, parse_zone_str, ZoneStore};
+    use crate::zone::{load_zone_str, ZoneStore};
 
     const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
         @ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n\
@@ -95,12 +95,9 @@ mod tests {
 
     fn setup() -> (ZoneStore, Handler) {
         let origin = Name::from_str("example.com.").unwrap();
-        let recs = parse_zone_str(ZONE, &origin, Path::new("t.zone")).unwrap();
+        let zone = load_zone_str(ZONE, &origin, Path::new("t.zone")).unwrap();
         let store = ZoneStore::new();
-        store.replace_zones(
-            vec![check_zone(&origin, Path::new("t.zone"), &recs).unwrap()],
-            &[],
-        );
+        store.replace_zones(vec![zone], &[]);
         let handler = Handler {
             edns: ServerEdns {
                 udp_payload: 1232,

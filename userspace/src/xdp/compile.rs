@@ -230,7 +230,7 @@ mod tests {
 
     use super::*;
     use crate::zone::store::Change;
-    use crate::zone::{check_zone, parse_zone_str, ZoneStore};
+    use crate::zone::{load_zone_str, ZoneStore};
 
     const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
         @ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\n@ A 192.0.2.10\n\
@@ -241,12 +241,9 @@ mod tests {
     fn store_with(extra: &str) -> ZoneStore {
         let origin = Name::from_str("example.com.").unwrap();
         let text = format!("{ZONE}{extra}");
-        let recs = parse_zone_str(&text, &origin, Path::new("t")).unwrap();
+        let zone = load_zone_str(&text, &origin, Path::new("t")).unwrap();
         let store = ZoneStore::new();
-        store.replace_zones(
-            vec![check_zone(&origin, Path::new("t"), &recs).unwrap()],
-            &[],
-        );
+        store.replace_zones(vec![zone], &[]);
         store
     }
 

@@ -295,6 +295,12 @@ pub fn load_zone_file(path: &std::path::Path, origin: &Name) -> Result<Zone, Loa
     Ok(check_zone(origin, path, &records)?)
 }
 
+/// [`load_zone_file`] for text already in memory; `file` names it in errors.
+pub fn load_zone_str(text: &str, origin: &Name, file: &std::path::Path) -> Result<Zone, LoadError> {
+    let records = parse_zone_str(text, origin, file)?;
+    Ok(check_zone(origin, file, &records)?)
+}
+
 /// Number of labels, the root excluded and a leading `*` included
 /// (hickory's `num_labels` leaves `*` out, as RRSIG label counts do, which
 /// is wrong for walking names).
