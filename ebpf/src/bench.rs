@@ -52,17 +52,32 @@ pub fn bench_answer(ctx: XdpContext) -> u32 {
     crate::handle(&ctx)
 }
 
-/// Restore, then the floor any in-kernel responder pays: swap MACs, IPv4
-/// addresses and UDP ports, set QR, XDP_TX, by direct packet access (as
-/// the real program does). No parsing, no lookup.
+/// Restore, then the floor.
 #[xdp]
 pub fn bench_reflect(ctx: XdpContext) -> u32 {
     if !restore(&ctx) {
         return XDP_ABORTED;
     }
-    let Ok(h) = crate::headers::load::<{ 14 + 20 + 8 + 12 }>(&ctx, 0) else {
+    reflect(&ctx)
+}
+
+/// The floor any in-kernel responder pays, attachable for the end-to-end
+/// benchmark: an IPv4 UDP packet to port 53 goes back with MACs, addresses
+/// and ports swapped and QR set (UDP checksum zeroed, which IPv4 allows),
+/// by direct packet access. No parsing beyond that, no lookup, no answer.
+#[xdp]
+pub fn xdp_reflect(ctx: XdpContext) -> u32 {
+    reflect(&ctx)
+}
+
+#[inline(always)]
+fn reflect(ctx: &XdpContext) -> u32 {
+    let Ok(h) = crate::headers::load::<{ 14 + 20 + 8 + 12 }>(ctx, 0) else {
         return XDP_PASS;
     };
+    if h[12] != 0x08 || h[13] != 0 || h[14] != 0x45 || h[23] != 17 || h[36] != 0 || h[37] != 53 {
+        return XDP_PASS;
+    }
     let mut out = h;
     out[0..6].copy_from_slice(&h[6..12]);
     out[6..12].copy_from_slice(&h[0..6]);
@@ -70,7 +85,9 @@ pub fn bench_reflect(ctx: XdpContext) -> u32 {
     out[30..34].copy_from_slice(&h[26..30]);
     out[34..36].copy_from_slice(&h[36..38]);
     out[36..38].copy_from_slice(&h[34..36]);
+    out[40] = 0;
+    out[41] = 0;
     out[44] |= 0x80;
-    let _ = crate::headers::store(&ctx, 0, &out);
+    let _ = crate::headers::store(ctx, 0, &out);
     XDP_TX
 }

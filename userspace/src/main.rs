@@ -45,6 +45,16 @@ enum Command {
         #[arg(value_name = "INTERFACE")]
         interface: String,
     },
+    /// Attach the benchmark floor to INTERFACE until SIGINT/SIGTERM: an XDP
+    /// program that bounces every IPv4 UDP/53 packet back with QR set and no
+    /// lookup (the least any in-kernel responder can cost).
+    XdpReflect {
+        #[arg(value_name = "INTERFACE")]
+        interface: String,
+        /// driver or generic
+        #[arg(long, default_value = "generic")]
+        mode: String,
+    },
     /// Parse and check one zone file, like named-checkzone; exit 1 on error.
     CheckZone {
         /// Master file (RFC 1035 format).
@@ -62,7 +72,8 @@ fn main() -> ExitCode {
         Command::Serve { config } => run_serve(config),
         Command::CheckConfig { config } => check_config(config),
         Command::CheckZone { file, origin } => check_zone(file, &origin),
-        Command::XdpPass { interface } => xdp_pass(&interface),
+        Command::XdpPass { interface } => hold(&interface, "xdp_pass", "driver"),
+        Command::XdpReflect { interface, mode } => hold(&interface, "xdp_reflect", &mode),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -124,9 +135,15 @@ fn check_zone(file: PathBuf, origin: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn xdp_pass(interface: &str) -> anyhow::Result<()> {
-    let _attached = xdpdns::xdp::attach_pass_program(interface)?;
-    println!("xdp_pass attached to {interface}");
+/// Holds a helper XDP program on `interface` until SIGTERM/SIGINT.
+fn hold(interface: &str, program: &'static str, mode: &str) -> anyhow::Result<()> {
+    let mode = match mode {
+        "driver" => xdpdns::xdp::AttachMode::Driver,
+        "generic" => xdpdns::xdp::AttachMode::Generic,
+        other => anyhow::bail!("--mode {other:?}: expected driver or generic"),
+    };
+    let _attached = xdpdns::xdp::attach_helper_program(interface, program, mode)?;
+    println!("{program} attached to {interface}");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

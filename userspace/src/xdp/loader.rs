@@ -300,22 +300,26 @@ impl FastPath {
     }
 }
 
-/// Attaches the program that passes everything to `interface` in native
-/// mode and keeps it there while the returned object lives. On a veth pair
-/// the peer needs one for native-mode XDP_TX frames to arrive.
-pub fn attach_pass_program(interface: &str) -> Result<Ebpf, XdpError> {
+/// Attaches one of the object's helper programs to `interface` and keeps
+/// it there while the returned object lives: `xdp_pass` (on a veth pair
+/// the peer needs one for native-mode XDP_TX frames to arrive) or
+/// `xdp_reflect` (the benchmark floor).
+pub fn attach_helper_program(interface: &str, program: &'static str, mode: AttachMode) -> Result<Ebpf, XdpError> {
     let mut ebpf = EbpfLoader::new().load(OBJECT)?;
     let prog: &mut Xdp = ebpf
-        .program_mut("xdp_pass")
-        .ok_or(XdpError::MissingMap("xdp_pass"))?
+        .program_mut(program)
+        .ok_or(XdpError::MissingMap(program))?
         .try_into()?;
     prog.load()?;
-    prog.attach(interface, XdpMode::Driver)
-        .map_err(|source| XdpError::Attach {
-            interface: interface.to_string(),
-            mode: "driver",
-            source,
-        })?;
+    let (m, name) = match mode {
+        AttachMode::Generic => (XdpMode::Skb, "generic"),
+        AttachMode::Driver | AttachMode::Auto => (XdpMode::Driver, "driver"),
+    };
+    prog.attach(interface, m).map_err(|source| XdpError::Attach {
+        interface: interface.to_string(),
+        mode: name,
+        source,
+    })?;
     Ok(ebpf)
 }
 

@@ -7,4 +7,4 @@ pub mod loader;
 pub mod sys;
 
 pub use compile::{compile, compile_diffs, Table, TableDelta};
-pub use loader::{attach_pass_program, AttachMode, Counters, FastPath, XdpError};
+pub use loader::{attach_helper_program, AttachMode, Counters, FastPath, XdpError};
