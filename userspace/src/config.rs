@@ -139,7 +139,7 @@ pub struct XdpConfig {
     /// port of the first `server.listen` address.
     pub interfaces: Vec<String>,
     pub mode: AttachMode,
-    /// Names per table generation (the maps hold two generations).
+    /// (name, type) entries per table generation (the maps hold two).
     pub capacity: u32,
 }
 
@@ -148,7 +148,7 @@ impl Default for XdpConfig {
         XdpConfig {
             interfaces: Vec::new(),
             mode: AttachMode::Auto,
-            capacity: 65_536,
+            capacity: 131_072,
         }
     }
 }

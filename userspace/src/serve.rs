@@ -169,15 +169,16 @@ pub fn reload(
     }
     if let Some(fp) = fast.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
         if let Err(e) = sync_table(fp, shared, &diffs, config.server.udp_payload) {
-            error!("reload: XDP table not updated ({e}); the kernel may answer from the previous zones");
+            error!("reload: XDP table update failed ({e}); the kernel passes every query to the fallback until a reload succeeds");
         }
     }
     info!(changed = diffs.len(), failed = failed.len(), "reload done");
     Some(config)
 }
 
-/// Changes up to this many records go into the live table in place;
-/// larger ones are installed as a new generation.
+/// Changes up to this many records are compiled from the diff alone;
+/// larger ones recompile the whole table (either way the kernel switches
+/// generations once).
 const SMALL_DIFF: usize = 1_000;
 
 fn shared_port(addrs: &[std::net::SocketAddr]) -> u16 {

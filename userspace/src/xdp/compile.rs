@@ -28,6 +28,37 @@ pub struct TableDelta {
     pub delete: Vec<EntryKey>,
 }
 
+impl TableDelta {
+    pub fn is_empty(&self) -> bool {
+        self.upsert.is_empty() && self.delete.is_empty()
+    }
+
+    pub fn apply_to(&self, table: &mut Table) {
+        for (k, v) in &self.upsert {
+            table.insert(k.clone(), *v);
+        }
+        for k in &self.delete {
+            table.remove(k);
+        }
+    }
+}
+
+/// The change that turns table `old` into `new`.
+pub fn diff_tables(old: &Table, new: &Table) -> TableDelta {
+    TableDelta {
+        upsert: new
+            .iter()
+            .filter(|(k, v)| old.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
+        delete: old
+            .keys()
+            .filter(|k| !new.contains_key(*k))
+            .cloned()
+            .collect(),
+    }
+}
+
 /// Why a name with A/AAAA data stays with the fallback server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Skipped {
@@ -137,7 +168,9 @@ fn compile_name(
         return;
     }
     let wire = lower_wire(key);
-    if wire.len() > MAX_NAME_WIRE_LEN {
+    // The root has no label to point to: the fallback writes its owner as
+    // one zero byte, not as a pointer, so the kernel cannot match it.
+    if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
         return;
     }
     for (set, slot) in sets {
@@ -339,18 +372,20 @@ mod tests {
             // www becomes a delegation: www and everything below leave.
             vec![Change::Add(ns.clone())],
             vec![Change::Remove(ns)],
+            // A TTL-only change must reach the kernel too.
+            vec![Change::Add({
+                let mut r = a("new.example.com.", 7);
+                r.ttl = 5;
+                r
+            })],
         ];
         for changes in steps {
             let diff = store.update(&origin, &changes).unwrap();
             let snap = store.snapshot();
             let delta = compile_diffs(&snap, &[diff], &installed);
-            for k in &delta.delete {
-                installed.remove(k);
-            }
-            for (k, v) in delta.upsert {
-                installed.insert(k, v);
-            }
+            delta.apply_to(&mut installed);
             assert_eq!(installed, compile(&snap).0);
+            assert!(diff_tables(&installed, &compile(&snap).0).is_empty());
         }
         assert!(installed.contains_key(&key("deep.www.example.com.", qtype_slot::A)));
     }

@@ -12,7 +12,7 @@ use xdpdns_common::{
     LONG_NAME_BUF, SHORT_NAME_MAX,
 };
 
-use super::compile::{EntryKey, Table, TableDelta};
+use super::compile::{diff_tables, EntryKey, Table, TableDelta};
 use super::sys::GracePeriod;
 
 /// The XDP object built from `ebpf/` by `build.rs`.
@@ -86,16 +86,19 @@ pub struct FastPath {
     counters: PerCpuArray<MapData, u64>,
     grace: GracePeriod,
     current: XdpConfig,
+    /// The port answered while healthy (`current.port` is 0 when not).
+    port: u16,
+    healthy: bool,
     installed: Table,
     attached: Vec<(String, &'static str)>,
 }
 
 impl FastPath {
     /// Loads the program (not yet attached). `capacity` is the number of
-    /// names per table generation; the maps hold two generations.
+    /// (name, type) entries per table generation; the maps hold two.
     pub fn load(capacity: u32, port: u16, udp_payload: u16) -> Result<Self, XdpError> {
-        let short_entries = capacity.max(16) * 2;
-        let long_entries = (capacity / 16).max(16) * 2;
+        let short_entries = capacity.max(16).saturating_mul(2);
+        let long_entries = (capacity / 16).max(16).saturating_mul(2);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("SHORT_NAMES", short_entries)
             .map_max_entries("LONG_NAMES", long_entries)
@@ -124,6 +127,8 @@ impl FastPath {
             counters,
             grace: GracePeriod::new()?,
             current,
+            port,
+            healthy: true,
             installed: Table::new(),
             attached: Vec::new(),
         })
@@ -217,45 +222,115 @@ impl FastPath {
         self.current.generation
     }
 
-    /// Installs `table` as a new generation: written beside the live one,
-    /// switched to with one config write, and the old one removed only
-    /// after a grace period, so every packet sees one whole generation.
+    /// Whether the table is in service. After a failed update the kernel
+    /// passes every query to the fallback until [`FastPath::install`]
+    /// rebuilds the table.
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+
+    /// Makes the kernel table equal to `table`.
     pub fn install(&mut self, table: Table) -> Result<(), XdpError> {
-        let next = 1 - self.current.generation as u8;
-        let mut written = Vec::with_capacity(table.len());
-        for (key, answer) in &table {
-            if let Err(e) = self.put(key, next, answer) {
-                for k in &written {
-                    let _ = self.del(k, next);
-                }
-                return Err(e);
-            }
-            written.push(key.clone());
+        if !self.healthy {
+            return self.rebuild(table);
         }
-        let old = self.current.generation as u8;
-        self.current.generation = next as u32;
-        self.config.set(0, self.current, 0)?;
+        let delta = diff_tables(&self.installed, &table);
+        self.apply(&delta)
+    }
+
+    /// Applies a change. Both generations hold the whole table: the change
+    /// is written into the idle one, made live with one config write, and
+    /// only after an RCU grace period — when no packet can still be reading
+    /// the formerly live generation — written into that one too. So a
+    /// packet sees the old or the new table, and no element a packet may be
+    /// reading is ever freed or rewritten (hash maps reuse freed elements
+    /// at once since Linux 6.1, so updating a live entry in place is not
+    /// safe). On failure the kernel is told to pass everything.
+    pub fn apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+        if delta.is_empty() {
+            return Ok(());
+        }
+        if !self.healthy {
+            let mut table = self.installed.clone();
+            delta.apply_to(&mut table);
+            return self.rebuild(table);
+        }
+        match self.try_apply(delta) {
+            Ok(()) => {
+                delta.apply_to(&mut self.installed);
+                Ok(())
+            }
+            Err(e) => {
+                self.disable();
+                Err(e)
+            }
+        }
+    }
+
+    fn try_apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+        let live = self.current.generation as u8;
+        let idle = 1 - live;
+        self.write(delta, idle)?;
+        self.config.set(
+            0,
+            XdpConfig {
+                generation: idle as u32,
+                ..self.current
+            },
+            0,
+        )?;
+        self.current.generation = idle as u32;
         self.grace.wait()?;
-        let previous = std::mem::replace(&mut self.installed, table);
-        for key in previous.keys() {
-            self.del(key, old)?;
+        self.write(delta, live)
+    }
+
+    fn write(&mut self, delta: &TableDelta, generation: u8) -> Result<(), XdpError> {
+        for (key, answer) in &delta.upsert {
+            self.put(key, generation, answer)?;
+        }
+        for key in &delta.delete {
+            self.del(key, generation)?;
         }
         Ok(())
     }
 
-    /// Applies a small change in place in the live generation. Each entry
-    /// is replaced atomically (BPF_F_NO_PREALLOC hash maps swap elements
-    /// under RCU), so a packet sees the old or the new answer for a name.
-    pub fn apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
-        let generation = self.current.generation as u8;
-        for (key, answer) in &delta.upsert {
-            self.put(key, generation, answer)?;
-            self.installed.insert(key.clone(), *answer);
+    /// Stops in-kernel answers (port 0: everything is passed) and waits
+    /// until no packet still uses the table. Best effort: it runs on an
+    /// error path.
+    fn disable(&mut self) {
+        self.healthy = false;
+        self.current.port = 0;
+        let _ = self.config.set(0, self.current, 0);
+        let _ = self.grace.wait();
+    }
+
+    /// Rebuilds both generations from scratch while the kernel passes
+    /// everything, then resumes in-kernel answers.
+    fn rebuild(&mut self, table: Table) -> Result<(), XdpError> {
+        self.disable();
+        let short: Vec<ShortKey> = self.short.keys().filter_map(Result::ok).collect();
+        for k in short {
+            let _ = self.short.remove(&k);
         }
-        for key in &delta.delete {
-            self.del(key, generation)?;
-            self.installed.remove(key);
+        let long: Vec<LongKey> = self.long.keys().filter_map(Result::ok).collect();
+        for k in long {
+            let _ = self.long.remove(&k);
         }
+        self.installed.clear();
+        let full = TableDelta {
+            upsert: table.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            delete: Vec::new(),
+        };
+        self.write(&full, 0)?;
+        self.write(&full, 1)?;
+        self.current = XdpConfig {
+            generation: 0,
+            port: self.port,
+            ..self.current
+        };
+        self.config.set(0, self.current, 0)?;
+        self.installed = table;
+        self.healthy = true;
         Ok(())
     }
 
@@ -304,7 +379,11 @@ impl FastPath {
 /// it there while the returned object lives: `xdp_pass` (on a veth pair
 /// the peer needs one for native-mode XDP_TX frames to arrive) or
 /// `xdp_reflect` (the benchmark floor).
-pub fn attach_helper_program(interface: &str, program: &'static str, mode: AttachMode) -> Result<Ebpf, XdpError> {
+pub fn attach_helper_program(
+    interface: &str,
+    program: &'static str,
+    mode: AttachMode,
+) -> Result<Ebpf, XdpError> {
     let mut ebpf = EbpfLoader::new().load(OBJECT)?;
     let prog: &mut Xdp = ebpf
         .program_mut(program)
@@ -315,11 +394,12 @@ pub fn attach_helper_program(interface: &str, program: &'static str, mode: Attac
         AttachMode::Generic => (XdpMode::Skb, "generic"),
         AttachMode::Driver | AttachMode::Auto => (XdpMode::Driver, "driver"),
     };
-    prog.attach(interface, m).map_err(|source| XdpError::Attach {
-        interface: interface.to_string(),
-        mode: name,
-        source,
-    })?;
+    prog.attach(interface, m)
+        .map_err(|source| XdpError::Attach {
+            interface: interface.to_string(),
+            mode: name,
+            source,
+        })?;
     Ok(ebpf)
 }
 

@@ -6,5 +6,5 @@ pub mod compile;
 pub mod loader;
 pub mod sys;
 
-pub use compile::{compile, compile_diffs, Table, TableDelta};
+pub use compile::{compile, compile_diffs, diff_tables, Table, TableDelta};
 pub use loader::{attach_helper_program, AttachMode, Counters, FastPath, XdpError};

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::{ArcSwap, Guard};
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
-use super::{Node, Zone, ZoneError};
+use super::{Node, RRset, Zone, ZoneError};
 
 /// An immutable view of every served zone.
 #[derive(Clone, Debug, Default)]
@@ -175,14 +175,16 @@ impl ZoneStore {
                     return Err(StoreError::SoaChange)
                 }
                 Change::Add(r) => {
-                    if zone.insert(r.clone())? {
-                        cancel_or_push(&mut diff.removed, &mut diff.added, r);
-                    }
+                    let before = rrset_of(&zone, r);
+                    zone.insert(r.clone())?;
+                    let after = rrset_of(&zone, r);
+                    record_rrset_change(&mut diff, r, before, after);
                 }
                 Change::Remove(r) => {
-                    if zone.remove(&r.name, &r.data) {
-                        cancel_or_push(&mut diff.added, &mut diff.removed, r);
-                    }
+                    let before = rrset_of(&zone, r);
+                    zone.remove(&r.name, &r.data);
+                    let after = rrset_of(&zone, r);
+                    record_rrset_change(&mut diff, r, before, after);
                 }
             }
         }
@@ -215,10 +217,44 @@ impl ZoneStore {
     }
 }
 
+/// The RRset `r` belongs to, as it stands in `zone`.
+fn rrset_of(zone: &Zone, r: &Record) -> Option<RRset> {
+    zone.node(&LowerName::new(&r.name))
+        .and_then(|n| n.rrset(r.record_type()))
+        .cloned()
+}
+
+/// Adds to `diff` what changed in one RRset. A TTL change touches every
+/// record of the set (RFC 2181 §5.2: one TTL per RRset), so all of them
+/// leave with the old TTL and come back with the new one.
+fn record_rrset_change(
+    diff: &mut ZoneDiff,
+    r: &Record,
+    before: Option<RRset>,
+    after: Option<RRset>,
+) {
+    let records = |set: &RRset| -> Vec<Record> {
+        set.rdatas
+            .iter()
+            .map(|d| Record::from_rdata(r.name.clone(), set.ttl, d.clone()))
+            .collect()
+    };
+    let old = before.as_ref().map(records).unwrap_or_default();
+    let new = after.as_ref().map(records).unwrap_or_default();
+    // hickory's Record equality ignores the TTL; ours must not.
+    let same = |a: &Record, b: &Record| a == b && a.ttl == b.ttl;
+    for x in old.iter().filter(|x| !new.iter().any(|y| same(x, y))) {
+        cancel_or_push(&mut diff.added, &mut diff.removed, x);
+    }
+    for x in new.iter().filter(|x| !old.iter().any(|y| same(x, y))) {
+        cancel_or_push(&mut diff.removed, &mut diff.added, x);
+    }
+}
+
 /// Records `r` in `push_to` unless it cancels an opposite entry in
 /// `cancel_from` (add-then-remove within one change is no change).
 fn cancel_or_push(cancel_from: &mut Vec<Record>, push_to: &mut Vec<Record>, r: &Record) {
-    let same = |x: &Record| x.name == r.name && x.data == r.data;
+    let same = |x: &Record| x.name == r.name && x.data == r.data && x.ttl == r.ttl;
     match cancel_from.iter().position(same) {
         Some(i) => {
             cancel_from.remove(i);
@@ -362,6 +398,27 @@ mod tests {
         assert_eq!(diff.removed[1], a("old.example.com.", 9));
         assert_eq!(diff.added[1], a("new.example.com.", 7));
         assert_eq!(store.snapshot().zones().next().unwrap().serial(), Some(42));
+    }
+
+    #[test]
+    fn a_ttl_change_replaces_the_whole_rrset_in_the_diff() {
+        let store = ZoneStore::new();
+        store.replace_zones(
+            vec![zone(
+                1,
+                &[a("www.example.com.", 1), a("www.example.com.", 2)],
+            )],
+            &[],
+        );
+        let mut changed = a("www.example.com.", 1);
+        changed.ttl = 120;
+        let diff = store
+            .update(&name("example.com."), &[Change::Add(changed)])
+            .unwrap();
+        assert_eq!(diff.new_serial, Some(2), "a TTL change is a change");
+        let ttls = |v: &[Record]| v.iter().skip(1).map(|r| r.ttl).collect::<Vec<_>>();
+        assert_eq!(ttls(&diff.removed), [60, 60]);
+        assert_eq!(ttls(&diff.added), [120, 120]);
     }
 
     #[test]
