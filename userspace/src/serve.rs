@@ -43,6 +43,12 @@ pub fn load_zones(zones: &[ZoneConfig]) -> (Vec<Zone>, Vec<(Name, LoadError)>) {
 }
 
 pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
+    // Handlers first: a signal that arrives while zones load must not take
+    // its default action (which ends the process).
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let config = Config::load(&config_path)?;
     let (zones, failed) = load_zones(&config.zones);
     if let Some((_, e)) = failed.first() {
@@ -86,10 +92,6 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     let fast = Arc::new(Mutex::new(start_fast_path(&config, port, &shared)));
     info!("ready");
 
-    let mut hup = signal(SignalKind::hangup())?;
-    let mut usr1 = signal(SignalKind::user_defined1())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     let mut current = config;
     loop {
         tokio::select! {
