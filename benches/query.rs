@@ -7,8 +7,8 @@ use std::str::FromStr;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
-use xdpdns::handler::{Handler, Identity, Transport};
-use xdpdns::wire::{tcp_frame, ServerEdns};
+use xdpdns::handler::{Handler, Transport};
+use xdpdns::wire::tcp_frame;
 use xdpdns::zone::{load_zone_str, ZoneStore};
 
 fn query(name: &str, rtype: RecordType) -> Vec<u8> {
@@ -23,16 +23,7 @@ fn setup() -> (ZoneStore, Handler) {
     let path = Path::new("examples/example.com.zone");
     let text = include_str!("../examples/example.com.zone");
     let zone = load_zone_str(text, &origin, path).unwrap();
-    let store = ZoneStore::new();
-    store.replace_zones(vec![zone], &[]);
-    let handler = Handler {
-        edns: ServerEdns {
-            udp_payload: 1232,
-            nsid: None,
-        },
-        identity: Identity::default(),
-    };
-    (store, handler)
+    (ZoneStore::with_zones(vec![zone]), Handler::default())
 }
 
 fn bench(c: &mut Criterion) {

@@ -42,8 +42,7 @@ fn main() {
     let origin = Name::from_str("example.com.").unwrap();
     let text = include_str!("../examples/example.com.zone");
     let zone = load_zone_str(text, &origin, Path::new("example.com.zone")).unwrap();
-    let store = ZoneStore::new();
-    store.replace_zones(vec![zone], &[]);
+    let store = ZoneStore::with_zones(vec![zone]);
     let mut fp = FastPath::load(1024, 53, 1232).unwrap();
     fp.install(compile(&store.snapshot()).0).unwrap();
     let restore = fp.bench_program_fd("bench_restore").unwrap();

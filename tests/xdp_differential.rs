@@ -13,8 +13,7 @@ use frames::*;
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::rdata::opt::{EdnsOption, NSIDPayload};
 use hickory_proto::rr::{DNSClass, LowerName, Name, RecordType};
-use xdpdns::handler::{Handler, Identity, Transport};
-use xdpdns::wire::ServerEdns;
+use xdpdns::handler::{Handler, Transport};
 use xdpdns::xdp::sys::test_run;
 use xdpdns::xdp::{compile, FastPath};
 use xdpdns::zone::{load_zone_str, Snapshot, ZoneStore};
@@ -79,13 +78,9 @@ fn rig(text: &str) -> Rig {
     let store = rig_store(text);
     let mut fast = FastPath::load(1024, 53, UDP_PAYLOAD).expect("load the XDP program");
     fast.install(compile(&store.snapshot()).0).unwrap();
-    let handler = Handler {
-        edns: ServerEdns {
-            udp_payload: UDP_PAYLOAD,
-            nsid: None,
-        },
-        identity: Identity::default(),
-    };
+    // The default handler advertises UDP_PAYLOAD, as the loaded program does.
+    let handler = Handler::default();
+    assert_eq!(handler.edns.udp_payload, UDP_PAYLOAD);
     Rig {
         fast,
         store,
@@ -608,7 +603,5 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
 fn rig_store(text: &str) -> ZoneStore {
     let origin = Name::from_str("example.com.").unwrap();
     let zone = load_zone_str(text, &origin, Path::new("other.zone")).unwrap();
-    let store = ZoneStore::new();
-    store.replace_zones(vec![zone], &[]);
-    store
+    ZoneStore::with_zones(vec![zone])
 }

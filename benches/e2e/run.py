@@ -308,6 +308,20 @@ def with_counters(server, run):
     return result
 
 
+def result(sent, done, busy, own, qps, latency_avg_ms):
+    """One run's figures in the shape every load generator reports."""
+    return {
+        "sent": sent,
+        "answered": done,
+        "loss_pct": 100.0 * (sent - done) / sent if sent else None,
+        "qps": qps,
+        "latency_avg_ms": latency_avg_ms,
+        "latency_p99_ms": None,  # neither dnsperf 2.10 nor kxdpgun reports a p99
+        "machine_cpu_ns_per_answer": 1e9 * busy / done if done else None,
+        "cpu_ns_per_answer": 1e9 * (busy - own) / done if done else None,
+    }
+
+
 def run_dnsperf(queries, duration, rate):
     cmd = in_ns(CLI_NS, "dnsperf", "-s", SRV_IP, "-d", queries, "-l", str(duration), "-c", "4", "-T", "2", "-q", "500")
     if rate:
@@ -315,16 +329,8 @@ def run_dnsperf(queries, duration, rate):
     out, busy, own = measured(cmd, duration + 30)
     sent = num(r"Queries sent:\s+(\d+)", out, int) or 0
     done = num(r"Queries completed:\s+(\d+)", out, int) or 0
-    return {
-        "sent": sent,
-        "answered": done,
-        "loss_pct": 100.0 * (sent - done) / sent if sent else None,
-        "qps": num(r"Queries per second:\s+([\d.]+)", out),
-        "latency_avg_ms": (num(r"Average Latency \(s\):\s+([\d.]+)", out) or 0) * 1000 or None,
-        "latency_p99_ms": None,  # dnsperf 2.10 reports mean and stddev only
-        "machine_cpu_ns_per_answer": 1e9 * busy / done if done else None,
-        "cpu_ns_per_answer": 1e9 * (busy - own) / done if done else None,
-    }
+    latency = (num(r"Average Latency \(s\):\s+([\d.]+)", out) or 0) * 1000 or None
+    return result(sent, done, busy, own, num(r"Queries per second:\s+([\d.]+)", out), latency)
 
 
 def run_kxdpgun(queries, duration, rate):
@@ -333,17 +339,9 @@ def run_kxdpgun(queries, duration, rate):
     out, busy, own = measured(cmd, duration + 30)
     sent = num(r"total queries:\s+(\d+)", out, int) or 0
     done = num(r"total replies:\s+(\d+)", out, int) or 0
-    return {
-        "sent": sent,
-        "answered": done,
-        "loss_pct": 100.0 * (sent - done) / sent if sent else None,
-        "qps": done / duration if duration else None,
-        "latency_avg_ms": None,  # kxdpgun reports no latency
-        "latency_p99_ms": None,
-        "machine_cpu_ns_per_answer": 1e9 * busy / done if done else None,
-        "cpu_ns_per_answer": 1e9 * (busy - own) / done if done else None,
-        "raw": out[-800:] if not done else None,
-    }
+    r = result(sent, done, busy, own, done / duration if duration else None, None)
+    r["raw"] = out[-800:] if not done else None
+    return r
 
 
 def summarise(samples):

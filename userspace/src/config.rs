@@ -10,7 +10,7 @@ use hickory_proto::rr::Name;
 use serde::Deserialize;
 
 use crate::handler::Identity;
-use crate::wire::ServerEdns;
+use crate::wire::{ServerEdns, DEFAULT_UDP_PAYLOAD};
 use crate::xdp::AttachMode;
 
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +76,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 5353))],
             udp_sockets: 0,
-            udp_payload: 1232,
+            udp_payload: DEFAULT_UDP_PAYLOAD,
             tcp_idle_timeout_ms: 10_000,
             tcp_max_connections: 1024,
             tcp_max_pipelined: 32,

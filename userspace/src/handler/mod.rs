@@ -22,7 +22,7 @@ pub enum Transport {
 }
 
 /// Everything but the zone data that shapes an answer.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Handler {
     pub edns: ServerEdns,
     pub identity: Identity,
@@ -96,16 +96,7 @@ mod tests {
     fn setup() -> (ZoneStore, Handler) {
         let origin = Name::from_str("example.com.").unwrap();
         let zone = load_zone_str(ZONE, &origin, Path::new("t.zone")).unwrap();
-        let store = ZoneStore::new();
-        store.replace_zones(vec![zone], &[]);
-        let handler = Handler {
-            edns: ServerEdns {
-                udp_payload: 1232,
-                nsid: None,
-            },
-            identity: Identity::default(),
-        };
-        (store, handler)
+        (ZoneStore::with_zones(vec![zone]), Handler::default())
     }
 
     fn ask(name: &str, t: RecordType) -> Reply {

@@ -103,6 +103,10 @@ impl Reply {
     }
 }
 
+/// EDNS payload size advertised by default: the DNS Flag Day 2020 value,
+/// which avoids IP fragmentation on common paths.
+pub const DEFAULT_UDP_PAYLOAD: u16 = 1232;
+
 /// The server's side of EDNS.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerEdns {
@@ -110,6 +114,15 @@ pub struct ServerEdns {
     pub udp_payload: u16,
     /// NSID payload returned to clients that ask (RFC 5001).
     pub nsid: Option<Vec<u8>>,
+}
+
+impl Default for ServerEdns {
+    fn default() -> Self {
+        ServerEdns {
+            udp_payload: DEFAULT_UDP_PAYLOAD,
+            nsid: None,
+        }
+    }
 }
 
 /// The largest UDP reply the client can take: 512 without EDNS, otherwise

@@ -275,9 +275,7 @@ mod tests {
         let origin = Name::from_str("example.com.").unwrap();
         let text = format!("{ZONE}{extra}");
         let zone = load_zone_str(&text, &origin, Path::new("t")).unwrap();
-        let store = ZoneStore::new();
-        store.replace_zones(vec![zone], &[]);
-        store
+        ZoneStore::with_zones(vec![zone])
     }
 
     fn key(name: &str, qtype: u8) -> EntryKey {

@@ -106,6 +106,13 @@ impl ZoneStore {
         }
     }
 
+    /// A store serving `zones` from its first snapshot.
+    pub fn with_zones(zones: Vec<Zone>) -> Self {
+        let store = ZoneStore::new();
+        store.replace_zones(zones, &[]);
+        store
+    }
+
     /// The current snapshot, for the query path: one atomic load, no lock.
     pub fn load(&self) -> Guard<Arc<Snapshot>> {
         self.current.load()
