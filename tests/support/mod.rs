@@ -174,6 +174,26 @@ impl Server {
         assert!(ok, "kill -{sig} failed");
     }
 
+    /// The registry API address, from the `api_addr=` log field.
+    pub fn api(&self) -> String {
+        let log = self.log();
+        let addr = log
+            .split("api_addr=")
+            .nth(1)
+            .and_then(|a| a.split_whitespace().next())
+            .expect("registry API address in the log");
+        format!("http://{addr}")
+    }
+
+    /// Stops the server with `sig` (e.g. "KILL") and starts it again on
+    /// the same directory and config (ports are new).
+    pub fn restart_after(&mut self, sig: &str) {
+        self.signal(sig);
+        let _ = self.child.wait();
+        let dir = std::mem::replace(&mut self.dir, TempDir(PathBuf::new()));
+        *self = Server::start_in(dir, self.config.clone(), &[]);
+    }
+
     pub fn udp(&self, name: &str, rtype: RecordType) -> Message {
         udp_query(self.addr, &query(name, rtype, None)).expect("UDP reply")
     }
@@ -282,4 +302,39 @@ pub fn tcp_closed_within(s: &mut TcpStream, timeout: Duration) -> bool {
 
 pub fn path_str(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// One HTTP call to the registry API: (status, JSON body or null).
+pub fn http(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, serde_json::Value) {
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
+    let mut req = agent.request(method, url);
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let res = match body {
+        Some(b) => req.set("Content-Type", "application/json").send_string(b),
+        None => req.call(),
+    };
+    let resp = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    let status = resp.status();
+    let text = resp.into_string().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+}
+
+/// Polls until `cond` holds (bounded); returns whether it did.
+pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }

@@ -46,6 +46,9 @@ pub struct Config {
     pub xdp: XdpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
+    /// Service registry and its HTTP API; absent = off.
+    #[serde(default)]
+    pub registry: Option<RegistryConfig>,
     /// Directory relative paths in this file are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -161,6 +164,77 @@ pub struct ZoneConfig {
     pub file: PathBuf,
 }
 
+/// `[registry]`: the service registry, its HTTP API and the zones it
+/// generates.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// HTTP API address.
+    #[serde(default = "default_api_listen")]
+    pub listen: SocketAddr,
+    /// Bearer token for writes (or `token_file`); one is required.
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Whether reads (listings) need the token too.
+    #[serde(default = "yes")]
+    pub public_reads: bool,
+    /// Journal and snapshot directory; relative to the config file.
+    pub data_dir: PathBuf,
+    /// Changes within this window are published as one serial.
+    #[serde(default = "default_batch_delay")]
+    pub batch_delay_ms: u64,
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+    #[serde(default = "default_srv_ttl")]
+    pub srv_ttl: u32,
+    /// CNS: owners must opt in (`PUT /v1/owners/{owner}`) to be listed.
+    #[serde(default = "yes")]
+    pub require_opt_in: bool,
+    /// Name servers for the generated zones' NS records; the first is the
+    /// SOA MNAME.
+    pub ns: Vec<String>,
+    pub hostmaster: String,
+    /// SOA refresh, retry, expire, minimum.
+    #[serde(default = "default_soa_timers")]
+    pub soa_timers: [u32; 4],
+    #[serde(default)]
+    pub health: crate::registry::HealthPolicy,
+    #[serde(rename = "zone")]
+    pub zones: Vec<RegistryZoneConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryZoneConfig {
+    pub name: String,
+    /// CNS: address prefixes whose instance and service names go here;
+    /// `["*"]` marks the one catch-all zone; absent = no CNS forward names
+    /// (Binder domains and reverse zones).
+    #[serde(default)]
+    pub networks: Option<Vec<String>>,
+}
+
+fn default_api_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8053))
+}
+fn yes() -> bool {
+    true
+}
+fn default_batch_delay() -> u64 {
+    5
+}
+fn default_ttl() -> u32 {
+    30
+}
+fn default_srv_ttl() -> u32 {
+    60
+}
+fn default_soa_timers() -> [u32; 4] {
+    [3600, 600, 86400, 30]
+}
+
 impl ZoneConfig {
     pub fn origin_name(&self) -> Name {
         let mut n = Name::from_str(&self.origin).expect("validated on load");
@@ -192,6 +266,16 @@ impl Config {
         for zone in &mut config.zones {
             if zone.file.is_relative() {
                 zone.file = config.base_dir.join(&zone.file);
+            }
+        }
+        if let Some(r) = &mut config.registry {
+            if r.data_dir.is_relative() {
+                r.data_dir = config.base_dir.join(&r.data_dir);
+            }
+            if let Some(t) = &mut r.token_file {
+                if t.is_relative() {
+                    *t = config.base_dir.join(&*t);
+                }
             }
         }
         config.validate()?;
@@ -262,7 +346,105 @@ impl Config {
                 return Err(self.invalid(key("file"), "must name a zone file"));
             }
         }
+        if let Some(r) = &self.registry {
+            self.validate_registry(r, &seen)?;
+        }
         Ok(())
+    }
+
+    fn validate_registry(
+        &self,
+        r: &RegistryConfig,
+        file_zones: &std::collections::HashSet<String>,
+    ) -> Result<(), ConfigError> {
+        if r.token.is_none() && r.token_file.is_none() {
+            return Err(self.invalid(
+                "registry.token",
+                "a token (or token_file) is required: registry writes are authenticated",
+            ));
+        }
+        if r.token.as_deref() == Some("") {
+            return Err(self.invalid("registry.token", "must not be empty"));
+        }
+        if r.zones.is_empty() {
+            return Err(self.invalid("registry.zone", "at least one [[registry.zone]] is required"));
+        }
+        if r.ns.is_empty() {
+            return Err(self.invalid("registry.ns", "at least one name server is required"));
+        }
+        self.naming()?;
+        for (i, z) in r.zones.iter().enumerate() {
+            let bare = z.name.to_ascii_lowercase().trim_end_matches('.').to_string();
+            if file_zones.contains(&bare) {
+                return Err(self.invalid(
+                    format!("registry.zone[{i}].name"),
+                    format!("{} is also a [[zone]] served from a file", z.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The record generator's settings (validated).
+    pub fn naming(&self) -> Result<Option<crate::registry::Naming>, ConfigError> {
+        use crate::registry::naming::{Naming, Networks, RegistryZone};
+        let Some(r) = &self.registry else {
+            return Ok(None);
+        };
+        let fqdn = |key: String, s: &str| -> Result<Name, ConfigError> {
+            let mut n = Name::from_str(s).map_err(|e| self.invalid(key, format!("{s:?}: {e}")))?;
+            n.set_fqdn(true);
+            Ok(n.to_lowercase())
+        };
+        let mut zones = Vec::new();
+        let mut catch_all = None;
+        for (i, z) in r.zones.iter().enumerate() {
+            let name = fqdn(format!("registry.zone[{i}].name"), &z.name)?;
+            if zones.iter().any(|o: &RegistryZone| o.name == name) {
+                return Err(self.invalid(format!("registry.zone[{i}].name"), format!("{} is listed twice", z.name)));
+            }
+            let networks = match &z.networks {
+                None => None,
+                Some(list) if list.iter().any(|n| n == "*") => {
+                    if list.len() != 1 {
+                        return Err(self.invalid(format!("registry.zone[{i}].networks"), "\"*\" must stand alone"));
+                    }
+                    if let Some(other) = catch_all.replace(i) {
+                        return Err(self.invalid(
+                            format!("registry.zone[{i}].networks"),
+                            format!("only one catch-all zone is allowed (registry.zone[{other}] is one)"),
+                        ));
+                    }
+                    Some(Networks::CatchAll)
+                }
+                Some(list) => Some(Networks::List(
+                    list.iter()
+                        .enumerate()
+                        .map(|(j, n)| {
+                            n.parse().map_err(|e| {
+                                self.invalid(format!("registry.zone[{i}].networks[{j}]"), format!("{n:?}: {e}"))
+                            })
+                        })
+                        .collect::<Result<_, _>>()?,
+                )),
+            };
+            zones.push(RegistryZone { name, networks });
+        }
+        let ns = r
+            .ns
+            .iter()
+            .enumerate()
+            .map(|(i, n)| fqdn(format!("registry.ns[{i}]"), n))
+            .collect::<Result<_, _>>()?;
+        Ok(Some(Naming {
+            zones,
+            ttl: r.ttl,
+            srv_ttl: r.srv_ttl,
+            require_opt_in: r.require_opt_in,
+            ns,
+            hostmaster: fqdn("registry.hostmaster".into(), &r.hostmaster)?,
+            soa_timers: r.soa_timers,
+        }))
     }
 
     /// The handler settings this configuration asks for.

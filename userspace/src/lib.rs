@@ -4,8 +4,11 @@
 //! and `handler` (pure query → response logic) are I/O-free; `server`
 //! (tokio sockets), `config` and `serve` are the thin shells around them.
 
+pub mod agent;
+pub mod api;
 pub mod config;
 pub mod handler;
+pub mod registry;
 pub mod serve;
 pub mod server;
 pub mod wire;

@@ -17,8 +17,8 @@ use xdpdns::zone::load_zone_file;
     version,
     about = "Authoritative DNS server for service discovery",
     long_about = "Authoritative DNS server for service discovery. Answers from zone files \
-                  (and, later, live registrations) over UDP and TCP; hot A/AAAA queries \
-                  will be answered in the kernel by an XDP program."
+                  and live service registrations (HTTP API) over UDP and TCP; hot A/AAAA \
+                  queries are answered in the kernel by an XDP program when one is attached."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -55,6 +55,14 @@ enum Command {
         #[arg(long, default_value = "generic")]
         mode: String,
     },
+    /// Register this instance with a registry API and keep it registered
+    /// (the Registrar role): heartbeats, an optional health-check command
+    /// (down after `fall` failures, up after `rise` successes), and
+    /// deregistration on SIGTERM. See examples/agent.toml.
+    Register {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// Parse and check one zone file, like named-checkzone; exit 1 on error.
     CheckZone {
         /// Master file (RFC 1035 format).
@@ -72,6 +80,7 @@ fn main() -> ExitCode {
         Command::Serve { config } => run_serve(config),
         Command::CheckConfig { config } => check_config(config),
         Command::CheckZone { file, origin } => check_zone(file, &origin),
+        Command::Register { config } => run_agent(config),
         Command::XdpPass { interface } => hold(&interface, "xdp_pass", "driver"),
         Command::XdpReflect { interface, mode } => hold(&interface, "xdp_reflect", &mode),
     };
@@ -97,6 +106,20 @@ fn run_serve(config: PathBuf) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(serve(config))
+}
+
+fn run_agent(config: PathBuf) -> anyhow::Result<()> {
+    let config = xdpdns::agent::AgentConfig::load(&config)?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(xdpdns::agent::run(config))
 }
 
 fn check_config(path: PathBuf) -> anyhow::Result<()> {

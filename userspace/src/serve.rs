@@ -90,6 +90,10 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     }
     let port = shared_port(&bound_addrs);
     let fast = Arc::new(Mutex::new(start_fast_path(&config, port, &shared)));
+    if let Some(rc) = &config.registry {
+        let api = start_registry(&config, rc, &shared, &fast, stop_rx.clone()).await?;
+        tasks.extend(api);
+    }
     info!("ready");
 
     let mut current = config;
@@ -128,6 +132,65 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Starts the registry (recovering it from disk and publishing its zones)
+/// and its HTTP API. Registry changes reach the XDP table like reloads do.
+async fn start_registry(
+    config: &Config,
+    rc: &crate::config::RegistryConfig,
+    shared: &Arc<Shared>,
+    fast: &Arc<Mutex<Option<FastPath>>>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let token = match (&rc.token, &rc.token_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .with_context(|| format!("{}: registry.token_file: cannot read {}", config.file.display(), f.display()))?
+            .trim()
+            .to_string(),
+        (None, None) => unreachable!("validated"),
+    };
+    if token.is_empty() {
+        bail!("{}: registry.token_file: the token is empty", config.file.display());
+    }
+    let naming = config.naming()?.expect("registry configured");
+    let (sh, fp, payload) = (shared.clone(), fast.clone(), config.server.udp_payload);
+    let on_publish = Box::new(move |diffs: &[crate::zone::ZoneDiff]| {
+        if let Some(f) = fp.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            if let Err(e) = sync_table(f, &sh, diffs, payload) {
+                error!("registry: XDP table update failed ({e}); the kernel passes every query to the fallback until the next update succeeds");
+            }
+        }
+    });
+    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = shared.clone();
+    let started = crate::registry::service::start(
+        &rc.data_dir,
+        naming,
+        rc.health,
+        std::time::Duration::from_millis(rc.batch_delay_ms),
+        store.clone(),
+        on_publish,
+        stop.clone(),
+    )
+    .with_context(|| format!("{}: registry.data_dir", config.file.display()))?;
+    let listener = crate::api::bind(rc.listen).await.with_context(|| {
+        format!("{}: registry.listen: cannot bind {}", config.file.display(), rc.listen)
+    })?;
+    let api_addr = listener.local_addr()?;
+    info!(%api_addr, instances = started.recovered_instances, "registry API listening");
+    let state = crate::api::ApiState {
+        registry: started.handle,
+        store,
+        token: token.into(),
+        public_reads: rc.public_reads,
+    };
+    let api = tokio::spawn(async move {
+        if let Err(e) = crate::api::serve(listener, state, stop).await {
+            error!("registry API stopped: {e}");
+        }
+    });
+    Ok(vec![api, started.task])
+}
+
 /// SIGHUP: re-read the config and every zone into one new snapshot. A zone
 /// that fails to load keeps serving its previous version; a config that
 /// fails to parse changes nothing. Returns the config now in force.
@@ -151,10 +214,20 @@ pub fn reload(
     for (origin, e) in &failed {
         error!(zone = %origin, "reload: {e}; keeping the previous version");
     }
+    // Registry zones are the registry's; a reload leaves them alone (their
+    // set changes with a restart).
+    let registry_zones = old
+        .naming()
+        .ok()
+        .flatten()
+        .map(|n| n.zones.into_iter().map(|z| z.name).collect::<Vec<_>>())
+        .unwrap_or_default();
     let configured: HashMap<LowerName, ()> = config
         .zones
         .iter()
-        .map(|z| (LowerName::new(&z.origin_name()), ()))
+        .map(|z| z.origin_name())
+        .chain(registry_zones)
+        .map(|n| (LowerName::new(&n), ()))
         .collect();
     let removed: Vec<Name> = shared
         .store

@@ -22,6 +22,12 @@ pub struct Shared {
     pub handler: ArcSwap<Handler>,
 }
 
+impl AsRef<ZoneStore> for Shared {
+    fn as_ref(&self) -> &ZoneStore {
+        &self.store
+    }
+}
+
 impl Shared {
     /// Answers one message from the current snapshot. The snapshot is held
     /// for the whole query, so a reload never changes data mid-answer.

@@ -156,6 +156,42 @@ impl ZoneStore {
         diffs
     }
 
+    /// Publishes zones generated from another source (the registry), each
+    /// replacing the served zone of the same origin. The SOA serial of the
+    /// generated zone is ignored: a zone whose records did not change keeps
+    /// its version and serial; one that changed gets `next_serial(old)`
+    /// (`None` for a zone not yet served). All changes go out in one
+    /// snapshot.
+    pub fn publish_generated(
+        &self,
+        zones: Vec<Zone>,
+        next_serial: impl Fn(Option<u32>) -> u32,
+    ) -> Vec<ZoneDiff> {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.current.load_full();
+        let mut next = (*old).clone();
+        let mut diffs = Vec::new();
+        for mut zone in zones {
+            let key = zone.origin_key().clone();
+            let before = old.zones.get(&key).map(|z| &**z);
+            let old_serial = before.and_then(Zone::serial);
+            if let Some(serial) = old_serial {
+                set_serial(&mut zone, serial);
+                if diff_zones(before, Some(&zone), zone.origin()).is_empty() {
+                    continue;
+                }
+            }
+            set_serial(&mut zone, next_serial(old_serial));
+            diffs.push(diff_zones(before, Some(&zone), zone.origin()));
+            next.zones.insert(key, Arc::new(zone));
+        }
+        if !diffs.is_empty() {
+            next.version += 1;
+            self.current.store(Arc::new(next));
+        }
+        diffs
+    }
+
     /// Applies record changes to one zone, bumps its SOA serial (RFC 1982
     /// increment) and publishes the result. A change that alters nothing
     /// publishes nothing and returns an empty diff.
@@ -222,6 +258,21 @@ impl ZoneStore {
         self.current.store(Arc::new(next));
         Ok(diff)
     }
+}
+
+/// Rewrites the serial of `zone`'s SOA (a zone without one is left alone).
+fn set_serial(zone: &mut Zone, serial: u32) {
+    let Some((soa, ttl)) = zone.soa().map(|(s, t)| (s.clone(), t)) else {
+        return;
+    };
+    if soa.serial == serial {
+        return;
+    }
+    let apex = zone.origin().clone();
+    zone.remove(&apex, &RData::SOA(soa.clone()));
+    let mut next = soa;
+    next.serial = serial;
+    let _ = zone.insert(Record::from_rdata(apex, ttl, RData::SOA(next)));
 }
 
 /// The RRset `r` belongs to, as it stands in `zone`.

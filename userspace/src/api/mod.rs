@@ -1,0 +1,356 @@
+//! The registry's HTTP/JSON API (axum): a thin shell over
+//! [`RegistryHandle`]. Writes need `Authorization: Bearer <token>`; reads
+//! too unless `public_reads`. Every error is JSON `{"error", "field"}` with
+//! the status that fits: 400 unreadable or unknown input, 401 no or wrong
+//! token, 404 unknown instance, 422 a field that parses but is not
+//! acceptable, 503 shutting down. The API is described in `openapi.json`,
+//! served at `/v1/openapi.json`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::registry::model::{BinderSpec, Membership};
+use crate::registry::naming::Networks;
+use crate::registry::service::{now_ms, Op, RegistryHandle, View};
+use crate::registry::{Instance, RegistryError, Status};
+use crate::zone::ZoneStore;
+
+/// The OpenAPI 3 description of this API.
+pub const OPENAPI: &str = include_str!("../../openapi.json");
+
+#[derive(Clone)]
+pub struct ApiState {
+    pub registry: RegistryHandle,
+    pub store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    pub token: Arc<str>,
+    pub public_reads: bool,
+}
+
+#[derive(Debug)]
+pub enum ApiError {
+    Unauthorized,
+    BadRequest { field: Option<String>, message: String },
+    Registry(RegistryError),
+}
+
+impl From<RegistryError> for ApiError {
+    fn from(e: RegistryError) -> Self {
+        ApiError::Registry(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, field, message) = match self {
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                None,
+                "missing or wrong bearer token (Authorization: Bearer <token>)".to_string(),
+            ),
+            ApiError::BadRequest { field, message } => (StatusCode::BAD_REQUEST, field, message),
+            ApiError::Registry(e) => {
+                let message = e.to_string();
+                match e {
+                    RegistryError::Invalid { field, .. } => (StatusCode::UNPROCESSABLE_ENTITY, Some(field), message),
+                    RegistryError::NotFound(_) => (StatusCode::NOT_FOUND, Some("id".into()), message),
+                    RegistryError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, None, message),
+                }
+            }
+        };
+        let mut resp = (status, Json(json!({ "error": message, "field": field }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("static"));
+        }
+        resp
+    }
+}
+
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/v1/instances", get(list_instances))
+        .route(
+            "/v1/instances/{id}",
+            put(register).get(get_instance).delete(deregister),
+        )
+        .route("/v1/instances/{id}/heartbeat", post(heartbeat))
+        .route("/v1/instances/{id}/status", put(set_status))
+        .route("/v1/owners/{owner}", put(set_owner))
+        .route("/v1/services", get(list_services))
+        .route("/v1/zones", get(list_zones))
+        .route("/v1/openapi.json", get(openapi))
+        .fallback(|| async {
+            (StatusCode::NOT_FOUND, Json(json!({"error": "no such endpoint (see /v1/openapi.json)", "field": null})))
+        })
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `stop` flips.
+pub async fn serve(listener: tokio::net::TcpListener, state: ApiState, mut stop: watch::Receiver<bool>) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
+}
+
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
+fn authorize(state: &ApiState, headers: &HeaderMap, write: bool) -> Result<(), ApiError> {
+    if !write && state.public_reads {
+        return Ok(());
+    }
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Constant-time comparison: the token must not leak by timing.
+    let want = state.token.as_bytes();
+    let got = given.as_bytes();
+    let diff = want
+        .iter()
+        .zip(got.iter().chain(std::iter::repeat(&0)))
+        .fold((want.len() != got.len()) as u8, |acc, (a, b)| acc | (a ^ b));
+    if diff == 0 {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthorized)
+    }
+}
+
+/// Parses a JSON body; errors name the offending field by its path.
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = (path != ".").then_some(path);
+        let message = match &field {
+            Some(f) => format!("{f}: {}", e.inner()),
+            None => format!("body: {}", e.inner()),
+        };
+        ApiError::BadRequest { field, message }
+    })
+}
+
+#[derive(Serialize)]
+struct InstanceView {
+    id: String,
+    owner: Option<String>,
+    addresses: Vec<IpAddr>,
+    services: Vec<Membership>,
+    status: Status,
+    /// Services the instance is withdrawn from by its own `down` report.
+    withdrawn_from: Vec<String>,
+    lease_secs: u32,
+    expires_in_ms: u64,
+    disabled: bool,
+    binder: Option<BinderSpec>,
+    dns_names: Vec<String>,
+}
+
+fn instance_view(view: &View, inst: &Instance) -> InstanceView {
+    InstanceView {
+        id: inst.id.clone(),
+        owner: inst.reg.owner.clone(),
+        addresses: inst.reg.addresses.clone(),
+        services: inst.reg.services.clone(),
+        status: inst.status,
+        withdrawn_from: inst.withdrawn.keys().cloned().collect(),
+        lease_secs: inst.reg.lease_secs,
+        expires_in_ms: inst.expires_at.saturating_sub(now_ms()),
+        disabled: inst.reg.disabled,
+        binder: inst.reg.binder.clone(),
+        dns_names: view.naming.names_of(&view.registry, inst),
+    }
+}
+
+async fn written(state: &ApiState, op: Op) -> Result<Response, ApiError> {
+    match state.registry.write(op).await? {
+        Some(inst) => {
+            let view = state.registry.view();
+            Ok(Json(instance_view(&view, &inst)).into_response())
+        }
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
+}
+
+async fn register(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    authorize(&s, &headers, true)?;
+    let spec = parse(&body)?;
+    written(&s, Op::Register { id, spec }).await
+}
+
+async fn deregister(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&s, &headers, true)?;
+    written(&s, Op::Deregister { id }).await
+}
+
+async fn heartbeat(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&s, &headers, true)?;
+    written(&s, Op::Heartbeat { id }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusBody {
+    status: Status,
+}
+
+async fn set_status(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    authorize(&s, &headers, true)?;
+    let StatusBody { status } = parse(&body)?;
+    written(&s, Op::SetStatus { id, status }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OwnerBody {
+    enabled: bool,
+}
+
+async fn set_owner(State(s): State<ApiState>, Path(owner): Path<String>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    authorize(&s, &headers, true)?;
+    let OwnerBody { enabled } = parse(&body)?;
+    written(&s, Op::SetOwner { owner, enabled }).await
+}
+
+async fn get_instance(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&s, &headers, false)?;
+    let view = s.registry.view();
+    let inst = view
+        .registry
+        .get(&id)
+        .ok_or_else(|| RegistryError::NotFound(id.to_ascii_lowercase()))?;
+    Ok(Json(instance_view(&view, inst)).into_response())
+}
+
+async fn list_instances(State(s): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&s, &headers, false)?;
+    let view = s.registry.view();
+    let all: Vec<InstanceView> = view
+        .registry
+        .instances
+        .values()
+        .map(|i| instance_view(&view, i))
+        .collect();
+    Ok(Json(all).into_response())
+}
+
+async fn list_services(State(s): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&s, &headers, false)?;
+    let view = s.registry.view();
+    let services: Vec<_> = view
+        .registry
+        .services()
+        .into_iter()
+        .map(|(key, members)| {
+            let listed = members.iter().filter(|m| m.listed_in(&key)).count();
+            json!({
+                "service": key,
+                "members": members.iter().map(|m| json!({
+                    "id": m.id,
+                    "status": m.status,
+                    "listed": m.listed_in(&key),
+                })).collect::<Vec<_>>(),
+                "listed": listed,
+            })
+        })
+        .collect();
+    Ok(Json(services).into_response())
+}
+
+/// The generated zones, as JSON (RFD 1: so secondaries can be configured
+/// from it).
+async fn list_zones(State(s): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&s, &headers, false)?;
+    let view = s.registry.view();
+    let snapshot = (*s.store).as_ref().snapshot();
+    let zones: Vec<_> = view
+        .naming
+        .zones
+        .iter()
+        .map(|z| {
+            let served = snapshot.zone(&z.name.clone().into());
+            let networks = match &z.networks {
+                None => json!(null),
+                Some(Networks::CatchAll) => json!(["*"]),
+                Some(Networks::List(list)) => json!(list.iter().map(|n| n.to_string()).collect::<Vec<_>>()),
+            };
+            json!({
+                "name": z.name.to_string(),
+                "serial": served.and_then(|z| z.serial()),
+                "records": served.map_or(0, |z| z.record_count()),
+                "networks": networks,
+                "ns": view.naming.ns.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(Json(zones).into_response())
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route the router serves is described in openapi.json, and
+    /// nothing else is.
+    #[test]
+    fn openapi_describes_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        let mut described: Vec<String> = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for method in item.as_object().unwrap().keys() {
+                described.push(format!("{} {path}", method.to_uppercase()));
+            }
+        }
+        described.sort();
+        let mut served = vec![
+            "GET /v1/instances",
+            "PUT /v1/instances/{id}",
+            "GET /v1/instances/{id}",
+            "DELETE /v1/instances/{id}",
+            "POST /v1/instances/{id}/heartbeat",
+            "PUT /v1/instances/{id}/status",
+            "PUT /v1/owners/{owner}",
+            "GET /v1/services",
+            "GET /v1/zones",
+            "GET /v1/openapi.json",
+        ];
+        served.sort();
+        assert_eq!(described, served);
+        // The router source registers exactly these paths.
+        let src = include_str!("mod.rs");
+        for path in doc["paths"].as_object().unwrap().keys() {
+            assert!(src.contains(&format!(".route(\"{path}\"")) || src.contains(&format!("\"{path}\",")), "{path} not routed");
+        }
+    }
+
+    #[test]
+    fn field_paths_in_errors() {
+        let e = parse::<crate::registry::InstanceSpec>(br#"{"owner":"o","addresses":["10.0.0.300"],"lease_secs":5}"#).unwrap_err();
+        let ApiError::BadRequest { field, message } = e else { panic!() };
+        assert_eq!(field.as_deref(), Some("addresses[0]"));
+        assert!(message.starts_with("addresses[0]: "), "{message}");
+        let e = parse::<crate::registry::InstanceSpec>(br#"{"owner":"o","addresses":[],"lease_secs":"x"}"#).unwrap_err();
+        let ApiError::BadRequest { field, .. } = e else { panic!() };
+        assert_eq!(field.as_deref(), Some("lease_secs"));
+    }
+}

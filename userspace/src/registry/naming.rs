@@ -1,0 +1,349 @@
+//! The record generator: registry state in, zones out. Pure.
+//!
+//! CNS names (RFD 1): `<id>.inst.<owner>.<zone>` (A/AAAA + TXT id) for every
+//! instance of an opted-in owner; `<svc>.svc.<owner>.<zone>` (A/AAAA of the
+//! listed members + one TXT per member id) and, for memberships with a port,
+//! SRV at `_<svc>._<proto>.<svc>.svc.<owner>.<zone>`; one PTR per address in
+//! whichever registry zone holds its reverse name. Addresses go to the zones
+//! whose networks contain them, or else to the one catch-all zone.
+//!
+//! Binder names (Registrar README): host records `<id>.<domain>` and aliases
+//! for queryable host types; at `<domain>` the service's A/AAAA (its listed,
+//! serviceable members) and SRV `<srvce>.<proto>.<domain>`, one per member
+//! port. TTLs: host = the host record's `ttl`; SRV = the service's `ttl`; A
+//! at the service name = the minimum of the SRV TTL and the members' host
+//! TTLs; unset TTLs take the configured default.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use hickory_proto::rr::rdata::{A, AAAA, NS, PTR, SOA, SRV, TXT};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use ipnet::IpNet;
+
+use super::state::{binder_key, cns_key, Instance, Registry};
+use super::RegistryError;
+use crate::zone::Zone;
+
+/// A zone the registry generates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegistryZone {
+    pub name: Name,
+    /// Address networks whose CNS names go here; `None` = no CNS forward
+    /// names; a `0.0.0.0/0` + `::/0` pair is the catch-all.
+    pub networks: Option<Networks>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Networks {
+    CatchAll,
+    List(Vec<IpNet>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Naming {
+    pub zones: Vec<RegistryZone>,
+    pub ttl: u32,
+    pub srv_ttl: u32,
+    /// Owners must opt in before their instances get CNS names.
+    pub require_opt_in: bool,
+    pub ns: Vec<Name>,
+    pub hostmaster: Name,
+    /// SOA refresh, retry, expire, minimum (negative-caching TTL).
+    pub soa_timers: [u32; 4],
+}
+
+impl Naming {
+    /// The most specific registry zone containing `name`.
+    fn zone_for(&self, name: &Name) -> Option<&RegistryZone> {
+        self.zones
+            .iter()
+            .filter(|z| z.name.zone_of(name))
+            .max_by_key(|z| z.name.num_labels())
+    }
+
+    /// CNS forward zones for one address.
+    fn cns_zones(&self, addr: IpAddr) -> Vec<&Name> {
+        let listed: Vec<&Name> = self
+            .zones
+            .iter()
+            .filter(|z| matches!(&z.networks, Some(Networks::List(nets)) if nets.iter().any(|n| n.contains(&addr))))
+            .map(|z| &z.name)
+            .collect();
+        if !listed.is_empty() {
+            return listed;
+        }
+        self.zones
+            .iter()
+            .filter(|z| z.networks == Some(Networks::CatchAll))
+            .map(|z| &z.name)
+            .collect()
+    }
+
+    /// Rejects registrations whose Binder names fall outside every zone.
+    pub fn check(&self, inst: &Instance) -> Result<(), RegistryError> {
+        if let Some(b) = &inst.reg.binder {
+            let fields = std::iter::once(("binder.domain".to_string(), &b.domain)).chain(
+                b.aliases
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (format!("binder.aliases[{i}]"), a)),
+            );
+            for (field, d) in fields {
+                let in_zone = fqdn(d).is_ok_and(|n| self.zone_for(&n).is_some());
+                if !in_zone {
+                    return Err(RegistryError::Invalid {
+                        field,
+                        message: format!("{d:?} is not inside any registry zone"),
+                    });
+                }
+            }
+        }
+        if inst.reg.owner.is_some() && inst.reg.binder.is_none() {
+            let covered = inst.reg.addresses.iter().any(|a| !self.cns_zones(*a).is_empty());
+            if !covered {
+                return Err(RegistryError::Invalid {
+                    field: "addresses".into(),
+                    message: "no registry zone's networks contain these addresses".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn owner_enabled(&self, reg: &Registry, owner: &str) -> bool {
+        !self.require_opt_in || reg.owners.get(owner).copied().unwrap_or(false)
+    }
+
+    /// Every name the instance currently has, for the API.
+    pub fn names_of(&self, reg: &Registry, inst: &Instance) -> Vec<String> {
+        let mut out = Records::default();
+        self.instance_records(reg, inst, &mut out);
+        let mut names: Vec<String> = out
+            .sets
+            .keys()
+            .filter(|(_, t)| *t != u16::from(RecordType::PTR))
+            .map(|(n, _)| n.to_string())
+            .collect();
+        names.dedup();
+        names
+    }
+
+    /// Builds every registry zone from `reg`. Serials are left at 0; the
+    /// zone store assigns them when it publishes a change.
+    pub fn generate(&self, reg: &Registry) -> Vec<Zone> {
+        let mut recs = Records::default();
+        for inst in reg.instances.values() {
+            self.instance_records(reg, inst, &mut recs);
+        }
+        self.binder_services(reg, &mut recs);
+        let mut zones: BTreeMap<String, Zone> = self
+            .zones
+            .iter()
+            .map(|z| (z.name.to_string(), self.apex(&z.name)))
+            .collect();
+        for ((name, _), set) in recs.sets {
+            let Some(z) = self.zone_for(&name) else {
+                continue;
+            };
+            let zone = zones.get_mut(&z.name.to_string()).expect("configured");
+            for d in set.rdatas {
+                // Names come from validated labels inside the zone.
+                let _ = zone.insert(Record::from_rdata(name.clone(), set.ttl, d));
+            }
+        }
+        zones.into_values().collect()
+    }
+
+    fn apex(&self, origin: &Name) -> Zone {
+        let mut z = Zone::new(origin);
+        let [refresh, retry, expire, minimum] = self.soa_timers;
+        let mname = self.ns.first().cloned().unwrap_or_else(|| origin.clone());
+        let soa = SOA::new(mname, self.hostmaster.clone(), 0, refresh as i32, retry as i32, expire as i32, minimum);
+        let _ = z.insert(Record::from_rdata(origin.clone(), self.ttl.max(minimum), RData::SOA(soa)));
+        for ns in &self.ns {
+            let _ = z.insert(Record::from_rdata(origin.clone(), 3600, RData::NS(NS(ns.clone()))));
+        }
+        z
+    }
+
+    fn instance_records(&self, reg: &Registry, inst: &Instance, out: &mut Records) {
+        if inst.reg.disabled {
+            return;
+        }
+        if let Some(owner) = inst.reg.owner.as_deref().filter(|o| self.owner_enabled(reg, o)) {
+            self.cns_records(inst, owner, out);
+        }
+        if let Some(b) = &inst.reg.binder {
+            if b.host_type.queryable() {
+                let ttl = b.ttl.unwrap_or(self.ttl);
+                let host = format!("{}.{}", inst.id, b.domain);
+                for name in std::iter::once(&host).chain(&b.aliases) {
+                    if let Ok(name) = fqdn(name) {
+                        for &a in &inst.reg.addresses {
+                            out.add(&name, ttl, address(a));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn cns_records(&self, inst: &Instance, owner: &str, out: &mut Records) {
+        let id_txt = RData::TXT(TXT::new(vec![inst.id.clone()]));
+        let mut ptr_targets: BTreeMap<IpAddr, Name> = BTreeMap::new();
+        for &addr in &inst.reg.addresses {
+            for zone in self.cns_zones(addr) {
+                let Ok(inst_name) = child(&format!("{}.inst.{owner}", inst.id), zone) else {
+                    continue;
+                };
+                out.add(&inst_name, self.ttl, address(addr));
+                out.add(&inst_name, self.ttl, id_txt.clone());
+                let shorter = ptr_targets
+                    .get(&addr)
+                    .is_none_or(|t| t.len() > inst_name.len());
+                if shorter {
+                    ptr_targets.insert(addr, inst_name.clone());
+                }
+                for m in &inst.reg.services {
+                    if !inst.listed_in(&cns_key(owner, &m.name)) {
+                        continue;
+                    }
+                    let Ok(svc) = child(&format!("{}.svc.{owner}", m.name), zone) else {
+                        continue;
+                    };
+                    out.add(&svc, self.ttl, address(addr));
+                    out.add(&svc, self.ttl, id_txt.clone());
+                    if let Some(port) = m.port {
+                        if let Ok(srv) = child(&format!("_{}._{}", m.name, m.proto), &svc) {
+                            let rdata = SRV::new(m.priority, m.weight, port, inst_name.clone());
+                            out.add(&srv, self.srv_ttl, RData::SRV(rdata));
+                        }
+                    }
+                }
+            }
+        }
+        for (addr, target) in ptr_targets {
+            out.add(&reverse_name(addr), self.ttl, RData::PTR(PTR(target)));
+        }
+    }
+
+    /// Binder service records: one service per domain, defined by the
+    /// first member (by id) that carries a `service` object.
+    fn binder_services(&self, reg: &Registry, out: &mut Records) {
+        let mut by_domain: BTreeMap<&str, Vec<&Instance>> = BTreeMap::new();
+        for inst in reg.instances.values().filter(|i| !i.reg.disabled) {
+            if let Some(b) = &inst.reg.binder {
+                by_domain.entry(b.domain.as_str()).or_default().push(inst);
+            }
+        }
+        for (domain, insts) in by_domain {
+            let Some(service) = insts.iter().find_map(|i| i.reg.binder.as_ref()?.service.as_ref()) else {
+                continue;
+            };
+            let Ok(domain_name) = fqdn(domain) else { continue };
+            let srv_ttl = service.ttl.unwrap_or(self.srv_ttl);
+            let key = binder_key(domain);
+            let members: Vec<&&Instance> = insts
+                .iter()
+                .filter(|i| {
+                    let b = i.reg.binder.as_ref().expect("grouped by binder domain");
+                    b.host_type.serviceable() && i.listed_in(&key)
+                })
+                .collect();
+            let a_ttl = members
+                .iter()
+                .map(|i| i.reg.binder.as_ref().and_then(|b| b.ttl).unwrap_or(self.ttl))
+                .chain([srv_ttl])
+                .min()
+                .unwrap_or(srv_ttl);
+            let Ok(srv_name) = child(&format!("{}.{}", service.srvce, service.proto), &domain_name) else {
+                continue;
+            };
+            for inst in members {
+                let b = inst.reg.binder.as_ref().expect("binder member");
+                for &a in &inst.reg.addresses {
+                    out.add(&domain_name, a_ttl, address(a));
+                }
+                let Ok(target) = child(&inst.id, &domain_name) else { continue };
+                let ports = if b.ports.is_empty() { vec![service.port] } else { b.ports.clone() };
+                for port in ports {
+                    out.add(&srv_name, srv_ttl, RData::SRV(SRV::new(0, 10, port, target.clone())));
+                }
+            }
+        }
+    }
+}
+
+/// RRsets being built: one TTL per set (the minimum of its contributors).
+#[derive(Default)]
+struct Records {
+    sets: BTreeMap<(Name, u16), Set>,
+}
+
+struct Set {
+    ttl: u32,
+    rdatas: Vec<RData>,
+}
+
+impl Records {
+    fn add(&mut self, name: &Name, ttl: u32, data: RData) {
+        let set = self
+            .sets
+            .entry((name.to_lowercase(), u16::from(data.record_type())))
+            .or_insert(Set { ttl, rdatas: Vec::new() });
+        set.ttl = set.ttl.min(ttl);
+        if !set.rdatas.contains(&data) {
+            set.rdatas.push(data);
+        }
+    }
+}
+
+fn address(a: IpAddr) -> RData {
+    match a {
+        IpAddr::V4(v4) => RData::A(A(v4)),
+        IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
+    }
+}
+
+fn fqdn(s: &str) -> Result<Name, RegistryError> {
+    let mut n = Name::from_str(s).map_err(|e| RegistryError::Invalid {
+        field: "name".into(),
+        message: format!("{s:?}: {e}"),
+    })?;
+    n.set_fqdn(true);
+    Ok(n)
+}
+
+fn child(labels: &str, parent: &Name) -> Result<Name, RegistryError> {
+    let rel = Name::from_str(labels).map_err(|e| RegistryError::Invalid {
+        field: "name".into(),
+        message: format!("{labels:?}: {e}"),
+    })?;
+    rel.append_domain(parent).map_err(|e| RegistryError::Invalid {
+        field: "name".into(),
+        message: format!("{labels}.{parent}: {e}"),
+    })
+}
+
+/// `in-addr.arpa` / `ip6.arpa` name of an address.
+pub fn reverse_name(addr: IpAddr) -> Name {
+    let text = match addr {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            format!("{}.{}.{}.{}.in-addr.arpa.", o[3], o[2], o[1], o[0])
+        }
+        IpAddr::V6(v6) => {
+            let mut s = String::new();
+            for byte in v6.octets().iter().rev() {
+                s.push_str(&format!("{:x}.{:x}.", byte & 0xf, byte >> 4));
+            }
+            s + "ip6.arpa."
+        }
+    };
+    Name::from_str(&text).expect("well-formed reverse name")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,354 @@
+//! The registry's tokio shell: one writer task owns the state and the
+//! journal. API writes arrive as [`Op`]s; the writer turns a burst of them
+//! into entries, journals them with one `fdatasync` (group commit), answers
+//! every caller, and after `batch_delay` publishes the regenerated zones to
+//! the zone store (one new serial per changed zone) and calls `on_publish`
+//! (the XDP table sync). Lease expiry and hysteresis run on the same task
+//! at the deadlines the state reports.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tracing::{error, info, warn};
+
+use super::journal::{Batch, Journal, JournalError};
+use super::state::Entry;
+use super::{HealthPolicy, Instance, InstanceSpec, Naming, Registry, RegistryError, Status};
+use crate::zone::{ZoneDiff, ZoneStore};
+
+/// A write request.
+#[derive(Debug)]
+pub enum Op {
+    Register { id: String, spec: InstanceSpec },
+    Deregister { id: String },
+    Heartbeat { id: String },
+    SetStatus { id: String, status: Status },
+    SetOwner { owner: String, enabled: bool },
+}
+
+type Reply = oneshot::Sender<Result<Option<Instance>, RegistryError>>;
+
+/// What readers see: the state as of the last committed batch.
+pub struct View {
+    pub registry: Registry,
+    pub naming: Arc<Naming>,
+    pub policy: HealthPolicy,
+}
+
+#[derive(Clone)]
+pub struct RegistryHandle {
+    tx: mpsc::Sender<(Op, Reply)>,
+    view: Arc<ArcSwap<View>>,
+}
+
+impl RegistryHandle {
+    /// Submits a write and waits until it is durable. Returns the
+    /// instance as it now stands (`None` for deletions and owner flags).
+    pub async fn write(&self, op: Op) -> Result<Option<Instance>, RegistryError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send((op, tx))
+            .await
+            .map_err(|_| RegistryError::Unavailable)?;
+        rx.await.map_err(|_| RegistryError::Unavailable)?
+    }
+
+    pub fn view(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Serials of generated zones: the previous plus one, never behind the
+/// clock (unix seconds), never behind what was published before a restart.
+fn next_serial(old: Option<u32>, floor: u32) -> u32 {
+    let now = (now_ms() / 1000) as u32;
+    let candidate = old.map_or(floor.max(now), |s| s.wrapping_add(1));
+    // RFC 1982: move to `now` only if it is ahead of the candidate.
+    if (now.wrapping_sub(candidate) as i32) > 0 {
+        now
+    } else {
+        candidate
+    }
+}
+
+pub struct Started {
+    pub handle: RegistryHandle,
+    pub task: tokio::task::JoinHandle<()>,
+    pub recovered_instances: usize,
+}
+
+pub type OnPublish = Box<dyn Fn(&[ZoneDiff]) + Send + Sync>;
+
+/// Recovers the registry from `data_dir`, publishes its zones into
+/// `store` (so names are served before anything heartbeats) and starts
+/// the writer.
+pub fn start(
+    data_dir: &Path,
+    naming: Naming,
+    policy: HealthPolicy,
+    batch_delay: Duration,
+    store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    on_publish: OnPublish,
+    stop: watch::Receiver<bool>,
+) -> Result<Started, JournalError> {
+    let (mut journal, rec) = Journal::open(data_dir)?;
+    let mut registry = rec.registry;
+    let now = now_ms();
+    // Leases resume with the time they had left when the journal was last
+    // written, not with the time the server was down.
+    let renewals: Vec<Entry> = registry
+        .instances
+        .values()
+        .map(|i| Entry::Renew {
+            id: i.id.clone(),
+            expires_at: now + i.expires_at.saturating_sub(rec.last_ts),
+        })
+        .collect();
+    for e in &renewals {
+        registry.apply(e);
+    }
+    if !renewals.is_empty() {
+        journal.append(&Batch {
+            ts: now,
+            entries: renewals,
+        });
+        journal.sync()?;
+    }
+    let serial_file = data_dir.join("serials");
+    let serial_floor = std::fs::read_to_string(&serial_file)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map_or(0, |s| s.wrapping_add(1));
+    info!(
+        instances = registry.instances.len(),
+        batches = rec.batches,
+        discarded_bytes = rec.discarded,
+        dir = %data_dir.display(),
+        "registry recovered"
+    );
+    let naming = Arc::new(naming);
+    let view = Arc::new(ArcSwap::from_pointee(View {
+        registry: registry.clone(),
+        naming: naming.clone(),
+        policy,
+    }));
+    let (tx, rx) = mpsc::channel(4096);
+    let mut writer = Writer {
+        registry,
+        journal,
+        naming,
+        policy,
+        batch_delay,
+        store,
+        on_publish,
+        view: view.clone(),
+        serial_file,
+        serial_floor,
+        publish_at: None,
+    };
+    writer.publish();
+    let recovered_instances = writer.registry.instances.len();
+    let task = tokio::spawn(writer.run(rx, stop));
+    Ok(Started {
+        handle: RegistryHandle { tx, view },
+        task,
+        recovered_instances,
+    })
+}
+
+struct Writer {
+    registry: Registry,
+    journal: Journal,
+    naming: Arc<Naming>,
+    policy: HealthPolicy,
+    batch_delay: Duration,
+    store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    on_publish: OnPublish,
+    view: Arc<ArcSwap<View>>,
+    serial_file: PathBuf,
+    serial_floor: u32,
+    publish_at: Option<Instant>,
+}
+
+/// Most writes committed with one fsync.
+const MAX_GROUP: usize = 1024;
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<(Op, Reply)>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let now = now_ms();
+            let tick_at = self
+                .registry
+                .next_deadline(now, &self.policy)
+                .map(|t| Instant::now() + Duration::from_millis(t.saturating_sub(now)));
+            let wake = [tick_at, self.publish_at].into_iter().flatten().min();
+            tokio::select! {
+                first = rx.recv() => {
+                    let Some(first) = first else { break };
+                    let mut group = vec![first];
+                    while group.len() < MAX_GROUP {
+                        match rx.try_recv() {
+                            Ok(next) => group.push(next),
+                            Err(_) => break,
+                        }
+                    }
+                    self.commit_group(group);
+                }
+                _ = sleep_until(wake) => {
+                    let due = |t: Option<Instant>| t.is_some_and(|t| t <= Instant::now());
+                    if due(tick_at) {
+                        self.tick();
+                    }
+                    if due(self.publish_at) {
+                        self.publish();
+                    }
+                }
+                _ = stop.changed() => break,
+            }
+        }
+        if self.publish_at.is_some() {
+            self.publish();
+        }
+    }
+
+    fn commit_group(&mut self, group: Vec<(Op, Reply)>) {
+        let now = now_ms();
+        let mut entries = Vec::new();
+        let mut replies = Vec::new();
+        for (op, reply) in group {
+            match self.entry_for(op, now) {
+                Ok(entry) => {
+                    self.registry.apply(&entry);
+                    let result = match &entry {
+                        Entry::Put { instance } => Some(instance.clone()),
+                        Entry::Renew { id, .. } => self.registry.instances.get(id).cloned(),
+                        _ => None,
+                    };
+                    entries.push(entry);
+                    replies.push((reply, Ok(result)));
+                }
+                Err(e) => replies.push((reply, Err(e))),
+            }
+        }
+        if !entries.is_empty() {
+            self.durable(Batch { ts: now, entries });
+            self.schedule_publish();
+        }
+        self.refresh_view();
+        for (reply, result) in replies {
+            let _ = reply.send(result);
+        }
+    }
+
+    fn entry_for(&self, op: Op, now: u64) -> Result<Entry, RegistryError> {
+        let r = &self.registry;
+        let entry = match op {
+            Op::Register { id, spec } => r.register(&id, &spec, now)?,
+            Op::Deregister { id } => r.deregister(&id)?,
+            Op::Heartbeat { id } => r.heartbeat(&id, now)?,
+            Op::SetStatus { id, status } => r.set_status(&id, status, now)?,
+            Op::SetOwner { owner, enabled } => r.set_owner(&owner, enabled)?,
+        };
+        if let Entry::Put { instance } = &entry {
+            self.naming.check(instance)?;
+        }
+        Ok(entry)
+    }
+
+    /// Journals and syncs a batch. A journal that cannot be written ends
+    /// the process: nothing in this batch has been acknowledged, and going
+    /// on would acknowledge writes a restart would not have.
+    fn durable(&mut self, batch: Batch) {
+        self.journal.append(&batch);
+        if let Err(e) = self.journal.sync() {
+            error!("registry journal write failed, exiting without acknowledging: {e}");
+            std::process::exit(70);
+        }
+        if self.journal.wants_compaction() {
+            if let Err(e) = self.journal.compact(&self.registry, batch.ts) {
+                error!("registry journal compaction failed, exiting: {e}");
+                std::process::exit(70);
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = now_ms();
+        let entries = self.registry.tick(now, &self.policy);
+        if entries.is_empty() {
+            return;
+        }
+        for e in &entries {
+            match e {
+                Entry::Delete { id, reason } => info!(instance = %id, ?reason, "instance removed"),
+                Entry::Put { instance } => info!(instance = %instance.id, withdrawn = ?instance.withdrawn.keys().collect::<Vec<_>>(), "self-reported down: withdrawn from service"),
+                _ => {}
+            }
+            self.registry.apply(e);
+        }
+        self.durable(Batch { ts: now, entries });
+        self.refresh_view();
+        self.schedule_publish();
+    }
+
+    fn schedule_publish(&mut self) {
+        if self.publish_at.is_none() {
+            self.publish_at = Some(Instant::now() + self.batch_delay);
+        }
+    }
+
+    fn refresh_view(&self) {
+        self.view.store(Arc::new(View {
+            registry: self.registry.clone(),
+            naming: self.naming.clone(),
+            policy: self.policy,
+        }));
+    }
+
+    fn publish(&mut self) {
+        self.publish_at = None;
+        let zones = self.naming.generate(&self.registry);
+        let floor = self.serial_floor;
+        let diffs = (*self.store)
+            .as_ref()
+            .publish_generated(zones, |old| next_serial(old, floor));
+        if diffs.is_empty() {
+            return;
+        }
+        for d in &diffs {
+            info!(zone = %d.origin, serial = d.new_serial, removed = d.removed.len(), added = d.added.len(), "registry zone published");
+        }
+        if let Some(max) = diffs.iter().filter_map(|d| d.new_serial).max() {
+            self.remember_serial(max);
+        }
+        (self.on_publish)(&diffs);
+    }
+
+    /// Best effort (no fsync): keeps serials increasing across restarts
+    /// even when changes outpaced the clock.
+    fn remember_serial(&self, serial: u32) {
+        let tmp = self.serial_file.with_extension("tmp");
+        let ok = std::fs::write(&tmp, serial.to_string())
+            .and_then(|_| std::fs::rename(&tmp, &self.serial_file));
+        if let Err(e) = ok {
+            warn!(file = %self.serial_file.display(), "cannot record the last serial: {e}");
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

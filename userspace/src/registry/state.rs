@@ -1,0 +1,280 @@
+//! Registry state as a pure state machine: operations are validated against
+//! the current state and turned into journal [`Entry`]s; applying an entry is
+//! deterministic, so replaying the journal rebuilds the same state. Time is
+//! a parameter (unix milliseconds), never read here.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::health::{self, HealthPolicy};
+use super::model::{label, InstanceSpec, Registration, Status};
+use super::RegistryError;
+
+/// One registered instance and its health bookkeeping.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub struct Instance {
+    pub id: String,
+    pub reg: Registration,
+    pub status: Status,
+    /// When `status` last changed (self-report time, for hysteresis).
+    pub status_at: u64,
+    pub expires_at: u64,
+    /// Services this instance has been withdrawn from by its own `down`
+    /// report, with the time each withdrawal took effect.
+    #[serde(default)]
+    pub withdrawn: BTreeMap<String, u64>,
+}
+
+impl Instance {
+    /// Service keys this instance is a member of (see [`service_keys`]).
+    pub fn service_keys(&self) -> Vec<String> {
+        service_keys(&self.reg)
+    }
+
+    /// Whether the instance is currently listed in `service`.
+    pub fn listed_in(&self, service: &str) -> bool {
+        !self.withdrawn.contains_key(service)
+    }
+}
+
+/// Hysteresis groups: CNS `(owner, service)` and Binder service domains.
+pub fn service_keys(reg: &Registration) -> Vec<String> {
+    let mut keys: Vec<String> = match &reg.owner {
+        Some(owner) => reg
+            .services
+            .iter()
+            .map(|m| cns_key(owner, &m.name))
+            .collect(),
+        None => Vec::new(),
+    };
+    if let Some(b) = &reg.binder {
+        if b.host_type.serviceable() {
+            keys.push(binder_key(&b.domain));
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+pub fn cns_key(owner: &str, service: &str) -> String {
+    format!("cns:{owner}:{service}")
+}
+
+pub fn binder_key(domain: &str) -> String {
+    format!("binder:{domain}")
+}
+
+/// A durable state change. Every acknowledged API write is one or more of
+/// these, journaled before the reply.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Entry {
+    Put { instance: Instance },
+    Delete { id: String, reason: RemovalReason },
+    Renew { id: String, expires_at: u64 },
+    Owner { owner: String, enabled: bool },
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RemovalReason {
+    Deregistered,
+    LeaseExpired,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Registry {
+    pub instances: BTreeMap<String, Instance>,
+    /// Per-owner opt-in flags (CNS `triton_cns_enabled`).
+    pub owners: BTreeMap<String, bool>,
+}
+
+impl Registry {
+    pub fn get(&self, id: &str) -> Option<&Instance> {
+        self.instances.get(&id.to_ascii_lowercase())
+    }
+
+    /// Register or replace instance `id`. A re-registration keeps the
+    /// health history so a status it repeats is not a new self-report.
+    pub fn register(&self, id: &str, spec: &InstanceSpec, now: u64) -> Result<Entry, RegistryError> {
+        let id = label("id", id, false)?;
+        let reg = spec.validate()?;
+        let expires_at = now + u64::from(reg.lease_secs) * 1000;
+        let instance = match self.instances.get(&id) {
+            Some(old) => {
+                let mut next = old.clone();
+                next.reg = reg;
+                next.expires_at = expires_at;
+                set_status(&mut next, spec.status, now);
+                // Memberships that were dropped leave no withdrawal behind.
+                let keys = next.service_keys();
+                next.withdrawn.retain(|k, _| keys.contains(k));
+                next
+            }
+            None => Instance {
+                id,
+                reg,
+                status: spec.status,
+                status_at: now,
+                expires_at,
+                withdrawn: BTreeMap::new(),
+            },
+        };
+        Ok(Entry::Put { instance })
+    }
+
+    pub fn deregister(&self, id: &str) -> Result<Entry, RegistryError> {
+        let inst = self.lookup(id)?;
+        Ok(Entry::Delete {
+            id: inst.id.clone(),
+            reason: RemovalReason::Deregistered,
+        })
+    }
+
+    pub fn heartbeat(&self, id: &str, now: u64) -> Result<Entry, RegistryError> {
+        let inst = self.lookup(id)?;
+        Ok(Entry::Renew {
+            id: inst.id.clone(),
+            expires_at: now + u64::from(inst.reg.lease_secs) * 1000,
+        })
+    }
+
+    pub fn set_status(&self, id: &str, status: Status, now: u64) -> Result<Entry, RegistryError> {
+        let mut inst = self.lookup(id)?.clone();
+        set_status(&mut inst, status, now);
+        Ok(Entry::Put { instance: inst })
+    }
+
+    pub fn set_owner(&self, owner: &str, enabled: bool) -> Result<Entry, RegistryError> {
+        Ok(Entry::Owner {
+            owner: label("owner", owner, false)?,
+            enabled,
+        })
+    }
+
+    fn lookup(&self, id: &str) -> Result<&Instance, RegistryError> {
+        self.get(id)
+            .ok_or_else(|| RegistryError::NotFound(id.to_ascii_lowercase()))
+    }
+
+    pub fn apply(&mut self, entry: &Entry) {
+        match entry {
+            Entry::Put { instance } => {
+                self.instances.insert(instance.id.clone(), instance.clone());
+            }
+            Entry::Delete { id, .. } => {
+                self.instances.remove(id);
+            }
+            Entry::Renew { id, expires_at } => {
+                if let Some(i) = self.instances.get_mut(id) {
+                    i.expires_at = *expires_at;
+                }
+            }
+            Entry::Owner { owner, enabled } => {
+                self.owners.insert(owner.clone(), *enabled);
+            }
+        }
+    }
+
+    /// Time-driven changes due at `now`: expired leases (hard removals) and
+    /// self-removals the hysteresis policy now allows.
+    pub fn tick(&self, now: u64, policy: &HealthPolicy) -> Vec<Entry> {
+        let mut out: Vec<Entry> = self
+            .instances
+            .values()
+            .filter(|i| i.expires_at <= now)
+            .map(|i| Entry::Delete {
+                id: i.id.clone(),
+                reason: RemovalReason::LeaseExpired,
+            })
+            .collect();
+        let mut live = self.clone();
+        for e in &out {
+            live.apply(e);
+        }
+        let mut changed: BTreeMap<String, Instance> = BTreeMap::new();
+        for (service, id) in health::withdrawals(&live, now, policy) {
+            let inst = changed
+                .entry(id.clone())
+                .or_insert_with(|| live.instances[&id].clone());
+            inst.withdrawn.insert(service, now);
+        }
+        out.extend(changed.into_values().map(|instance| Entry::Put { instance }));
+        out
+    }
+
+    /// The earliest time after `now` at which [`Registry::tick`] may have
+    /// work (a lease expiry or a hysteresis step).
+    pub fn next_deadline(&self, now: u64, policy: &HealthPolicy) -> Option<u64> {
+        let lease = self.instances.values().map(|i| i.expires_at).min();
+        let health = health::next_deadline(self, now, policy);
+        lease.into_iter().chain(health).min()
+    }
+
+    /// Members of each service key, by id.
+    pub fn services(&self) -> BTreeMap<String, Vec<&Instance>> {
+        let mut out: BTreeMap<String, Vec<&Instance>> = BTreeMap::new();
+        for inst in self.instances.values().filter(|i| !i.reg.disabled) {
+            for key in inst.service_keys() {
+                out.entry(key).or_default().push(inst);
+            }
+        }
+        out
+    }
+}
+
+/// A status report: `up` returns the instance to every service at once;
+/// `down` only records the report (health decides when it takes effect).
+fn set_status(inst: &mut Instance, status: Status, now: u64) {
+    if inst.status != status {
+        inst.status = status;
+        inst.status_at = now;
+    }
+    if status == Status::Up {
+        inst.withdrawn.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: &str) -> InstanceSpec {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn register_renew_expire() {
+        let policy = HealthPolicy::default();
+        let mut r = Registry::default();
+        let e = r
+            .register("Web-1", &spec(r#"{"owner":"o","addresses":["10.0.0.1"],"lease_secs":10}"#), 1_000)
+            .unwrap();
+        r.apply(&e);
+        assert_eq!(r.get("web-1").unwrap().expires_at, 11_000);
+        assert!(r.tick(10_999, &policy).is_empty());
+        r.apply(&r.heartbeat("WEB-1", 5_000).unwrap());
+        assert!(r.tick(11_000, &policy).is_empty(), "renewed");
+        assert_eq!(r.next_deadline(11_000, &policy), Some(15_000));
+        let expired = r.tick(15_000, &policy);
+        assert_eq!(
+            expired,
+            vec![Entry::Delete { id: "web-1".into(), reason: RemovalReason::LeaseExpired }]
+        );
+        r.apply(&expired[0]);
+        assert!(r.get("web-1").is_none());
+        assert!(matches!(r.heartbeat("web-1", 0), Err(RegistryError::NotFound(_))));
+    }
+
+    #[test]
+    fn entries_round_trip_through_json() {
+        let r = Registry::default();
+        let e = r
+            .register("a", &spec(r#"{"owner":"o","addresses":["::1"],"services":["x:80"],"lease_secs":10}"#), 0)
+            .unwrap();
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), e);
+    }
+}
