@@ -93,7 +93,14 @@ pub fn withdrawals(reg: &Registry, now: u64, p: &HealthPolicy) -> Vec<(String, S
 pub fn next_deadline(reg: &Registry, now: u64, p: &HealthPolicy) -> Option<u64> {
     reg.services()
         .iter()
-        .filter_map(|(service, members)| decide(service, members, now, p).wake)
+        .filter_map(|(service, members)| {
+            let d = decide(service, members, now, p);
+            if d.withdraw.is_empty() {
+                d.wake
+            } else {
+                Some(now)
+            }
+        })
         .min()
 }
 

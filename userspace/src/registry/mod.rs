@@ -20,7 +20,7 @@ pub enum RegistryError {
     /// A bad input field; the message says what is wrong with it.
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
-    #[error("instance {0:?} is not registered")]
+    #[error("id: no instance {0:?} is registered")]
     NotFound(String),
     #[error("the registry is shutting down")]
     Unavailable,

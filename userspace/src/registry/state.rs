@@ -102,7 +102,12 @@ impl Registry {
         let id = label("id", id, false)?;
         let reg = spec.validate()?;
         let expires_at = now + u64::from(reg.lease_secs) * 1000;
-        let instance = match self.instances.get(&id) {
+        let known: Vec<String> = self
+            .instances
+            .get(&id)
+            .map(Instance::service_keys)
+            .unwrap_or_default();
+        let mut instance = match self.instances.get(&id) {
             Some(old) => {
                 let mut next = old.clone();
                 next.reg = reg;
@@ -122,6 +127,15 @@ impl Registry {
                 withdrawn: BTreeMap::new(),
             },
         };
+        // A member that joins while down was never listed: it starts
+        // withdrawn (at time 0, so it uses no one's hysteresis budget).
+        if instance.status == Status::Down {
+            for key in instance.service_keys() {
+                if !known.contains(&key) {
+                    instance.withdrawn.entry(key).or_insert(0);
+                }
+            }
+        }
         Ok(Entry::Put { instance })
     }
 
@@ -266,6 +280,18 @@ mod tests {
         r.apply(&expired[0]);
         assert!(r.get("web-1").is_none());
         assert!(matches!(r.heartbeat("web-1", 0), Err(RegistryError::NotFound(_))));
+    }
+
+    #[test]
+    fn joining_while_down_is_never_listed() {
+        let mut r = Registry::default();
+        let e = r
+            .register("a", &spec(r#"{"owner":"o","addresses":["10.0.0.1"],"services":["web"],"status":"down","lease_secs":10}"#), 0)
+            .unwrap();
+        r.apply(&e);
+        assert!(!r.get("a").unwrap().listed_in(&cns_key("o", "web")));
+        r.apply(&r.set_status("a", Status::Up, 5).unwrap());
+        assert!(r.get("a").unwrap().listed_in(&cns_key("o", "web")));
     }
 
     #[test]
