@@ -334,3 +334,57 @@ fn without_xdp_the_server_says_why_once_and_keeps_answering() {
     let m = srv.udp("www.example.com.", hickory_proto::rr::RecordType::A);
     assert_eq!(m.answers.len(), 1);
 }
+
+/// Runs `f` on a thread that has entered network namespace `ns` (setns
+/// affects only the calling thread).
+fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(&path).expect("netns file");
+        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {path}");
+        f()
+    })
+    .join()
+    .expect("netns thread")
+}
+
+/// A registration reaches the kernel table: the new service name is
+/// answered by XDP, not by the fallback.
+#[test]
+fn registered_name_is_answered_in_kernel() {
+    let link = Link::new("r");
+    let dir = TempDir::new("veth-reg");
+    dir.write("zone.db", ZONE);
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"10.211.0.1:53\"]\n\
+             [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\n\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n\
+             [registry]\nlisten = \"10.211.0.1:8053\"\ntoken = \"t\"\ndata_dir = \"reg\"\n\
+             require_opt_in = false\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
+             [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
+            link.server_if
+        ),
+    );
+    let srv = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
+    let c0 = counters(&srv);
+    let (code, body) = in_netns(&link.client_ns, || {
+        http(
+            "PUT",
+            "http://10.211.0.1:8053/v1/instances/web-1",
+            Some("t"),
+            Some(r#"{"owner":"acme","addresses":["10.5.0.1","fd00::5"],"services":["web"],"lease_secs":60}"#),
+        )
+    });
+    assert_eq!(code, 200, "{body}");
+    assert!(srv.wait_log("XDP table updated", Duration::from_secs(5)), "{}", srv.log());
+    let out = link.dig(&["web.svc.acme.sd.example", "A"]);
+    assert!(out.contains("10.5.0.1") && out.contains("flags: qr aa"), "{out}");
+    let out = link.dig(&["web-1.inst.acme.sd.example", "AAAA"]);
+    assert!(out.contains("fd00::5"), "{out}");
+    let c1 = counters(&srv);
+    assert_eq!(c1["answered_a"] - c0["answered_a"], 1, "service A answered by XDP: {c1:?}");
+    assert_eq!(c1["answered_aaaa"] - c0["answered_aaaa"], 1, "instance AAAA answered by XDP");
+}
