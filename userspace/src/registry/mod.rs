@@ -9,6 +9,7 @@ pub mod model;
 pub mod naming;
 pub mod service;
 pub mod state;
+pub mod table;
 
 pub use health::HealthPolicy;
 pub use model::{InstanceSpec, Status};

@@ -22,6 +22,7 @@ use hickory_proto::rr::rdata::{A, AAAA, NS, PTR, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use ipnet::IpNet;
 
+use super::model::BinderService;
 use super::state::{binder_key, cns_key, Instance, Registry};
 use super::RegistryError;
 use crate::zone::Zone;
@@ -118,14 +119,13 @@ impl Naming {
 
     /// Every name the instance currently has, for the API.
     pub fn names_of(&self, reg: &Registry, inst: &Instance) -> Vec<String> {
-        let mut out = Records::default();
-        self.instance_records(reg, inst, &mut out);
-        let mut names: Vec<String> = out
-            .sets
-            .keys()
-            .filter(|(_, t)| *t != u16::from(RecordType::PTR))
-            .map(|(n, _)| n.to_string())
+        let mut names: Vec<String> = self
+            .contributions(reg, inst)
+            .into_iter()
+            .filter(|c| c.data.record_type() != RecordType::PTR)
+            .map(|c| c.name.to_string())
             .collect();
+        names.sort();
         names.dedup();
         names
     }
@@ -133,27 +133,28 @@ impl Naming {
     /// Builds every registry zone from `reg`. Serials are left at 0; the
     /// zone store assigns them when it publishes a change.
     pub fn generate(&self, reg: &Registry) -> Vec<Zone> {
-        let mut recs = Records::default();
-        for inst in reg.instances.values() {
-            self.instance_records(reg, inst, &mut recs);
-        }
-        self.binder_services(reg, &mut recs);
-        let mut zones: BTreeMap<String, Zone> = self
-            .zones
-            .iter()
-            .map(|z| (z.name.to_string(), self.apex(&z.name)))
-            .collect();
-        for ((name, _), set) in recs.sets {
-            let Some(z) = self.zone_for(&name) else {
-                continue;
-            };
-            let zone = zones.get_mut(&z.name.to_string()).expect("configured");
-            for d in set.rdatas {
-                // Names come from validated labels inside the zone.
-                let _ = zone.insert(Record::from_rdata(name.clone(), set.ttl, d));
-            }
-        }
-        zones.into_values().collect()
+        super::table::Table::build(self, reg).zones(self)
+    }
+
+    /// The registry zone that holds `name`, if any.
+    pub fn zone_of(&self, name: &Name) -> Option<&Name> {
+        self.zone_for(name).map(|z| &z.name)
+    }
+
+    /// The zone with only its SOA (serial 0) and NS records.
+    pub fn empty_zone(&self, origin: &Name) -> Zone {
+        self.apex(origin)
+    }
+
+    /// Every record `inst` contributes to the registry zones, given the
+    /// rest of the registry (owner flags, Binder service definitions).
+    /// An RRset is the union of its contributors' records with the least
+    /// of their TTLs.
+    pub fn contributions(&self, reg: &Registry, inst: &Instance) -> Vec<Contribution> {
+        let mut out = Records::default();
+        self.instance_records(reg, inst, &mut out);
+        self.binder_member_records(reg, inst, &mut out);
+        out.0
     }
 
     fn apex(&self, origin: &Name) -> Zone {
@@ -229,73 +230,67 @@ impl Naming {
         }
     }
 
-    /// Binder service records: one service per domain, defined by the
-    /// first member (by id) that carries a `service` object.
-    fn binder_services(&self, reg: &Registry, out: &mut Records) {
-        let mut by_domain: BTreeMap<&str, Vec<&Instance>> = BTreeMap::new();
-        for inst in reg.instances.values().filter(|i| !i.reg.disabled) {
-            if let Some(b) = &inst.reg.binder {
-                by_domain.entry(b.domain.as_str()).or_default().push(inst);
-            }
+    /// A Binder service member's records at its service: A/AAAA at the
+    /// domain (TTL: the lesser of the SRV TTL and its host TTL, so the set
+    /// gets the minimum over members) and one SRV per port.
+    fn binder_member_records(&self, reg: &Registry, inst: &Instance, out: &mut Records) {
+        let Some(b) = inst.reg.binder.as_ref().filter(|b| !inst.reg.disabled && b.host_type.serviceable()) else {
+            return;
+        };
+        if !inst.listed_in(&binder_key(&b.domain)) {
+            return;
         }
-        for (domain, insts) in by_domain {
-            let Some(service) = insts.iter().find_map(|i| i.reg.binder.as_ref()?.service.as_ref()) else {
-                continue;
-            };
-            let Ok(domain_name) = fqdn(domain) else { continue };
-            let srv_ttl = service.ttl.unwrap_or(self.srv_ttl);
-            let key = binder_key(domain);
-            let members: Vec<&&Instance> = insts
-                .iter()
-                .filter(|i| {
-                    let b = i.reg.binder.as_ref().expect("grouped by binder domain");
-                    b.host_type.serviceable() && i.listed_in(&key)
-                })
-                .collect();
-            let a_ttl = members
-                .iter()
-                .map(|i| i.reg.binder.as_ref().and_then(|b| b.ttl).unwrap_or(self.ttl))
-                .chain([srv_ttl])
-                .min()
-                .unwrap_or(srv_ttl);
-            let Ok(srv_name) = child(&format!("{}.{}", service.srvce, service.proto), &domain_name) else {
-                continue;
-            };
-            for inst in members {
-                let b = inst.reg.binder.as_ref().expect("binder member");
-                for &a in &inst.reg.addresses {
-                    out.add(&domain_name, a_ttl, address(a));
-                }
-                let Ok(target) = child(&inst.id, &domain_name) else { continue };
-                let ports = if b.ports.is_empty() { vec![service.port] } else { b.ports.clone() };
-                for port in ports {
-                    out.add(&srv_name, srv_ttl, RData::SRV(SRV::new(0, 10, port, target.clone())));
-                }
-            }
+        let Some(service) = binder_service(reg, &b.domain) else {
+            return;
+        };
+        let Ok(domain_name) = fqdn(&b.domain) else { return };
+        let srv_ttl = service.ttl.unwrap_or(self.srv_ttl);
+        let a_ttl = b.ttl.unwrap_or(self.ttl).min(srv_ttl);
+        let Ok(srv_name) = child(&format!("{}.{}", service.srvce, service.proto), &domain_name) else {
+            return;
+        };
+        for &a in &inst.reg.addresses {
+            out.add(&domain_name, a_ttl, address(a));
+        }
+        let Ok(target) = child(&inst.id, &domain_name) else { return };
+        let ports = if b.ports.is_empty() { vec![service.port] } else { b.ports.clone() };
+        for port in ports {
+            out.add(&srv_name, srv_ttl, RData::SRV(SRV::new(0, 10, port, target.clone())));
         }
     }
 }
 
-/// RRsets being built: one TTL per set (the minimum of its contributors).
-#[derive(Default)]
-struct Records {
-    sets: BTreeMap<(Name, u16), Set>,
+/// The service definition of a Binder domain: that of its first member
+/// (by id) that carries one.
+pub fn binder_service<'r>(reg: &'r Registry, domain: &str) -> Option<&'r BinderService> {
+    reg.instances
+        .values()
+        .filter(|i| !i.reg.disabled)
+        .filter_map(|i| i.reg.binder.as_ref())
+        .filter(|b| b.domain == domain)
+        .find_map(|b| b.service.as_ref())
 }
 
-struct Set {
-    ttl: u32,
-    rdatas: Vec<RData>,
+/// One record an instance contributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contribution {
+    pub name: Name,
+    pub ttl: u32,
+    pub data: RData,
 }
+
+#[derive(Default)]
+struct Records(Vec<Contribution>);
 
 impl Records {
     fn add(&mut self, name: &Name, ttl: u32, data: RData) {
-        let set = self
-            .sets
-            .entry((name.to_lowercase(), u16::from(data.record_type())))
-            .or_insert(Set { ttl, rdatas: Vec::new() });
-        set.ttl = set.ttl.min(ttl);
-        if !set.rdatas.contains(&data) {
-            set.rdatas.push(data);
+        let c = Contribution {
+            name: name.to_lowercase(),
+            ttl,
+            data,
+        };
+        if !self.0.contains(&c) {
+            self.0.push(c);
         }
     }
 }
@@ -346,4 +341,4 @@ pub fn reverse_name(addr: IpAddr) -> Name {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

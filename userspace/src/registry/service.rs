@@ -15,10 +15,15 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
+use std::collections::{BTreeMap, HashSet};
+
+use hickory_proto::rr::{LowerName, Name, RData, Record};
+
 use super::journal::{Batch, Journal, JournalError};
+use super::table::Table;
 use super::state::Entry;
 use super::{HealthPolicy, Instance, InstanceSpec, Naming, Registry, RegistryError, Status};
-use crate::zone::{ZoneDiff, ZoneStore};
+use crate::zone::{Change, ZoneDiff, ZoneStore};
 
 /// A write request.
 #[derive(Debug)]
@@ -155,8 +160,10 @@ pub fn start(
         serial_file,
         serial_floor,
         publish_at: None,
+        table: Table::default(),
+        dirty: HashSet::new(),
     };
-    writer.publish();
+    writer.publish_all();
     let recovered_instances = writer.registry.instances.len();
     let task = tokio::spawn(writer.run(rx, stop));
     Ok(Started {
@@ -178,6 +185,9 @@ struct Writer {
     serial_file: PathBuf,
     serial_floor: u32,
     publish_at: Option<Instant>,
+    table: Table,
+    /// Instances whose records must be re-derived at the next publish.
+    dirty: HashSet<String>,
 }
 
 /// Most writes committed with one fsync.
@@ -229,6 +239,7 @@ impl Writer {
             match self.entry_for(op, now) {
                 Ok(entry) => {
                     self.registry.apply(&entry);
+                    self.mark_dirty(&entry);
                     let result = match &entry {
                         Entry::Put { instance } => Some(instance.clone()),
                         Entry::Renew { id, .. } => self.registry.instances.get(id).cloned(),
@@ -295,6 +306,7 @@ impl Writer {
                 _ => {}
             }
             self.registry.apply(e);
+            self.mark_dirty(e);
         }
         self.durable(Batch { ts: now, entries });
         self.refresh_view();
@@ -315,18 +327,81 @@ impl Writer {
         }));
     }
 
-    fn publish(&mut self) {
-        self.publish_at = None;
-        let zones = self.naming.generate(&self.registry);
+    fn mark_dirty(&mut self, entry: &Entry) {
+        match entry {
+            Entry::Put { instance } => {
+                self.dirty.insert(instance.id.clone());
+            }
+            Entry::Delete { id, .. } => {
+                self.dirty.insert(id.clone());
+            }
+            Entry::Renew { .. } => {}
+            Entry::Owner { owner, .. } => {
+                let ids = self
+                    .registry
+                    .instances
+                    .values()
+                    .filter(|i| i.reg.owner.as_deref() == Some(owner.as_str()))
+                    .map(|i| i.id.clone());
+                self.dirty.extend(ids);
+            }
+        }
+    }
+
+    /// Startup: derive everything and publish every zone at once.
+    fn publish_all(&mut self) {
+        self.table = Table::build(&self.naming, &self.registry);
+        let zones = self.table.zones(&self.naming);
         let floor = self.serial_floor;
         let diffs = (*self.store)
             .as_ref()
             .publish_generated(zones, |old| next_serial(old, floor));
+        self.published(diffs, std::time::Instant::now());
+    }
+
+    /// Re-derives the records of the instances changed since the last
+    /// publish and applies the RRset differences to the store, one serial
+    /// per changed zone.
+    fn publish(&mut self) {
+        self.publish_at = None;
+        let started = std::time::Instant::now();
+        let dirty = std::mem::take(&mut self.dirty);
+        let keys = self.table.update(&self.naming, &self.registry, dirty);
+        let store = (*self.store).as_ref();
+        let snapshot = store.snapshot();
+        let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
+        for key in keys {
+            let Some(origin) = self.naming.zone_of(&key.0) else { continue };
+            let old = snapshot
+                .zone(&LowerName::new(origin))
+                .and_then(|z| z.node(&LowerName::new(&key.0)))
+                .and_then(|n| n.rrset(key.1))
+                .map(|s| (s.ttl, s.rdatas.clone()));
+            let new = self.table.rrset(&key);
+            let changes = by_zone.entry(origin.clone()).or_default();
+            rrset_changes(&key.0, old, new, changes);
+        }
+        let mut diffs = Vec::new();
+        for (origin, changes) in by_zone {
+            if changes.is_empty() {
+                continue;
+            }
+            match store.update(&origin, &changes) {
+                Ok(d) if !d.is_empty() => diffs.push(d),
+                Ok(_) => {}
+                Err(e) => error!(zone = %origin, "registry zone update failed: {e}"),
+            }
+        }
+        self.published(diffs, started);
+    }
+
+    fn published(&mut self, diffs: Vec<ZoneDiff>, started: std::time::Instant) {
         if diffs.is_empty() {
             return;
         }
+        let elapsed_us = started.elapsed().as_micros() as u64;
         for d in &diffs {
-            info!(zone = %d.origin, serial = d.new_serial, removed = d.removed.len(), added = d.added.len(), "registry zone published");
+            info!(zone = %d.origin, serial = d.new_serial, removed = d.removed.len(), added = d.added.len(), elapsed_us, "registry zone published");
         }
         if let Some(max) = diffs.iter().filter_map(|d| d.new_serial).max() {
             self.remember_serial(max);
@@ -342,6 +417,25 @@ impl Writer {
             .and_then(|_| std::fs::rename(&tmp, &self.serial_file));
         if let Err(e) = ok {
             warn!(file = %self.serial_file.display(), "cannot record the last serial: {e}");
+        }
+    }
+}
+
+/// The record changes that turn RRset `old` into `new` (a TTL change
+/// replaces the whole set: one TTL per RRset).
+fn rrset_changes(name: &Name, old: Option<(u32, Vec<RData>)>, new: Option<(u32, Vec<RData>)>, out: &mut Vec<Change>) {
+    let (old_ttl, old_data) = old.unwrap_or((0, Vec::new()));
+    let (new_ttl, new_data) = new.unwrap_or((0, Vec::new()));
+    let same_ttl = old_ttl == new_ttl || old_data.is_empty() || new_data.is_empty();
+    let record = |ttl, d: &RData| Record::from_rdata(name.clone(), ttl, d.clone());
+    for d in &old_data {
+        if !same_ttl || !new_data.contains(d) {
+            out.push(Change::Remove(record(old_ttl, d)));
+        }
+    }
+    for d in &new_data {
+        if !same_ttl || !old_data.contains(d) {
+            out.push(Change::Add(record(new_ttl, d)));
         }
     }
 }

@@ -20,7 +20,7 @@ use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
 pub use check::{check_zone, ZoneCheckError};
 pub use parser::{parse_zone_file, parse_zone_str, SourceRecord, ZoneFileError};
-pub use store::{Snapshot, ZoneDiff, ZoneStore};
+pub use store::{Change, Snapshot, ZoneDiff, ZoneStore};
 
 /// All records of one (owner, type), in stable (insertion) order.
 ///

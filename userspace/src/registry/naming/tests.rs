@@ -18,7 +18,7 @@ fn name(s: &str) -> Name {
     Name::from_str(s).unwrap()
 }
 
-fn naming() -> Naming {
+pub(crate) fn naming() -> Naming {
     Naming {
         zones: vec![
             RegistryZone {
