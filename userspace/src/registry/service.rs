@@ -428,13 +428,15 @@ fn rrset_changes(name: &Name, old: Option<(u32, Vec<RData>)>, new: Option<(u32, 
     let (new_ttl, new_data) = new.unwrap_or((0, Vec::new()));
     let same_ttl = old_ttl == new_ttl || old_data.is_empty() || new_data.is_empty();
     let record = |ttl, d: &RData| Record::from_rdata(name.clone(), ttl, d.clone());
+    let old_set: HashSet<&RData> = old_data.iter().collect();
+    let new_set: HashSet<&RData> = new_data.iter().collect();
     for d in &old_data {
-        if !same_ttl || !new_data.contains(d) {
+        if !same_ttl || !new_set.contains(d) {
             out.push(Change::Remove(record(old_ttl, d)));
         }
     }
     for d in &new_data {
-        if !same_ttl || !old_data.contains(d) {
+        if !same_ttl || !old_set.contains(d) {
             out.push(Change::Add(record(new_ttl, d)));
         }
     }

@@ -102,9 +102,10 @@ impl Table {
     pub fn rrset(&self, key: &SetKey) -> Option<(u32, Vec<RData>)> {
         let set = self.sets.get(key)?;
         let ttl = set.values().flatten().map(|(t, _)| *t).min()?;
+        let mut seen: HashSet<&RData> = HashSet::new();
         let mut data: Vec<RData> = Vec::new();
         for (_, d) in set.values().flatten() {
-            if !data.contains(d) {
+            if seen.insert(d) {
                 data.push(d.clone());
             }
         }

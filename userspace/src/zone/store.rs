@@ -218,16 +218,25 @@ impl ZoneStore {
                     return Err(StoreError::SoaChange)
                 }
                 Change::Add(r) => {
-                    let before = rrset_of(&zone, r);
-                    zone.insert(r.clone())?;
-                    let after = rrset_of(&zone, r);
-                    record_rrset_change(&mut diff, r, before, after);
+                    let ttl_now = rrset_ttl(&zone, r);
+                    if ttl_now.is_some_and(|t| t != r.ttl) {
+                        // A TTL change rewrites the whole set (rare path).
+                        let before = rrset_of(&zone, r);
+                        zone.insert(r.clone())?;
+                        let after = rrset_of(&zone, r);
+                        record_rrset_change(&mut diff, r, before, after);
+                    } else if zone.insert(r.clone())? {
+                        cancel_or_push(&mut diff.removed, &mut diff.added, r);
+                    }
                 }
                 Change::Remove(r) => {
-                    let before = rrset_of(&zone, r);
-                    zone.remove(&r.name, &r.data);
-                    let after = rrset_of(&zone, r);
-                    record_rrset_change(&mut diff, r, before, after);
+                    if let Some(ttl) = rrset_ttl(&zone, r) {
+                        if zone.remove(&r.name, &r.data) {
+                            let mut gone = r.clone();
+                            gone.ttl = ttl;
+                            cancel_or_push(&mut diff.added, &mut diff.removed, &gone);
+                        }
+                    }
                 }
             }
         }
@@ -273,6 +282,13 @@ fn set_serial(zone: &mut Zone, serial: u32) {
     let mut next = soa;
     next.serial = serial;
     let _ = zone.insert(Record::from_rdata(apex, ttl, RData::SOA(next)));
+}
+
+/// The TTL of the RRset `r` belongs to, if the set exists (no copy).
+fn rrset_ttl(zone: &Zone, r: &Record) -> Option<u32> {
+    zone.node(&LowerName::new(&r.name))
+        .and_then(|n| n.rrset(r.record_type()))
+        .map(|s| s.ttl)
 }
 
 /// The RRset `r` belongs to, as it stands in `zone`.
