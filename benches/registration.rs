@@ -43,7 +43,12 @@ fn main() {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     for line in lines.by_ref() {
         let line = line.unwrap();
-        let field = |key: &str| line.split(key).nth(1).and_then(|a| a.split_whitespace().next()).map(str::to_string);
+        let field = |key: &str| {
+            line.split(key)
+                .nth(1)
+                .and_then(|a| a.split_whitespace().next())
+                .map(str::to_string)
+        };
         if line.contains("listening (udp+tcp)") {
             dns = field(" addr=");
         }
@@ -64,8 +69,11 @@ fn main() {
     let dns: SocketAddr = dns.expect("dns address").parse().unwrap();
     let api = format!("http://{}", api.expect("api address"));
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-    let http = ureq::AgentBuilder::new().timeout(Duration::from_secs(5)).build();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let http = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(5))
+        .build();
 
     let mut acked = Vec::with_capacity(n);
     let mut answered = Vec::with_capacity(n);
@@ -102,7 +110,10 @@ fn main() {
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
-    report("registration acknowledged (journal fdatasync included)", &mut acked);
+    report(
+        "registration acknowledged (journal fdatasync included)",
+        &mut acked,
+    );
     report("registration -> UDP answer", &mut answered);
 }
 

@@ -61,7 +61,12 @@ fn addresses(m: &hickory_proto::op::Message) -> Vec<String> {
 }
 
 fn put(s: &Server, id: &str, body: &str) -> (u16, Value) {
-    http("PUT", &format!("{}/v1/instances/{id}", s.api()), Some(TOKEN), Some(body))
+    http(
+        "PUT",
+        &format!("{}/v1/instances/{id}", s.api()),
+        Some(TOKEN),
+        Some(body),
+    )
 }
 
 #[test]
@@ -79,17 +84,30 @@ fn registration_lease_and_status_drive_dns() {
     );
     assert_eq!(code, 200, "{body}");
     assert!(
-        eventually(Duration::from_secs(2), || addresses(&s.udp(svc, RecordType::A)) == ["10.0.0.1"]),
+        eventually(Duration::from_secs(2), || addresses(
+            &s.udp(svc, RecordType::A)
+        ) == ["10.0.0.1"]),
         "service name never answered"
     );
     eprintln!("registration to UDP answer: {:?}", started.elapsed());
-    let names: Vec<&str> = body["dns_names"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert!(names.contains(&svc) && names.contains(&"web-1.inst.acme.sd.example."), "{names:?}");
+    let names: Vec<&str> = body["dns_names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&svc) && names.contains(&"web-1.inst.acme.sd.example."),
+        "{names:?}"
+    );
     let ptr = s.udp("1.0.0.10.in-addr.arpa.", RecordType::PTR);
     assert_eq!(ptr.answers.len(), 1);
     let srv = s.udp("_web._tcp.web.svc.acme.sd.example.", RecordType::SRV);
     assert_eq!(srv.answers.len(), 1);
-    assert_eq!(addresses(&s.udp("web-1.inst.acme.sd.example.", RecordType::A)), ["10.0.0.1"]);
+    assert_eq!(
+        addresses(&s.udp("web-1.inst.acme.sd.example.", RecordType::A)),
+        ["10.0.0.1"]
+    );
 
     // A second member; one reports down: it leaves the service at once
     // (budget max(2/3,1) = 1), its instance name stays.
@@ -99,34 +117,67 @@ fn registration_lease_and_status_drive_dns() {
         r#"{"owner":"acme","addresses":["10.0.0.2"],"services":["web:8080"],"lease_secs":30}"#,
     );
     assert_eq!(code, 200);
-    assert!(eventually(Duration::from_secs(2), || addresses(&s.udp(svc, RecordType::A)).len() == 2));
-    let (code, body) = http("PUT", &format!("{api}/v1/instances/web-2/status"), Some(TOKEN), Some(r#"{"status":"down"}"#));
+    assert!(eventually(Duration::from_secs(2), || addresses(
+        &s.udp(svc, RecordType::A)
+    )
+    .len()
+        == 2));
+    let (code, body) = http(
+        "PUT",
+        &format!("{api}/v1/instances/web-2/status"),
+        Some(TOKEN),
+        Some(r#"{"status":"down"}"#),
+    );
     assert_eq!(code, 200, "{body}");
     assert!(
-        eventually(Duration::from_secs(2), || addresses(&s.udp(svc, RecordType::A)) == ["10.0.0.1"]),
+        eventually(Duration::from_secs(2), || addresses(
+            &s.udp(svc, RecordType::A)
+        ) == ["10.0.0.1"]),
         "down member still listed"
     );
-    assert_eq!(addresses(&s.udp("web-2.inst.acme.sd.example.", RecordType::A)), ["10.0.0.2"]);
+    assert_eq!(
+        addresses(&s.udp("web-2.inst.acme.sd.example.", RecordType::A)),
+        ["10.0.0.2"]
+    );
 
     // Heartbeats keep web-1 past its 2 s lease ...
     for _ in 0..6 {
         std::thread::sleep(Duration::from_millis(500));
-        let (code, _) = http("POST", &format!("{api}/v1/instances/web-1/heartbeat"), Some(TOKEN), None);
+        let (code, _) = http(
+            "POST",
+            &format!("{api}/v1/instances/web-1/heartbeat"),
+            Some(TOKEN),
+            None,
+        );
         assert_eq!(code, 200);
     }
-    assert_eq!(addresses(&s.udp("web-1.inst.acme.sd.example.", RecordType::A)), ["10.0.0.1"]);
+    assert_eq!(
+        addresses(&s.udp("web-1.inst.acme.sd.example.", RecordType::A)),
+        ["10.0.0.1"]
+    );
     // ... and without them it is gone once the lease runs out.
     let stopped = Instant::now();
     assert!(
-        eventually(Duration::from_secs(4), || s.udp("web-1.inst.acme.sd.example.", RecordType::A).response_code
+        eventually(Duration::from_secs(4), || s
+            .udp("web-1.inst.acme.sd.example.", RecordType::A)
+            .response_code
             == ResponseCode::NXDomain),
         "lease never expired"
     );
-    assert!(stopped.elapsed() >= Duration::from_millis(1400), "expired early: {:?}", stopped.elapsed());
+    assert!(
+        stopped.elapsed() >= Duration::from_millis(1400),
+        "expired early: {:?}",
+        stopped.elapsed()
+    );
     assert!(s.log().contains("LeaseExpired"));
 
     // Deregistration is immediate.
-    let (code, _) = http("DELETE", &format!("{api}/v1/instances/web-2"), Some(TOKEN), None);
+    let (code, _) = http(
+        "DELETE",
+        &format!("{api}/v1/instances/web-2"),
+        Some(TOKEN),
+        None,
+    );
     assert_eq!(code, 204);
     assert!(eventually(Duration::from_secs(2), || s
         .udp("web-2.inst.acme.sd.example.", RecordType::A)
@@ -145,52 +196,213 @@ fn registration_lease_and_status_drive_dns() {
     assert!(doc["paths"]["/v1/instances/{id}"]["put"].is_object());
 }
 
+/// (method, path, token, body, expected status, expected field)
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    u16,
+    Option<&'a str>,
+);
+
 #[test]
 fn bad_input_gets_a_4xx_naming_the_field() {
     let s = start("");
     let api = s.api();
     let ok = r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":30}"#;
-    // (method, path, token, body, status, field)
-    let cases: &[(&str, &str, Option<&str>, Option<&str>, u16, Option<&str>)] = &[
+    let cases: &[Case] = &[
         ("PUT", "/v1/instances/a", None, Some(ok), 401, None),
         ("PUT", "/v1/instances/a", Some("wrong"), Some(ok), 401, None),
         ("DELETE", "/v1/instances/a", None, None, 401, None),
         ("POST", "/v1/instances/a/heartbeat", None, None, 401, None),
-        ("PUT", "/v1/owners/acme", None, Some(r#"{"enabled":true}"#), 401, None),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some("{not json"), 400, None),
+        (
+            "PUT",
+            "/v1/owners/acme",
+            None,
+            Some(r#"{"enabled":true}"#),
+            401,
+            None,
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some("{not json"),
+            400,
+            None,
+        ),
         ("PUT", "/v1/instances/a", Some(TOKEN), Some(""), 400, None),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":30,"colour":"red"}"#), 400, None),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":["10.0.0.999"],"lease_secs":30}"#), 400, Some("addresses[0]")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":"10.0.0.1","lease_secs":30}"#), 400, Some("addresses")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":-1}"#), 400, Some("lease_secs")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":["10.0.0.1"]}"#), 422, Some("lease_secs")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":0}"#), 422, Some("lease_secs")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"ac me","addresses":["10.0.0.1"],"lease_secs":30}"#), 422, Some("owner")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":[],"lease_secs":30}"#), 422, Some("addresses")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"services":["web:http"],"lease_secs":30}"#), 422, Some("services[0]")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"services":["-web"],"lease_secs":30}"#), 422, Some("services[0].name")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"status":"sideways","lease_secs":30}"#), 400, Some("status")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"addresses":["10.0.0.1"],"lease_secs":30,"binder":{"domain":"x.elsewhere.org","type":"host"}}"#), 422, Some("binder.domain")),
-        ("PUT", "/v1/instances/a", Some(TOKEN), Some(r#"{"addresses":["10.0.0.1"],"lease_secs":30,"binder":{"domain":"x.binder.example","type":"mainframe"}}"#), 400, Some("binder.type")),
-        ("PUT", "/v1/instances/bad_id", Some(TOKEN), Some(ok), 422, Some("id")),
-        ("POST", "/v1/instances/nobody/heartbeat", Some(TOKEN), None, 404, Some("id")),
-        ("PUT", "/v1/instances/nobody/status", Some(TOKEN), Some(r#"{"status":"down"}"#), 404, Some("id")),
-        ("PUT", "/v1/owners/acme", Some(TOKEN), Some(r#"{"enabled":"yes"}"#), 400, Some("enabled")),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":30,"colour":"red"}"#),
+            400,
+            None,
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(r#"{"owner":"acme","addresses":["10.0.0.999"],"lease_secs":30}"#),
+            400,
+            Some("addresses[0]"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(r#"{"owner":"acme","addresses":"10.0.0.1","lease_secs":30}"#),
+            400,
+            Some("addresses"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":-1}"#),
+            400,
+            Some("lease_secs"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(r#"{"owner":"acme","addresses":["10.0.0.1"]}"#),
+            422,
+            Some("lease_secs"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":0}"#),
+            422,
+            Some("lease_secs"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(r#"{"owner":"ac me","addresses":["10.0.0.1"],"lease_secs":30}"#),
+            422,
+            Some("owner"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(r#"{"owner":"acme","addresses":[],"lease_secs":30}"#),
+            422,
+            Some("addresses"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(
+                r#"{"owner":"acme","addresses":["10.0.0.1"],"services":["web:http"],"lease_secs":30}"#,
+            ),
+            422,
+            Some("services[0]"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(
+                r#"{"owner":"acme","addresses":["10.0.0.1"],"services":["-web"],"lease_secs":30}"#,
+            ),
+            422,
+            Some("services[0].name"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(
+                r#"{"owner":"acme","addresses":["10.0.0.1"],"status":"sideways","lease_secs":30}"#,
+            ),
+            400,
+            Some("status"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(
+                r#"{"addresses":["10.0.0.1"],"lease_secs":30,"binder":{"domain":"x.elsewhere.org","type":"host"}}"#,
+            ),
+            422,
+            Some("binder.domain"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/a",
+            Some(TOKEN),
+            Some(
+                r#"{"addresses":["10.0.0.1"],"lease_secs":30,"binder":{"domain":"x.binder.example","type":"mainframe"}}"#,
+            ),
+            400,
+            Some("binder.type"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/bad_id",
+            Some(TOKEN),
+            Some(ok),
+            422,
+            Some("id"),
+        ),
+        (
+            "POST",
+            "/v1/instances/nobody/heartbeat",
+            Some(TOKEN),
+            None,
+            404,
+            Some("id"),
+        ),
+        (
+            "PUT",
+            "/v1/instances/nobody/status",
+            Some(TOKEN),
+            Some(r#"{"status":"down"}"#),
+            404,
+            Some("id"),
+        ),
+        (
+            "PUT",
+            "/v1/owners/acme",
+            Some(TOKEN),
+            Some(r#"{"enabled":"yes"}"#),
+            400,
+            Some("enabled"),
+        ),
         ("GET", "/v1/instances/nobody", None, None, 404, Some("id")),
     ];
     for &(method, path, token, body, status, field) in cases {
         let (code, json) = http(method, &format!("{api}{path}"), token, body);
         let what = format!("{method} {path} {body:?}");
         assert_eq!(code, status, "{what}: {json}");
-        let message = json["error"].as_str().unwrap_or_else(|| panic!("{what}: no error message: {json}"));
+        let message = json["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: no error message: {json}"));
         assert!(!message.is_empty());
         if let Some(f) = field {
             assert_eq!(json["field"], f, "{what}: {json}");
-            assert!(message.contains(f.split('.').next().unwrap().split('[').next().unwrap()), "{what}: {message}");
+            assert!(
+                message.contains(f.split('.').next().unwrap().split('[').next().unwrap()),
+                "{what}: {message}"
+            );
         }
     }
     // Unknown fields are named in the message.
-    let (_, json) = put(&s, "a", r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":30,"colour":"red"}"#);
+    let (_, json) = put(
+        &s,
+        "a",
+        r#"{"owner":"acme","addresses":["10.0.0.1"],"lease_secs":30,"colour":"red"}"#,
+    );
     assert!(json["error"].as_str().unwrap().contains("colour"), "{json}");
     // Nothing bad was stored, and a good write still works.
     let (_, list) = http("GET", &format!("{api}/v1/instances"), None, None);
@@ -221,7 +433,9 @@ fn kill_9_loses_no_acknowledged_registration() {
             let acked = acked.clone();
             let api = api.clone();
             std::thread::spawn(move || {
-                let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(5)).build();
+                let agent = ureq::AgentBuilder::new()
+                    .timeout(Duration::from_secs(5))
+                    .build();
                 for i in (w..1000).step_by(2) {
                     let res = agent
                         .put(&format!("{api}/v1/instances/i{i}"))
@@ -235,13 +449,21 @@ fn kill_9_loses_no_acknowledged_registration() {
             })
         })
         .collect();
-    assert!(eventually(Duration::from_secs(60), || acked.lock().unwrap().len() >= 300));
+    assert!(eventually(Duration::from_secs(60), || acked
+        .lock()
+        .unwrap()
+        .len()
+        >= 300));
     s.signal("KILL");
     for w in workers {
         w.join().unwrap();
     }
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() >= 300 && acked.len() < 1000, "kill landed mid-stream: {}", acked.len());
+    assert!(
+        acked.len() >= 300 && acked.len() < 1000,
+        "kill landed mid-stream: {}",
+        acked.len()
+    );
     s.restart_after("KILL");
     assert!(s.log().contains("registry recovered"));
 
@@ -254,27 +476,47 @@ fn kill_9_loses_no_acknowledged_registration() {
         .map(|v| (v["id"].as_str().unwrap().to_string(), v.clone()))
         .collect();
     for i in &acked {
-        assert!(stored.contains_key(&format!("i{i}")), "acknowledged i{i} lost");
+        assert!(
+            stored.contains_key(&format!("i{i}")),
+            "acknowledged i{i} lost"
+        );
     }
     // Whatever is stored is whole: every field as sent.
     for (id, v) in &stored {
         let i: u32 = id[1..].parse().unwrap();
         let sent: Value = serde_json::from_str(&spec(i)).unwrap();
-        let mut addrs: Vec<String> = sent["addresses"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+        let mut addrs: Vec<String> = sent["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
         addrs.sort();
-        let mut got: Vec<String> = v["addresses"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+        let mut got: Vec<String> = v["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
         got.sort();
         assert_eq!(got, addrs, "{id}");
         assert_eq!(v["services"][0]["port"], 1000 + i, "{id}");
         assert_eq!(v["lease_secs"], 600);
-        assert!(v["expires_in_ms"].as_u64().unwrap() > 500_000, "{id}: the lease resumed with its remaining time");
+        assert!(
+            v["expires_in_ms"].as_u64().unwrap() > 500_000,
+            "{id}: the lease resumed with its remaining time"
+        );
     }
     // And DNS serves them before anything heartbeats.
     for i in acked.iter().step_by(25) {
         let name = format!("i{i}.inst.acme.sd.example.");
         assert_eq!(addresses(&s.udp(&name, RecordType::A)).len(), 1, "{name}");
     }
-    eprintln!("acknowledged before kill -9: {}, stored after restart: {}", acked.len(), stored.len());
+    eprintln!(
+        "acknowledged before kill -9: {}, stored after restart: {}",
+        acked.len(),
+        stored.len()
+    );
 }
 
 /// `xdpdns register`: health command failing → down, passing → up after
@@ -319,23 +561,48 @@ rise = 2
     let svc = "api.svc.acme.sd.example.";
     let inst = "agent-1.inst.acme.sd.example.";
     let result = std::panic::catch_unwind(|| {
-        assert!(eventually(Duration::from_secs(5), || addresses(&s.udp(inst, RecordType::A)) == ["10.9.0.1"]));
-        assert!(addresses(&s.udp(svc, RecordType::A)).is_empty(), "listed before its check passed");
+        assert!(eventually(Duration::from_secs(5), || addresses(
+            &s.udp(inst, RecordType::A)
+        ) == ["10.9.0.1"]));
+        assert!(
+            addresses(&s.udp(svc, RecordType::A)).is_empty(),
+            "listed before its check passed"
+        );
         std::fs::write(&flag, "").unwrap();
-        assert!(eventually(Duration::from_secs(5), || addresses(&s.udp(svc, RecordType::A)) == ["10.9.0.1"]), "never came up");
+        assert!(
+            eventually(Duration::from_secs(5), || addresses(
+                &s.udp(svc, RecordType::A)
+            ) == ["10.9.0.1"]),
+            "never came up"
+        );
         // Heartbeats outlive the 2 s lease.
         std::thread::sleep(Duration::from_secs(3));
         assert_eq!(addresses(&s.udp(svc, RecordType::A)), ["10.9.0.1"]);
         std::fs::remove_file(&flag).unwrap();
-        assert!(eventually(Duration::from_secs(5), || addresses(&s.udp(svc, RecordType::A)).is_empty()), "never went down");
-        assert_eq!(addresses(&s.udp(inst, RecordType::A)), ["10.9.0.1"], "instance name stays while down");
+        assert!(
+            eventually(Duration::from_secs(5), || addresses(
+                &s.udp(svc, RecordType::A)
+            )
+            .is_empty()),
+            "never went down"
+        );
+        assert_eq!(
+            addresses(&s.udp(inst, RecordType::A)),
+            ["10.9.0.1"],
+            "instance name stays while down"
+        );
     });
-    let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &agent.id().to_string()])
+        .status();
     let status = agent.wait().unwrap();
     result.unwrap();
     assert!(status.success());
     assert!(
-        eventually(Duration::from_secs(2), || s.udp(inst, RecordType::A).response_code == ResponseCode::NXDomain),
+        eventually(Duration::from_secs(2), || s
+            .udp(inst, RecordType::A)
+            .response_code
+            == ResponseCode::NXDomain),
         "not deregistered on SIGTERM"
     );
 }

@@ -342,7 +342,11 @@ fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static)
     std::thread::spawn(move || {
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(&path).expect("netns file");
-        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {path}");
+        assert_eq!(
+            unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
+            0,
+            "setns {path}"
+        );
         f()
     })
     .join()
@@ -375,16 +379,33 @@ fn registered_name_is_answered_in_kernel() {
             "PUT",
             "http://10.211.0.1:8053/v1/instances/web-1",
             Some("t"),
-            Some(r#"{"owner":"acme","addresses":["10.5.0.1","fd00::5"],"services":["web"],"lease_secs":60}"#),
+            Some(
+                r#"{"owner":"acme","addresses":["10.5.0.1","fd00::5"],"services":["web"],"lease_secs":60}"#,
+            ),
         )
     });
     assert_eq!(code, 200, "{body}");
-    assert!(srv.wait_log("XDP table updated", Duration::from_secs(5)), "{}", srv.log());
+    assert!(
+        srv.wait_log("XDP table updated", Duration::from_secs(5)),
+        "{}",
+        srv.log()
+    );
     let out = link.dig(&["web.svc.acme.sd.example", "A"]);
-    assert!(out.contains("10.5.0.1") && out.contains("flags: qr aa"), "{out}");
+    assert!(
+        out.contains("10.5.0.1") && out.contains("flags: qr aa"),
+        "{out}"
+    );
     let out = link.dig(&["web-1.inst.acme.sd.example", "AAAA"]);
     assert!(out.contains("fd00::5"), "{out}");
     let c1 = counters(&srv);
-    assert_eq!(c1["answered_a"] - c0["answered_a"], 1, "service A answered by XDP: {c1:?}");
-    assert_eq!(c1["answered_aaaa"] - c0["answered_aaaa"], 1, "instance AAAA answered by XDP");
+    assert_eq!(
+        c1["answered_a"] - c0["answered_a"],
+        1,
+        "service A answered by XDP: {c1:?}"
+    );
+    assert_eq!(
+        c1["answered_aaaa"] - c0["answered_aaaa"],
+        1,
+        "instance AAAA answered by XDP"
+    );
 }

@@ -305,8 +305,15 @@ pub fn path_str(p: &Path) -> String {
 }
 
 /// One HTTP call to the registry API: (status, JSON body or null).
-pub fn http(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, serde_json::Value) {
-    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
+pub fn http(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build();
     let mut req = agent.request(method, url);
     if let Some(t) = token {
         req = req.set("Authorization", &format!("Bearer {t}"));
@@ -322,7 +329,10 @@ pub fn http(method: &str, url: &str, token: Option<&str>, body: Option<&str>) ->
     };
     let status = resp.status();
     let text = resp.into_string().unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 /// Polls until `cond` holds (bounded); returns whether it did.

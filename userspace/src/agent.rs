@@ -115,19 +115,31 @@ impl Debounce {
 
 impl AgentConfig {
     pub fn load(path: &Path) -> anyhow::Result<AgentConfig> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        let mut c: AgentConfig =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end().replace('\n', " ")))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
+        let mut c: AgentConfig = toml::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: {}",
+                path.display(),
+                e.to_string().trim_end().replace('\n', " ")
+            )
+        })?;
         if let Some(f) = &mut c.token_file {
             if f.is_relative() {
                 *f = path.parent().unwrap_or(Path::new(".")).join(&*f);
             }
         }
         if c.token.is_none() && c.token_file.is_none() {
-            bail!("{}: token: a token (or token_file) is required", path.display());
+            bail!(
+                "{}: token: a token (or token_file) is required",
+                path.display()
+            );
         }
         if c.instance.lease_secs.is_none() {
-            bail!("{}: instance.lease_secs: missing: every registration needs a lease", path.display());
+            bail!(
+                "{}: instance.lease_secs: missing: every registration needs a lease",
+                path.display()
+            );
         }
         c.instance
             .validate()
@@ -145,11 +157,20 @@ struct Client {
 
 impl Client {
     fn url(&self, tail: &str) -> String {
-        format!("{}/v1/instances/{}{tail}", self.base.trim_end_matches('/'), self.id)
+        format!(
+            "{}/v1/instances/{}{tail}",
+            self.base.trim_end_matches('/'),
+            self.id
+        )
     }
 
     /// One API call; `Ok(false)` for 404 (the registry no longer knows us).
-    fn call(&self, method: &str, tail: &str, body: Option<serde_json::Value>) -> anyhow::Result<bool> {
+    fn call(
+        &self,
+        method: &str,
+        tail: &str,
+        body: Option<serde_json::Value>,
+    ) -> anyhow::Result<bool> {
         let req = self
             .http
             .request(method, &self.url(tail))
@@ -162,7 +183,11 @@ impl Client {
             Ok(_) => Ok(true),
             Err(ureq::Error::Status(404, _)) => Ok(false),
             Err(ureq::Error::Status(code, resp)) => {
-                bail!("{method} {}: {code} {}", self.url(tail), resp.into_string().unwrap_or_default())
+                bail!(
+                    "{method} {}: {code} {}",
+                    self.url(tail),
+                    resp.into_string().unwrap_or_default()
+                )
             }
             Err(e) => bail!("{method} {}: {e}", self.url(tail)),
         }
@@ -170,7 +195,9 @@ impl Client {
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f).await.expect("API call panicked")
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("API call panicked")
 }
 
 async fn check(h: &HealthCheck) -> bool {
@@ -200,10 +227,14 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     };
     let id = match &config.id {
         Some(id) => id.clone(),
-        None => std::fs::read_to_string("/proc/sys/kernel/hostname")?.trim().to_string(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")?
+            .trim()
+            .to_string(),
     };
     let client = std::sync::Arc::new(Client {
-        http: ureq::AgentBuilder::new().timeout(Duration::from_secs(5)).build(),
+        http: ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(5))
+            .build(),
         base: config.api.clone(),
         bearer: format!("Bearer {token}"),
         id,
@@ -211,7 +242,10 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     let lease_ms = u64::from(config.instance.lease_secs.expect("validated")) * 1000;
     let heartbeat = Duration::from_millis(config.heartbeat_ms.unwrap_or(lease_ms / 3).max(1));
     let mut spec = config.instance;
-    let mut debounce = config.health.as_ref().map(|h| Debounce::new(Status::Down, h.fall, h.rise));
+    let mut debounce = config
+        .health
+        .as_ref()
+        .map(|h| Debounce::new(Status::Down, h.fall, h.rise));
     if debounce.is_some() {
         spec.status = Status::Down;
     }
@@ -224,7 +258,12 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     info!(id = %client.id, status = ?spec.status, "registered");
 
     let mut beat = tokio::time::interval(heartbeat);
-    let check_every = config.health.as_ref().map_or(Duration::from_secs(3600), |h| Duration::from_millis(h.interval_ms));
+    let check_every = config
+        .health
+        .as_ref()
+        .map_or(Duration::from_secs(3600), |h| {
+            Duration::from_millis(h.interval_ms)
+        });
     let mut checks = tokio::time::interval(check_every);
     loop {
         tokio::select! {
@@ -280,7 +319,11 @@ mod tests {
         assert_eq!(d.observe(true), None, "a success resets the failure streak");
         assert_eq!(d.observe(false), None);
         assert_eq!(d.observe(false), None);
-        assert_eq!(d.observe(false), Some(Status::Down), "down after 3 failures in a row");
+        assert_eq!(
+            d.observe(false),
+            Some(Status::Down),
+            "down after 3 failures in a row"
+        );
         assert_eq!(d.observe(false), None);
     }
 }

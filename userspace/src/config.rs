@@ -367,14 +367,21 @@ impl Config {
             return Err(self.invalid("registry.token", "must not be empty"));
         }
         if r.zones.is_empty() {
-            return Err(self.invalid("registry.zone", "at least one [[registry.zone]] is required"));
+            return Err(self.invalid(
+                "registry.zone",
+                "at least one [[registry.zone]] is required",
+            ));
         }
         if r.ns.is_empty() {
             return Err(self.invalid("registry.ns", "at least one name server is required"));
         }
         self.naming()?;
         for (i, z) in r.zones.iter().enumerate() {
-            let bare = z.name.to_ascii_lowercase().trim_end_matches('.').to_string();
+            let bare = z
+                .name
+                .to_ascii_lowercase()
+                .trim_end_matches('.')
+                .to_string();
             if file_zones.contains(&bare) {
                 return Err(self.invalid(
                     format!("registry.zone[{i}].name"),
@@ -401,13 +408,19 @@ impl Config {
         for (i, z) in r.zones.iter().enumerate() {
             let name = fqdn(format!("registry.zone[{i}].name"), &z.name)?;
             if zones.iter().any(|o: &RegistryZone| o.name == name) {
-                return Err(self.invalid(format!("registry.zone[{i}].name"), format!("{} is listed twice", z.name)));
+                return Err(self.invalid(
+                    format!("registry.zone[{i}].name"),
+                    format!("{} is listed twice", z.name),
+                ));
             }
             let networks = match &z.networks {
                 None => None,
                 Some(list) if list.iter().any(|n| n == "*") => {
                     if list.len() != 1 {
-                        return Err(self.invalid(format!("registry.zone[{i}].networks"), "\"*\" must stand alone"));
+                        return Err(self.invalid(
+                            format!("registry.zone[{i}].networks"),
+                            "\"*\" must stand alone",
+                        ));
                     }
                     if let Some(other) = catch_all.replace(i) {
                         return Err(self.invalid(
@@ -422,7 +435,10 @@ impl Config {
                         .enumerate()
                         .map(|(j, n)| {
                             n.parse().map_err(|e| {
-                                self.invalid(format!("registry.zone[{i}].networks[{j}]"), format!("{n:?}: {e}"))
+                                self.invalid(
+                                    format!("registry.zone[{i}].networks[{j}]"),
+                                    format!("{n:?}: {e}"),
+                                )
                             })
                         })
                         .collect::<Result<_, _>>()?,
@@ -430,12 +446,11 @@ impl Config {
             };
             zones.push(RegistryZone { name, networks });
         }
-        let ns = r
-            .ns
-            .iter()
-            .enumerate()
-            .map(|(i, n)| fqdn(format!("registry.ns[{i}]"), n))
-            .collect::<Result<_, _>>()?;
+        let ns =
+            r.ns.iter()
+                .enumerate()
+                .map(|(i, n)| fqdn(format!("registry.ns[{i}]"), n))
+                .collect::<Result<_, _>>()?;
         Ok(Some(Naming {
             zones,
             ttl: r.ttl,

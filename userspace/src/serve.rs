@@ -144,13 +144,22 @@ async fn start_registry(
     let token = match (&rc.token, &rc.token_file) {
         (Some(t), _) => t.clone(),
         (None, Some(f)) => std::fs::read_to_string(f)
-            .with_context(|| format!("{}: registry.token_file: cannot read {}", config.file.display(), f.display()))?
+            .with_context(|| {
+                format!(
+                    "{}: registry.token_file: cannot read {}",
+                    config.file.display(),
+                    f.display()
+                )
+            })?
             .trim()
             .to_string(),
         (None, None) => unreachable!("validated"),
     };
     if token.is_empty() {
-        bail!("{}: registry.token_file: the token is empty", config.file.display());
+        bail!(
+            "{}: registry.token_file: the token is empty",
+            config.file.display()
+        );
     }
     let naming = config.naming()?.expect("registry configured");
     let (sh, fp, payload) = (shared.clone(), fast.clone(), config.server.udp_payload);
@@ -173,7 +182,11 @@ async fn start_registry(
     )
     .with_context(|| format!("{}: registry.data_dir", config.file.display()))?;
     let listener = crate::api::bind(rc.listen).await.with_context(|| {
-        format!("{}: registry.listen: cannot bind {}", config.file.display(), rc.listen)
+        format!(
+            "{}: registry.listen: cannot bind {}",
+            config.file.display(),
+            rc.listen
+        )
     })?;
     let api_addr = listener.local_addr()?;
     info!(%api_addr, instances = started.recovered_instances, "registry API listening");

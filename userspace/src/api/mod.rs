@@ -40,7 +40,10 @@ pub struct ApiState {
 #[derive(Debug)]
 pub enum ApiError {
     Unauthorized,
-    BadRequest { field: Option<String>, message: String },
+    BadRequest {
+        field: Option<String>,
+        message: String,
+    },
     Registry(RegistryError),
 }
 
@@ -62,8 +65,12 @@ impl IntoResponse for ApiError {
             ApiError::Registry(e) => {
                 let message = e.to_string();
                 match e {
-                    RegistryError::Invalid { field, .. } => (StatusCode::UNPROCESSABLE_ENTITY, Some(field), message),
-                    RegistryError::NotFound(_) => (StatusCode::NOT_FOUND, Some("id".into()), message),
+                    RegistryError::Invalid { field, .. } => {
+                        (StatusCode::UNPROCESSABLE_ENTITY, Some(field), message)
+                    }
+                    RegistryError::NotFound(_) => {
+                        (StatusCode::NOT_FOUND, Some("id".into()), message)
+                    }
                     RegistryError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, None, message),
                 }
             }
@@ -91,13 +98,20 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/zones", get(list_zones))
         .route("/v1/openapi.json", get(openapi))
         .fallback(|| async {
-            (StatusCode::NOT_FOUND, Json(json!({"error": "no such endpoint (see /v1/openapi.json)", "field": null})))
+            (
+                StatusCode::NOT_FOUND,
+                Json(json!({"error": "no such endpoint (see /v1/openapi.json)", "field": null})),
+            )
         })
         .with_state(state)
 }
 
 /// Serves `router` on `listener` until `stop` flips.
-pub async fn serve(listener: tokio::net::TcpListener, state: ApiState, mut stop: watch::Receiver<bool>) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: ApiState,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;
@@ -188,18 +202,38 @@ async fn written(state: &ApiState, op: Op) -> Result<Response, ApiError> {
     }
 }
 
-async fn register(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+async fn register(
+    State(s): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
     let spec = parse(&body)?;
-    written(&s, Op::Register { id, spec }).await
+    written(
+        &s,
+        Op::Register {
+            id,
+            spec: Box::new(spec),
+        },
+    )
+    .await
 }
 
-async fn deregister(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn deregister(
+    State(s): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
     written(&s, Op::Deregister { id }).await
 }
 
-async fn heartbeat(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn heartbeat(
+    State(s): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
     written(&s, Op::Heartbeat { id }).await
 }
@@ -210,7 +244,12 @@ struct StatusBody {
     status: Status,
 }
 
-async fn set_status(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+async fn set_status(
+    State(s): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
     let StatusBody { status } = parse(&body)?;
     written(&s, Op::SetStatus { id, status }).await
@@ -222,13 +261,22 @@ struct OwnerBody {
     enabled: bool,
 }
 
-async fn set_owner(State(s): State<ApiState>, Path(owner): Path<String>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+async fn set_owner(
+    State(s): State<ApiState>,
+    Path(owner): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
     let OwnerBody { enabled } = parse(&body)?;
     written(&s, Op::SetOwner { owner, enabled }).await
 }
 
-async fn get_instance(State(s): State<ApiState>, Path(id): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn get_instance(
+    State(s): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     authorize(&s, &headers, false)?;
     let view = s.registry.view();
     let inst = view
@@ -238,7 +286,10 @@ async fn get_instance(State(s): State<ApiState>, Path(id): Path<String>, headers
     Ok(Json(instance_view(&view, inst)).into_response())
 }
 
-async fn list_instances(State(s): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn list_instances(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     authorize(&s, &headers, false)?;
     let view = s.registry.view();
     let all: Vec<InstanceView> = view
@@ -250,7 +301,10 @@ async fn list_instances(State(s): State<ApiState>, headers: HeaderMap) -> Result
     Ok(Json(all).into_response())
 }
 
-async fn list_services(State(s): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn list_services(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     authorize(&s, &headers, false)?;
     let view = s.registry.view();
     let services: Vec<_> = view
@@ -288,7 +342,9 @@ async fn list_zones(State(s): State<ApiState>, headers: HeaderMap) -> Result<Res
             let networks = match &z.networks {
                 None => json!(null),
                 Some(Networks::CatchAll) => json!(["*"]),
-                Some(Networks::List(list)) => json!(list.iter().map(|n| n.to_string()).collect::<Vec<_>>()),
+                Some(Networks::List(list)) => {
+                    json!(list.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                }
             };
             json!({
                 "name": z.name.to_string(),
@@ -339,18 +395,32 @@ mod tests {
         // The router source registers exactly these paths.
         let src = include_str!("mod.rs");
         for path in doc["paths"].as_object().unwrap().keys() {
-            assert!(src.contains(&format!(".route(\"{path}\"")) || src.contains(&format!("\"{path}\",")), "{path} not routed");
+            assert!(
+                src.contains(&format!(".route(\"{path}\""))
+                    || src.contains(&format!("\"{path}\",")),
+                "{path} not routed"
+            );
         }
     }
 
     #[test]
     fn field_paths_in_errors() {
-        let e = parse::<crate::registry::InstanceSpec>(br#"{"owner":"o","addresses":["10.0.0.300"],"lease_secs":5}"#).unwrap_err();
-        let ApiError::BadRequest { field, message } = e else { panic!() };
+        let e = parse::<crate::registry::InstanceSpec>(
+            br#"{"owner":"o","addresses":["10.0.0.300"],"lease_secs":5}"#,
+        )
+        .unwrap_err();
+        let ApiError::BadRequest { field, message } = e else {
+            panic!()
+        };
         assert_eq!(field.as_deref(), Some("addresses[0]"));
         assert!(message.starts_with("addresses[0]: "), "{message}");
-        let e = parse::<crate::registry::InstanceSpec>(br#"{"owner":"o","addresses":[],"lease_secs":"x"}"#).unwrap_err();
-        let ApiError::BadRequest { field, .. } = e else { panic!() };
+        let e = parse::<crate::registry::InstanceSpec>(
+            br#"{"owner":"o","addresses":[],"lease_secs":"x"}"#,
+        )
+        .unwrap_err();
+        let ApiError::BadRequest { field, .. } = e else {
+            panic!()
+        };
         assert_eq!(field.as_deref(), Some("lease_secs"));
     }
 }

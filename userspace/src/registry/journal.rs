@@ -80,10 +80,11 @@ impl Journal {
         let snap_path = dir.join(SNAPSHOT);
         let (mut registry, mut last_ts) = match std::fs::read(&snap_path) {
             Ok(bytes) => {
-                let s: SnapshotFile = serde_json::from_slice(&bytes).map_err(|e| JournalError::Snapshot {
-                    path: snap_path.clone(),
-                    message: e.to_string(),
-                })?;
+                let s: SnapshotFile =
+                    serde_json::from_slice(&bytes).map_err(|e| JournalError::Snapshot {
+                        path: snap_path.clone(),
+                        message: e.to_string(),
+                    })?;
                 (s.registry, s.ts)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => (Registry::default(), 0),
@@ -132,8 +133,10 @@ impl Journal {
     /// Queues a batch; nothing is durable before [`Journal::sync`].
     pub fn append(&mut self, batch: &Batch) {
         let json = serde_json::to_vec(batch).expect("entries always serialise");
-        self.pending.extend_from_slice(&(json.len() as u32).to_le_bytes());
-        self.pending.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
+        self.pending
+            .extend_from_slice(&(json.len() as u32).to_le_bytes());
+        self.pending
+            .extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
         self.pending.extend_from_slice(&json);
     }
 
@@ -215,7 +218,8 @@ mod tests {
 
     fn put(r: &Registry, id: &str) -> Entry {
         let spec: InstanceSpec =
-            serde_json::from_str(r#"{"owner":"o","addresses":["10.0.0.1"],"lease_secs":30}"#).unwrap();
+            serde_json::from_str(r#"{"owner":"o","addresses":["10.0.0.1"],"lease_secs":30}"#)
+                .unwrap();
         r.register(id, &spec, 0).unwrap()
     }
 
@@ -228,21 +232,41 @@ mod tests {
         for (i, id) in ["a", "b", "c"].iter().enumerate() {
             let e = put(&reg, id);
             reg.apply(&e);
-            j.append(&Batch { ts: i as u64 + 1, entries: vec![e] });
+            j.append(&Batch {
+                ts: i as u64 + 1,
+                entries: vec![e],
+            });
         }
         j.sync().unwrap();
         drop(j);
         // A torn write: half of a fourth record.
         let e = put(&reg, "d");
-        let mut half = Journal { dir: dir.clone(), file: OpenOptions::new().append(true).open(dir.join(JOURNAL)).unwrap(), bytes: 0, pending: Vec::new() };
-        half.append(&Batch { ts: 9, entries: vec![e] });
+        let mut half = Journal {
+            dir: dir.clone(),
+            file: OpenOptions::new()
+                .append(true)
+                .open(dir.join(JOURNAL))
+                .unwrap(),
+            bytes: 0,
+            pending: Vec::new(),
+        };
+        half.append(&Batch {
+            ts: 9,
+            entries: vec![e],
+        });
         let cut = half.pending.len() / 2;
         half.file.write_all(&half.pending[..cut]).unwrap();
         drop(half);
 
         let (j, rec) = Journal::open(&dir).unwrap();
-        assert_eq!(rec.registry, reg, "three whole batches, no half of the fourth");
-        assert_eq!((rec.batches, rec.last_ts, rec.discarded), (3, 3, cut as u64));
+        assert_eq!(
+            rec.registry, reg,
+            "three whole batches, no half of the fourth"
+        );
+        assert_eq!(
+            (rec.batches, rec.last_ts, rec.discarded),
+            (3, 3, cut as u64)
+        );
         drop(j);
         let (_, again) = Journal::open(&dir).unwrap();
         assert_eq!(again.discarded, 0, "the tail was cut for good");
@@ -257,11 +281,17 @@ mod tests {
         for id in ["a", "b"] {
             let e = put(&reg, id);
             reg.apply(&e);
-            j.append(&Batch { ts: 5, entries: vec![e] });
+            j.append(&Batch {
+                ts: 5,
+                entries: vec![e],
+            });
         }
         let del = reg.deregister("a").unwrap();
         reg.apply(&del);
-        j.append(&Batch { ts: 6, entries: vec![del] });
+        j.append(&Batch {
+            ts: 6,
+            entries: vec![del],
+        });
         j.sync().unwrap();
         let journal_bytes = std::fs::read(dir.join(JOURNAL)).unwrap();
         j.compact(&reg, 6).unwrap();

@@ -167,9 +167,7 @@ pub fn label(field: &str, s: &str, underscore: bool) -> Result<String, RegistryE
     if body.is_empty() || s.len() > 63 {
         return Err(bad(field, format!("{s:?} must be 1 to 63 characters")));
     }
-    let ok = body
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    let ok = body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         && !body.starts_with('-')
         && !body.ends_with('-');
     if !ok {
@@ -187,7 +185,8 @@ pub fn domain(field: &str, s: &str) -> Result<String, RegistryError> {
     if trimmed.is_empty() || trimmed.len() > 253 {
         return Err(bad(field, format!("{s:?} must be 1 to 253 characters")));
     }
-    let labels: Result<Vec<String>, _> = trimmed.split('.').map(|l| label(field, l, false)).collect();
+    let labels: Result<Vec<String>, _> =
+        trimmed.split('.').map(|l| label(field, l, false)).collect();
     Ok(labels?.join("."))
 }
 
@@ -210,7 +209,12 @@ pub fn parse_tag(field: &str, tag: &str) -> Result<Membership, RegistryError> {
     for (i, part) in parts.enumerate() {
         match part.split_once('=') {
             None if i == 0 => m.port = Some(num("port", part)?),
-            None => return Err(bad(field, format!("{tag:?}: expected key=value, got {part:?}"))),
+            None => {
+                return Err(bad(
+                    field,
+                    format!("{tag:?}: expected key=value, got {part:?}"),
+                ))
+            }
             Some(("port", v)) => m.port = Some(num("port", v)?),
             Some(("priority", v)) => m.priority = num("priority", v)?,
             Some(("weight", v)) => m.weight = num("weight", v)?,
@@ -233,10 +237,19 @@ impl InstanceSpec {
         }
         for (i, a) in self.addresses.iter().enumerate() {
             if a.is_unspecified() || a.is_multicast() {
-                return Err(bad(format!("addresses[{i}]"), format!("{a} is not a unicast address")));
+                return Err(bad(
+                    format!("addresses[{i}]"),
+                    format!("{a} is not a unicast address"),
+                ));
             }
         }
-        let addresses: Vec<IpAddr> = self.addresses.iter().copied().collect::<BTreeSet<_>>().into_iter().collect();
+        let addresses: Vec<IpAddr> = self
+            .addresses
+            .iter()
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         let mut services = BTreeSet::new();
         for (i, input) in self.services.iter().enumerate() {
             let field = format!("services[{i}]");
@@ -252,7 +265,10 @@ impl InstanceSpec {
             services.insert(m);
         }
         if !services.is_empty() && owner.is_none() {
-            return Err(bad("owner", "required when services are given (CNS names are <service>.svc.<owner>.<zone>)"));
+            return Err(bad(
+                "owner",
+                "required when services are given (CNS names are <service>.svc.<owner>.<zone>)",
+            ));
         }
         let lease_secs = self
             .lease_secs
@@ -265,7 +281,10 @@ impl InstanceSpec {
             Some(b) => Some(b.validate()?),
         };
         if owner.is_none() && binder.is_none() {
-            return Err(bad("owner", "an instance needs an owner (CNS names) or a binder record"));
+            return Err(bad(
+                "owner",
+                "an instance needs an owner (CNS names) or a binder record",
+            ));
         }
         Ok(Registration {
             owner,
@@ -323,8 +342,10 @@ mod tests {
 
     #[test]
     fn canonical_and_case_insensitive() {
-        let r = spec(r#"{"owner":"ABC","addresses":["10.0.0.2","10.0.0.1","10.0.0.2"],
-                        "services":["Web:80","web:80","db"],"lease_secs":30}"#)
+        let r = spec(
+            r#"{"owner":"ABC","addresses":["10.0.0.2","10.0.0.1","10.0.0.2"],
+                        "services":["Web:80","web:80","db"],"lease_secs":30}"#,
+        )
         .unwrap();
         assert_eq!(r.owner.as_deref(), Some("abc"));
         assert_eq!(r.addresses.len(), 2);
@@ -336,34 +357,75 @@ mod tests {
     fn errors_name_the_field() {
         let cases = [
             (r#"{"owner":"a","addresses":["10.0.0.1"]}"#, "lease_secs"),
-            (r#"{"owner":"a","addresses":[],"lease_secs":5}"#, "addresses"),
-            (r#"{"owner":"a_b","addresses":["10.0.0.1"],"lease_secs":5}"#, "owner"),
-            (r#"{"owner":"a","addresses":["10.0.0.1"],"services":["bad name"],"lease_secs":5}"#, "services[0].name"),
-            (r#"{"owner":"a","addresses":["10.0.0.1"],"lease_secs":0}"#, "lease_secs"),
-            (r#"{"owner":"a","addresses":["0.0.0.0"],"lease_secs":5}"#, "addresses[0]"),
-            (r#"{"addresses":["10.0.0.1"],"lease_secs":5,"binder":{"domain":"x..y","type":"host"}}"#, "binder.domain"),
+            (
+                r#"{"owner":"a","addresses":[],"lease_secs":5}"#,
+                "addresses",
+            ),
+            (
+                r#"{"owner":"a_b","addresses":["10.0.0.1"],"lease_secs":5}"#,
+                "owner",
+            ),
+            (
+                r#"{"owner":"a","addresses":["10.0.0.1"],"services":["bad name"],"lease_secs":5}"#,
+                "services[0].name",
+            ),
+            (
+                r#"{"owner":"a","addresses":["10.0.0.1"],"lease_secs":0}"#,
+                "lease_secs",
+            ),
+            (
+                r#"{"owner":"a","addresses":["0.0.0.0"],"lease_secs":5}"#,
+                "addresses[0]",
+            ),
+            (
+                r#"{"addresses":["10.0.0.1"],"lease_secs":5,"binder":{"domain":"x..y","type":"host"}}"#,
+                "binder.domain",
+            ),
             (r#"{"addresses":["10.0.0.1"],"lease_secs":5}"#, "owner"),
         ];
         for (json, field) in cases {
             let e = spec(json).unwrap_err();
             assert!(e.starts_with(field), "{json}: {e}");
         }
-        let e = spec(r#"{"owner":"a","addresses":["10.0.0.1"],"lease_secs":5,"colour":1}"#).unwrap_err();
+        let e = spec(r#"{"owner":"a","addresses":["10.0.0.1"],"lease_secs":5,"colour":1}"#)
+            .unwrap_err();
         assert!(e.contains("unknown field `colour`"), "{e}");
     }
 
     #[test]
     fn binder_type_rules() {
         use HostType::*;
-        let queryable: Vec<_> = [DbHost, Host, LoadBalancer, MorayHost, OpsHost, RedisHost, RrHost]
-            .into_iter()
-            .filter(|t| t.queryable())
-            .collect();
-        assert_eq!(queryable, [DbHost, Host, LoadBalancer, MorayHost, RedisHost]);
-        let serviceable: Vec<_> = [DbHost, Host, LoadBalancer, MorayHost, OpsHost, RedisHost, RrHost]
-            .into_iter()
-            .filter(|t| t.serviceable())
-            .collect();
-        assert_eq!(serviceable, [LoadBalancer, MorayHost, OpsHost, RedisHost, RrHost]);
+        let queryable: Vec<_> = [
+            DbHost,
+            Host,
+            LoadBalancer,
+            MorayHost,
+            OpsHost,
+            RedisHost,
+            RrHost,
+        ]
+        .into_iter()
+        .filter(|t| t.queryable())
+        .collect();
+        assert_eq!(
+            queryable,
+            [DbHost, Host, LoadBalancer, MorayHost, RedisHost]
+        );
+        let serviceable: Vec<_> = [
+            DbHost,
+            Host,
+            LoadBalancer,
+            MorayHost,
+            OpsHost,
+            RedisHost,
+            RrHost,
+        ]
+        .into_iter()
+        .filter(|t| t.serviceable())
+        .collect();
+        assert_eq!(
+            serviceable,
+            [LoadBalancer, MorayHost, OpsHost, RedisHost, RrHost]
+        );
     }
 }

@@ -102,7 +102,11 @@ impl Naming {
             }
         }
         if inst.reg.owner.is_some() && inst.reg.binder.is_none() {
-            let covered = inst.reg.addresses.iter().any(|a| !self.cns_zones(*a).is_empty());
+            let covered = inst
+                .reg
+                .addresses
+                .iter()
+                .any(|a| !self.cns_zones(*a).is_empty());
             if !covered {
                 return Err(RegistryError::Invalid {
                     field: "addresses".into(),
@@ -161,10 +165,26 @@ impl Naming {
         let mut z = Zone::new(origin);
         let [refresh, retry, expire, minimum] = self.soa_timers;
         let mname = self.ns.first().cloned().unwrap_or_else(|| origin.clone());
-        let soa = SOA::new(mname, self.hostmaster.clone(), 0, refresh as i32, retry as i32, expire as i32, minimum);
-        let _ = z.insert(Record::from_rdata(origin.clone(), self.ttl.max(minimum), RData::SOA(soa)));
+        let soa = SOA::new(
+            mname,
+            self.hostmaster.clone(),
+            0,
+            refresh as i32,
+            retry as i32,
+            expire as i32,
+            minimum,
+        );
+        let _ = z.insert(Record::from_rdata(
+            origin.clone(),
+            self.ttl.max(minimum),
+            RData::SOA(soa),
+        ));
         for ns in &self.ns {
-            let _ = z.insert(Record::from_rdata(origin.clone(), 3600, RData::NS(NS(ns.clone()))));
+            let _ = z.insert(Record::from_rdata(
+                origin.clone(),
+                3600,
+                RData::NS(NS(ns.clone())),
+            ));
         }
         z
     }
@@ -173,7 +193,12 @@ impl Naming {
         if inst.reg.disabled {
             return;
         }
-        if let Some(owner) = inst.reg.owner.as_deref().filter(|o| self.owner_enabled(reg, o)) {
+        if let Some(owner) = inst
+            .reg
+            .owner
+            .as_deref()
+            .filter(|o| self.owner_enabled(reg, o))
+        {
             self.cns_records(inst, owner, out);
         }
         if let Some(b) = &inst.reg.binder {
@@ -234,7 +259,12 @@ impl Naming {
     /// domain (TTL: the lesser of the SRV TTL and its host TTL, so the set
     /// gets the minimum over members) and one SRV per port.
     fn binder_member_records(&self, reg: &Registry, inst: &Instance, out: &mut Records) {
-        let Some(b) = inst.reg.binder.as_ref().filter(|b| !inst.reg.disabled && b.host_type.serviceable()) else {
+        let Some(b) = inst
+            .reg
+            .binder
+            .as_ref()
+            .filter(|b| !inst.reg.disabled && b.host_type.serviceable())
+        else {
             return;
         };
         if !inst.listed_in(&binder_key(&b.domain)) {
@@ -243,19 +273,34 @@ impl Naming {
         let Some(service) = binder_service(reg, &b.domain) else {
             return;
         };
-        let Ok(domain_name) = fqdn(&b.domain) else { return };
+        let Ok(domain_name) = fqdn(&b.domain) else {
+            return;
+        };
         let srv_ttl = service.ttl.unwrap_or(self.srv_ttl);
         let a_ttl = b.ttl.unwrap_or(self.ttl).min(srv_ttl);
-        let Ok(srv_name) = child(&format!("{}.{}", service.srvce, service.proto), &domain_name) else {
+        let Ok(srv_name) = child(
+            &format!("{}.{}", service.srvce, service.proto),
+            &domain_name,
+        ) else {
             return;
         };
         for &a in &inst.reg.addresses {
             out.add(&domain_name, a_ttl, address(a));
         }
-        let Ok(target) = child(&inst.id, &domain_name) else { return };
-        let ports = if b.ports.is_empty() { vec![service.port] } else { b.ports.clone() };
+        let Ok(target) = child(&inst.id, &domain_name) else {
+            return;
+        };
+        let ports = if b.ports.is_empty() {
+            vec![service.port]
+        } else {
+            b.ports.clone()
+        };
         for port in ports {
-            out.add(&srv_name, srv_ttl, RData::SRV(SRV::new(0, 10, port, target.clone())));
+            out.add(
+                &srv_name,
+                srv_ttl,
+                RData::SRV(SRV::new(0, 10, port, target.clone())),
+            );
         }
     }
 }
@@ -316,10 +361,11 @@ fn child(labels: &str, parent: &Name) -> Result<Name, RegistryError> {
         field: "name".into(),
         message: format!("{labels:?}: {e}"),
     })?;
-    rel.append_domain(parent).map_err(|e| RegistryError::Invalid {
-        field: "name".into(),
-        message: format!("{labels}.{parent}: {e}"),
-    })
+    rel.append_domain(parent)
+        .map_err(|e| RegistryError::Invalid {
+            field: "name".into(),
+            message: format!("{labels}.{parent}: {e}"),
+        })
 }
 
 /// `in-addr.arpa` / `ip6.arpa` name of an address.

@@ -20,15 +20,15 @@ use std::collections::{BTreeMap, HashSet};
 use hickory_proto::rr::{LowerName, Name, RData, Record};
 
 use super::journal::{Batch, Journal, JournalError};
-use super::table::Table;
 use super::state::Entry;
+use super::table::Table;
 use super::{HealthPolicy, Instance, InstanceSpec, Naming, Registry, RegistryError, Status};
 use crate::zone::{Change, ZoneDiff, ZoneStore};
 
 /// A write request.
 #[derive(Debug)]
 pub enum Op {
-    Register { id: String, spec: InstanceSpec },
+    Register { id: String, spec: Box<InstanceSpec> },
     Deregister { id: String },
     Heartbeat { id: String },
     SetStatus { id: String, status: Status },
@@ -241,7 +241,7 @@ impl Writer {
                     self.registry.apply(&entry);
                     self.mark_dirty(&entry);
                     let result = match &entry {
-                        Entry::Put { instance } => Some(instance.clone()),
+                        Entry::Put { instance } => Some((**instance).clone()),
                         Entry::Renew { id, .. } => self.registry.instances.get(id).cloned(),
                         _ => None,
                     };
@@ -302,7 +302,9 @@ impl Writer {
         for e in &entries {
             match e {
                 Entry::Delete { id, reason } => info!(instance = %id, ?reason, "instance removed"),
-                Entry::Put { instance } => info!(instance = %instance.id, withdrawn = ?instance.withdrawn.keys().collect::<Vec<_>>(), "self-reported down: withdrawn from service"),
+                Entry::Put { instance } => {
+                    info!(instance = %instance.id, withdrawn = ?instance.withdrawn.keys().collect::<Vec<_>>(), "self-reported down: withdrawn from service")
+                }
                 _ => {}
             }
             self.registry.apply(e);
@@ -371,7 +373,9 @@ impl Writer {
         let snapshot = store.snapshot();
         let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
         for key in keys {
-            let Some(origin) = self.naming.zone_of(&key.0) else { continue };
+            let Some(origin) = self.naming.zone_of(&key.0) else {
+                continue;
+            };
             let old = snapshot
                 .zone(&LowerName::new(origin))
                 .and_then(|z| z.node(&LowerName::new(&key.0)))
@@ -423,7 +427,12 @@ impl Writer {
 
 /// The record changes that turn RRset `old` into `new` (a TTL change
 /// replaces the whole set: one TTL per RRset).
-fn rrset_changes(name: &Name, old: Option<(u32, Vec<RData>)>, new: Option<(u32, Vec<RData>)>, out: &mut Vec<Change>) {
+fn rrset_changes(
+    name: &Name,
+    old: Option<(u32, Vec<RData>)>,
+    new: Option<(u32, Vec<RData>)>,
+    out: &mut Vec<Change>,
+) {
     let (old_ttl, old_data) = old.unwrap_or((0, Vec::new()));
     let (new_ttl, new_data) = new.unwrap_or((0, Vec::new()));
     let same_ttl = old_ttl == new_ttl || old_data.is_empty() || new_data.is_empty();

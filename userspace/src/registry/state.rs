@@ -71,7 +71,7 @@ pub fn binder_key(domain: &str) -> String {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Entry {
-    Put { instance: Instance },
+    Put { instance: Box<Instance> },
     Delete { id: String, reason: RemovalReason },
     Renew { id: String, expires_at: u64 },
     Owner { owner: String, enabled: bool },
@@ -98,7 +98,12 @@ impl Registry {
 
     /// Register or replace instance `id`. A re-registration keeps the
     /// health history so a status it repeats is not a new self-report.
-    pub fn register(&self, id: &str, spec: &InstanceSpec, now: u64) -> Result<Entry, RegistryError> {
+    pub fn register(
+        &self,
+        id: &str,
+        spec: &InstanceSpec,
+        now: u64,
+    ) -> Result<Entry, RegistryError> {
         let id = label("id", id, false)?;
         let reg = spec.validate()?;
         let expires_at = now + u64::from(reg.lease_secs) * 1000;
@@ -136,7 +141,9 @@ impl Registry {
                 }
             }
         }
-        Ok(Entry::Put { instance })
+        Ok(Entry::Put {
+            instance: Box::new(instance),
+        })
     }
 
     pub fn deregister(&self, id: &str) -> Result<Entry, RegistryError> {
@@ -158,7 +165,9 @@ impl Registry {
     pub fn set_status(&self, id: &str, status: Status, now: u64) -> Result<Entry, RegistryError> {
         let mut inst = self.lookup(id)?.clone();
         set_status(&mut inst, status, now);
-        Ok(Entry::Put { instance: inst })
+        Ok(Entry::Put {
+            instance: Box::new(inst),
+        })
     }
 
     pub fn set_owner(&self, owner: &str, enabled: bool) -> Result<Entry, RegistryError> {
@@ -176,7 +185,8 @@ impl Registry {
     pub fn apply(&mut self, entry: &Entry) {
         match entry {
             Entry::Put { instance } => {
-                self.instances.insert(instance.id.clone(), instance.clone());
+                self.instances
+                    .insert(instance.id.clone(), (**instance).clone());
             }
             Entry::Delete { id, .. } => {
                 self.instances.remove(id);
@@ -215,7 +225,9 @@ impl Registry {
                 .or_insert_with(|| live.instances[&id].clone());
             inst.withdrawn.insert(service, now);
         }
-        out.extend(changed.into_values().map(|instance| Entry::Put { instance }));
+        out.extend(changed.into_values().map(|instance| Entry::Put {
+            instance: Box::new(instance),
+        }));
         out
     }
 
@@ -264,7 +276,11 @@ mod tests {
         let policy = HealthPolicy::default();
         let mut r = Registry::default();
         let e = r
-            .register("Web-1", &spec(r#"{"owner":"o","addresses":["10.0.0.1"],"lease_secs":10}"#), 1_000)
+            .register(
+                "Web-1",
+                &spec(r#"{"owner":"o","addresses":["10.0.0.1"],"lease_secs":10}"#),
+                1_000,
+            )
             .unwrap();
         r.apply(&e);
         assert_eq!(r.get("web-1").unwrap().expires_at, 11_000);
@@ -275,11 +291,17 @@ mod tests {
         let expired = r.tick(15_000, &policy);
         assert_eq!(
             expired,
-            vec![Entry::Delete { id: "web-1".into(), reason: RemovalReason::LeaseExpired }]
+            vec![Entry::Delete {
+                id: "web-1".into(),
+                reason: RemovalReason::LeaseExpired
+            }]
         );
         r.apply(&expired[0]);
         assert!(r.get("web-1").is_none());
-        assert!(matches!(r.heartbeat("web-1", 0), Err(RegistryError::NotFound(_))));
+        assert!(matches!(
+            r.heartbeat("web-1", 0),
+            Err(RegistryError::NotFound(_))
+        ));
     }
 
     #[test]
@@ -298,7 +320,11 @@ mod tests {
     fn entries_round_trip_through_json() {
         let r = Registry::default();
         let e = r
-            .register("a", &spec(r#"{"owner":"o","addresses":["::1"],"services":["x:80"],"lease_secs":10}"#), 0)
+            .register(
+                "a",
+                &spec(r#"{"owner":"o","addresses":["::1"],"services":["x:80"],"lease_secs":10}"#),
+                0,
+            )
             .unwrap();
         let text = serde_json::to_string(&e).unwrap();
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), e);

@@ -35,7 +35,12 @@ impl Table {
 
     /// Re-derives the records of the `changed` instances (present or gone
     /// in `reg`) and returns the RRsets that may differ.
-    pub fn update(&mut self, naming: &Naming, reg: &Registry, changed: impl IntoIterator<Item = String>) -> Vec<SetKey> {
+    pub fn update(
+        &mut self,
+        naming: &Naming,
+        reg: &Registry,
+        changed: impl IntoIterator<Item = String>,
+    ) -> Vec<SetKey> {
         let mut ids: HashSet<String> = changed.into_iter().collect();
         // A Binder domain whose service definition changed: every member's
         // SRV and A records depend on it.
@@ -57,7 +62,12 @@ impl Table {
                         .filter(|i| i.reg.binder.as_ref().is_some_and(|b| b.domain == d))
                         .map(|i| i.id.clone()),
                 );
-                if def.is_none() && !reg.instances.values().any(|i| i.reg.binder.as_ref().is_some_and(|b| b.domain == d)) {
+                if def.is_none()
+                    && !reg
+                        .instances
+                        .values()
+                        .any(|i| i.reg.binder.as_ref().is_some_and(|b| b.domain == d))
+                {
                     self.binder_defs.remove(&d);
                 } else {
                     self.binder_defs.insert(d, def);
@@ -76,13 +86,17 @@ impl Table {
                 affected.push(key);
             }
             self.binder_domain.remove(&id);
-            let Some(inst) = reg.instances.get(&id) else { continue };
+            let Some(inst) = reg.instances.get(&id) else {
+                continue;
+            };
             if let Some(b) = &inst.reg.binder {
                 self.binder_domain.insert(id.clone(), b.domain.clone());
             }
             let mut mine: BTreeMap<SetKey, Vec<(u32, RData)>> = BTreeMap::new();
             for Contribution { name, ttl, data } in naming.contributions(reg, inst) {
-                mine.entry((name, data.record_type())).or_default().push((ttl, data));
+                mine.entry((name, data.record_type()))
+                    .or_default()
+                    .push((ttl, data));
             }
             let keys: Vec<SetKey> = mine.keys().cloned().collect();
             for (key, recs) in mine {
@@ -127,7 +141,8 @@ impl Table {
             .map(|z| (z.name.clone(), naming.empty_zone(&z.name)))
             .collect();
         for key in self.sets.keys() {
-            let (Some(origin), Some((ttl, data))) = (naming.zone_of(&key.0), self.rrset(key)) else {
+            let (Some(origin), Some((ttl, data))) = (naming.zone_of(&key.0), self.rrset(key))
+            else {
                 continue;
             };
             let zone = zones.get_mut(origin).expect("configured zone");
@@ -152,17 +167,43 @@ mod tests {
         reg.apply(&reg.set_owner("acme", true).unwrap());
         let mut table = Table::build(&naming, &reg);
         let specs = [
-            ("a", r#"{"owner":"acme","addresses":["10.0.0.1"],"services":["web:80"],"lease_secs":60}"#),
-            ("b", r#"{"owner":"acme","addresses":["10.0.0.1","165.225.0.9"],"services":["web:80","db"],"lease_secs":60}"#),
-            ("c", r#"{"addresses":["172.27.10.72"],"lease_secs":60,"binder":{"domain":"example.joyent.us","type":"load_balancer","ttl":20,"service":{"srvce":"_http","proto":"_tcp","port":80,"ttl":60}}}"#),
-            ("d", r#"{"addresses":["172.27.10.73"],"lease_secs":60,"binder":{"domain":"example.joyent.us","type":"load_balancer","ttl":40}}"#),
-            ("a", r#"{"owner":"acme","addresses":["10.0.0.2"],"services":["web:81"],"lease_secs":60}"#),
-            ("c", r#"{"addresses":["172.27.10.72"],"lease_secs":60,"binder":{"domain":"example.joyent.us","type":"load_balancer","ttl":20,"service":{"srvce":"_http","proto":"_tcp","port":8080}}}"#),
+            (
+                "a",
+                r#"{"owner":"acme","addresses":["10.0.0.1"],"services":["web:80"],"lease_secs":60}"#,
+            ),
+            (
+                "b",
+                r#"{"owner":"acme","addresses":["10.0.0.1","165.225.0.9"],"services":["web:80","db"],"lease_secs":60}"#,
+            ),
+            (
+                "c",
+                r#"{"addresses":["172.27.10.72"],"lease_secs":60,"binder":{"domain":"example.joyent.us","type":"load_balancer","ttl":20,"service":{"srvce":"_http","proto":"_tcp","port":80,"ttl":60}}}"#,
+            ),
+            (
+                "d",
+                r#"{"addresses":["172.27.10.73"],"lease_secs":60,"binder":{"domain":"example.joyent.us","type":"load_balancer","ttl":40}}"#,
+            ),
+            (
+                "a",
+                r#"{"owner":"acme","addresses":["10.0.0.2"],"services":["web:81"],"lease_secs":60}"#,
+            ),
+            (
+                "c",
+                r#"{"addresses":["172.27.10.72"],"lease_secs":60,"binder":{"domain":"example.joyent.us","type":"load_balancer","ttl":20,"service":{"srvce":"_http","proto":"_tcp","port":8080}}}"#,
+            ),
         ];
         let check = |table: &Table, reg: &Registry| {
             let full = Table::build(&naming, reg);
-            let mut a: Vec<_> = full.sets.keys().map(|k| (k.clone(), full.rrset(k))).collect();
-            let mut b: Vec<_> = table.sets.keys().map(|k| (k.clone(), table.rrset(k))).collect();
+            let mut a: Vec<_> = full
+                .sets
+                .keys()
+                .map(|k| (k.clone(), full.rrset(k)))
+                .collect();
+            let mut b: Vec<_> = table
+                .sets
+                .keys()
+                .map(|k| (k.clone(), table.rrset(k)))
+                .collect();
             a.sort_by(|x, y| x.0.cmp(&y.0));
             b.sort_by(|x, y| x.0.cmp(&y.0));
             assert_eq!(format!("{a:?}"), format!("{b:?}"));
@@ -181,6 +222,9 @@ mod tests {
         }
         // The service definition moved from c (gone) to nobody: d's
         // service records went with it.
-        assert!(table.sets.keys().all(|k| k.1 != RecordType::SRV || k.0.to_string().contains("svc")));
+        assert!(table
+            .sets
+            .keys()
+            .all(|k| k.1 != RecordType::SRV || k.0.to_string().contains("svc")));
     }
 }

@@ -97,12 +97,16 @@ fn cns_frontdoor_service_and_instance_names() {
     register(
         &mut r,
         inst,
-        &format!(r#"{{"owner":"{OWNER}","addresses":["165.225.1.10","10.1.2.3"],"services":["frontdoor:443"],"lease_secs":60}}"#),
+        &format!(
+            r#"{{"owner":"{OWNER}","addresses":["165.225.1.10","10.1.2.3"],"services":["frontdoor:443"],"lease_secs":60}}"#
+        ),
     );
     register(
         &mut r,
         "b2",
-        &format!(r#"{{"owner":"{OWNER}","addresses":["165.225.1.11"],"services":["frontdoor:443"],"lease_secs":60}}"#),
+        &format!(
+            r#"{{"owner":"{OWNER}","addresses":["165.225.1.11"],"services":["frontdoor:443"],"lease_secs":60}}"#
+        ),
     );
     let svc = format!("frontdoor.svc.{OWNER}.us-east-1.triton-hosted.io.");
     let a = ask(&r, &svc, RecordType::A);
@@ -114,10 +118,16 @@ fn cns_frontdoor_service_and_instance_names() {
     // The public address lives in the public zone, the private one in the
     // catch-all zone.
     let public = format!("{inst}.inst.{OWNER}.us-east-1.triton-hosted.io.");
-    assert_eq!(rdatas(&ask(&r, &public, RecordType::A).answers), ["165.225.1.10"]);
+    assert_eq!(
+        rdatas(&ask(&r, &public, RecordType::A).answers),
+        ["165.225.1.10"]
+    );
     assert_eq!(rdatas(&ask(&r, &public, RecordType::TXT).answers), [inst]);
     let private = format!("{inst}.inst.{OWNER}.us-east-1.cns.internal.");
-    assert_eq!(rdatas(&ask(&r, &private, RecordType::A).answers), ["10.1.2.3"]);
+    assert_eq!(
+        rdatas(&ask(&r, &private, RecordType::A).answers),
+        ["10.1.2.3"]
+    );
 
     // SRV per member port, with A additionals for the instance names.
     let srv = ask(&r, &format!("_frontdoor._tcp.{svc}"), RecordType::SRV);
@@ -127,7 +137,7 @@ fn cns_frontdoor_service_and_instance_names() {
 
     // Reverse: one PTR per address, to the instance name.
     let ptr = ask(&r, "3.2.1.10.in-addr.arpa.", RecordType::PTR);
-    assert_eq!(rdatas(&ptr.answers), [private.clone()]);
+    assert_eq!(rdatas(&ptr.answers), std::slice::from_ref(&private));
 
     // Names are case-insensitive.
     let upper = ask(&r, &svc.to_uppercase(), RecordType::A);
@@ -140,15 +150,25 @@ fn cns_frontdoor_service_and_instance_names() {
 #[test]
 fn opt_in_and_opt_out() {
     let mut r = Registry::default();
-    let json = format!(r#"{{"owner":"{OWNER}","addresses":["10.0.0.1"],"services":["web"],"lease_secs":60}}"#);
+    let json = format!(
+        r#"{{"owner":"{OWNER}","addresses":["10.0.0.1"],"services":["web"],"lease_secs":60}}"#
+    );
     register(&mut r, "i1", &json);
     let inst = format!("i1.inst.{OWNER}.us-east-1.cns.internal.");
-    assert_eq!(ask(&r, &inst, RecordType::A).rcode, ResponseCode::NXDomain, "owner has not opted in");
+    assert_eq!(
+        ask(&r, &inst, RecordType::A).rcode,
+        ResponseCode::NXDomain,
+        "owner has not opted in"
+    );
     r.apply(&r.set_owner(OWNER, true).unwrap());
     assert_eq!(ask(&r, &inst, RecordType::A).answers.len(), 1);
     let disabled = json.replace("\"lease_secs\"", "\"disabled\":true,\"lease_secs\"");
     register(&mut r, "i1", &disabled);
-    assert_eq!(ask(&r, &inst, RecordType::A).rcode, ResponseCode::NXDomain, "instance opted out");
+    assert_eq!(
+        ask(&r, &inst, RecordType::A).rcode,
+        ResponseCode::NXDomain,
+        "instance opted out"
+    );
 }
 
 #[test]
@@ -158,7 +178,9 @@ fn down_leaves_the_service_but_keeps_the_instance_name() {
         register(
             &mut r,
             id,
-            &format!(r#"{{"owner":"{OWNER}","addresses":["{ip}"],"services":["web"],"lease_secs":60}}"#),
+            &format!(
+                r#"{{"owner":"{OWNER}","addresses":["{ip}"],"services":["web"],"lease_secs":60}}"#
+            ),
         );
     }
     r.apply(&r.set_status("b", Status::Down, 1000).unwrap());
@@ -166,7 +188,10 @@ fn down_leaves_the_service_but_keeps_the_instance_name() {
         r.apply(&e);
     }
     let svc = format!("web.svc.{OWNER}.us-east-1.cns.internal.");
-    assert_eq!(rdatas(&ask(&r, &svc, RecordType::A).answers), ["10.0.0.1", "10.0.0.3"]);
+    assert_eq!(
+        rdatas(&ask(&r, &svc, RecordType::A).answers),
+        ["10.0.0.1", "10.0.0.3"]
+    );
     assert_eq!(rdatas(&ask(&r, &svc, RecordType::TXT).answers), ["a", "c"]);
     let inst = format!("b.inst.{OWNER}.us-east-1.cns.internal.");
     assert_eq!(rdatas(&ask(&r, &inst, RecordType::A).answers), ["10.0.0.2"]);
@@ -192,7 +217,11 @@ fn binder_authcache_two_instances() {
     }
     let a = ask(&r, "authcache.emy-10.joyent.us.", RecordType::A);
     assert_eq!(rdatas(&a.answers), ["172.27.10.62", "172.27.10.67"]);
-    assert_eq!(ttls(&a.answers), [30, 30], "A at a service: min(SRV 60, host 30)");
+    assert_eq!(
+        ttls(&a.answers),
+        [30, 30],
+        "A at a service: min(SRV 60, host 30)"
+    );
     let host = ask(
         &r,
         "a2674d3b-a9c4-46bc-a835-b6ce21d522c2.authcache.emy-10.joyent.us.",
@@ -215,11 +244,17 @@ fn binder_http_srv_with_a_additionals() {
            "service":{"srvce":"_http","proto":"_tcp","port":80,"ttl":60}}}"#,
     );
     let srv = ask(&r, "_http._tcp.example.joyent.us.", RecordType::SRV);
-    assert_eq!(rdatas(&srv.answers), ["0 10 80 b44c74d6.example.joyent.us."]);
+    assert_eq!(
+        rdatas(&srv.answers),
+        ["0 10 80 b44c74d6.example.joyent.us."]
+    );
     assert_eq!(ttls(&srv.answers), [60]);
     assert_eq!(srv.additional.len(), 1);
     assert_eq!(srv.additional[0].name, name("b44c74d6.example.joyent.us."));
-    assert_eq!(srv.additional[0].data, RData::A("172.27.10.72".parse().unwrap()));
+    assert_eq!(
+        srv.additional[0].data,
+        RData::A("172.27.10.72".parse().unwrap())
+    );
     assert_eq!(srv.additional[0].ttl, 30);
 
     // A second instance appears under the service name too.
@@ -250,9 +285,18 @@ fn binder_type_rules_and_aliases() {
         r#"{"addresses":["172.27.10.81"],"lease_secs":60,"binder":{"domain":"example.joyent.us",
            "type":"host","aliases":["host-1a.example.joyent.us"]}}"#,
     );
-    assert_eq!(rdatas(&ask(&r, "example.joyent.us.", RecordType::A).answers), ["172.27.10.80"]);
-    assert_eq!(ask(&r, "ops1.example.joyent.us.", RecordType::A).rcode, ResponseCode::NXDomain);
-    assert_eq!(rdatas(&ask(&r, "h1.example.joyent.us.", RecordType::A).answers), ["172.27.10.81"]);
+    assert_eq!(
+        rdatas(&ask(&r, "example.joyent.us.", RecordType::A).answers),
+        ["172.27.10.80"]
+    );
+    assert_eq!(
+        ask(&r, "ops1.example.joyent.us.", RecordType::A).rcode,
+        ResponseCode::NXDomain
+    );
+    assert_eq!(
+        rdatas(&ask(&r, "h1.example.joyent.us.", RecordType::A).answers),
+        ["172.27.10.81"]
+    );
     assert_eq!(
         rdatas(&ask(&r, "host-1a.example.joyent.us.", RecordType::A).answers),
         ["172.27.10.81"]
