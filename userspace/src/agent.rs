@@ -217,14 +217,7 @@ async fn check(h: &HealthCheck) -> bool {
 pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let token = match (&config.token, &config.token_file) {
-        (Some(t), _) => t.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f)
-            .with_context(|| format!("token_file {}", f.display()))?
-            .trim()
-            .to_string(),
-        (None, None) => unreachable!("validated"),
-    };
+    let token = crate::config::read_token(&config.token, &config.token_file, "token")?;
     let id = match &config.id {
         Some(id) => id.clone(),
         None => std::fs::read_to_string("/proc/sys/kernel/hostname")?

@@ -486,6 +486,26 @@ impl Config {
     }
 }
 
+/// Reads a bearer token given inline or in a file (trimmed; never empty).
+pub fn read_token(
+    token: &Option<String>,
+    file: &Option<PathBuf>,
+    key: &str,
+) -> anyhow::Result<String> {
+    let t = match (token, file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .map_err(|e| anyhow::anyhow!("{key}_file: cannot read {}: {e}", f.display()))?
+            .trim()
+            .to_string(),
+        (None, None) => anyhow::bail!("{key}: a token (or {key}_file) is required"),
+    };
+    if t.is_empty() {
+        anyhow::bail!("{key}: the token is empty");
+    }
+    Ok(t)
+}
+
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())

@@ -93,15 +93,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_serve(config: PathBuf) -> anyhow::Result<()> {
-    // Parse once up front so logging uses the configured level.
-    let level = Config::load(&config)?.log.level;
+/// Logs to stderr at `level`; RUST_LOG overrides.
+fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+fn run_serve(config: PathBuf) -> anyhow::Result<()> {
+    // Parse once up front so logging uses the configured level.
+    init_logging(&Config::load(&config)?.log.level);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -110,12 +114,7 @@ fn run_serve(config: PathBuf) -> anyhow::Result<()> {
 
 fn run_agent(config: PathBuf) -> anyhow::Result<()> {
     let config = xdpdns::agent::AgentConfig::load(&config)?;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging("info");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

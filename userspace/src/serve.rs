@@ -141,26 +141,8 @@ async fn start_registry(
     fast: &Arc<Mutex<Option<FastPath>>>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let token = match (&rc.token, &rc.token_file) {
-        (Some(t), _) => t.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f)
-            .with_context(|| {
-                format!(
-                    "{}: registry.token_file: cannot read {}",
-                    config.file.display(),
-                    f.display()
-                )
-            })?
-            .trim()
-            .to_string(),
-        (None, None) => unreachable!("validated"),
-    };
-    if token.is_empty() {
-        bail!(
-            "{}: registry.token_file: the token is empty",
-            config.file.display()
-        );
-    }
+    let token = crate::config::read_token(&rc.token, &rc.token_file, "registry.token")
+        .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
     let naming = config.naming()?.expect("registry configured");
     let (sh, fp, payload) = (shared.clone(), fast.clone(), config.server.udp_payload);
     let on_publish = Box::new(move |diffs: &[crate::zone::ZoneDiff]| {

@@ -395,7 +395,7 @@ mod tests {
     #[test]
     fn binder_type_rules() {
         use HostType::*;
-        let queryable: Vec<_> = [
+        let all = [
             DbHost,
             Host,
             LoadBalancer,
@@ -403,28 +403,14 @@ mod tests {
             OpsHost,
             RedisHost,
             RrHost,
-        ]
-        .into_iter()
-        .filter(|t| t.queryable())
-        .collect();
+        ];
+        let pick = |f: fn(HostType) -> bool| all.into_iter().filter(|&t| f(t)).collect::<Vec<_>>();
         assert_eq!(
-            queryable,
+            pick(HostType::queryable),
             [DbHost, Host, LoadBalancer, MorayHost, RedisHost]
         );
-        let serviceable: Vec<_> = [
-            DbHost,
-            Host,
-            LoadBalancer,
-            MorayHost,
-            OpsHost,
-            RedisHost,
-            RrHost,
-        ]
-        .into_iter()
-        .filter(|t| t.serviceable())
-        .collect();
         assert_eq!(
-            serviceable,
+            pick(HostType::serviceable),
             [LoadBalancer, MorayHost, OpsHost, RedisHost, RrHost]
         );
     }
