@@ -582,4 +582,33 @@ mod tests {
         assert!(c.identity().version.unwrap().starts_with("xdpdns "));
         assert_eq!(c.server_edns().nsid, None);
     }
+
+    #[test]
+    fn registry_errors_name_their_key() {
+        let base = "[registry]\ndata_dir = \"r\"\nns = [\"ns1.x.\"]\nhostmaster = \"h.x.\"\n";
+        let cases = [
+            ("[[registry.zone]]\nname = \"sd.x\"\n", "registry.token"),
+            ("token = \"t\"\n[[registry.zone]]\nname = \"a.x\"\nnetworks = [\"*\"]\n[[registry.zone]]\nname = \"b.x\"\nnetworks = [\"*\"]\n", "registry.zone[1].networks"),
+            ("token = \"t\"\n[[registry.zone]]\nname = \"a.x\"\nnetworks = [\"10.0.0.0/33\"]\n", "registry.zone[0].networks[0]"),
+            ("token = \"t\"\n[[registry.zone]]\nname = \"a..x\"\n", "registry.zone[0].name"),
+            ("token = \"t\"\n", "registry"),
+        ];
+        for (extra, key) in cases {
+            let err = parse(&format!("{base}{extra}")).unwrap_err().to_string();
+            assert!(err.contains(key), "{extra}: {err}");
+        }
+        let err = parse(&format!(
+            "[[zone]]\norigin = \"sd.x\"\nfile = \"z\"\n{base}token = \"t\"\n[[registry.zone]]\nname = \"SD.x.\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("registry.zone[0].name") && err.contains("served from a file"),
+            "{err}"
+        );
+        let ok = parse(&format!("{base}token = \"t\"\n[[registry.zone]]\nname = \"sd.x\"\nnetworks = [\"10.0.0.0/8\"]\n")).unwrap();
+        let r = ok.registry.unwrap();
+        assert_eq!(r.data_dir, PathBuf::from("/etc/xdpdns/r"));
+        assert_eq!(r.health, crate::registry::HealthPolicy::default());
+    }
 }
