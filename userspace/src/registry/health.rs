@@ -4,6 +4,8 @@
 //! takes effect only after a delay (600 s). Hard removals (lease expiry,
 //! deregistration, membership or flag changes) never pass through here.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde::Deserialize;
 
 use super::model::Status;
@@ -77,9 +79,32 @@ fn decide(service: &str, members: &[&Instance], now: u64, p: &HealthPolicy) -> D
     out
 }
 
+/// Members of the services where some member reported `down` and is
+/// still listed: the only services the policy has anything to decide for.
+/// (This runs on every writer wake-up, so the usual case, nobody pending,
+/// costs one allocation-free scan.)
+fn pending(reg: &Registry) -> BTreeMap<String, Vec<&Instance>> {
+    let keys: BTreeSet<String> = reg
+        .instances
+        .values()
+        .filter(|i| i.status == Status::Down && !i.reg.disabled)
+        .flat_map(|i| i.service_keys().into_iter().filter(|k| i.listed_in(k)))
+        .collect();
+    if keys.is_empty() {
+        return BTreeMap::new();
+    }
+    let mut out: BTreeMap<String, Vec<&Instance>> = BTreeMap::new();
+    for inst in reg.instances.values().filter(|i| !i.reg.disabled) {
+        for key in inst.service_keys().into_iter().filter(|k| keys.contains(k)) {
+            out.entry(key).or_default().push(inst);
+        }
+    }
+    out
+}
+
 /// `(service, instance id)` pairs to withdraw at `now`.
 pub fn withdrawals(reg: &Registry, now: u64, p: &HealthPolicy) -> Vec<(String, String)> {
-    reg.services()
+    pending(reg)
         .into_iter()
         .flat_map(|(service, members)| {
             decide(&service, &members, now, p)
@@ -91,7 +116,7 @@ pub fn withdrawals(reg: &Registry, now: u64, p: &HealthPolicy) -> Vec<(String, S
 }
 
 pub fn next_deadline(reg: &Registry, now: u64, p: &HealthPolicy) -> Option<u64> {
-    reg.services()
+    pending(reg)
         .iter()
         .filter_map(|(service, members)| {
             let d = decide(service, members, now, p);

@@ -145,11 +145,6 @@ impl Naming {
         self.zone_for(name).map(|z| &z.name)
     }
 
-    /// The zone with only its SOA (serial 0) and NS records.
-    pub fn empty_zone(&self, origin: &Name) -> Zone {
-        self.apex(origin)
-    }
-
     /// Every record `inst` contributes to the registry zones, given the
     /// rest of the registry (owner flags, Binder service definitions).
     /// An RRset is the union of its contributors' records with the least
@@ -161,7 +156,8 @@ impl Naming {
         out.0
     }
 
-    fn apex(&self, origin: &Name) -> Zone {
+    /// The zone with only its SOA (serial 0) and NS records.
+    pub fn empty_zone(&self, origin: &Name) -> Zone {
         let mut z = Zone::new(origin);
         let [refresh, retry, expire, minimum] = self.soa_timers;
         let mname = self.ns.first().cloned().unwrap_or_else(|| origin.clone());

@@ -254,8 +254,8 @@ impl Writer {
         if !entries.is_empty() {
             self.durable(Batch { ts: now, entries });
             self.schedule_publish();
+            self.refresh_view();
         }
-        self.refresh_view();
         for (reply, result) in replies {
             let _ = reply.send(result);
         }

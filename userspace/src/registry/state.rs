@@ -84,11 +84,13 @@ pub enum RemovalReason {
     LeaseExpired,
 }
 
+/// Persistent maps: readers get a copy of the whole registry after every
+/// commit, and `tick` works on a scratch copy; both cost O(1).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Registry {
-    pub instances: BTreeMap<String, Instance>,
+    pub instances: imbl::OrdMap<String, Instance>,
     /// Per-owner opt-in flags (CNS `triton_cns_enabled`).
-    pub owners: BTreeMap<String, bool>,
+    pub owners: imbl::OrdMap<String, bool>,
 }
 
 impl Registry {

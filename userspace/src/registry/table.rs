@@ -55,24 +55,21 @@ impl Table {
         }
         for d in domains {
             let def = binder_service(reg, &d).cloned();
-            if self.binder_defs.get(&d) != Some(&def) {
-                ids.extend(
-                    reg.instances
-                        .values()
-                        .filter(|i| i.reg.binder.as_ref().is_some_and(|b| b.domain == d))
-                        .map(|i| i.id.clone()),
-                );
-                if def.is_none()
-                    && !reg
-                        .instances
-                        .values()
-                        .any(|i| i.reg.binder.as_ref().is_some_and(|b| b.domain == d))
-                {
-                    self.binder_defs.remove(&d);
-                } else {
-                    self.binder_defs.insert(d, def);
-                }
+            if self.binder_defs.get(&d) == Some(&def) {
+                continue;
             }
+            let members: Vec<String> = reg
+                .instances
+                .values()
+                .filter(|i| i.reg.binder.as_ref().is_some_and(|b| b.domain == d))
+                .map(|i| i.id.clone())
+                .collect();
+            if members.is_empty() {
+                self.binder_defs.remove(&d);
+            } else {
+                self.binder_defs.insert(d, def);
+            }
+            ids.extend(members);
         }
         let mut affected: Vec<SetKey> = Vec::new();
         for id in ids {
