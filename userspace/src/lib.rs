@@ -11,6 +11,7 @@ pub mod handler;
 pub mod registry;
 pub mod serve;
 pub mod server;
+pub mod transfer;
 pub mod wire;
 pub mod xdp;
 pub mod zone;

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use arc_swap::ArcSwap;
 use hickory_proto::rr::{LowerName, Name};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -18,6 +17,9 @@ use crate::config::{Config, ZoneConfig};
 use crate::handler::Handler;
 use crate::server::{bind_address, run_udp, Shared, TcpServer};
 use crate::xdp::{compile, compile_diffs, FastPath, XdpError};
+use crate::transfer::notify::{self, Notifier, NotifySettings};
+use crate::transfer::serial::now_secs;
+use crate::transfer::{secondary, IxfrJournal};
 use crate::zone::{load_zone_file, LoadError, Zone, ZoneStore};
 
 pub fn handler_for(config: &Config) -> Handler {
@@ -32,9 +34,11 @@ pub fn handler_for(config: &Config) -> Handler {
 pub fn load_zones(zones: &[ZoneConfig]) -> (Vec<Zone>, Vec<(Name, LoadError)>) {
     let mut ok = Vec::new();
     let mut failed = Vec::new();
+    // Secondary zones (no file) come from their primaries.
     for z in zones {
         let origin = z.origin_name();
-        match load_zone_file(&z.file, &origin) {
+        let Some(file) = &z.file else { continue };
+        match load_zone_file(file, &origin) {
             Ok(zone) => ok.push(zone),
             Err(e) => failed.push((origin, e)),
         }
@@ -54,18 +58,25 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     if let Some((_, e)) = failed.first() {
         bail!("{e}");
     }
-    let store = ZoneStore::new();
     for z in &zones {
         info!(zone = %z.origin(), serial = z.serial(), records = z.record_count(), "zone loaded");
     }
-    store.replace_zones(zones, &[]);
+    let (journal, recovered) = open_journal(&config)?;
+    let store = ZoneStore::new();
+    store.set_serial_policy(config.transfer.serial_policy);
+    // What was served before a restart comes back first: secondary zones
+    // are served before their primaries answer, and the journal's history
+    // continues from it.
+    store.restore_zones(recovered);
     let shared = Arc::new(Shared {
-        store,
-        handler: ArcSwap::from_pointee(handler_for(&config)),
+        journal: Arc::new(journal),
+        ..Shared::new(store, handler_for(&config))
     });
-
+    shared.transfer.store(Arc::new(config.transfer_policy()?));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
+    let notifier = start_notify(&config, &shared, stop_rx.clone(), &mut tasks);
+    shared.store.replace_zones(zones, &[]);
     let mut bound_addrs = Vec::new();
     for &addr in &config.server.listen {
         let (udp, listener, bound) = bind_address(addr, &config.server).with_context(|| {
@@ -94,6 +105,8 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
         let api = start_registry(&config, rc, &shared, &fast, stop_rx.clone()).await?;
         tasks.extend(api);
     }
+    start_secondaries(&config, &shared, &fast, stop_rx.clone(), &mut tasks);
+    notifier.announce_all(&shared.store.snapshot());
     info!("ready");
 
     let mut current = config;
@@ -130,6 +143,118 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+/// The IXFR journal: on disk under `transfer.data_dir`, with every zone it
+/// recovered that is still configured.
+fn open_journal(config: &Config) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
+    let limits = config.transfer.journal;
+    let Some(dir) = &config.transfer.data_dir else {
+        info!("transfer.data_dir not set: the IXFR journal and secondary zones live in memory only");
+        return Ok((IxfrJournal::in_memory(limits), Vec::new()));
+    };
+    let (journal, recovered) = IxfrJournal::open(&dir.join("journal"), limits)
+        .with_context(|| format!("{}: transfer.data_dir", config.file.display()))?;
+    let known = configured_origins(config);
+    let keep = recovered
+        .into_iter()
+        .filter(|z| known.contains_key(z.origin_key()))
+        .collect();
+    Ok((journal, keep))
+}
+
+/// Every zone the config serves: files, secondaries and registry zones.
+fn configured_origins(config: &Config) -> HashMap<LowerName, ()> {
+    let registry_zones = config
+        .naming()
+        .ok()
+        .flatten()
+        .map(|n| n.zones.into_iter().map(|z| z.name).collect::<Vec<_>>())
+        .unwrap_or_default();
+    config
+        .zones
+        .iter()
+        .map(|z| z.origin_name())
+        .chain(registry_zones)
+        .map(|n| (LowerName::new(&n), ()))
+        .collect()
+}
+
+/// Starts NOTIFY out and hooks the journal and the notifier to every
+/// publish of the store.
+fn start_notify(
+    config: &Config,
+    shared: &Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Arc<Notifier> {
+    let t = &config.transfer;
+    let settings = NotifySettings {
+        retries: t.notify_retries,
+        timeout: t.notify_timeout(),
+        poll_interval: t.poll_interval(),
+        poll_timeout: t.poll_timeout(),
+    };
+    let status_file = t.data_dir.as_ref().map(|d| d.join(STATUS_FILE));
+    if let Some(d) = &t.data_dir {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let (notifier, _propagation, started) =
+        notify::start(config.notify_targets(), settings, status_file, stop);
+    tasks.extend(started);
+    let notifier = Arc::new(notifier);
+    let (journal, n) = (shared.journal.clone(), notifier.clone());
+    shared.store.set_observer(Box::new(move |snapshot, diffs| {
+        journal.record(snapshot, diffs, now_secs().into());
+        n.published(snapshot, diffs);
+    }));
+    notifier
+}
+
+/// Where the propagation state is written, under `transfer.data_dir`.
+pub const STATUS_FILE: &str = "transfer-status.json";
+
+/// Starts the refresh task of every secondary zone.
+fn start_secondaries(
+    config: &Config,
+    shared: &Arc<Shared>,
+    fast: &Arc<Mutex<Option<FastPath>>>,
+    stop: watch::Receiver<bool>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
+    let zones = config.secondary_zones();
+    if zones.is_empty() {
+        return;
+    }
+    let state_dir = config.transfer.data_dir.as_ref().map(|d| d.join("secondary"));
+    if let Some(d) = &state_dir {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let (sh, fp, payload) = (shared.clone(), fast.clone(), config.server.udp_payload);
+    let on_change: secondary::OnChange = Arc::new(move |diffs| {
+        if let Some(f) = fp.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            let result = match diffs {
+                Some(d) => sync_table(f, &sh, d, payload),
+                None => rebuild_table(f, &sh),
+            };
+            if let Err(e) = result {
+                error!("secondary: XDP table update failed ({e}); the kernel passes every query to the fallback until the next update succeeds");
+            }
+        }
+    });
+    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = shared.clone();
+    let (tx, started) = secondary::start(
+        secondary::Secondaries {
+            zones,
+            store,
+            on_change,
+            state_dir,
+            timeout: config.transfer.primary_timeout(),
+        },
+        stop,
+    );
+    let _ = shared.notify_tx.set(tx);
+    tasks.extend(started);
 }
 
 /// Starts the registry (recovering it from disk and publishing its zones)
@@ -217,13 +342,12 @@ pub fn reload(
         .flatten()
         .map(|n| n.zones.into_iter().map(|z| z.name).collect::<Vec<_>>())
         .unwrap_or_default();
-    let configured: HashMap<LowerName, ()> = config
-        .zones
-        .iter()
-        .map(|z| z.origin_name())
-        .chain(registry_zones)
-        .map(|n| (LowerName::new(&n), ()))
-        .collect();
+    let mut configured = configured_origins(&config);
+    configured.extend(registry_zones.iter().map(|n| (LowerName::new(n), ())));
+    match config.transfer_policy() {
+        Ok(p) => shared.transfer.store(Arc::new(p)),
+        Err(e) => error!("reload: {e}"),
+    }
     let removed: Vec<Name> = shared
         .store
         .snapshot()
@@ -312,6 +436,15 @@ fn sync_table(
         );
         Ok(())
     }
+}
+
+/// Recompiles the whole kernel table (a zone expired or came back).
+fn rebuild_table(fp: &mut FastPath, shared: &Shared) -> Result<(), XdpError> {
+    let (table, _) = compile(&shared.store.snapshot());
+    let entries = table.len();
+    fp.install(table)?;
+    info!(entries, generation = fp.generation(), "XDP table rebuilt");
+    Ok(())
 }
 
 fn log_counters(fast: &Mutex<Option<FastPath>>) {

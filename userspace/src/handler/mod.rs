@@ -42,12 +42,22 @@ impl Handler {
             Err(Rejected::Drop) => return None,
             Err(Rejected::Reply(bytes)) => return Some(bytes),
         };
-        let reply = self.answer(snapshot, &req);
+        Some(self.reply(snapshot, &req, transport))
+    }
+
+    /// Answers a parsed request and encodes the reply.
+    pub fn reply(&self, snapshot: &Snapshot, req: &Request, transport: Transport) -> Vec<u8> {
+        let reply = self.answer(snapshot, req);
+        self.encode(req, &reply, transport)
+    }
+
+    /// Encodes `reply` within the size limit of `transport`.
+    pub fn encode(&self, req: &Request, reply: &Reply, transport: Transport) -> Vec<u8> {
         let limit = match transport {
-            Transport::Udp => wire::udp_reply_limit(&req, &self.edns),
+            Transport::Udp => wire::udp_reply_limit(req, &self.edns),
             Transport::Tcp => u16::MAX as usize,
         };
-        Some(wire::encode_reply(&req, &reply, limit, &self.edns))
+        wire::encode_reply(req, reply, limit, &self.edns)
     }
 
     /// The decision, before encoding.
@@ -59,7 +69,8 @@ impl Handler {
         match q.query_type() {
             // Meta-types that are not questions (RFC 6895 §3.1).
             RecordType::OPT | RecordType::TSIG => return Reply::error(ResponseCode::FormErr),
-            // Zone transfers are closed until transfer ACLs exist; never over UDP.
+            // Transfers are the transfer layer's (`server::Shared::respond`);
+            // a bare handler refuses them.
             RecordType::AXFR | RecordType::IXFR => return Reply::error(ResponseCode::Refused),
             _ => {}
         }
@@ -70,6 +81,7 @@ impl Handler {
         }
         let key = LowerName::new(q.name());
         match snapshot.find_zone(&key) {
+            Some(zone) if zone.is_expired() => Reply::error(ResponseCode::ServFail),
             Some(zone) => resolve(zone, q.name(), q.query_type()),
             None => Reply::error(ResponseCode::Refused),
         }
@@ -101,13 +113,7 @@ mod tests {
 
     fn ask(name: &str, t: RecordType) -> Reply {
         let (store, h) = setup();
-        let req = Request {
-            id: 1,
-            recursion_desired: false,
-            checking_disabled: false,
-            query: Query::query(Name::from_ascii(name).unwrap(), t),
-            edns: None,
-        };
+        let req = Request::new(1, Query::query(Name::from_ascii(name).unwrap(), t));
         h.answer(&store.snapshot(), &req)
     }
 
@@ -149,13 +155,7 @@ mod tests {
     #[test]
     fn other_classes_and_meta_types() {
         let (store, h) = setup();
-        let mut req = Request {
-            id: 1,
-            recursion_desired: false,
-            checking_disabled: false,
-            query: Query::query(Name::from_str("ns1.example.com.").unwrap(), RecordType::A),
-            edns: None,
-        };
+        let mut req = Request::new(1, Query::query(Name::from_str("ns1.example.com.").unwrap(), RecordType::A));
         req.query.set_query_class(hickory_proto::rr::DNSClass::HS);
         assert_eq!(
             h.answer(&store.snapshot(), &req).rcode,

@@ -1,18 +1,23 @@
 //! The tokio shells around the pure handler: UDP and TCP listeners, the
 //! shared state they read, and graceful shutdown.
 
+mod respond;
 mod tcp;
 mod udp;
 
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
-use tokio::sync::watch;
+use hickory_proto::rr::Name;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::ServerConfig;
 use crate::handler::{Handler, Transport};
+use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
 use crate::zone::ZoneStore;
 
+pub use respond::{Response, Transfer};
 pub use tcp::TcpServer;
 pub use udp::{bind_udp, run_udp};
 
@@ -20,6 +25,11 @@ pub use udp::{bind_udp, run_udp};
 pub struct Shared {
     pub store: ZoneStore,
     pub handler: ArcSwap<Handler>,
+    pub transfer: ArcSwap<TransferPolicy>,
+    pub journal: Arc<IxfrJournal>,
+    /// Where accepted NOTIFYs for secondary zones go (set once the
+    /// secondary task runs).
+    pub notify_tx: OnceLock<mpsc::UnboundedSender<Name>>,
 }
 
 impl AsRef<ZoneStore> for Shared {
@@ -29,6 +39,18 @@ impl AsRef<ZoneStore> for Shared {
 }
 
 impl Shared {
+    /// Serves `store` with `handler`, transfers to loopback only and an
+    /// in-memory journal (tests and benches).
+    pub fn new(store: ZoneStore, handler: Handler) -> Shared {
+        Shared {
+            store,
+            handler: ArcSwap::from_pointee(handler),
+            transfer: ArcSwap::from_pointee(TransferPolicy::loopback_only()),
+            journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
+            notify_tx: OnceLock::new(),
+        }
+    }
+
     /// Answers one message from the current snapshot. The snapshot is held
     /// for the whole query, so a reload never changes data mid-answer.
     pub fn handle(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tracing::debug;
 
-use super::{reuse_socket, Shared, ShutdownRx};
+use super::{reuse_socket, Response, Shared, ShutdownRx};
 use crate::handler::Transport;
 use crate::wire::tcp_frame;
 
@@ -57,7 +57,7 @@ impl TcpServer {
             let shutdown = shutdown.clone();
             let (idle, depth) = (self.idle_timeout, self.max_pipelined);
             conns.spawn(async move {
-                serve_connection(stream, shared, shutdown, idle, depth).await;
+                serve_connection(stream, peer, shared, shutdown, idle, depth).await;
                 drop(permit);
             });
         }
@@ -77,6 +77,7 @@ impl TcpServer {
 /// bounded queue, which stops reading while the client is not reading.
 async fn serve_connection(
     stream: TcpStream,
+    peer: SocketAddr,
     shared: Arc<Shared>,
     mut shutdown: ShutdownRx,
     idle: Duration,
@@ -104,9 +105,25 @@ async fn serve_connection(
             // Idle timeout, EOF, a zero-length frame or a truncated one.
             _ => break,
         }
-        if let Some(reply) = shared.handle(&buf, Transport::Tcp) {
-            if tx.send(tcp_frame(&reply)).await.is_err() {
-                break;
+        match shared.respond(&buf, Transport::Tcp, peer.ip()) {
+            Response::Drop => {}
+            Response::One(reply) => {
+                if tx.send(tcp_frame(&reply)).await.is_err() {
+                    break;
+                }
+            }
+            // A transfer owns the connection until its last message is
+            // queued; encoding runs off the async threads and the bounded
+            // queue holds it to the client's reading speed.
+            Response::Transfer(t) => {
+                let tx = tx.clone();
+                let job = tokio::task::spawn_blocking(move || {
+                    t.write(&mut |msg| tx.blocking_send(tcp_frame(&msg)).is_ok())
+                });
+                if !matches!(job.await, Ok(true)) {
+                    debug!(%peer, "transfer ended early");
+                    break;
+                }
             }
         }
     }

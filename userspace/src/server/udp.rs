@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::net::UdpSocket;
 use tracing::debug;
 
-use super::{reuse_socket, Shared, ShutdownRx};
+use super::{reuse_socket, Response, Shared, ShutdownRx};
 use crate::handler::Transport;
 
 /// Largest datagram we accept; anything longer is truncated by the kernel
@@ -38,7 +38,9 @@ pub async fn run_udp(socket: UdpSocket, shared: Arc<Shared>, mut shutdown: Shutd
             },
             _ = shutdown.changed() => return,
         };
-        if let Some(reply) = shared.handle(&buf[..len], Transport::Udp) {
+        // Transfers never stream over UDP (the planner answers with a
+        // single message there).
+        if let Response::One(reply) = shared.respond(&buf[..len], Transport::Udp, peer.ip()) {
             if let Err(e) = socket.send_to(&reply, peer).await {
                 debug!(error = %e, %peer, "udp send");
             }

@@ -17,6 +17,28 @@ pub struct Request {
     /// The question as the client sent it (case preserved).
     pub query: Query,
     pub edns: Option<ClientEdns>,
+    /// QUERY or NOTIFY (the only opcodes that get this far).
+    pub op_code: OpCode,
+    /// The message ends in a TSIG RR (verified by the transfer layer).
+    pub signed: bool,
+    /// IXFR: the serial of the SOA the client sent in the authority section.
+    pub ixfr_serial: Option<u32>,
+}
+
+impl Request {
+    /// A plain query with no EDNS.
+    pub fn new(id: u16, query: Query) -> Request {
+        Request {
+            id,
+            recursion_desired: false,
+            checking_disabled: false,
+            query,
+            edns: None,
+            op_code: OpCode::Query,
+            signed: false,
+            ixfr_serial: None,
+        }
+    }
 }
 
 /// What the client's OPT record asked for.
@@ -39,13 +61,13 @@ pub enum Rejected {
 
 /// Parses a query. Anything with a readable header gets a reply: FORMERR
 /// when the rest is malformed or QDCOUNT != 1, NOTIMP for opcodes other
-/// than QUERY.
+/// than QUERY and NOTIFY.
 pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
     if packet.len() < DNS_HEADER_LEN || packet[2] & 0x80 != 0 {
         return Err(Rejected::Drop);
     }
     let opcode = (packet[2] >> 3) & 0x0f;
-    if opcode != 0 {
+    if opcode != 0 && opcode != 4 {
         return Err(Rejected::Reply(header_only_reply(
             packet,
             ResponseCode::NotImp,
@@ -62,6 +84,11 @@ pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
         dnssec_ok: e.flags().dnssec_ok,
         nsid_requested: e.option(EdnsCode::NSID).is_some(),
     });
+    let ixfr_serial = msg.authorities.iter().find_map(|r| match &r.data {
+        hickory_proto::rr::RData::SOA(soa) => Some(soa.serial),
+        _ => None,
+    });
+    let signed = msg.signature.is_some();
     let Message {
         metadata, queries, ..
     } = msg;
@@ -71,6 +98,9 @@ pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
         checking_disabled: metadata.checking_disabled,
         query: queries.into_iter().next().expect("one query"),
         edns,
+        op_code: metadata.op_code,
+        signed,
+        ixfr_serial,
     })
 }
 
@@ -137,7 +167,7 @@ pub fn udp_reply_limit(req: &Request, server: &ServerEdns) -> usize {
 /// Encodes `reply` for `req`. If it would exceed `limit` bytes, the reply
 /// becomes the question alone with TC=1 (the client retries over TCP).
 pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerEdns) -> Vec<u8> {
-    let mut msg = Message::new(req.id, MessageType::Response, OpCode::Query);
+    let mut msg = Message::new(req.id, MessageType::Response, req.op_code);
     let meta = &mut msg.metadata;
     meta.authoritative = reply.authoritative;
     meta.recursion_desired = req.recursion_desired;

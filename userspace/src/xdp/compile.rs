@@ -145,6 +145,10 @@ fn compile_name(
     table: &mut Table,
     skipped: &mut Skipped,
 ) {
+    // An expired secondary zone answers SERVFAIL, which only the fallback does.
+    if zone.is_expired() {
+        return;
+    }
     let Some(node) = zone.node(key) else { return };
     let sets: Vec<_> = [
         (RecordType::A, qtype_slot::A),

@@ -74,6 +74,8 @@ pub struct Zone {
     origin_key: LowerName,
     nodes: imbl::HashMap<LowerName, Node>,
     record_count: usize,
+    /// A secondary zone past its SOA expire: answered with SERVFAIL.
+    expired: bool,
 }
 
 impl Zone {
@@ -88,6 +90,7 @@ impl Zone {
             origin_key,
             nodes,
             record_count: 0,
+            expired: false,
         }
     }
 
@@ -113,6 +116,14 @@ impl Zone {
     }
 
     /// Number of records (RRs, not RRsets).
+    pub fn is_expired(&self) -> bool {
+        self.expired
+    }
+
+    pub fn set_expired(&mut self, expired: bool) {
+        self.expired = expired;
+    }
+
     pub fn record_count(&self) -> usize {
         self.record_count
     }

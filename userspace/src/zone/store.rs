@@ -12,6 +12,7 @@ use arc_swap::{ArcSwap, Guard};
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
 use super::{Node, RRset, Zone, ZoneError};
+use crate::transfer::serial::{is_newer, now_secs, SerialPolicy};
 
 /// An immutable view of every served zone.
 #[derive(Clone, Debug, Default)]
@@ -87,9 +88,30 @@ pub enum StoreError {
     SoaChange,
 }
 
+/// Told about every publish, in order, while the writer lock is held
+/// (the IXFR journal and NOTIFY hang off this).
+pub type Observer = Box<dyn Fn(&Snapshot, &[ZoneDiff]) + Send + Sync>;
+
+/// What writers share: held for the whole of a publish.
+#[derive(Default)]
+struct Writer {
+    observer: Option<Observer>,
+    policy: SerialPolicy,
+}
+
+impl Writer {
+    fn published(&self, snapshot: &Snapshot, diffs: &[ZoneDiff]) {
+        if let Some(o) = &self.observer {
+            if !diffs.is_empty() {
+                o(snapshot, diffs);
+            }
+        }
+    }
+}
+
 pub struct ZoneStore {
     current: ArcSwap<Snapshot>,
-    writer: Mutex<()>,
+    writer: Mutex<Writer>,
 }
 
 impl Default for ZoneStore {
@@ -102,8 +124,32 @@ impl ZoneStore {
     pub fn new() -> Self {
         ZoneStore {
             current: ArcSwap::from_pointee(Snapshot::default()),
-            writer: Mutex::new(()),
+            writer: Mutex::new(Writer::default()),
         }
+    }
+
+    /// Sets who hears about publishes from now on.
+    pub fn set_observer(&self, observer: Observer) {
+        self.lock().observer = Some(observer);
+    }
+
+    /// How zones xdpdns owns get new serials (default: unix time).
+    pub fn set_serial_policy(&self, policy: SerialPolicy) {
+        self.lock().policy = policy;
+    }
+
+    pub fn serial_policy(&self) -> SerialPolicy {
+        self.lock().policy
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn publish(&self, w: &Writer, next: Snapshot, diffs: &[ZoneDiff]) {
+        let next = Arc::new(next);
+        self.current.store(next.clone());
+        w.published(&next, diffs);
     }
 
     /// A store serving `zones` from its first snapshot.
@@ -123,11 +169,29 @@ impl ZoneStore {
         self.current.load_full()
     }
 
-    /// Installs `zones` (replacing any with the same origin) and drops the
-    /// served zones named in `remove`, all in one new snapshot. Returns one
-    /// diff per zone that changed.
+    /// Installs `zones` xdpdns owns (replacing any with the same origin)
+    /// and drops the served zones named in `remove`, all in one new
+    /// snapshot. A zone whose records changed but whose serial did not move
+    /// forward (RFC 1982) gets the next serial by the serial policy, so
+    /// secondaries always see a change. Returns one diff per changed zone.
     pub fn replace_zones(&self, zones: Vec<Zone>, remove: &[Name]) -> Vec<ZoneDiff> {
-        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.replace(zones, remove, true)
+    }
+
+    /// Installs a zone exactly as received (a secondary zone after AXFR):
+    /// its serial is the primary's.
+    pub fn install_transferred(&self, zone: Zone) -> Vec<ZoneDiff> {
+        self.replace(vec![zone], &[], false)
+    }
+
+    /// Serves zones as they were before a restart (from the journal),
+    /// serials untouched.
+    pub fn restore_zones(&self, zones: Vec<Zone>) -> Vec<ZoneDiff> {
+        self.replace(zones, &[], false)
+    }
+
+    fn replace(&self, zones: Vec<Zone>, remove: &[Name], owned: bool) -> Vec<ZoneDiff> {
+        let w = self.lock();
         let old = self.current.load_full();
         let mut next = (*old).clone();
         let mut diffs = Vec::new();
@@ -137,23 +201,52 @@ impl ZoneStore {
                 diffs.push(diff_zones(Some(&gone), None, gone.origin()));
             }
         }
-        for zone in zones {
+        for mut zone in zones {
             let key = zone.origin_key().clone();
-            let diff = diff_zones(
-                old.zones.get(&key).map(|z| &**z),
-                Some(&zone),
-                zone.origin(),
-            );
-            if !diff.is_empty() {
-                diffs.push(diff);
+            let before = old.zones.get(&key).map(|z| &**z);
+            let mut diff = diff_zones(before, Some(&zone), zone.origin());
+            if diff.is_empty() {
+                continue;
             }
+            if let (true, Some(was), Some(now)) = (owned, diff.old_serial, diff.new_serial) {
+                if !is_newer(now, was) {
+                    // Same records under an older serial (a file reloaded
+                    // after a restart) is no change; anything else is
+                    // published under the next serial.
+                    set_serial(&mut zone, was);
+                    if diff_zones(before, Some(&zone), zone.origin()).is_empty() {
+                        continue;
+                    }
+                    set_serial(&mut zone, w.policy.next(was, now_secs()));
+                    diff = diff_zones(before, Some(&zone), zone.origin());
+                }
+            }
+            diffs.push(diff);
             next.zones.insert(key, Arc::new(zone));
         }
         if !diffs.is_empty() {
             next.version += 1;
-            self.current.store(Arc::new(next));
+            self.publish(&w, next, &diffs);
         }
         diffs
+    }
+
+    /// Marks a secondary zone expired (SERVFAIL) or fresh. No records
+    /// change, so no diff; returns whether anything changed.
+    pub fn set_expired(&self, origin: &Name, expired: bool) -> bool {
+        let _w = self.lock();
+        let old = self.current.load_full();
+        let key = LowerName::new(origin);
+        let Some(zone) = old.zones.get(&key).filter(|z| z.is_expired() != expired) else {
+            return false;
+        };
+        let mut zone = (**zone).clone();
+        zone.set_expired(expired);
+        let mut next = (*old).clone();
+        next.zones.insert(key, Arc::new(zone));
+        next.version += 1;
+        self.current.store(Arc::new(next));
+        true
     }
 
     /// Publishes zones generated from another source (the registry), each
@@ -167,7 +260,7 @@ impl ZoneStore {
         zones: Vec<Zone>,
         next_serial: impl Fn(Option<u32>) -> u32,
     ) -> Vec<ZoneDiff> {
-        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let w = self.lock();
         let old = self.current.load_full();
         let mut next = (*old).clone();
         let mut diffs = Vec::new();
@@ -187,16 +280,36 @@ impl ZoneStore {
         }
         if !diffs.is_empty() {
             next.version += 1;
-            self.current.store(Arc::new(next));
+            self.publish(&w, next, &diffs);
         }
         diffs
     }
 
-    /// Applies record changes to one zone, bumps its SOA serial (RFC 1982
-    /// increment) and publishes the result. A change that alters nothing
+    /// Applies record changes to one zone, gives it the next serial by the
+    /// serial policy and publishes the result. A change that alters nothing
     /// publishes nothing and returns an empty diff.
     pub fn update(&self, origin: &Name, changes: &[Change]) -> Result<ZoneDiff, StoreError> {
-        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.apply(origin, changes, None)
+    }
+
+    /// Applies an incremental transfer: `changes` then the primary's
+    /// `serial`, exactly. Fails if the zone is not served.
+    pub fn apply_transferred(
+        &self,
+        origin: &Name,
+        changes: &[Change],
+        serial: u32,
+    ) -> Result<ZoneDiff, StoreError> {
+        self.apply(origin, changes, Some(serial))
+    }
+
+    fn apply(
+        &self,
+        origin: &Name,
+        changes: &[Change],
+        exact_serial: Option<u32>,
+    ) -> Result<ZoneDiff, StoreError> {
+        let w = self.lock();
         let old = self.current.load_full();
         let key = LowerName::new(origin);
         let current = old
@@ -240,11 +353,12 @@ impl ZoneStore {
                 }
             }
         }
-        if diff.is_empty() {
+        if diff.is_empty() && exact_serial.is_none_or(|s| s == old_soa.serial) {
             return Ok(diff);
         }
         let mut new_soa = old_soa.clone();
-        new_soa.serial = old_soa.serial.wrapping_add(1);
+        new_soa.serial =
+            exact_serial.unwrap_or_else(|| w.policy.next(old_soa.serial, now_secs()));
         let apex = zone.origin().clone();
         zone.remove(&apex, &RData::SOA(old_soa.clone()));
         zone.insert(Record::from_rdata(
@@ -264,7 +378,7 @@ impl ZoneStore {
         let mut next = (*old).clone();
         next.zones.insert(key, Arc::new(zone));
         next.version += 1;
-        self.current.store(Arc::new(next));
+        self.publish(&w, next, std::slice::from_ref(&diff));
         Ok(diff)
     }
 }

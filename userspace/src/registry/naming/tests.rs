@@ -62,13 +62,7 @@ fn register(r: &mut Registry, id: &str, json: &str) {
 
 fn ask(r: &Registry, q: &str, t: RecordType) -> Reply {
     let store = ZoneStore::with_zones(naming().generate(r));
-    let req = Request {
-        id: 1,
-        recursion_desired: false,
-        checking_disabled: false,
-        query: Query::query(name(q), t),
-        edns: None,
-    };
+    let req = Request::new(1, Query::query(name(q), t));
     Handler::default().answer(&store.snapshot(), &req)
 }
 

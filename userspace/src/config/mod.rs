@@ -9,6 +9,10 @@ use std::time::Duration;
 use hickory_proto::rr::Name;
 use serde::Deserialize;
 
+pub mod transfer;
+
+pub use transfer::{TransferConfig, TsigKeyConfig};
+
 use crate::handler::Identity;
 use crate::wire::{ServerEdns, DEFAULT_UDP_PAYLOAD};
 use crate::xdp::AttachMode;
@@ -49,6 +53,11 @@ pub struct Config {
     /// Service registry and its HTTP API; absent = off.
     #[serde(default)]
     pub registry: Option<RegistryConfig>,
+    /// Zone transfers, NOTIFY and the IXFR journal.
+    #[serde(default)]
+    pub transfer: TransferConfig,
+    #[serde(default, rename = "tsig_key")]
+    pub tsig_keys: Vec<TsigKeyConfig>,
     /// Directory relative paths in this file are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -160,8 +169,30 @@ impl Default for XdpConfig {
 #[serde(deny_unknown_fields)]
 pub struct ZoneConfig {
     pub origin: String,
-    /// Master file; relative to the config file's directory.
-    pub file: PathBuf,
+    /// Master file; relative to the config file's directory. A zone has a
+    /// file (it is ours) or `primaries` (a secondary zone).
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    /// Secondary zone: primaries to transfer it from, in order of preference.
+    #[serde(default)]
+    pub primaries: Vec<SocketAddr>,
+    /// TSIG key (a `[[tsig_key]]` name) for SOA queries and transfers to
+    /// the primaries.
+    #[serde(default)]
+    pub primary_key: Option<String>,
+    /// Who may NOTIFY this secondary zone; default: the primaries'
+    /// addresses (signed with `primary_key` when there is one).
+    #[serde(default)]
+    pub allow_notify: Option<Vec<crate::transfer::AclRule>>,
+    /// Secondaries to NOTIFY on every serial change (and then poll).
+    #[serde(default)]
+    pub notify: Vec<SocketAddr>,
+    /// TSIG key to sign NOTIFYs and SOA polls with.
+    #[serde(default)]
+    pub notify_key: Option<String>,
+    /// Who may AXFR/IXFR this zone; default: `transfer.allow_transfer`.
+    #[serde(default)]
+    pub allow_transfer: Option<Vec<crate::transfer::AclRule>>,
 }
 
 /// `[registry]`: the service registry, its HTTP API and the zones it
@@ -214,6 +245,13 @@ pub struct RegistryZoneConfig {
     /// (Binder domains and reverse zones).
     #[serde(default)]
     pub networks: Option<Vec<String>>,
+    /// As for `[[zone]]`: secondaries to NOTIFY, the key, the transfer ACL.
+    #[serde(default)]
+    pub notify: Vec<SocketAddr>,
+    #[serde(default)]
+    pub notify_key: Option<String>,
+    #[serde(default)]
+    pub allow_transfer: Option<Vec<crate::transfer::AclRule>>,
 }
 
 fn default_api_listen() -> SocketAddr {
@@ -264,9 +302,12 @@ impl Config {
             .unwrap_or(Path::new("."))
             .to_path_buf();
         for zone in &mut config.zones {
-            if zone.file.is_relative() {
-                zone.file = config.base_dir.join(&zone.file);
+            if let Some(f) = zone.file.as_mut().filter(|f| f.is_relative()) {
+                *f = config.base_dir.join(&*f);
             }
+        }
+        if let Some(d) = config.transfer.data_dir.as_mut().filter(|d| d.is_relative()) {
+            *d = config.base_dir.join(&*d);
         }
         if let Some(r) = &mut config.registry {
             if r.data_dir.is_relative() {
@@ -342,10 +383,26 @@ impl Config {
                     self.invalid(key("origin"), format!("zone {} is listed twice", z.origin))
                 );
             }
-            if z.file.as_os_str().is_empty() {
-                return Err(self.invalid(key("file"), "must name a zone file"));
+            match (&z.file, z.primaries.is_empty()) {
+                (Some(f), _) if f.as_os_str().is_empty() => {
+                    return Err(self.invalid(key("file"), "must name a zone file"))
+                }
+                (Some(_), false) => {
+                    return Err(self.invalid(
+                        key("primaries"),
+                        "a zone has a file (primary) or primaries (secondary), not both",
+                    ))
+                }
+                (None, true) => {
+                    return Err(self.invalid(
+                        key("file"),
+                        "a zone needs a file, or primaries to transfer it from",
+                    ))
+                }
+                _ => {}
             }
         }
+        self.transfer_policy()?;
         if let Some(r) = &self.registry {
             self.validate_registry(r, &seen)?;
         }
@@ -526,7 +583,7 @@ mod tests {
             .unwrap();
         assert_eq!(c.server, ServerConfig::default());
         assert_eq!(
-            c.zones[0].file,
+            c.zones[0].file.clone().unwrap(),
             PathBuf::from("/etc/xdpdns/zones/example.com.zone")
         );
         assert_eq!(c.zones[0].origin_name().to_string(), "example.com.");

@@ -1,0 +1,160 @@
+//! The request boundary of the socket shells: plain queries go straight to
+//! the [`Handler`]; signed requests, transfers and NOTIFY go through TSIG
+//! verification, the transfer ACLs and the transfer planner first.
+
+use std::net::IpAddr;
+
+use hickory_proto::op::{OpCode, ResponseCode};
+use hickory_proto::rr::{LowerName, RecordType};
+use tracing::{info, warn};
+
+use super::Shared;
+use crate::handler::Transport;
+use crate::transfer::outbound::{self, Plan};
+use crate::transfer::tsig::{self, ReplySigner};
+use crate::wire::{self, Rejected, Reply, Request};
+
+/// What to send back for one message.
+pub enum Response {
+    /// Nothing (garbage, or a response packet).
+    Drop,
+    One(Vec<u8>),
+    /// A zone transfer: many messages, written by [`Transfer::write`].
+    Transfer(Transfer),
+}
+
+pub struct Transfer {
+    plan: Plan,
+    req: Request,
+    signer: Option<ReplySigner>,
+    now: u64,
+}
+
+impl Transfer {
+    /// Writes every message to `sink` (which returns false to stop);
+    /// true when the whole transfer was written.
+    pub fn write(mut self, sink: &mut dyn FnMut(Vec<u8>) -> bool) -> bool {
+        let now = self.now;
+        let mut signed = |msg: Vec<u8>| match self.signer.as_mut() {
+            Some(s) => sink(s.sign(msg, now)),
+            None => sink(msg),
+        };
+        let (id, q) = (self.req.id, &self.req.query);
+        match &self.plan {
+            Plan::Axfr(zone) => outbound::write_axfr(zone, id, q, &mut signed),
+            Plan::Ixfr(diff) => outbound::write_ixfr(diff, id, q, &mut signed),
+            Plan::Reply(_) => false,
+        }
+    }
+
+    pub fn describe(&self) -> (&'static str, usize) {
+        match &self.plan {
+            Plan::Axfr(z) => ("AXFR", z.record_count()),
+            Plan::Ixfr(d) => ("IXFR", d.removed.len() + d.added.len()),
+            Plan::Reply(_) => ("reply", 0),
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Shared {
+    /// Answers one message from `peer`.
+    pub fn respond(&self, packet: &[u8], transport: Transport, peer: IpAddr) -> Response {
+        let req = match wire::parse_request(packet) {
+            Ok(req) => req,
+            Err(Rejected::Drop) => return Response::Drop,
+            Err(Rejected::Reply(bytes)) => return Response::One(bytes),
+        };
+        let handler = self.handler.load();
+        let snapshot = self.store.load();
+        let qtype = req.query.query_type();
+        let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
+        if !req.signed && req.op_code == OpCode::Query && !transfer {
+            return Response::One(handler.reply(&snapshot, &req, transport));
+        }
+
+        let policy = self.transfer.load();
+        let now = unix_now();
+        let verified = if req.signed {
+            match tsig::verify_request(&policy.keyring, packet, now) {
+                Ok(v) => v,
+                Err(r) => {
+                    warn!(%peer, key = %r.key, error = ?r.error, qname = %req.query.name(), "TSIG verification failed; NOTAUTH");
+                    return Response::One(r.reply);
+                }
+            }
+        } else {
+            None
+        };
+        let key = verified.as_ref().map(|v| v.key_name().clone());
+        let mut signer = verified.as_ref().map(ReplySigner::new);
+        let mut one = |bytes: Vec<u8>| {
+            Response::One(match signer.as_mut() {
+                Some(s) => s.sign(bytes, now),
+                None => bytes,
+            })
+        };
+        let zone = LowerName::new(req.query.name());
+
+        if req.op_code == OpCode::Notify {
+            let rcode = self.notify_received(&req, &zone, peer, key.as_ref());
+            let reply = Reply {
+                rcode,
+                authoritative: rcode == ResponseCode::NoError,
+                ..Reply::default()
+            };
+            return one(handler.encode(&req, &reply, transport));
+        }
+        if !transfer {
+            return one(handler.reply(&snapshot, &req, transport));
+        }
+        if !policy.transfer_acl(&zone).allows(peer, key.as_ref()) {
+            warn!(%peer, zone = %req.query.name(), qtype = %qtype, key = ?key.as_ref().map(|k| k.to_string()), "transfer refused by ACL");
+            return one(handler.encode(&req, &Reply::error(ResponseCode::Refused), transport));
+        }
+        match outbound::plan(&snapshot, &self.journal, &req, transport) {
+            Plan::Reply(r) => one(handler.encode(&req, &r, transport)),
+            plan => {
+                let t = Transfer {
+                    plan,
+                    req,
+                    signer,
+                    now,
+                };
+                let (kind, records) = t.describe();
+                info!(%peer, zone = %t.req.query.name(), asked = %qtype, kind, records, from_serial = t.req.ixfr_serial, "outgoing transfer");
+                Response::Transfer(t)
+            }
+        }
+    }
+
+    /// A NOTIFY for a secondary zone from an allowed source schedules an
+    /// immediate refresh (RFC 1996 §3.7). Others are refused.
+    fn notify_received(
+        &self,
+        req: &Request,
+        zone: &LowerName,
+        peer: IpAddr,
+        key: Option<&hickory_proto::rr::Name>,
+    ) -> ResponseCode {
+        let policy = self.transfer.load();
+        let Some(acl) = policy.notify_acl.get(zone) else {
+            info!(%peer, zone = %req.query.name(), "NOTIFY for a zone that is not a secondary here; NOTAUTH");
+            return ResponseCode::NotAuth;
+        };
+        if !acl.allows(peer, key) {
+            warn!(%peer, zone = %req.query.name(), "NOTIFY refused by ACL");
+            return ResponseCode::Refused;
+        }
+        info!(%peer, zone = %req.query.name(), serial = req.ixfr_serial, "NOTIFY received");
+        if let Some(tx) = self.notify_tx.get() {
+            let _ = tx.send(hickory_proto::rr::Name::from(zone));
+        }
+        ResponseCode::NoError
+    }
+}

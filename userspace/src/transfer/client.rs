@@ -1,0 +1,214 @@
+//! The client side of transfers: SOA queries, NOTIFY and AXFR/IXFR
+//! requests to other servers, optionally TSIG-signed. Thin tokio shells
+//! around hickory-proto messages; the transfer parsing is in
+//! [`super::secondary::XfrReader`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::{Name, RData, Record, RecordType, TSigVerifier};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+use super::secondary::{XfrOutcome, XfrReader};
+use super::tsig::TSigner;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}: timed out")]
+    Timeout(SocketAddr),
+    #[error("{0}: {1}")]
+    Io(SocketAddr, std::io::Error),
+    #[error("{0}: malformed reply: {1}")]
+    Malformed(SocketAddr, String),
+    #[error("{0}: TSIG of the reply does not verify: {1}")]
+    Tsig(SocketAddr, String),
+    #[error("{0}: answered {1}")]
+    Rcode(SocketAddr, ResponseCode),
+    #[error("{0}: {1}")]
+    Protocol(SocketAddr, String),
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Builds and (with a key) signs a request; returns its bytes and the
+/// verifier for the reply.
+fn request(
+    op: OpCode,
+    zone: &Name,
+    qtype: RecordType,
+    authority: Option<Record>,
+    key: Option<&TSigner>,
+) -> (Message, Vec<u8>, Option<TSigVerifier>) {
+    let mut m = Message::new(rand_id(), MessageType::Query, op);
+    m.add_query(Query::query(zone.clone(), qtype));
+    if op == OpCode::Notify {
+        m.metadata.authoritative = true;
+    }
+    if let Some(a) = authority {
+        if op == OpCode::Notify {
+            m.add_answer(a);
+        } else {
+            m.add_authority(a);
+        }
+    }
+    let verifier = key.and_then(|k| m.finalize(k, unix_now()).ok().flatten());
+    let bytes = m.to_vec().expect("a request always encodes");
+    (m, bytes, verifier)
+}
+
+fn rand_id() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::Instant::now().elapsed().as_nanos());
+    h.finish() as u16
+}
+
+/// Sends one UDP request and waits for the reply with the same ID.
+async fn udp_exchange(
+    server: SocketAddr,
+    req: &Message,
+    bytes: &[u8],
+    verifier: Option<&mut TSigVerifier>,
+    timeout: Duration,
+) -> Result<Message, ClientError> {
+    let bind: SocketAddr = if server.is_ipv4() {
+        "0.0.0.0:0".parse().expect("addr")
+    } else {
+        "[::]:0".parse().expect("addr")
+    };
+    let io = |e| ClientError::Io(server, e);
+    let sock = UdpSocket::bind(bind).await.map_err(io)?;
+    sock.connect(server).await.map_err(io)?;
+    sock.send(bytes).await.map_err(io)?;
+    let mut buf = vec![0u8; 65_535];
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let n = tokio::time::timeout_at(deadline, sock.recv(&mut buf))
+            .await
+            .map_err(|_| ClientError::Timeout(server))?
+            .map_err(io)?;
+        let Ok(reply) = Message::from_vec(&buf[..n]) else {
+            continue;
+        };
+        if reply.id != req.id || reply.message_type != MessageType::Response {
+            continue; // not ours: keep waiting
+        }
+        if let Some(v) = verifier {
+            v.verify(&buf[..n])
+                .map_err(|e| ClientError::Tsig(server, e.to_string()))?;
+        }
+        return Ok(reply);
+    }
+}
+
+/// The serial `server` serves for `zone`.
+pub async fn soa_serial(
+    server: SocketAddr,
+    zone: &Name,
+    key: Option<&TSigner>,
+    timeout: Duration,
+) -> Result<u32, ClientError> {
+    let (req, bytes, mut v) = request(OpCode::Query, zone, RecordType::SOA, None, key);
+    let reply = udp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
+    if reply.response_code != ResponseCode::NoError {
+        return Err(ClientError::Rcode(server, reply.response_code));
+    }
+    reply
+        .answers
+        .iter()
+        .find_map(|r| match &r.data {
+            RData::SOA(soa) if r.name == *zone => Some(soa.serial),
+            _ => None,
+        })
+        .ok_or_else(|| ClientError::Malformed(server, "no SOA in the answer".into()))
+}
+
+/// Sends NOTIFY for `zone` at `serial` (RFC 1996) and waits for the ack.
+pub async fn notify(
+    server: SocketAddr,
+    zone: &Name,
+    soa: Option<Record>,
+    key: Option<&TSigner>,
+    timeout: Duration,
+) -> Result<(), ClientError> {
+    let (req, bytes, mut v) = request(OpCode::Notify, zone, RecordType::SOA, soa, key);
+    let reply = udp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
+    if reply.op_code != OpCode::Notify {
+        return Err(ClientError::Malformed(server, "reply is not a NOTIFY".into()));
+    }
+    match reply.response_code {
+        ResponseCode::NoError => Ok(()),
+        rcode => Err(ClientError::Rcode(server, rcode)),
+    }
+}
+
+/// What to ask a primary for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XfrKind {
+    Axfr,
+    /// IXFR from the serial we have (`soa` is our current SOA).
+    Ixfr,
+}
+
+/// Runs one AXFR or IXFR over TCP and returns what it carried.
+pub async fn transfer(
+    server: SocketAddr,
+    zone: &Name,
+    kind: XfrKind,
+    our_soa: Option<(SOA, u32)>,
+    key: Option<&TSigner>,
+    timeout: Duration,
+) -> Result<XfrOutcome, ClientError> {
+    let io = |e| ClientError::Io(server, e);
+    let (qtype, authority) = match (kind, &our_soa) {
+        (XfrKind::Ixfr, Some((soa, ttl))) => (
+            RecordType::IXFR,
+            Some(Record::from_rdata(zone.clone(), *ttl, RData::SOA(soa.clone()))),
+        ),
+        _ => (RecordType::AXFR, None),
+    };
+    let (req, bytes, mut verifier) = request(OpCode::Query, zone, qtype, authority, key);
+    let work = async {
+        let mut tcp = TcpStream::connect(server).await.map_err(io)?;
+        let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(&bytes);
+        tcp.write_all(&framed).await.map_err(io)?;
+        let mut reader = XfrReader::new(zone.clone(), our_soa.as_ref().map(|(s, _)| s.serial));
+        let mut buf = Vec::new();
+        loop {
+            let mut len = [0u8; 2];
+            tcp.read_exact(&mut len).await.map_err(io)?;
+            buf.resize(u16::from_be_bytes(len) as usize, 0);
+            tcp.read_exact(&mut buf).await.map_err(io)?;
+            let msg = Message::from_vec(&buf)
+                .map_err(|e| ClientError::Malformed(server, e.to_string()))?;
+            if msg.id != req.id {
+                return Err(ClientError::Malformed(server, "reply ID does not match".into()));
+            }
+            if let Some(v) = verifier.as_mut() {
+                v.verify(&buf).map_err(|e| ClientError::Tsig(server, e.to_string()))?;
+            }
+            if msg.response_code != ResponseCode::NoError {
+                return Err(ClientError::Rcode(server, msg.response_code));
+            }
+            for r in msg.answers {
+                reader
+                    .push(r)
+                    .map_err(|e| ClientError::Protocol(server, e))?;
+            }
+            if let Some(outcome) = reader.finished() {
+                return Ok(outcome);
+            }
+        }
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| ClientError::Timeout(server))?
+}

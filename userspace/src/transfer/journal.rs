@@ -1,0 +1,519 @@
+//! The IXFR journal: for every served zone, the differences between its
+//! recent versions, bounded by count, size and age, and kept on disk so
+//! IXFR works across restarts (and a secondary zone is served after a
+//! restart before its primary answers).
+//!
+//! On disk, one file per zone holds `len:u32le crc32:u32le payload` frames:
+//! diffs older than the snapshot (history only), one snapshot of the whole
+//! zone, then the diffs since (history, and replayed onto the snapshot on
+//! open). A torn tail is cut off on open. When the file holds too many
+//! diffs it is rewritten (history kept in memory + a fresh snapshot) and
+//! renamed into place.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use hickory_proto::rr::{LowerName, Name, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
+use serde::Deserialize;
+use tracing::{info, warn};
+
+use super::serial::is_newer;
+use crate::zone::{Snapshot, Zone, ZoneDiff};
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JournalLimits {
+    /// Diffs kept per zone.
+    pub max_changes: usize,
+    /// Records (removed + added) kept per zone, summed over its diffs.
+    pub max_records: usize,
+    /// Diffs older than this are dropped (0 = no age limit).
+    pub max_age_secs: u64,
+}
+
+impl Default for JournalLimits {
+    fn default() -> Self {
+        JournalLimits {
+            max_changes: 1000,
+            max_records: 1_000_000,
+            max_age_secs: 7 * 86_400,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
+    move |source| JournalError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One journalled change, with when it was made (unix seconds).
+#[derive(Clone, Debug)]
+struct Change {
+    diff: ZoneDiff,
+    at: u64,
+}
+
+impl Change {
+    fn size(&self) -> usize {
+        self.diff.removed.len() + self.diff.added.len()
+    }
+}
+
+#[derive(Default)]
+struct History {
+    changes: VecDeque<Change>,
+    records: usize,
+    /// Diff frames in the file since its snapshot.
+    file_diffs: usize,
+}
+
+/// What IXFR from a given serial can be answered with.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ixfr {
+    /// The client already has the current serial.
+    Current,
+    /// The journal does not reach back to the client's serial: send AXFR.
+    Unavailable,
+    /// The condensed difference (SOAs first in each half).
+    Diff(ZoneDiff),
+}
+
+pub struct IxfrJournal {
+    dir: Option<PathBuf>,
+    limits: JournalLimits,
+    zones: Mutex<HashMap<LowerName, History>>,
+}
+
+impl IxfrJournal {
+    /// A journal kept in memory only.
+    pub fn in_memory(limits: JournalLimits) -> IxfrJournal {
+        IxfrJournal {
+            dir: None,
+            limits,
+            zones: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Opens the journal in `dir` and returns the newest version of every
+    /// zone it holds (to be served before anything else is loaded).
+    pub fn open(dir: &Path, limits: JournalLimits) -> Result<(IxfrJournal, Vec<Zone>), JournalError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut zones = HashMap::new();
+        let mut recovered = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+            let path = entry.map_err(io_err(dir))?.path();
+            if path.extension().is_none_or(|e| e != "ixfr") {
+                continue;
+            }
+            match read_zone_file(&path)? {
+                Some((zone, history)) => {
+                    info!(zone = %zone.origin(), serial = zone.serial(), diffs = history.changes.len(), file = %path.display(), "journal: recovered zone");
+                    zones.insert(zone.origin_key().clone(), history);
+                    recovered.push(zone);
+                }
+                None => warn!(file = %path.display(), "journal: no snapshot in file; ignored"),
+            }
+        }
+        let journal = IxfrJournal {
+            dir: Some(dir.to_path_buf()),
+            limits,
+            zones: Mutex::new(zones),
+        };
+        Ok((journal, recovered))
+    }
+
+    /// Records what one publish did. Called by the zone store while it
+    /// still holds its writer lock, so changes arrive in serial order.
+    pub fn record(&self, snapshot: &Snapshot, diffs: &[ZoneDiff], now: u64) {
+        let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        for diff in diffs {
+            let key = LowerName::new(&diff.origin);
+            let Some(zone) = snapshot.zone(&key) else {
+                zones.remove(&key);
+                if let Some(path) = self.path_of(&diff.origin) {
+                    let _ = std::fs::remove_file(path);
+                }
+                continue;
+            };
+            let history = zones.entry(key).or_default();
+            let continues = match (diff.old_serial, history.changes.back()) {
+                (Some(old), Some(last)) => last.diff.new_serial == Some(old),
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            let serial_moves = match (diff.old_serial, diff.new_serial) {
+                (Some(a), Some(b)) => is_newer(b, a),
+                _ => false,
+            };
+            if !continues || !serial_moves {
+                // A new zone, or a change that breaks the chain (a serial
+                // that did not move forward): IXFR from before it is
+                // impossible, so start over from this version.
+                history.changes.clear();
+                history.records = 0;
+                self.rewrite(zone, history);
+                continue;
+            }
+            let change = Change {
+                diff: diff.clone(),
+                at: now,
+            };
+            history.records += change.size();
+            history.changes.push_back(change);
+            trim(history, &self.limits, now);
+            // A diff larger than the zone is better stored as a snapshot.
+            let big = diff.removed.len() + diff.added.len() > zone.record_count().max(1024);
+            if big || history.file_diffs >= 2 * self.limits.max_changes.max(1) {
+                self.rewrite(zone, history);
+            } else {
+                self.append(zone, history, diff, now);
+            }
+        }
+    }
+
+    /// IXFR from `from` for `zone` (its current version).
+    pub fn ixfr(&self, zone: &Zone, from: u32) -> Ixfr {
+        let Some(current) = zone.serial() else {
+            return Ixfr::Unavailable;
+        };
+        if from == current || is_newer(from, current) {
+            return Ixfr::Current;
+        }
+        let zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(history) = zones.get(zone.origin_key()) else {
+            return Ixfr::Unavailable;
+        };
+        // The journal must end at the version being served.
+        if history.changes.back().and_then(|c| c.diff.new_serial) != Some(current) {
+            return Ixfr::Unavailable;
+        }
+        let Some(start) = history
+            .changes
+            .iter()
+            .position(|c| c.diff.old_serial == Some(from))
+        else {
+            return Ixfr::Unavailable;
+        };
+        Ixfr::Diff(condense(history.changes.iter().skip(start).map(|c| &c.diff)))
+    }
+
+    /// Oldest serial IXFR can start from, and the number of diffs held.
+    pub fn span(&self, origin: &Name) -> Option<(u32, usize)> {
+        let zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        let h = zones.get(&LowerName::new(origin))?;
+        let first = h.changes.front()?.diff.old_serial?;
+        Some((first, h.changes.len()))
+    }
+
+    fn path_of(&self, origin: &Name) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        let mut name = origin.to_lowercase().to_ascii();
+        if name == "." {
+            name = "root.".into();
+        }
+        // Zone names cannot contain '/', but escaped labels could.
+        let safe: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '%' })
+            .collect();
+        Some(dir.join(format!("{safe}ixfr")))
+    }
+
+    fn append(&self, zone: &Zone, history: &mut History, diff: &ZoneDiff, now: u64) {
+        let Some(path) = self.path_of(zone.origin()) else {
+            return;
+        };
+        let frame = frame(&encode_diff(diff, now));
+        let wrote = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&frame).and_then(|_| f.sync_data()));
+        match wrote {
+            Ok(()) => history.file_diffs += 1,
+            Err(e) => {
+                warn!(file = %path.display(), "journal: append failed ({e}); rewriting");
+                self.rewrite(zone, history);
+            }
+        }
+    }
+
+    /// Writes history + a snapshot of `zone` to a new file and renames it
+    /// into place.
+    fn rewrite(&self, zone: &Zone, history: &mut History) {
+        let Some(path) = self.path_of(zone.origin()) else {
+            return;
+        };
+        let tmp = path.with_extension("tmp");
+        let result = (|| -> io::Result<()> {
+            let mut f = io::BufWriter::new(File::create(&tmp)?);
+            for c in &history.changes {
+                f.write_all(&frame(&encode_diff(&c.diff, c.at)))?;
+            }
+            f.write_all(&frame(&encode_snapshot(zone)))?;
+            let f = f.into_inner().map_err(|e| e.into_error())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            if let Some(dir) = path.parent() {
+                File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => history.file_diffs = 0,
+            Err(e) => warn!(file = %path.display(), "journal: cannot write ({e}); IXFR history after a restart may be lost"),
+        }
+    }
+}
+
+/// Drops the oldest diffs beyond the limits.
+fn trim(h: &mut History, limits: &JournalLimits, now: u64) {
+    while let Some(first) = h.changes.front() {
+        let too_many = h.changes.len() > limits.max_changes;
+        let too_big = h.records > limits.max_records && h.changes.len() > 1;
+        let too_old = limits.max_age_secs > 0 && now.saturating_sub(first.at) > limits.max_age_secs;
+        if !(too_many || too_big || too_old) {
+            break;
+        }
+        let gone = h.changes.pop_front().expect("front exists");
+        h.records -= gone.size();
+    }
+}
+
+/// Record identity for condensing: owner, type, data and TTL.
+type RecordKey = (LowerName, RecordType, Vec<u8>, u32);
+
+fn key_of(r: &Record) -> RecordKey {
+    let mut data = Vec::new();
+    let _ = r.data.emit(&mut BinEncoder::new(&mut data));
+    (LowerName::new(&r.name), r.record_type(), data, r.ttl)
+}
+
+/// Folds consecutive diffs into one: what the first version had that the
+/// last lacks, and the reverse (RFC 1995 §4 allows condensing).
+pub fn condense<'a>(diffs: impl Iterator<Item = &'a ZoneDiff>) -> ZoneDiff {
+    let mut removed: HashMap<RecordKey, Record> = HashMap::new();
+    let mut added: HashMap<RecordKey, Record> = HashMap::new();
+    let mut out = ZoneDiff::default();
+    let mut first = true;
+    let mut old_soa = None;
+    let mut new_soa = None;
+    for d in diffs {
+        if first {
+            out.origin = d.origin.clone();
+            out.old_serial = d.old_serial;
+            old_soa = d.removed.iter().find(|r| r.record_type() == RecordType::SOA).cloned();
+            first = false;
+        }
+        out.new_serial = d.new_serial;
+        if let Some(soa) = d.added.iter().find(|r| r.record_type() == RecordType::SOA) {
+            new_soa = Some(soa.clone());
+        }
+        for r in d.removed.iter().filter(|r| r.record_type() != RecordType::SOA) {
+            let k = key_of(r);
+            if added.remove(&k).is_none() {
+                removed.insert(k, r.clone());
+            }
+        }
+        for r in d.added.iter().filter(|r| r.record_type() != RecordType::SOA) {
+            let k = key_of(r);
+            if removed.remove(&k).is_none() {
+                added.insert(k, r.clone());
+            }
+        }
+    }
+    let sorted = |m: HashMap<RecordKey, Record>| {
+        let mut v: Vec<(RecordKey, Record)> = m.into_iter().collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.into_iter().map(|(_, r)| r)
+    };
+    out.removed = old_soa.into_iter().chain(sorted(removed)).collect();
+    out.added = new_soa.into_iter().chain(sorted(added)).collect();
+    out
+}
+
+// ---- file format ----
+
+const TAG_SNAPSHOT: u8 = 1;
+const TAG_DIFF: u8 = 2;
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 8);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+fn emit_records<'a>(enc: &mut BinEncoder<'_>, records: impl Iterator<Item = &'a Record>) {
+    for r in records {
+        r.emit(enc).expect("zone records encode");
+    }
+}
+
+fn encode_diff(d: &ZoneDiff, at: u64) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut enc = BinEncoder::new(&mut buf);
+    let head = [TAG_DIFF];
+    enc.emit_vec(&head).expect("vec");
+    enc.emit_vec(&at.to_be_bytes()).expect("vec");
+    enc.emit_vec(&origin_bytes(&d.origin)).expect("vec");
+    for n in [
+        d.old_serial.unwrap_or(0),
+        d.new_serial.unwrap_or(0),
+        d.removed.len() as u32,
+        d.added.len() as u32,
+    ] {
+        enc.emit_u32(n).expect("vec");
+    }
+    emit_records(&mut enc, d.removed.iter());
+    emit_records(&mut enc, d.added.iter());
+    buf
+}
+
+fn encode_snapshot(zone: &Zone) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(zone.record_count() * 32);
+    let mut enc = BinEncoder::new(&mut buf);
+    enc.emit_vec(&[TAG_SNAPSHOT]).expect("vec");
+    enc.emit_vec(&origin_bytes(zone.origin())).expect("vec");
+    enc.emit_u32(zone.record_count() as u32).expect("vec");
+    for r in zone.records() {
+        r.emit(&mut enc).expect("zone records encode");
+    }
+    buf
+}
+
+/// The origin as length-prefixed text (no compression pointers to worry about).
+fn origin_bytes(origin: &Name) -> Vec<u8> {
+    let s = origin.to_ascii();
+    let mut out = (s.len() as u16).to_be_bytes().to_vec();
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
+enum Frame {
+    Snapshot(Zone),
+    Diff(Change),
+}
+
+fn decode_frame(payload: &[u8]) -> Option<Frame> {
+    let mut d = BinDecoder::new(payload);
+    let tag = d.read_u8().ok()?.unverified();
+    let origin = |d: &mut BinDecoder<'_>| -> Option<Name> {
+        let len = d.read_u16().ok()?.unverified() as usize;
+        let bytes = d.read_slice(len).ok()?.unverified();
+        Name::from_ascii(std::str::from_utf8(bytes).ok()?).ok()
+    };
+    let u32_ = |d: &mut BinDecoder<'_>| d.read_u32().ok().map(|v| v.unverified());
+    let records = |d: &mut BinDecoder<'_>, n: u32| -> Option<Vec<Record>> {
+        (0..n).map(|_| Record::read(d).ok()).collect()
+    };
+    match tag {
+        TAG_SNAPSHOT => {
+            let origin = origin(&mut d)?;
+            let n = u32_(&mut d)?;
+            let recs = records(&mut d, n)?;
+            Zone::from_records(&origin, recs).ok().map(Frame::Snapshot)
+        }
+        TAG_DIFF => {
+            let at = u64::from_be_bytes(d.read_slice(8).ok()?.unverified().try_into().ok()?);
+            let origin = origin(&mut d)?;
+            let (old, new, nr, na) = (u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?);
+            let removed = records(&mut d, nr)?;
+            let added = records(&mut d, na)?;
+            Some(Frame::Diff(Change {
+                diff: ZoneDiff {
+                    origin,
+                    old_serial: Some(old),
+                    new_serial: Some(new),
+                    removed,
+                    added,
+                },
+                at,
+            }))
+        }
+        _ => None,
+    }
+}
+
+/// Reads one zone's file: its newest version and its history. A torn or
+/// corrupt tail is cut off.
+fn read_zone_file(path: &Path) -> Result<Option<(Zone, History)>, JournalError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(io_err(path))?;
+    let mut at = 0;
+    let mut zone: Option<Zone> = None;
+    let mut history = History::default();
+    while bytes.len() - at >= 8 {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize;
+        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4"));
+        let Some(body) = bytes.get(at + 8..at + 8 + len) else {
+            break;
+        };
+        if crc32fast::hash(body) != crc {
+            break;
+        }
+        match decode_frame(body) {
+            Some(Frame::Snapshot(z)) => {
+                zone = Some(z);
+                history.file_diffs = 0;
+            }
+            Some(Frame::Diff(c)) => {
+                if let Some(z) = zone.as_mut() {
+                    if !apply(z, &c.diff) {
+                        warn!(file = %path.display(), "journal: diff does not apply; history cut here");
+                        break;
+                    }
+                    history.file_diffs += 1;
+                }
+                history.records += c.size();
+                history.changes.push_back(c);
+            }
+            None => break,
+        }
+        at += 8 + len;
+    }
+    if at < bytes.len() {
+        warn!(file = %path.display(), offset = at, discarded = bytes.len() - at, "journal: cutting off a torn tail");
+        let f = OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
+        f.set_len(at as u64).map_err(io_err(path))?;
+        f.sync_all().map_err(io_err(path))?;
+    }
+    Ok(zone.map(|z| (z, history)))
+}
+
+/// Applies a diff to a zone; false if the zone is not at its old serial.
+fn apply(zone: &mut Zone, diff: &ZoneDiff) -> bool {
+    if zone.serial() != diff.old_serial {
+        return false;
+    }
+    for r in &diff.removed {
+        zone.remove(&r.name, &r.data);
+    }
+    for r in &diff.added {
+        if zone.insert(r.clone()).is_err() {
+            return false;
+        }
+    }
+    zone.serial() == diff.new_serial
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,51 @@
+//! Zone transfers both ways, and what they need: serial arithmetic, ACLs,
+//! TSIG, the IXFR journal, outgoing AXFR/IXFR, NOTIFY out with
+//! propagation tracking, and secondary zones pulled from a primary.
+//!
+//! `serial`, `acl`, `tsig`, `journal`, `outbound` and the state machines in
+//! `notify` and `secondary` are pure; `client` and the `run` functions are
+//! the tokio shells.
+
+pub mod acl;
+pub mod client;
+pub mod journal;
+pub mod notify;
+pub mod outbound;
+pub mod secondary;
+pub mod serial;
+pub mod tsig;
+
+use std::collections::HashMap;
+
+use hickory_proto::rr::LowerName;
+
+pub use acl::{Acl, AclRule};
+pub use journal::{IxfrJournal, JournalLimits};
+pub use serial::SerialPolicy;
+pub use tsig::Keyring;
+
+/// Who may transfer which zone and who may NOTIFY which secondary zone;
+/// swapped whole on reload.
+#[derive(Clone, Debug, Default)]
+pub struct TransferPolicy {
+    pub keyring: Keyring,
+    /// For zones without their own `allow_transfer`.
+    pub default_acl: Acl,
+    pub zone_acl: HashMap<LowerName, Acl>,
+    /// Secondary zones, each with the ACL its NOTIFYs must pass.
+    pub notify_acl: HashMap<LowerName, Acl>,
+}
+
+impl TransferPolicy {
+    /// The CNS default: transfers to loopback only, no keys.
+    pub fn loopback_only() -> TransferPolicy {
+        TransferPolicy {
+            default_acl: Acl::loopback(),
+            ..TransferPolicy::default()
+        }
+    }
+
+    pub fn transfer_acl(&self, zone: &LowerName) -> &Acl {
+        self.zone_acl.get(zone).unwrap_or(&self.default_acl)
+    }
+}

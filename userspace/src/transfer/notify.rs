@@ -1,0 +1,267 @@
+//! NOTIFY out (RFC 1996) and propagation tracking, after the Designate
+//! worker: on every new serial of a zone, NOTIFY each of its secondaries
+//! (retrying with back-off), then poll the secondary's SOA until it serves
+//! that serial, and keep per-secondary state an operator can read.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hickory_proto::rr::{LowerName, Name, Record};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::client;
+use super::serial::is_newer;
+use super::tsig::TSigner;
+use crate::config::transfer::NotifyTargets;
+use crate::zone::{Snapshot, ZoneDiff};
+
+/// What one secondary has of one zone.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct PeerStatus {
+    pub zone: String,
+    pub secondary: String,
+    /// Our serial: what the secondary should end up serving.
+    pub serial: Option<u32>,
+    /// Unix ms at which that serial was published here.
+    pub published_ms: u64,
+    /// Last serial whose NOTIFY the secondary acknowledged.
+    pub notified: Option<u32>,
+    /// Serial the secondary served at the last poll.
+    pub serial_seen: Option<u32>,
+    pub in_sync: bool,
+    /// Publish-to-served time of the last serial that reached it.
+    pub lag_ms: Option<u64>,
+    /// Failed NOTIFYs and polls since the last success.
+    pub failures: u32,
+    pub last_error: Option<String>,
+}
+
+/// Propagation state of every (zone, secondary), also written as JSON to
+/// `status_file` (what `xdpdns transfer-status` prints).
+pub struct Propagation {
+    peers: Mutex<BTreeMap<(String, String), PeerStatus>>,
+    status_file: Option<PathBuf>,
+}
+
+impl Propagation {
+    pub fn statuses(&self) -> Vec<PeerStatus> {
+        self.peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn update(&self, zone: &Name, peer: SocketAddr, f: impl FnOnce(&mut PeerStatus)) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (zone.to_ascii(), peer.to_string());
+        let entry = peers.entry(key.clone()).or_insert_with(|| PeerStatus {
+            zone: key.0.clone(),
+            secondary: key.1.clone(),
+            ..PeerStatus::default()
+        });
+        f(entry);
+        if let Some(path) = &self.status_file {
+            let all: Vec<&PeerStatus> = peers.values().collect();
+            let tmp = path.with_extension("tmp");
+            let body = serde_json::to_vec_pretty(&all).expect("status serialises");
+            if std::fs::write(&tmp, body)
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .is_err()
+            {
+                warn!(file = %path.display(), "cannot write the propagation status");
+            }
+        }
+    }
+}
+
+/// The newest serial of a zone and its SOA record (sent in the NOTIFY).
+#[derive(Clone, Debug)]
+struct Target {
+    serial: u32,
+    soa: Record,
+    published_ms: u64,
+}
+
+/// Hands new serials to the per-secondary tasks; cheap enough to call
+/// under the zone store's writer lock.
+#[derive(Default)]
+pub struct Notifier {
+    zones: HashMap<LowerName, watch::Sender<Option<Target>>>,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Notifier {
+    /// After a publish: every zone whose serial changed gets a round.
+    pub fn published(&self, snapshot: &Snapshot, diffs: &[ZoneDiff]) {
+        for d in diffs {
+            if d.new_serial.is_some() {
+                self.announce(snapshot, &LowerName::new(&d.origin));
+            }
+        }
+    }
+
+    /// Starts a round for every zone at its current serial (at start-up,
+    /// so secondaries learn of changes made while we were down).
+    pub fn announce_all(&self, snapshot: &Snapshot) {
+        for zone in self.zones.keys() {
+            self.announce(snapshot, zone);
+        }
+    }
+
+    fn announce(&self, snapshot: &Snapshot, zone: &LowerName) {
+        let (Some(tx), Some(z)) = (self.zones.get(zone), snapshot.zone(zone)) else {
+            return;
+        };
+        let Some(soa) = z.records().find(|r| r.record_type() == hickory_proto::rr::RecordType::SOA) else {
+            return;
+        };
+        let serial = z.serial().unwrap_or(0);
+        tx.send_replace(Some(Target {
+            serial,
+            soa,
+            published_ms: unix_ms(),
+        }));
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct NotifySettings {
+    pub retries: u32,
+    pub timeout: Duration,
+    pub poll_interval: Duration,
+    pub poll_timeout: Duration,
+}
+
+/// Starts one task per (zone, secondary).
+pub fn start(
+    targets: Vec<NotifyTargets>,
+    settings: NotifySettings,
+    status_file: Option<PathBuf>,
+    stop: watch::Receiver<bool>,
+) -> (Notifier, Arc<Propagation>, Vec<tokio::task::JoinHandle<()>>) {
+    let propagation = Arc::new(Propagation {
+        peers: Mutex::new(BTreeMap::new()),
+        status_file,
+    });
+    let mut notifier = Notifier::default();
+    let mut tasks = Vec::new();
+    for t in targets {
+        let (tx, _) = watch::channel(None);
+        for &peer in &t.secondaries {
+            let worker = PeerWorker {
+                zone: t.zone.clone(),
+                peer,
+                key: t.key.clone(),
+                settings,
+                status: propagation.clone(),
+            };
+            tasks.push(tokio::spawn(worker.run(tx.subscribe(), stop.clone())));
+        }
+        notifier.zones.insert(LowerName::new(&t.zone), tx);
+    }
+    (notifier, propagation, tasks)
+}
+
+struct PeerWorker {
+    zone: Name,
+    peer: SocketAddr,
+    key: Option<TSigner>,
+    settings: NotifySettings,
+    status: Arc<Propagation>,
+}
+
+impl PeerWorker {
+    async fn run(self, mut rx: watch::Receiver<Option<Target>>, mut stop: watch::Receiver<bool>) {
+        let mut pending = rx.borrow().is_some();
+        loop {
+            if !pending {
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() { return },
+                    _ = stop.changed() => return,
+                }
+            }
+            pending = false;
+            let Some(target) = rx.borrow_and_update().clone() else {
+                continue;
+            };
+            // A newer serial abandons this round and starts the next.
+            tokio::select! {
+                _ = self.round(&target) => {}
+                r = rx.changed() => { if r.is_err() { return } pending = true; }
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    async fn round(&self, t: &Target) {
+        let (zone, peer) = (&self.zone, self.peer);
+        self.status.update(zone, peer, |s| {
+            s.serial = Some(t.serial);
+            s.published_ms = t.published_ms;
+            s.in_sync = s.serial_seen.is_some_and(|seen| !is_newer(t.serial, seen));
+        });
+        let key = self.key.as_ref();
+        let mut timeout = self.settings.timeout;
+        for attempt in 1..=self.settings.retries.max(1) {
+            match client::notify(peer, zone, Some(t.soa.clone()), key, timeout).await {
+                Ok(()) => {
+                    info!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY acknowledged");
+                    self.status.update(zone, peer, |s| s.notified = Some(t.serial));
+                    break;
+                }
+                Err(e) => {
+                    warn!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY failed: {e}");
+                    self.status.update(zone, peer, |s| {
+                        s.failures += 1;
+                        s.last_error = Some(format!("notify: {e}"));
+                    });
+                    timeout *= 2;
+                }
+            }
+        }
+        // Poll until the secondary serves the serial (or give up until the
+        // next change).
+        let deadline = tokio::time::Instant::now() + self.settings.poll_timeout;
+        loop {
+            match client::soa_serial(peer, zone, key, self.settings.timeout).await {
+                Ok(seen) => {
+                    let done = !is_newer(t.serial, seen);
+                    self.status.update(zone, peer, |s| {
+                        s.serial_seen = Some(seen);
+                        s.in_sync = done;
+                        if done {
+                            s.lag_ms = Some(unix_ms().saturating_sub(t.published_ms));
+                            s.failures = 0;
+                            s.last_error = None;
+                        }
+                    });
+                    if done {
+                        info!(%zone, secondary = %peer, serial = seen, "secondary in sync");
+                        return;
+                    }
+                }
+                Err(e) => self.status.update(zone, peer, |s| {
+                    s.failures += 1;
+                    s.last_error = Some(format!("poll: {e}"));
+                }),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                warn!(%zone, secondary = %peer, serial = t.serial, "secondary did not reach the serial in time");
+                return;
+            }
+            tokio::time::sleep(self.settings.poll_interval).await;
+        }
+    }
+}

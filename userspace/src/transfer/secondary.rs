@@ -1,0 +1,384 @@
+//! Secondary zones: reading an incoming AXFR/IXFR (pure), the SOA
+//! refresh/retry/expire timers (pure), and the tokio task that keeps each
+//! zone in step with its primaries. A transferred zone goes through the
+//! same store, journal and XDP sync as any other zone.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use super::client::{self, ClientError, XfrKind};
+use super::serial::is_newer;
+use crate::config::transfer::SecondaryZone;
+use crate::zone::{Change, Zone, ZoneDiff, ZoneStore};
+
+/// What a transfer carried.
+#[derive(Debug, PartialEq)]
+pub enum XfrOutcome {
+    /// The primary has nothing newer (IXFR answered with its SOA alone).
+    UpToDate(u32),
+    /// The whole zone (AXFR, or IXFR answered AXFR-style); SOA included once.
+    Full(Vec<Record>),
+    /// Difference sequences, oldest first, each with its SOAs.
+    Incremental(Vec<ZoneDiff>),
+}
+
+enum State {
+    Start,
+    AfterFirst,
+    Full(Vec<Record>),
+    Deleting(ZoneDiff),
+    Adding(ZoneDiff),
+    Done(XfrOutcome),
+}
+
+/// Reads the answer records of a transfer, message by message.
+pub struct XfrReader {
+    zone: Name,
+    ours: Option<u32>,
+    first: Option<Record>,
+    diffs: Vec<ZoneDiff>,
+    state: State,
+}
+
+fn soa_serial(r: &Record) -> Option<u32> {
+    match &r.data {
+        RData::SOA(s) => Some(s.serial),
+        _ => None,
+    }
+}
+
+impl XfrReader {
+    pub fn new(zone: Name, ours: Option<u32>) -> XfrReader {
+        XfrReader {
+            zone,
+            ours,
+            first: None,
+            diffs: Vec::new(),
+            state: State::Start,
+        }
+    }
+
+    fn final_serial(&self) -> u32 {
+        self.first.as_ref().and_then(soa_serial).unwrap_or(0)
+    }
+
+    pub fn push(&mut self, r: Record) -> Result<(), String> {
+        let end = self.final_serial();
+        let soa = soa_serial(&r).filter(|_| r.name == self.zone);
+        self.state = match std::mem::replace(&mut self.state, State::Start) {
+            State::Start => {
+                if soa.is_none() {
+                    return Err("the transfer does not start with the zone's SOA".into());
+                }
+                self.first = Some(r);
+                State::AfterFirst
+            }
+            State::AfterFirst => match soa {
+                // SOA, SOA: a zone holding nothing but its SOA.
+                Some(s) if s == end => State::Done(XfrOutcome::Full(vec![self.first.clone().expect("first")])),
+                Some(s) => State::Deleting(ZoneDiff {
+                    origin: self.zone.clone(),
+                    old_serial: Some(s),
+                    removed: vec![r],
+                    ..ZoneDiff::default()
+                }),
+                None => State::Full(vec![self.first.clone().expect("first"), r]),
+            },
+            State::Full(mut records) => match soa {
+                Some(_) => State::Done(XfrOutcome::Full(records)),
+                None => {
+                    records.push(r);
+                    State::Full(records)
+                }
+            },
+            State::Deleting(mut d) => match soa {
+                Some(s) => {
+                    d.new_serial = Some(s);
+                    d.added.push(r);
+                    State::Adding(d)
+                }
+                None => {
+                    d.removed.push(r);
+                    State::Deleting(d)
+                }
+            },
+            State::Adding(mut d) => match soa {
+                Some(s) => {
+                    let last = d.new_serial == Some(end);
+                    self.diffs.push(d);
+                    if last {
+                        State::Done(XfrOutcome::Incremental(std::mem::take(&mut self.diffs)))
+                    } else {
+                        State::Deleting(ZoneDiff {
+                            origin: self.zone.clone(),
+                            old_serial: Some(s),
+                            removed: vec![r],
+                            ..ZoneDiff::default()
+                        })
+                    }
+                }
+                None => {
+                    d.added.push(r);
+                    State::Adding(d)
+                }
+            },
+            State::Done(_) => return Err("records after the end of the transfer".into()),
+        };
+        Ok(())
+    }
+
+    /// Called after each message: the outcome once the transfer is over.
+    pub fn finished(&mut self) -> Option<XfrOutcome> {
+        if let State::AfterFirst = self.state {
+            // A message ending right after the first SOA, when that serial
+            // is not newer than ours: IXFR's "you are current".
+            let end = self.final_serial();
+            if self.ours.is_some_and(|ours| !is_newer(end, ours)) {
+                return Some(XfrOutcome::UpToDate(end));
+            }
+        }
+        match std::mem::replace(&mut self.state, State::Start) {
+            State::Done(o) => Some(o),
+            other => {
+                self.state = other;
+                None
+            }
+        }
+    }
+}
+
+/// What the SOA timers say after a refresh attempt (RFC 1034 §4.3.5).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Schedule {
+    pub next_check: Duration,
+    pub expired: bool,
+}
+
+/// `since_ok` is the time since the last successful check (None: never).
+pub fn schedule(soa: Option<&SOA>, ok: bool, since_ok: Option<Duration>) -> Schedule {
+    let secs = |v: i32| Duration::from_secs(v.max(1) as u64);
+    let Some(soa) = soa else {
+        // Nothing to serve yet: keep trying every few seconds.
+        return Schedule {
+            next_check: Duration::from_secs(5),
+            expired: false,
+        };
+    };
+    let (refresh, retry, expire) = (secs(soa.refresh), secs(soa.retry), secs(soa.expire));
+    let expired = since_ok.is_none_or(|s| s >= expire) && !ok;
+    let next_check = if ok { refresh } else { retry };
+    Schedule {
+        next_check,
+        expired,
+    }
+}
+
+/// Called after a secondary zone changes: the diffs (for the XDP table),
+/// or `None` when only its expiry changed (rebuild the table).
+pub type OnChange = Arc<dyn Fn(Option<&[ZoneDiff]>) + Send + Sync>;
+
+pub struct Secondaries {
+    pub zones: Vec<SecondaryZone>,
+    pub store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    pub on_change: OnChange,
+    /// Where the time of each zone's last good refresh is kept.
+    pub state_dir: Option<PathBuf>,
+    pub timeout: Duration,
+}
+
+/// Starts one task per secondary zone; returns the sender that accepted
+/// NOTIFYs go to.
+pub fn start(
+    s: Secondaries,
+    stop: watch::Receiver<bool>,
+) -> (mpsc::UnboundedSender<Name>, Vec<tokio::task::JoinHandle<()>>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Name>();
+    let mut senders = HashMap::new();
+    let mut tasks = Vec::new();
+    for zone in s.zones {
+        let (ztx, zrx) = mpsc::channel(1);
+        senders.insert(LowerName::new(&zone.zone), ztx);
+        let task = ZoneTask {
+            zone,
+            store: s.store.clone(),
+            on_change: s.on_change.clone(),
+            state_dir: s.state_dir.clone(),
+            timeout: s.timeout,
+        };
+        tasks.push(tokio::spawn(task.run(zrx, stop.clone())));
+    }
+    tasks.push(tokio::spawn(async move {
+        while let Some(zone) = rx.recv().await {
+            if let Some(z) = senders.get(&LowerName::new(&zone)) {
+                let _ = z.try_send(()); // one pending check is enough
+            }
+        }
+    }));
+    (tx, tasks)
+}
+
+struct ZoneTask {
+    zone: SecondaryZone,
+    store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    on_change: OnChange,
+    state_dir: Option<PathBuf>,
+    timeout: Duration,
+}
+
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl ZoneTask {
+    fn current(&self) -> Option<Arc<Zone>> {
+        self.store
+            .as_ref()
+            .as_ref()
+            .snapshot()
+            .zone(&LowerName::new(&self.zone.zone))
+            .cloned()
+    }
+
+    fn ok_file(&self) -> Option<PathBuf> {
+        let name = self.zone.zone.to_lowercase().to_ascii();
+        self.state_dir.as_ref().map(|d| d.join(format!("{name}refreshed")))
+    }
+
+    async fn run(self, mut notified: mpsc::Receiver<()>, mut stop: watch::Receiver<bool>) {
+        let zone = &self.zone.zone;
+        // A copy recovered from disk is as fresh as its last good refresh.
+        let mut last_ok: Option<u64> = self
+            .ok_file()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|s| s.trim().parse().ok());
+        let mut expired = false;
+        let mut next = Duration::ZERO;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(next) => {}
+                Some(()) = notified.recv() => {}
+                _ = stop.changed() => return,
+            }
+            let result = self.refresh().await;
+            let ok = match &result {
+                Ok(changed) => {
+                    if *changed {
+                        info!(%zone, serial = self.current().and_then(|z| z.serial()), "secondary zone updated");
+                    }
+                    last_ok = Some(unix_secs());
+                    if let Some(f) = self.ok_file() {
+                        let _ = std::fs::write(f, unix_secs().to_string());
+                    }
+                    true
+                }
+                Err(e) => {
+                    warn!(%zone, "secondary refresh failed: {e}");
+                    false
+                }
+            };
+            let current = self.current();
+            let soa = current.as_ref().and_then(|z| z.soa().map(|(s, _)| s.clone()));
+            let since = last_ok.map(|t| Duration::from_secs(unix_secs().saturating_sub(t)));
+            let plan = schedule(soa.as_ref(), ok, since);
+            if current.is_some() && plan.expired != expired && (plan.expired || ok) {
+                expired = plan.expired;
+                self.store.as_ref().as_ref().set_expired(zone, expired);
+                if expired {
+                    warn!(%zone, "secondary zone expired: answering SERVFAIL until a primary answers");
+                } else {
+                    info!(%zone, "secondary zone is fresh again");
+                }
+                (self.on_change)(None);
+            }
+            next = plan.next_check;
+        }
+    }
+
+    /// One SOA check and, when the primary is ahead, one transfer; tries
+    /// the primaries in order. `Ok(true)` when the zone changed.
+    async fn refresh(&self) -> Result<bool, ClientError> {
+        let mut last_err = None;
+        for &primary in &self.zone.primaries {
+            match self.refresh_from(primary).await {
+                Ok(changed) => return Ok(changed),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.expect("a secondary zone has at least one primary"))
+    }
+
+    async fn refresh_from(&self, primary: std::net::SocketAddr) -> Result<bool, ClientError> {
+        let zone = &self.zone.zone;
+        let key = self.zone.key.as_ref();
+        let ours = self.current().and_then(|z| z.soa().map(|(s, t)| (s.clone(), t)));
+        let theirs = client::soa_serial(primary, zone, key, self.timeout).await?;
+        if let Some((soa, _)) = &ours {
+            if !is_newer(theirs, soa.serial) {
+                return Ok(false);
+            }
+        }
+        let kind = if ours.is_some() { XfrKind::Ixfr } else { XfrKind::Axfr };
+        let outcome = match client::transfer(primary, zone, kind, ours.clone(), key, self.timeout).await {
+            // Some primaries refuse IXFR outright; fall back to AXFR.
+            Err(ClientError::Rcode(_, _)) if kind == XfrKind::Ixfr => {
+                client::transfer(primary, zone, XfrKind::Axfr, None, key, self.timeout).await?
+            }
+            other => other?,
+        };
+        self.apply(primary, outcome)
+    }
+
+    fn apply(&self, primary: std::net::SocketAddr, outcome: XfrOutcome) -> Result<bool, ClientError> {
+        let zone = &self.zone.zone;
+        let store = self.store.as_ref().as_ref();
+        let bad = |m: String| ClientError::Protocol(primary, m);
+        match outcome {
+            XfrOutcome::UpToDate(_) => Ok(false),
+            XfrOutcome::Full(records) => {
+                let count = records.len();
+                let z = Zone::from_records(zone, records).map_err(|e| bad(e.to_string()))?;
+                let diffs = store.install_transferred(z);
+                info!(%zone, %primary, records = count, "AXFR received");
+                (self.on_change)(Some(&diffs));
+                Ok(!diffs.is_empty())
+            }
+            XfrOutcome::Incremental(diffs) => {
+                let mut applied = Vec::new();
+                for d in &diffs {
+                    let changes: Vec<Change> = d
+                        .removed
+                        .iter()
+                        .filter(|r| r.record_type() != RecordType::SOA)
+                        .map(|r| Change::Remove(r.clone()))
+                        .chain(
+                            d.added
+                                .iter()
+                                .filter(|r| r.record_type() != RecordType::SOA)
+                                .map(|r| Change::Add(r.clone())),
+                        )
+                        .collect();
+                    let serial = d.new_serial.ok_or_else(|| bad("diff without a new SOA".into()))?;
+                    let diff = store
+                        .apply_transferred(zone, &changes, serial)
+                        .map_err(|e| bad(e.to_string()))?;
+                    applied.push(diff);
+                }
+                info!(%zone, %primary, diffs = applied.len(), "IXFR received");
+                (self.on_change)(Some(&applied));
+                Ok(true)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
