@@ -122,7 +122,8 @@ impl IxfrJournal {
                 continue;
             }
             match read_zone_file(&path)? {
-                Some((zone, history)) => {
+                Some((zone, mut history)) => {
+                    trim(&mut history, &limits, u64::from(super::serial::now_secs()));
                     info!(zone = %zone.origin(), serial = zone.serial(), diffs = history.changes.len(), file = %path.display(), "journal: recovered zone");
                     zones.insert(zone.origin_key().clone(), history);
                     recovered.push(zone);

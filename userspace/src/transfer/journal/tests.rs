@@ -1,1 +1,220 @@
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use hickory_proto::rr::rdata::{A, SOA, TXT};
+use hickory_proto::rr::{Name, RData, Record};
+
+use super::*;
+use crate::zone::{Change, ZoneStore};
+
+fn name(s: &str) -> Name {
+    Name::from_ascii(s).unwrap()
+}
+
+fn base_zone() -> Zone {
+    let origin = name("example.com.");
+    let soa = SOA::new(name("ns1.example.com."), name("h.example.com."), 1, 3600, 600, 86400, 60);
+    let mut z = Zone::new(&origin);
+    z.insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa))).unwrap();
+    for i in 0..20u8 {
+        z.insert(a(&format!("h{i}.example.com."), i, 60)).unwrap();
+    }
+    z
+}
+
+fn a(owner: &str, last: u8, ttl: u32) -> Record {
+    Record::from_rdata(name(owner), ttl, RData::A(A::new(10, 0, 0, last)))
+}
+
+/// A record's identity for comparisons: text form including the TTL.
+fn key(r: &Record) -> String {
+    format!("{} {} {} {}", r.name.to_lowercase(), r.ttl, r.record_type(), r.data)
+}
+
+fn set(z: &Zone) -> BTreeSet<String> {
+    z.records()
+        .filter(|r| r.record_type() != hickory_proto::rr::RecordType::SOA)
+        .map(|r| key(&r))
+        .collect()
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xdpdns-ixfr-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// A store whose publishes feed `journal`.
+fn store_with(journal: Arc<IxfrJournal>) -> ZoneStore {
+    let store = ZoneStore::new();
+    store.set_observer(Box::new(move |snap, diffs| journal.record(snap, diffs, u64::from(crate::transfer::serial::now_secs()))));
+    store
+}
+
+/// The i-th change: adds a name, removes an old one, changes a TTL now
+/// and then, and sometimes adds then removes the same record later.
+fn change(i: u32) -> Vec<Change> {
+    let mut out = vec![Change::Add(a(&format!("n{i}.example.com."), (i % 250) as u8, 30))];
+    if i >= 3 {
+        out.push(Change::Remove(a(&format!("n{}.example.com.", i - 3), ((i - 3) % 250) as u8, 30)));
+    }
+    if i % 7 == 0 {
+        out.push(Change::Add(a(&format!("h{}.example.com.", i % 20), (i % 20) as u8, 120 + i)));
+    }
+    if i % 5 == 0 {
+        out.push(Change::Add(Record::from_rdata(
+            name("txt.example.com."),
+            60,
+            RData::TXT(TXT::new(vec![format!("v{i}")])),
+        )));
+    }
+    out
+}
+
+/// After 100 changes, IXFR from each of the last N serials is exactly the
+/// difference between that version and the current one; older serials
+/// get AXFR; and all of it holds again after reopening from disk.
+#[test]
+fn ixfr_from_any_journalled_serial_is_the_exact_condensed_diff_and_survives_reopen() {
+    let dir = tmpdir("exact");
+    let limits = JournalLimits {
+        max_changes: 40,
+        ..JournalLimits::default()
+    };
+    let (journal, recovered) = IxfrJournal::open(&dir, limits).unwrap();
+    assert!(recovered.is_empty());
+    let journal = Arc::new(journal);
+    let store = store_with(journal.clone());
+    let origin = name("example.com.");
+    store.replace_zones(vec![base_zone()], &[]);
+    let mut versions = vec![(1u32, set(&base_zone()))];
+    for i in 0..100 {
+        let d = store.update(&origin, &change(i)).unwrap();
+        let z = store.snapshot().zone(&LowerName::new(&origin)).unwrap().clone();
+        versions.push((d.new_serial.unwrap(), set(&z)));
+    }
+    let current = store.snapshot().zone(&LowerName::new(&origin)).unwrap().clone();
+    assert_eq!(current.serial(), Some(101));
+
+    let check = |journal: &IxfrJournal, zone: &Zone| {
+        let now = set(zone);
+        for (serial, then) in &versions {
+            match journal.ixfr(zone, *serial) {
+                Ixfr::Current => assert_eq!(*serial, 101),
+                Ixfr::Unavailable => assert!(*serial < 101 - 40, "serial {serial} should be in the journal"),
+                Ixfr::Diff(d) => {
+                    assert!(*serial >= 101 - 40, "serial {serial} is older than the journal");
+                    assert_eq!(d.old_serial, Some(*serial));
+                    assert_eq!(d.new_serial, Some(101));
+                    assert_eq!(soa_serial(&d.removed[0]), Some(*serial), "old SOA first");
+                    assert_eq!(soa_serial(&d.added[0]), Some(101), "new SOA first");
+                    let removed: BTreeSet<String> = d.removed[1..].iter().map(key).collect();
+                    let added: BTreeSet<String> = d.added[1..].iter().map(key).collect();
+                    assert_eq!(removed.len(), d.removed.len() - 1, "no duplicates");
+                    let want_removed: BTreeSet<String> = then.difference(&now).cloned().collect();
+                    let want_added: BTreeSet<String> = now.difference(then).cloned().collect();
+                    assert_eq!(removed, want_removed, "removed from {serial}");
+                    assert_eq!(added, want_added, "added since {serial}");
+                }
+            }
+        }
+    };
+    check(&journal, &current);
+    assert_eq!(journal.span(&origin), Some((61, 40)));
+
+    drop(store);
+    drop(journal);
+    let (reopened, recovered) = IxfrJournal::open(&dir, limits).unwrap();
+    assert_eq!(recovered.len(), 1);
+    let z = &recovered[0];
+    assert_eq!(z.serial(), Some(101));
+    assert_eq!(set(z), set(&current), "recovered zone equals the served one");
+    check(&reopened, z);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn soa_serial(r: &Record) -> Option<u32> {
+    match &r.data {
+        RData::SOA(s) => Some(s.serial),
+        _ => None,
+    }
+}
+
+#[test]
+fn torn_tail_is_cut_and_the_rest_recovers() {
+    let dir = tmpdir("torn");
+    let (journal, _) = IxfrJournal::open(&dir, JournalLimits::default()).unwrap();
+    let journal = Arc::new(journal);
+    let store = store_with(journal.clone());
+    let origin = name("example.com.");
+    store.replace_zones(vec![base_zone()], &[]);
+    for i in 0..5 {
+        store.update(&origin, &change(i)).unwrap();
+    }
+    drop(store);
+    drop(journal);
+    let path = dir.join("example.com.ixfr");
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len - 3).unwrap(); // the last diff is torn
+    let (reopened, recovered) = IxfrJournal::open(&dir, JournalLimits::default()).unwrap();
+    assert_eq!(recovered[0].serial(), Some(5), "the torn sixth version is gone");
+    assert!(matches!(reopened.ixfr(&recovered[0], 1), Ixfr::Diff(_)));
+    assert!(std::fs::metadata(&path).unwrap().len() < len - 3, "tail cut off");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn limits_bound_count_size_and_age() {
+    let journal = Arc::new(IxfrJournal::in_memory(JournalLimits {
+        max_changes: 1000,
+        max_records: 10,
+        max_age_secs: 0,
+    }));
+    let store = store_with(journal.clone());
+    let origin = name("example.com.");
+    store.replace_zones(vec![base_zone()], &[]);
+    for i in 0..20 {
+        store.update(&origin, &change(i)).unwrap();
+    }
+    let (_, held) = journal.span(&origin).unwrap();
+    assert!(held < 10, "record budget trims old diffs: {held} kept");
+
+    let mut h = History::default();
+    let diff = |n: u32| super::Change {
+        diff: ZoneDiff {
+            old_serial: Some(n),
+            new_serial: Some(n + 1),
+            ..ZoneDiff::default()
+        },
+        at: u64::from(n) * 100,
+    };
+    for n in 0..10 {
+        h.changes.push_back(diff(n));
+    }
+    trim(
+        &mut h,
+        &JournalLimits {
+            max_changes: 100,
+            max_records: 100,
+            max_age_secs: 250,
+        },
+        1000,
+    );
+    assert_eq!(h.changes.front().unwrap().at, 800, "older than 250 s dropped");
+}
+
+#[test]
+fn a_serial_that_does_not_move_forward_restarts_the_history() {
+    let journal = Arc::new(IxfrJournal::in_memory(JournalLimits::default()));
+    let store = store_with(journal.clone());
+    let origin = name("example.com.");
+    store.replace_zones(vec![base_zone()], &[]);
+    store.update(&origin, &change(0)).unwrap();
+    assert_eq!(journal.span(&origin), Some((1, 1)));
+    // A transferred zone whose serial went backwards (primary reset).
+    let mut z = base_zone();
+    z.insert(a("new.example.com.", 1, 60)).unwrap();
+    store.install_transferred(z);
+    assert_eq!(journal.span(&origin), None, "history before the reset is unusable");
+}
