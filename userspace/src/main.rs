@@ -63,6 +63,16 @@ enum Command {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Print how far each secondary has got with each zone (NOTIFY out and
+    /// SOA polling), as the running server last recorded it under
+    /// `transfer.data_dir`. Exit 1 if any secondary is out of sync.
+    TransferStatus {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Parse and check one zone file, like named-checkzone; exit 1 on error.
     CheckZone {
         /// Master file (RFC 1035 format).
@@ -80,6 +90,7 @@ fn main() -> ExitCode {
         Command::Serve { config } => run_serve(config),
         Command::CheckConfig { config } => check_config(config),
         Command::CheckZone { file, origin } => check_zone(file, &origin),
+        Command::TransferStatus { config, json } => transfer_status(config, json),
         Command::Register { config } => run_agent(config),
         Command::XdpPass { interface } => hold(&interface, "xdp_pass", "driver"),
         Command::XdpReflect { interface, mode } => hold(&interface, "xdp_reflect", &mode),
@@ -119,6 +130,44 @@ fn run_agent(config: PathBuf) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(xdpdns::agent::run(config))
+}
+
+fn transfer_status(config: PathBuf, json: bool) -> anyhow::Result<()> {
+    use xdpdns::transfer::notify::PeerStatus;
+    let config = Config::load(&config)?;
+    let Some(dir) = &config.transfer.data_dir else {
+        anyhow::bail!("{}: transfer.data_dir is not set, so no status is recorded", config.file.display());
+    };
+    let path = dir.join(xdpdns::serve::STATUS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!("no secondaries notified yet ({} does not exist)", path.display());
+            return Ok(());
+        }
+        Err(e) => anyhow::bail!("{}: {e}", path.display()),
+    };
+    let peers: Vec<PeerStatus> =
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if json {
+        println!("{text}");
+    } else {
+        println!("{:<28} {:<24} {:>10} {:>10} {:>10} {:>8} {:>9}  last error", "zone", "secondary", "serial", "notified", "seen", "in sync", "lag ms");
+        let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+        for p in &peers {
+            println!(
+                "{:<28} {:<24} {:>10} {:>10} {:>10} {:>8} {:>9}  {}",
+                p.zone, p.secondary, opt(p.serial), opt(p.notified), opt(p.serial_seen),
+                if p.in_sync { "yes" } else { "NO" },
+                p.lag_ms.map_or("-".into(), |l| l.to_string()),
+                p.last_error.as_deref().unwrap_or(""),
+            );
+        }
+    }
+    if peers.iter().any(|p| !p.in_sync) {
+        anyhow::bail!("some secondaries are not in sync");
+    }
+    Ok(())
 }
 
 fn check_config(path: PathBuf) -> anyhow::Result<()> {

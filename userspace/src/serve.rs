@@ -68,6 +68,7 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     // are served before their primaries answer, and the journal's history
     // continues from it.
     store.restore_zones(recovered);
+    secondary::expire_stale_copies(&store, &config.secondary_zones(), secondary_dir(&config).as_deref());
     let shared = Arc::new(Shared {
         journal: Arc::new(journal),
         ..Shared::new(store, handler_for(&config))
@@ -214,6 +215,10 @@ fn start_notify(
 /// Where the propagation state is written, under `transfer.data_dir`.
 pub const STATUS_FILE: &str = "transfer-status.json";
 
+fn secondary_dir(config: &Config) -> Option<std::path::PathBuf> {
+    config.transfer.data_dir.as_ref().map(|d| d.join("secondary"))
+}
+
 /// Starts the refresh task of every secondary zone.
 fn start_secondaries(
     config: &Config,
@@ -226,7 +231,7 @@ fn start_secondaries(
     if zones.is_empty() {
         return;
     }
-    let state_dir = config.transfer.data_dir.as_ref().map(|d| d.join("secondary"));
+    let state_dir = secondary_dir(config);
     if let Some(d) = &state_dir {
         let _ = std::fs::create_dir_all(d);
     }

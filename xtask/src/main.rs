@@ -37,6 +37,11 @@ const APT_PACKAGES: &[&str] = &[
     "dnsutils",
     // ip netns/veth for the real-traffic XDP test
     "iproute2",
+    // Peers of the transfer interop tests: NSD, Knot (and kdig), BIND 9
+    "nsd",
+    "knot",
+    "knot-dnsutils",
+    "bind9",
     // The eBPF build (see ../shared/TOOLCHAIN.md): Debian's rustc with a
     // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
     "rustc-web",

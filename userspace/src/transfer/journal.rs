@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use hickory_proto::rr::{LowerName, Name, Record, RecordType};
-use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder, NameEncoding};
 use serde::Deserialize;
 use tracing::{info, warn};
 
@@ -361,41 +361,46 @@ fn frame(payload: &[u8]) -> Vec<u8> {
     out
 }
 
-fn emit_records<'a>(enc: &mut BinEncoder<'_>, records: impl Iterator<Item = &'a Record>) {
+/// Appends records uncompressed, one encoder each: a snapshot is far
+/// larger than the 64 KiB one encoder can address, and without compression
+/// every record decodes on its own.
+fn emit_records<'a>(out: &mut Vec<u8>, records: impl Iterator<Item = &'a Record>) {
+    let mut tmp = Vec::with_capacity(128);
     for r in records {
-        r.emit(enc).expect("zone records encode");
+        tmp.clear();
+        {
+            let mut enc = BinEncoder::new(&mut tmp);
+            let mut enc = enc.with_name_encoding(NameEncoding::Uncompressed);
+            r.emit(&mut enc).expect("zone records encode");
+        }
+        out.extend_from_slice(&tmp);
     }
 }
 
 fn encode_diff(d: &ZoneDiff, at: u64) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut enc = BinEncoder::new(&mut buf);
-    let head = [TAG_DIFF];
-    enc.emit_vec(&head).expect("vec");
-    enc.emit_vec(&at.to_be_bytes()).expect("vec");
-    enc.emit_vec(&origin_bytes(&d.origin)).expect("vec");
+    let mut buf = vec![TAG_DIFF];
+    buf.extend_from_slice(&at.to_be_bytes());
+    buf.extend_from_slice(&origin_bytes(&d.origin));
     for n in [
         d.old_serial.unwrap_or(0),
         d.new_serial.unwrap_or(0),
         d.removed.len() as u32,
         d.added.len() as u32,
     ] {
-        enc.emit_u32(n).expect("vec");
+        buf.extend_from_slice(&n.to_be_bytes());
     }
-    emit_records(&mut enc, d.removed.iter());
-    emit_records(&mut enc, d.added.iter());
+    emit_records(&mut buf, d.removed.iter());
+    emit_records(&mut buf, d.added.iter());
     buf
 }
 
 fn encode_snapshot(zone: &Zone) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(zone.record_count() * 32);
-    let mut enc = BinEncoder::new(&mut buf);
-    enc.emit_vec(&[TAG_SNAPSHOT]).expect("vec");
-    enc.emit_vec(&origin_bytes(zone.origin())).expect("vec");
-    enc.emit_u32(zone.record_count() as u32).expect("vec");
-    for r in zone.records() {
-        r.emit(&mut enc).expect("zone records encode");
-    }
+    let mut buf = Vec::with_capacity(zone.record_count() * 40);
+    buf.push(TAG_SNAPSHOT);
+    buf.extend_from_slice(&origin_bytes(zone.origin()));
+    buf.extend_from_slice(&(zone.record_count() as u32).to_be_bytes());
+    let records: Vec<Record> = zone.records().collect();
+    emit_records(&mut buf, records.iter());
     buf
 }
 

@@ -115,8 +115,11 @@ impl Notifier {
     /// Starts a round for every zone at its current serial (at start-up,
     /// so secondaries learn of changes made while we were down).
     pub fn announce_all(&self, snapshot: &Snapshot) {
-        for zone in self.zones.keys() {
-            self.announce(snapshot, zone);
+        for (zone, tx) in &self.zones {
+            // Zones published since start-up already have a round.
+            if tx.borrow().is_none() {
+                self.announce(snapshot, zone);
+            }
         }
     }
 
@@ -227,6 +230,12 @@ impl PeerWorker {
                         s.failures += 1;
                         s.last_error = Some(format!("notify: {e}"));
                     });
+                    // Back off before the next attempt even when the
+                    // failure was immediate (port unreachable while the
+                    // secondary restarts).
+                    if attempt < self.settings.retries {
+                        tokio::time::sleep(timeout).await;
+                    }
                     timeout *= 2;
                 }
             }

@@ -4,7 +4,7 @@
 //! same store, journal and XDP sync as any other zone.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -224,6 +224,36 @@ pub fn start(
     (tx, tasks)
 }
 
+/// Where the time of a zone's last good refresh is kept.
+fn ok_file(state_dir: Option<&Path>, zone: &Name) -> Option<PathBuf> {
+    let name = zone.to_lowercase().to_ascii();
+    state_dir.map(|d| d.join(format!("{name}refreshed")))
+}
+
+fn last_refresh(state_dir: Option<&Path>, zone: &Name) -> Option<u64> {
+    ok_file(state_dir, zone)
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// At start-up, before anything is served: a copy restored from disk whose
+/// last good refresh is older than its SOA expire is expired at once.
+pub fn expire_stale_copies(store: &ZoneStore, zones: &[SecondaryZone], state_dir: Option<&Path>) {
+    let snapshot = store.snapshot();
+    for z in zones {
+        let Some(copy) = snapshot.zone(&LowerName::new(&z.zone)) else {
+            continue;
+        };
+        let since = last_refresh(state_dir, &z.zone)
+            .map(|t| Duration::from_secs(unix_secs().saturating_sub(t)));
+        let soa = copy.soa().map(|(s, _)| s.clone());
+        if schedule(soa.as_ref(), false, since).expired {
+            warn!(zone = %z.zone, "restored secondary copy is past its SOA expire: SERVFAIL until a primary answers");
+            store.set_expired(&z.zone, true);
+        }
+    }
+}
+
 struct ZoneTask {
     zone: SecondaryZone,
     store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
@@ -249,18 +279,14 @@ impl ZoneTask {
     }
 
     fn ok_file(&self) -> Option<PathBuf> {
-        let name = self.zone.zone.to_lowercase().to_ascii();
-        self.state_dir.as_ref().map(|d| d.join(format!("{name}refreshed")))
+        ok_file(self.state_dir.as_deref(), &self.zone.zone)
     }
 
     async fn run(self, mut notified: mpsc::Receiver<()>, mut stop: watch::Receiver<bool>) {
         let zone = &self.zone.zone;
         // A copy recovered from disk is as fresh as its last good refresh.
-        let mut last_ok: Option<u64> = self
-            .ok_file()
-            .and_then(|f| std::fs::read_to_string(f).ok())
-            .and_then(|s| s.trim().parse().ok());
-        let mut expired = false;
+        let mut last_ok = last_refresh(self.state_dir.as_deref(), zone);
+        let mut expired = self.current().is_some_and(|z| z.is_expired());
         let mut next = Duration::ZERO;
         loop {
             tokio::select! {

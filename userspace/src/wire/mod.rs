@@ -84,7 +84,9 @@ pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
         dnssec_ok: e.flags().dnssec_ok,
         nsid_requested: e.option(EdnsCode::NSID).is_some(),
     });
-    let ixfr_serial = msg.authorities.iter().find_map(|r| match &r.data {
+    // IXFR carries the client's SOA in authority, NOTIFY the new one in
+    // the answer section.
+    let ixfr_serial = msg.authorities.iter().chain(&msg.answers).find_map(|r| match &r.data {
         hickory_proto::rr::RData::SOA(soa) => Some(soa.serial),
         _ => None,
     });

@@ -19,6 +19,11 @@ fn base_zone() -> Zone {
     for i in 0..20u8 {
         z.insert(a(&format!("h{i}.example.com."), i, 60)).unwrap();
     }
+    // Names in RDATA that a compressing encoder would point back from.
+    let mx = hickory_proto::rr::rdata::MX::new(10, name("h1.example.com."));
+    z.insert(Record::from_rdata(name("h1.example.com."), 60, RData::MX(mx))).unwrap();
+    let cname = hickory_proto::rr::rdata::CNAME(name("h2.example.com."));
+    z.insert(Record::from_rdata(name("alias.example.com."), 60, RData::CNAME(cname))).unwrap();
     z
 }
 
