@@ -606,11 +606,3 @@ rise = 2
         "not deregistered on SIGTERM"
     );
 }
-
-/// A secondary of a registry-backed zone follows registrations by NOTIFY
-/// and IXFR. Needs outgoing transfers (issue 5), which are not built yet.
-#[test]
-#[ignore = "needs AXFR/IXFR/NOTIFY out (issue 5), not built yet"]
-fn secondary_follows_registrations_by_notify_and_ixfr() {
-    panic!("zone transfers are not implemented");
-}

@@ -1608,3 +1608,73 @@ fn tsig_and_acl_are_enforced_against_real_tools() {
     assert_ne!(m.response_code, ResponseCode::NoError);
     assert!(m.answers.is_empty());
 }
+
+/// The CNS deployment: xdpdns as hidden primary of a registry-backed zone,
+/// NSD as its secondary. Registrations reach NSD by NOTIFY and IXFR, and
+/// NSD ends up serving exactly what xdpdns serves.
+#[test]
+fn nsd_follows_registrations_by_notify_and_ixfr() {
+    let (xport, nport, api_port) = (free_port(), free_port(), free_port());
+    let dir = TempDir::new("xfr-registry");
+    let srv = start_xdpdns(
+        dir,
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:{xport}\"]\n\
+             [transfer]\ndata_dir = \"data\"\npoll_interval_ms = 200\n\
+             [registry]\nlisten = \"127.0.0.1:{api_port}\"\ntoken = \"t\"\ndata_dir = \"reg\"\n\
+             require_opt_in = false\nns = [\"ns1.sd.example.\"]\nhostmaster = \"h.sd.example.\"\n\
+             [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n\
+             notify = [\"127.0.0.1:{nport}\"]\n"
+        ),
+    );
+    let nsd = nsd_secondary("sd.example.", nport, xport);
+    let api = format!("http://127.0.0.1:{api_port}");
+    let register = |id: &str, addr: &str| {
+        let (code, body) = http(
+            "PUT",
+            &format!("{api}/v1/instances/{id}"),
+            Some("t"),
+            Some(&format!(
+                r#"{{"owner":"acme","addresses":["{addr}"],"services":["web:80"],"lease_secs":600}}"#
+            )),
+        );
+        assert_eq!(code, 200, "{body}");
+    };
+    let nsd_has = |name: &str, addr: &str| {
+        udp_at(loopback(nport), name, RecordType::A).is_some_and(|m| a_records(&m).contains(&addr.to_string()))
+    };
+
+    register("web-1", "10.9.0.1");
+    assert!(
+        eventually(PROPAGATION, || nsd_has("web-1.inst.acme.sd.example.", "10.9.0.1")),
+        "NSD never served the first registration\n{}",
+        logs(&srv, &[&nsd])
+    );
+    register("web-2", "10.9.0.2");
+    assert!(
+        eventually(PROPAGATION, || nsd_has("web.svc.acme.sd.example.", "10.9.0.2")),
+        "NSD never served the second registration\n{}",
+        logs(&srv, &[&nsd])
+    );
+    let serial = soa_serial(xport, "sd.example.").expect("xdpdns serves the zone");
+    assert!(
+        eventually(PROPAGATION, || soa_serial(nport, "sd.example.") == Some(serial)),
+        "{}",
+        logs(&srv, &[&nsd])
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || !log_lines(&srv.log(), &["outgoing transfer", "kind=\"IXFR\""]).is_empty()),
+        "the second registration did not go out by IXFR\n{}",
+        srv.log()
+    );
+    assert_eq!(
+        axfr_sorted(Client::Dig, nport, "sd.example.", None),
+        axfr_sorted(Client::Dig, xport, "sd.example.", None),
+        "NSD's copy differs from xdpdns's"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || status_in_sync(&srv, "sd.example.", nport, serial, false)),
+        "{:?}",
+        transfer_status(&srv)
+    );
+}

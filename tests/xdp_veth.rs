@@ -409,3 +409,78 @@ fn registered_name_is_answered_in_kernel() {
         "instance AAAA answered by XDP"
     );
 }
+
+/// A secondary zone reaches the kernel table: xdpdns (XDP attached) pulls
+/// example.net from another xdpdns by AXFR, answers it in the kernel, and
+/// after a change at the primary (NOTIFY, IXFR) answers the new address in
+/// the kernel too.
+#[test]
+fn transferred_zone_is_answered_in_kernel() {
+    let link = Link::new("x");
+    let primary_dir = TempDir::new("veth-xfr-primary");
+    let net_zone = |addr: &str| {
+        format!(
+            "$ORIGIN example.net.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
+             @ NS ns1\nns1 A 192.0.2.1\nwww A {addr}\n"
+        )
+    };
+    let zone_path = primary_dir.write("net.zone", &net_zone("192.0.2.80"));
+    let primary_config = primary_dir.write(
+        "xdpdns.toml",
+        "[server]\nlisten = [\"10.211.0.1:5300\"]\n\
+         [transfer]\nallow_transfer = [{ from = [\"10.211.0.0/24\"] }]\n\
+         [[zone]]\norigin = \"example.net.\"\nfile = \"net.zone\"\nnotify = [\"10.211.0.1:53\"]\n",
+    );
+    let primary = Server::start_in(
+        primary_dir,
+        primary_config,
+        &["ip", "netns", "exec", &link.server_ns],
+    );
+    let dir = TempDir::new("veth-xfr-secondary");
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"10.211.0.1:53\"]\n\
+             [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\n\
+             [transfer]\ndata_dir = \"data\"\n\
+             [[zone]]\norigin = \"example.net.\"\nprimaries = [\"10.211.0.1:5300\"]\n",
+            link.server_if
+        ),
+    );
+    let srv = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
+    assert!(
+        srv.wait_log("AXFR received", Duration::from_secs(10)),
+        "{}",
+        srv.log()
+    );
+    assert!(
+        srv.wait_log("XDP table updated", Duration::from_secs(5)),
+        "{}",
+        srv.log()
+    );
+    let c0 = counters(&srv);
+    let out = link.dig(&["www.example.net", "A"]);
+    assert!(out.contains("192.0.2.80"), "{out}");
+    let c1 = counters(&srv);
+    assert_eq!(c1["answered_a"] - c0["answered_a"], 1, "answered by XDP: {c1:?}");
+
+    std::fs::write(&zone_path, net_zone("192.0.2.81")).unwrap();
+    primary.signal("HUP");
+    assert!(
+        eventually(Duration::from_secs(10), || srv.log().contains("IXFR received")),
+        "{}",
+        srv.log()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || link
+            .dig(&["www.example.net", "A"])
+            .contains("192.0.2.81")),
+        "{}",
+        srv.log()
+    );
+    let c2 = counters(&srv);
+    let out = link.dig(&["www.example.net", "A"]);
+    assert!(out.contains("192.0.2.81") && !out.contains("192.0.2.80"), "{out}");
+    let c3 = counters(&srv);
+    assert_eq!(c3["answered_a"] - c2["answered_a"], 1, "new data answered by XDP: {c3:?}");
+}
