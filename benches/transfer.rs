@@ -46,7 +46,11 @@ fn start(config: &Path) -> Server {
     for line in lines.by_ref() {
         let line = line.unwrap();
         if line.contains("listening (udp+tcp)") {
-            addr = line.split(" addr=").nth(1).and_then(|a| a.split_whitespace().next()).map(str::to_string);
+            addr = line
+                .split(" addr=")
+                .nth(1)
+                .and_then(|a| a.split_whitespace().next())
+                .map(str::to_string);
         }
         if line.contains(" ready") {
             break;
@@ -68,13 +72,26 @@ fn start(config: &Path) -> Server {
 }
 
 fn key(r: &Record) -> String {
-    format!("{} {} {} {}", r.name.to_lowercase(), r.ttl, r.record_type(), r.data)
+    format!(
+        "{} {} {} {}",
+        r.name.to_lowercase(),
+        r.ttl,
+        r.record_type(),
+        r.data
+    )
 }
 
 fn axfr(rt: &tokio::runtime::Runtime, addr: SocketAddr, zone: &Name) -> (Vec<Record>, Duration) {
     let t0 = Instant::now();
     let out = rt
-        .block_on(client::transfer(addr, zone, XfrKind::Axfr, None, None, Duration::from_secs(300)))
+        .block_on(client::transfer(
+            addr,
+            zone,
+            XfrKind::Axfr,
+            None,
+            None,
+            Duration::from_secs(300),
+        ))
         .expect("AXFR");
     let took = t0.elapsed();
     let XfrOutcome::Full(records) = out else {
@@ -93,8 +110,23 @@ fn main() {
     let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("big.zone")).unwrap());
     writeln!(f, "$ORIGIN big.example.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1").unwrap();
     for i in 0..names {
-        writeln!(f, "i{i}.svc{} A 10.{}.{}.{}", i % 97, (i >> 16) & 255, (i >> 8) & 255, i & 255).unwrap();
-        writeln!(f, "i{i}.svc{} AAAA 2001:db8::{:x}:{:x}", i % 97, i >> 16, i & 0xffff).unwrap();
+        writeln!(
+            f,
+            "i{i}.svc{} A 10.{}.{}.{}",
+            i % 97,
+            (i >> 16) & 255,
+            (i >> 8) & 255,
+            i & 255
+        )
+        .unwrap();
+        writeln!(
+            f,
+            "i{i}.svc{} AAAA 2001:db8::{:x}:{:x}",
+            i % 97,
+            i >> 16,
+            i & 0xffff
+        )
+        .unwrap();
     }
     drop(f);
     let records = 2 * names + 3;
@@ -106,7 +138,10 @@ fn main() {
     .unwrap();
     let primary = start(&dir.join("primary.toml"));
     let zone = Name::from_ascii("big.example.").unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
 
     let want: BTreeSet<String> = xdpdns::zone::load_zone_file(&dir.join("big.zone"), &zone)
         .unwrap()
@@ -129,7 +164,7 @@ fn main() {
     std::fs::write(
         dir.join("secondary.toml"),
         format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\n[log]\nlevel = \"warn,xdpdns::transfer=info\"\n\
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n[log]\nlevel = \"warn,xdpdns::serve=info,xdpdns::transfer=info\"\n\
              [transfer]\ndata_dir = \"sec-data\"\nprimary_timeout_ms = 300000\n\
              [[zone]]\norigin = \"big.example.\"\nprimaries = [\"{}\"]\n",
             primary.addr
@@ -140,27 +175,44 @@ fn main() {
     let secondary = start(&dir.join("secondary.toml"));
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
-        let serial = rt.block_on(client::soa_serial(secondary.addr, &zone, None, Duration::from_millis(500)));
+        let serial = rt.block_on(client::soa_serial(
+            secondary.addr,
+            &zone,
+            None,
+            Duration::from_millis(500),
+        ));
         if serial.is_ok() {
             break;
         }
-        assert!(Instant::now() < deadline, "the secondary never loaded the zone");
+        assert!(
+            Instant::now() < deadline,
+            "the secondary never loaded the zone"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let secondary_took = t0.elapsed();
     let (copy, _) = axfr(&rt, secondary.addr, &zone);
     let copy: BTreeSet<String> = copy.iter().map(key).collect();
-    assert!(copy == want, "the secondary's copy differs from the zone file");
+    assert!(
+        copy == want,
+        "the secondary's copy differs from the zone file"
+    );
 
     println!("transfer bench: {records} records ({names} names, A + AAAA)");
-    println!("  primary start-up (load zone file):      {:>8.2} s", primary.ready_after.as_secs_f64());
+    println!(
+        "  primary start-up (load zone file):      {:>8.2} s",
+        primary.ready_after.as_secs_f64()
+    );
     println!(
         "  AXFR out, received and parsed (3 runs): median {:.2} s, min {:.2} s, max {:.2} s",
         times[1].as_secs_f64(),
         times[0].as_secs_f64(),
         times[2].as_secs_f64()
     );
-    println!("  xdpdns secondary: start to serving it:  {:>8.2} s (AXFR + install + journal snapshot)", secondary_took.as_secs_f64());
+    println!(
+        "  xdpdns secondary: start to serving it:  {:>8.2} s (AXFR + install + journal snapshot)",
+        secondary_took.as_secs_f64()
+    );
     println!("  both copies identical to the zone file: yes");
     drop(secondary);
     drop(primary);

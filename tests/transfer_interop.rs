@@ -962,7 +962,11 @@ fn knot_primary_feeds_xdpdns_secondary_by_axfr_then_ixfr_on_notify() {
     assert!(log.contains("NOTIFY received"), "{log}");
     let served = || log_lines(&knot.log(), &["IXFR, outgoing", "finished"]).len();
     let ok = eventually(Duration::from_secs(5), || served() >= 2);
-    assert!(ok && served() == 2, "Knot served two IXFRs:\n{}", knot.log());
+    assert!(
+        ok && served() == 2,
+        "Knot served two IXFRs:\n{}",
+        knot.log()
+    );
     knot.assert_running();
 }
 
@@ -1641,29 +1645,41 @@ fn nsd_follows_registrations_by_notify_and_ixfr() {
         assert_eq!(code, 200, "{body}");
     };
     let nsd_has = |name: &str, addr: &str| {
-        udp_at(loopback(nport), name, RecordType::A).is_some_and(|m| a_records(&m).contains(&addr.to_string()))
+        udp_at(loopback(nport), name, RecordType::A)
+            .is_some_and(|m| a_records(&m).contains(&addr.to_string()))
     };
 
     register("web-1", "10.9.0.1");
     assert!(
-        eventually(PROPAGATION, || nsd_has("web-1.inst.acme.sd.example.", "10.9.0.1")),
+        eventually(PROPAGATION, || nsd_has(
+            "web-1.inst.acme.sd.example.",
+            "10.9.0.1"
+        )),
         "NSD never served the first registration\n{}",
         logs(&srv, &[&nsd])
     );
     register("web-2", "10.9.0.2");
     assert!(
-        eventually(PROPAGATION, || nsd_has("web.svc.acme.sd.example.", "10.9.0.2")),
+        eventually(PROPAGATION, || nsd_has(
+            "web.svc.acme.sd.example.",
+            "10.9.0.2"
+        )),
         "NSD never served the second registration\n{}",
         logs(&srv, &[&nsd])
     );
     let serial = soa_serial(xport, "sd.example.").expect("xdpdns serves the zone");
     assert!(
-        eventually(PROPAGATION, || soa_serial(nport, "sd.example.") == Some(serial)),
+        eventually(PROPAGATION, || soa_serial(nport, "sd.example.")
+            == Some(serial)),
         "{}",
         logs(&srv, &[&nsd])
     );
     assert!(
-        eventually(Duration::from_secs(5), || !log_lines(&srv.log(), &["outgoing transfer", "kind=\"IXFR\""]).is_empty()),
+        eventually(Duration::from_secs(5), || !log_lines(
+            &srv.log(),
+            &["outgoing transfer", "kind=\"IXFR\""]
+        )
+        .is_empty()),
         "the second registration did not go out by IXFR\n{}",
         srv.log()
     );
@@ -1673,8 +1689,34 @@ fn nsd_follows_registrations_by_notify_and_ixfr() {
         "NSD's copy differs from xdpdns's"
     );
     assert!(
-        eventually(Duration::from_secs(10), || status_in_sync(&srv, "sd.example.", nport, serial, false)),
+        eventually(Duration::from_secs(10), || status_in_sync(
+            &srv,
+            "sd.example.",
+            nport,
+            serial,
+            false
+        )),
         "{:?}",
         transfer_status(&srv)
+    );
+    // The operator's view of the same state.
+    let out = Command::new(env!("CARGO_BIN_EXE_xdpdns"))
+        .args(["transfer-status", "--config"])
+        .arg(srv.dir.0.join("xdpdns.toml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains(&format!("127.0.0.1:{nport}")))
+        .unwrap_or_else(|| panic!("no row for NSD:\n{text}"));
+    assert!(
+        row.contains("sd.example.") && row.contains(&serial.to_string()) && row.contains("yes"),
+        "{row}"
     );
 }

@@ -462,12 +462,18 @@ fn transferred_zone_is_answered_in_kernel() {
     let out = link.dig(&["www.example.net", "A"]);
     assert!(out.contains("192.0.2.80"), "{out}");
     let c1 = counters(&srv);
-    assert_eq!(c1["answered_a"] - c0["answered_a"], 1, "answered by XDP: {c1:?}");
+    assert_eq!(
+        c1["answered_a"] - c0["answered_a"],
+        1,
+        "answered by XDP: {c1:?}"
+    );
 
     std::fs::write(&zone_path, net_zone("192.0.2.81")).unwrap();
     primary.signal("HUP");
     assert!(
-        eventually(Duration::from_secs(10), || srv.log().contains("IXFR received")),
+        eventually(Duration::from_secs(10), || srv
+            .log()
+            .contains("IXFR received")),
         "{}",
         srv.log()
     );
@@ -480,7 +486,14 @@ fn transferred_zone_is_answered_in_kernel() {
     );
     let c2 = counters(&srv);
     let out = link.dig(&["www.example.net", "A"]);
-    assert!(out.contains("192.0.2.81") && !out.contains("192.0.2.80"), "{out}");
+    assert!(
+        out.contains("192.0.2.81") && !out.contains("192.0.2.80"),
+        "{out}"
+    );
     let c3 = counters(&srv);
-    assert_eq!(c3["answered_a"] - c2["answered_a"], 1, "new data answered by XDP: {c3:?}");
+    assert_eq!(
+        c3["answered_a"] - c2["answered_a"],
+        1,
+        "new data answered by XDP: {c3:?}"
+    );
 }

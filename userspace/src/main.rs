@@ -136,13 +136,19 @@ fn transfer_status(config: PathBuf, json: bool) -> anyhow::Result<()> {
     use xdpdns::transfer::notify::PeerStatus;
     let config = Config::load(&config)?;
     let Some(dir) = &config.transfer.data_dir else {
-        anyhow::bail!("{}: transfer.data_dir is not set, so no status is recorded", config.file.display());
+        anyhow::bail!(
+            "{}: transfer.data_dir is not set, so no status is recorded",
+            config.file.display()
+        );
     };
     let path = dir.join(xdpdns::serve::STATUS_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            println!("no secondaries notified yet ({} does not exist)", path.display());
+            println!(
+                "no secondaries notified yet ({} does not exist)",
+                path.display()
+            );
             return Ok(());
         }
         Err(e) => anyhow::bail!("{}: {e}", path.display()),
@@ -152,12 +158,19 @@ fn transfer_status(config: PathBuf, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{text}");
     } else {
-        println!("{:<28} {:<24} {:>10} {:>10} {:>10} {:>8} {:>9}  last error", "zone", "secondary", "serial", "notified", "seen", "in sync", "lag ms");
+        println!(
+            "{:<28} {:<24} {:>10} {:>10} {:>10} {:>8} {:>9}  last error",
+            "zone", "secondary", "serial", "notified", "seen", "in sync", "lag ms"
+        );
         let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
         for p in &peers {
             println!(
                 "{:<28} {:<24} {:>10} {:>10} {:>10} {:>8} {:>9}  {}",
-                p.zone, p.secondary, opt(p.serial), opt(p.notified), opt(p.serial_seen),
+                p.zone,
+                p.secondary,
+                opt(p.serial),
+                opt(p.notified),
+                opt(p.serial_seen),
                 if p.in_sync { "yes" } else { "NO" },
                 p.lag_ms.map_or("-".into(), |l| l.to_string()),
                 p.last_error.as_deref().unwrap_or(""),

@@ -16,10 +16,10 @@ use std::sync::Mutex;
 use crate::config::{Config, ZoneConfig};
 use crate::handler::Handler;
 use crate::server::{bind_address, run_udp, Shared, TcpServer};
-use crate::xdp::{compile, compile_diffs, FastPath, XdpError};
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::serial::now_secs;
 use crate::transfer::{secondary, IxfrJournal};
+use crate::xdp::{compile, compile_diffs, FastPath, XdpError};
 use crate::zone::{load_zone_file, LoadError, Zone, ZoneStore};
 
 pub fn handler_for(config: &Config) -> Handler {
@@ -68,7 +68,11 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     // are served before their primaries answer, and the journal's history
     // continues from it.
     store.restore_zones(recovered);
-    secondary::expire_stale_copies(&store, &config.secondary_zones(), secondary_dir(&config).as_deref());
+    secondary::expire_stale_copies(
+        &store,
+        &config.secondary_zones(),
+        secondary_dir(&config).as_deref(),
+    );
     let shared = Arc::new(Shared {
         journal: Arc::new(journal),
         ..Shared::new(store, handler_for(&config))
@@ -151,7 +155,9 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
 fn open_journal(config: &Config) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
     let limits = config.transfer.journal;
     let Some(dir) = &config.transfer.data_dir else {
-        info!("transfer.data_dir not set: the IXFR journal and secondary zones live in memory only");
+        info!(
+            "transfer.data_dir not set: the IXFR journal and secondary zones live in memory only"
+        );
         return Ok((IxfrJournal::in_memory(limits), Vec::new()));
     };
     let (journal, recovered) = IxfrJournal::open(&dir.join("journal"), limits)
@@ -216,7 +222,11 @@ fn start_notify(
 pub const STATUS_FILE: &str = "transfer-status.json";
 
 fn secondary_dir(config: &Config) -> Option<std::path::PathBuf> {
-    config.transfer.data_dir.as_ref().map(|d| d.join("secondary"))
+    config
+        .transfer
+        .data_dir
+        .as_ref()
+        .map(|d| d.join("secondary"))
 }
 
 /// Starts the refresh task of every secondary zone.

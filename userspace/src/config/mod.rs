@@ -306,7 +306,12 @@ impl Config {
                 *f = config.base_dir.join(&*f);
             }
         }
-        if let Some(d) = config.transfer.data_dir.as_mut().filter(|d| d.is_relative()) {
+        if let Some(d) = config
+            .transfer
+            .data_dir
+            .as_mut()
+            .filter(|d| d.is_relative())
+        {
             *d = config.base_dir.join(&*d);
         }
         if let Some(r) = &mut config.registry {
@@ -667,5 +672,79 @@ mod tests {
         let r = ok.registry.unwrap();
         assert_eq!(r.data_dir, PathBuf::from("/etc/xdpdns/r"));
         assert_eq!(r.health, crate::registry::HealthPolicy::default());
+    }
+
+    #[test]
+    fn transfer_errors_name_their_key() {
+        let key = "[[tsig_key]]\nname = \"xfr\"\nsecret = \"c2VjcmV0LWtleS1mb3ItdGVzdHMtMTIzNDU2Nzg5MA==\"\n";
+        let zone = "[[zone]]\norigin = \"a.x\"\n";
+        let cases = [
+            (zone.to_string(), "zone[0].file"),
+            (
+                format!("{zone}file = \"z\"\nprimaries = [\"127.0.0.1:53\"]\n"),
+                "zone[0].primaries",
+            ),
+            (
+                format!("{zone}file = \"z\"\nallow_transfer = [{{ key = \"nope\" }}]\n"),
+                "zone[0].allow_transfer[0].key",
+            ),
+            (
+                format!("{zone}file = \"z\"\nallow_transfer = [{{}}]\n"),
+                "zone[0].allow_transfer[0]",
+            ),
+            (
+                format!("{zone}primaries = [\"127.0.0.1:53\"]\nprimary_key = \"nope\"\n"),
+                "zone[0].primary_key",
+            ),
+            (
+                format!("{zone}file = \"z\"\nnotify_key = \"nope\"\n"),
+                "zone[0].notify_key",
+            ),
+            (
+                "[[tsig_key]]\nname = \"k\"\nsecret = \"!!\"\n".to_string(),
+                "tsig_key[0].secret",
+            ),
+            (
+                "[[tsig_key]]\nname = \"k\"\nalgorithm = \"hmac-md5\"\nsecret = \"AAAA\"\n"
+                    .to_string(),
+                "tsig_key[0].algorithm",
+            ),
+            (format!("{key}{key}"), "tsig_key[1].name"),
+            (
+                "[transfer]\nserial_policy = \"random\"\n".to_string(),
+                "serial_policy",
+            ),
+            (
+                "[transfer]\nallow_transfer = [{ from = [\"10.0.0.0/33\"] }]\n".to_string(),
+                "allow_transfer",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+        let ok = parse(&format!(
+            "{key}[transfer]\ndata_dir = \"xfr\"\n{zone}primaries = [\"127.0.0.1:5300\"]\nprimary_key = \"xfr\"\n"
+        ))
+        .unwrap();
+        assert_eq!(ok.transfer.data_dir, Some(PathBuf::from("/etc/xdpdns/xfr")));
+        let policy = ok.transfer_policy().unwrap();
+        let notify = policy.notify_acl.values().next().unwrap();
+        let primary = "127.0.0.1".parse().unwrap();
+        let xfr = hickory_proto::rr::Name::from_ascii("xfr.").unwrap();
+        assert!(
+            notify.allows(primary, Some(&xfr)),
+            "NOTIFY from the primary, signed"
+        );
+        assert!(
+            !notify.allows(primary, None),
+            "unsigned NOTIFY when the primary uses a key"
+        );
+        assert!(
+            policy
+                .transfer_acl(&hickory_proto::rr::LowerName::from(&xfr))
+                .allows(primary, None),
+            "default: loopback"
+        );
     }
 }

@@ -127,7 +127,12 @@ impl Config {
         Ok(Keyring::new(keys))
     }
 
-    fn key(&self, ring: &Keyring, key: String, name: &Option<String>) -> Result<Option<TSigner>, ConfigError> {
+    fn key(
+        &self,
+        ring: &Keyring,
+        key: String,
+        name: &Option<String>,
+    ) -> Result<Option<TSigner>, ConfigError> {
         match name {
             None => Ok(None),
             Some(n) => ring
@@ -154,13 +159,20 @@ impl Config {
     /// Keys and ACLs for the server (validated).
     pub fn transfer_policy(&self) -> Result<TransferPolicy, ConfigError> {
         let keyring = self.keyring()?;
-        let default_acl = self.acl(&keyring, "transfer.allow_transfer".into(), &self.transfer.allow_transfer)?;
+        let default_acl = self.acl(
+            &keyring,
+            "transfer.allow_transfer".into(),
+            &self.transfer.allow_transfer,
+        )?;
         let mut zone_acl = HashMap::new();
         let mut notify_acl = HashMap::new();
         for (i, z) in self.zones.iter().enumerate() {
             let origin = LowerName::new(&z.origin_name());
             if let Some(rules) = &z.allow_transfer {
-                zone_acl.insert(origin.clone(), self.acl(&keyring, format!("zone[{i}].allow_transfer"), rules)?);
+                zone_acl.insert(
+                    origin.clone(),
+                    self.acl(&keyring, format!("zone[{i}].allow_transfer"), rules)?,
+                );
             }
             self.key(&keyring, format!("zone[{i}].notify_key"), &z.notify_key)?;
             if z.primaries.is_empty() {
@@ -178,16 +190,29 @@ impl Config {
                     })
                     .collect(),
             };
-            notify_acl.insert(origin, self.acl(&keyring, format!("zone[{i}].allow_notify"), &rules)?);
+            notify_acl.insert(
+                origin,
+                self.acl(&keyring, format!("zone[{i}].allow_notify"), &rules)?,
+            );
         }
         if let Some(r) = &self.registry {
             for (i, z) in r.zones.iter().enumerate() {
-                let Ok(name) = Name::from_ascii(&z.name) else { continue };
+                let Ok(name) = Name::from_ascii(&z.name) else {
+                    continue;
+                };
                 if let Some(rules) = &z.allow_transfer {
-                    let acl = self.acl(&keyring, format!("registry.zone[{i}].allow_transfer"), rules)?;
+                    let acl = self.acl(
+                        &keyring,
+                        format!("registry.zone[{i}].allow_transfer"),
+                        rules,
+                    )?;
                     zone_acl.insert(LowerName::new(&name), acl);
                 }
-                self.key(&keyring, format!("registry.zone[{i}].notify_key"), &z.notify_key)?;
+                self.key(
+                    &keyring,
+                    format!("registry.zone[{i}].notify_key"),
+                    &z.notify_key,
+                )?;
             }
         }
         Ok(TransferPolicy {
@@ -237,7 +262,10 @@ impl Config {
             .map(|z| SecondaryZone {
                 zone: z.origin_name(),
                 primaries: z.primaries.clone(),
-                key: z.primary_key.as_deref().and_then(|n| ring.by_name(n).cloned()),
+                key: z
+                    .primary_key
+                    .as_deref()
+                    .and_then(|n| ring.by_name(n).cloned()),
             })
             .collect()
     }

@@ -155,7 +155,10 @@ mod tests {
     #[test]
     fn other_classes_and_meta_types() {
         let (store, h) = setup();
-        let mut req = Request::new(1, Query::query(Name::from_str("ns1.example.com.").unwrap(), RecordType::A));
+        let mut req = Request::new(
+            1,
+            Query::query(Name::from_str("ns1.example.com.").unwrap(), RecordType::A),
+        );
         req.query.set_query_class(hickory_proto::rr::DNSClass::HS);
         assert_eq!(
             h.answer(&store.snapshot(), &req).rcode,

@@ -20,7 +20,7 @@ pub enum Response {
     Drop,
     One(Vec<u8>),
     /// A zone transfer: many messages, written by [`Transfer::write`].
-    Transfer(Transfer),
+    Transfer(Box<Transfer>),
 }
 
 pub struct Transfer {
@@ -128,7 +128,7 @@ impl Shared {
                 };
                 let (kind, records) = t.describe();
                 info!(%peer, zone = %t.req.query.name(), asked = %qtype, kind, records, from_serial = t.req.ixfr_serial, "outgoing transfer");
-                Response::Transfer(t)
+                Response::Transfer(Box::new(t))
             }
         }
     }

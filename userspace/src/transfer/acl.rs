@@ -107,11 +107,20 @@ mod tests {
                 key: Some("other".into()),
             },
         ]);
-        assert!(acl.allows(ip("192.0.2.1"), Some(&key)), "key alone, any address");
+        assert!(
+            acl.allows(ip("192.0.2.1"), Some(&key)),
+            "key alone, any address"
+        );
         assert!(!acl.allows(ip("192.0.2.1"), None), "no key");
-        assert!(!acl.allows(ip("192.0.2.1"), Some(&other)), "other key, wrong net");
+        assert!(
+            !acl.allows(ip("192.0.2.1"), Some(&other)),
+            "other key, wrong net"
+        );
         assert!(acl.allows(ip("10.1.2.3"), Some(&other)));
         assert!(!acl.allows(ip("10.2.0.1"), Some(&other)));
-        assert!(!Acl::default().allows(ip("127.0.0.1"), None), "empty denies");
+        assert!(
+            !Acl::default().allows(ip("127.0.0.1"), None),
+            "empty denies"
+        );
     }
 }

@@ -141,7 +141,10 @@ pub async fn notify(
     let (req, bytes, mut v) = request(OpCode::Notify, zone, RecordType::SOA, soa, key);
     let reply = udp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
     if reply.op_code != OpCode::Notify {
-        return Err(ClientError::Malformed(server, "reply is not a NOTIFY".into()));
+        return Err(ClientError::Malformed(
+            server,
+            "reply is not a NOTIFY".into(),
+        ));
     }
     match reply.response_code {
         ResponseCode::NoError => Ok(()),
@@ -170,7 +173,11 @@ pub async fn transfer(
     let (qtype, authority) = match (kind, &our_soa) {
         (XfrKind::Ixfr, Some((soa, ttl))) => (
             RecordType::IXFR,
-            Some(Record::from_rdata(zone.clone(), *ttl, RData::SOA(soa.clone()))),
+            Some(Record::from_rdata(
+                zone.clone(),
+                *ttl,
+                RData::SOA(soa.clone()),
+            )),
         ),
         _ => (RecordType::AXFR, None),
     };
@@ -190,10 +197,14 @@ pub async fn transfer(
             let msg = Message::from_vec(&buf)
                 .map_err(|e| ClientError::Malformed(server, e.to_string()))?;
             if msg.id != req.id {
-                return Err(ClientError::Malformed(server, "reply ID does not match".into()));
+                return Err(ClientError::Malformed(
+                    server,
+                    "reply ID does not match".into(),
+                ));
             }
             if let Some(v) = verifier.as_mut() {
-                v.verify(&buf).map_err(|e| ClientError::Tsig(server, e.to_string()))?;
+                v.verify(&buf)
+                    .map_err(|e| ClientError::Tsig(server, e.to_string()))?;
             }
             if msg.response_code != ResponseCode::NoError {
                 return Err(ClientError::Rcode(server, msg.response_code));

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use hickory_proto::rr::{LowerName, Name, Record, RecordType};
-use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder, NameEncoding};
+use hickory_proto::serialize::binary::{
+    BinDecodable, BinDecoder, BinEncodable, BinEncoder, NameEncoding,
+};
 use serde::Deserialize;
 use tracing::{info, warn};
 
@@ -112,7 +114,10 @@ impl IxfrJournal {
 
     /// Opens the journal in `dir` and returns the newest version of every
     /// zone it holds (to be served before anything else is loaded).
-    pub fn open(dir: &Path, limits: JournalLimits) -> Result<(IxfrJournal, Vec<Zone>), JournalError> {
+    pub fn open(
+        dir: &Path,
+        limits: JournalLimits,
+    ) -> Result<(IxfrJournal, Vec<Zone>), JournalError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut zones = HashMap::new();
         let mut recovered = Vec::new();
@@ -211,7 +216,9 @@ impl IxfrJournal {
         else {
             return Ixfr::Unavailable;
         };
-        Ixfr::Diff(condense(history.changes.iter().skip(start).map(|c| &c.diff)))
+        Ixfr::Diff(condense(
+            history.changes.iter().skip(start).map(|c| &c.diff),
+        ))
     }
 
     /// Oldest serial IXFR can start from, and the number of diffs held.
@@ -231,7 +238,13 @@ impl IxfrJournal {
         // Zone names cannot contain '/', but escaped labels could.
         let safe: String = name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '%' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '%'
+                }
+            })
             .collect();
         Some(dir.join(format!("{safe}ixfr")))
     }
@@ -277,7 +290,9 @@ impl IxfrJournal {
         })();
         match result {
             Ok(()) => history.file_diffs = 0,
-            Err(e) => warn!(file = %path.display(), "journal: cannot write ({e}); IXFR history after a restart may be lost"),
+            Err(e) => {
+                warn!(file = %path.display(), "journal: cannot write ({e}); IXFR history after a restart may be lost")
+            }
         }
     }
 }
@@ -318,20 +333,32 @@ pub fn condense<'a>(diffs: impl Iterator<Item = &'a ZoneDiff>) -> ZoneDiff {
         if first {
             out.origin = d.origin.clone();
             out.old_serial = d.old_serial;
-            old_soa = d.removed.iter().find(|r| r.record_type() == RecordType::SOA).cloned();
+            old_soa = d
+                .removed
+                .iter()
+                .find(|r| r.record_type() == RecordType::SOA)
+                .cloned();
             first = false;
         }
         out.new_serial = d.new_serial;
         if let Some(soa) = d.added.iter().find(|r| r.record_type() == RecordType::SOA) {
             new_soa = Some(soa.clone());
         }
-        for r in d.removed.iter().filter(|r| r.record_type() != RecordType::SOA) {
+        for r in d
+            .removed
+            .iter()
+            .filter(|r| r.record_type() != RecordType::SOA)
+        {
             let k = key_of(r);
             if added.remove(&k).is_none() {
                 removed.insert(k, r.clone());
             }
         }
-        for r in d.added.iter().filter(|r| r.record_type() != RecordType::SOA) {
+        for r in d
+            .added
+            .iter()
+            .filter(|r| r.record_type() != RecordType::SOA)
+        {
             let k = key_of(r);
             if removed.remove(&k).is_none() {
                 added.insert(k, r.clone());
@@ -498,7 +525,10 @@ fn read_zone_file(path: &Path) -> Result<Option<(Zone, History)>, JournalError> 
     }
     if at < bytes.len() {
         warn!(file = %path.display(), offset = at, discarded = bytes.len() - at, "journal: cutting off a torn tail");
-        let f = OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
+        let f = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(io_err(path))?;
         f.set_len(at as u64).map_err(io_err(path))?;
         f.sync_all().map_err(io_err(path))?;
     }

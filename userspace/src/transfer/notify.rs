@@ -127,7 +127,10 @@ impl Notifier {
         let (Some(tx), Some(z)) = (self.zones.get(zone), snapshot.zone(zone)) else {
             return;
         };
-        let Some(soa) = z.records().find(|r| r.record_type() == hickory_proto::rr::RecordType::SOA) else {
+        let Some(soa) = z
+            .records()
+            .find(|r| r.record_type() == hickory_proto::rr::RecordType::SOA)
+        else {
             return;
         };
         let serial = z.serial().unwrap_or(0);
@@ -221,7 +224,8 @@ impl PeerWorker {
             match client::notify(peer, zone, Some(t.soa.clone()), key, timeout).await {
                 Ok(()) => {
                     info!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY acknowledged");
-                    self.status.update(zone, peer, |s| s.notified = Some(t.serial));
+                    self.status
+                        .update(zone, peer, |s| s.notified = Some(t.serial));
                     break;
                 }
                 Err(e) => {

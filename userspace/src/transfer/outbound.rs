@@ -28,7 +28,12 @@ pub enum Plan {
 }
 
 /// Decides the answer to an AXFR or IXFR the ACL already allowed.
-pub fn plan(snapshot: &Snapshot, journal: &IxfrJournal, req: &Request, transport: Transport) -> Plan {
+pub fn plan(
+    snapshot: &Snapshot,
+    journal: &IxfrJournal,
+    req: &Request,
+    transport: Transport,
+) -> Plan {
     let key = LowerName::new(req.query.name());
     let Some(zone) = snapshot.zone(&key) else {
         return Plan::Reply(Reply::error(ResponseCode::NotAuth));
@@ -70,18 +75,32 @@ pub fn plan(snapshot: &Snapshot, journal: &IxfrJournal, req: &Request, transport
 
 /// Streams an AXFR: SOA, every other record, SOA. `sink` returns false to
 /// stop (the client went away).
-pub fn write_axfr(zone: &Zone, id: u16, query: &Query, sink: &mut dyn FnMut(Vec<u8>) -> bool) -> bool {
+pub fn write_axfr(
+    zone: &Zone,
+    id: u16,
+    query: &Query,
+    sink: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> bool {
     let Some(soa) = zone.records().find(|r| r.record_type() == RecordType::SOA) else {
         return false;
     };
-    let body = zone.records().filter(|r| r.record_type() != RecordType::SOA);
-    let records = std::iter::once(soa.clone()).chain(body).chain(std::iter::once(soa));
+    let body = zone
+        .records()
+        .filter(|r| r.record_type() != RecordType::SOA);
+    let records = std::iter::once(soa.clone())
+        .chain(body)
+        .chain(std::iter::once(soa));
     pack(id, query, records, sink)
 }
 
 /// Streams an IXFR difference sequence (RFC 1995 §4): new SOA, old SOA,
 /// removed records, new SOA, added records, new SOA.
-pub fn write_ixfr(diff: &ZoneDiff, id: u16, query: &Query, sink: &mut dyn FnMut(Vec<u8>) -> bool) -> bool {
+pub fn write_ixfr(
+    diff: &ZoneDiff,
+    id: u16,
+    query: &Query,
+    sink: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> bool {
     let new_soa = diff.added.first().cloned();
     let Some(new_soa) = new_soa.filter(|r| r.record_type() == RecordType::SOA) else {
         return false;

@@ -82,7 +82,9 @@ impl XfrReader {
             }
             State::AfterFirst => match soa {
                 // SOA, SOA: a zone holding nothing but its SOA.
-                Some(s) if s == end => State::Done(XfrOutcome::Full(vec![self.first.clone().expect("first")])),
+                Some(s) if s == end => {
+                    State::Done(XfrOutcome::Full(vec![self.first.clone().expect("first")]))
+                }
                 Some(s) => State::Deleting(ZoneDiff {
                     origin: self.zone.clone(),
                     old_serial: Some(s),
@@ -198,7 +200,10 @@ pub struct Secondaries {
 pub fn start(
     s: Secondaries,
     stop: watch::Receiver<bool>,
-) -> (mpsc::UnboundedSender<Name>, Vec<tokio::task::JoinHandle<()>>) {
+) -> (
+    mpsc::UnboundedSender<Name>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Name>();
     let mut senders = HashMap::new();
     let mut tasks = Vec::new();
@@ -312,7 +317,9 @@ impl ZoneTask {
                 }
             };
             let current = self.current();
-            let soa = current.as_ref().and_then(|z| z.soa().map(|(s, _)| s.clone()));
+            let soa = current
+                .as_ref()
+                .and_then(|z| z.soa().map(|(s, _)| s.clone()));
             let since = last_ok.map(|t| Duration::from_secs(unix_secs().saturating_sub(t)));
             let plan = schedule(soa.as_ref(), ok, since);
             if current.is_some() && plan.expired != expired && (plan.expired || ok) {
@@ -345,25 +352,36 @@ impl ZoneTask {
     async fn refresh_from(&self, primary: std::net::SocketAddr) -> Result<bool, ClientError> {
         let zone = &self.zone.zone;
         let key = self.zone.key.as_ref();
-        let ours = self.current().and_then(|z| z.soa().map(|(s, t)| (s.clone(), t)));
+        let ours = self
+            .current()
+            .and_then(|z| z.soa().map(|(s, t)| (s.clone(), t)));
         let theirs = client::soa_serial(primary, zone, key, self.timeout).await?;
         if let Some((soa, _)) = &ours {
             if !is_newer(theirs, soa.serial) {
                 return Ok(false);
             }
         }
-        let kind = if ours.is_some() { XfrKind::Ixfr } else { XfrKind::Axfr };
-        let outcome = match client::transfer(primary, zone, kind, ours.clone(), key, self.timeout).await {
-            // Some primaries refuse IXFR outright; fall back to AXFR.
-            Err(ClientError::Rcode(_, _)) if kind == XfrKind::Ixfr => {
-                client::transfer(primary, zone, XfrKind::Axfr, None, key, self.timeout).await?
-            }
-            other => other?,
+        let kind = if ours.is_some() {
+            XfrKind::Ixfr
+        } else {
+            XfrKind::Axfr
         };
+        let outcome =
+            match client::transfer(primary, zone, kind, ours.clone(), key, self.timeout).await {
+                // Some primaries refuse IXFR outright; fall back to AXFR.
+                Err(ClientError::Rcode(_, _)) if kind == XfrKind::Ixfr => {
+                    client::transfer(primary, zone, XfrKind::Axfr, None, key, self.timeout).await?
+                }
+                other => other?,
+            };
         self.apply(primary, outcome)
     }
 
-    fn apply(&self, primary: std::net::SocketAddr, outcome: XfrOutcome) -> Result<bool, ClientError> {
+    fn apply(
+        &self,
+        primary: std::net::SocketAddr,
+        outcome: XfrOutcome,
+    ) -> Result<bool, ClientError> {
         let zone = &self.zone.zone;
         let store = self.store.as_ref().as_ref();
         let bad = |m: String| ClientError::Protocol(primary, m);
@@ -392,7 +410,9 @@ impl ZoneTask {
                                 .map(|r| Change::Add(r.clone())),
                         )
                         .collect();
-                    let serial = d.new_serial.ok_or_else(|| bad("diff without a new SOA".into()))?;
+                    let serial = d
+                        .new_serial
+                        .ok_or_else(|| bad("diff without a new SOA".into()))?;
                     let diff = store
                         .apply_transferred(zone, &changes, serial)
                         .map_err(|e| bad(e.to_string()))?;

@@ -70,7 +70,15 @@ mod tests {
         }
         assert_eq!(SerialPolicy::Increment.next(41, now), 42);
         assert_eq!(SerialPolicy::Unixtime.next(41, now), now);
-        assert_eq!(SerialPolicy::Unixtime.next(now, now), now + 1, "same second");
-        assert_eq!(SerialPolicy::Unixtime.next(u32::MAX, 5), 5, "wrapped clock is newer");
+        assert_eq!(
+            SerialPolicy::Unixtime.next(now, now),
+            now + 1,
+            "same second"
+        );
+        assert_eq!(
+            SerialPolicy::Unixtime.next(u32::MAX, 5),
+            5,
+            "wrapped clock is newer"
+        );
     }
 }

@@ -7,9 +7,9 @@ use hickory_proto::op::{Message, MessageType, ResponseCode};
 use hickory_proto::rr::rdata::tsig::{
     make_tsig_record, signed_bitmessage_to_buf, TsigAlgorithm, TsigError, TSIG,
 };
+pub use hickory_proto::rr::TSigner;
 use hickory_proto::rr::{LowerName, Name};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
-pub use hickory_proto::rr::TSigner;
 
 /// Allowed clock difference, in seconds (RFC 8945 recommends 300).
 pub const FUDGE: u16 = 300;
@@ -47,7 +47,11 @@ pub struct Keyring {
 
 impl std::fmt::Debug for Keyring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<String> = self.keys.iter().map(|k| k.signer_name().to_string()).collect();
+        let names: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| k.signer_name().to_string())
+            .collect();
         f.debug_struct("Keyring").field("keys", &names).finish()
     }
 }
@@ -286,12 +290,18 @@ mod tests {
         let ring = Keyring::new(vec![k.clone()]);
         let now = 1_700_000_000;
         let (q, mut client) = signed_query(&k, now);
-        let v = verify_request(&ring, &q, now + 10).unwrap().expect("signed");
+        let v = verify_request(&ring, &q, now + 10)
+            .unwrap()
+            .expect("signed");
         assert_eq!(v.key_name().to_ascii(), "xfr.");
         // Three reply messages, as in a multi-message AXFR.
         let mut signer = ReplySigner::new(&v);
         for i in 0..3u8 {
-            let mut m = Message::new(0x1234, MessageType::Response, hickory_proto::op::OpCode::Query);
+            let mut m = Message::new(
+                0x1234,
+                MessageType::Response,
+                hickory_proto::op::OpCode::Query,
+            );
             m.add_answer(hickory_proto::rr::Record::from_rdata(
                 Name::from_ascii("a.example.com.").unwrap(),
                 60,
@@ -306,8 +316,13 @@ mod tests {
     fn unsigned_requests_pass_through() {
         let ring = Keyring::new(vec![key("xfr.", SECRET)]);
         let mut m = Message::query();
-        m.add_query(Query::query(Name::from_ascii("x.").unwrap(), RecordType::SOA));
-        assert!(verify_request(&ring, &m.to_vec().unwrap(), 0).unwrap().is_none());
+        m.add_query(Query::query(
+            Name::from_ascii("x.").unwrap(),
+            RecordType::SOA,
+        ));
+        assert!(verify_request(&ring, &m.to_vec().unwrap(), 0)
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -319,12 +334,18 @@ mod tests {
         let (q, _) = signed_query(&key("other.", SECRET), now);
         let r = verify_request(&ring, &q, now).err().expect("rejected");
         assert_eq!(r.error, TsigError::BadKey);
-        assert_eq!(rcode_and_tsig_error(&r.reply), (ResponseCode::NotAuth, Some(TsigError::BadKey)));
+        assert_eq!(
+            rcode_and_tsig_error(&r.reply),
+            (ResponseCode::NotAuth, Some(TsigError::BadKey))
+        );
 
         let (q, _) = signed_query(&key("xfr.", "d3Jvbmctc2VjcmV0"), now);
         let r = verify_request(&ring, &q, now).err().expect("rejected");
         assert_eq!(r.error, TsigError::BadSig);
-        assert_eq!(rcode_and_tsig_error(&r.reply), (ResponseCode::NotAuth, Some(TsigError::BadSig)));
+        assert_eq!(
+            rcode_and_tsig_error(&r.reply),
+            (ResponseCode::NotAuth, Some(TsigError::BadSig))
+        );
 
         let (q, mut client) = signed_query(&good, now - 1000);
         let r = verify_request(&ring, &q, now).err().expect("rejected");
@@ -332,7 +353,10 @@ mod tests {
         let m = Message::from_vec(&r.reply).unwrap();
         let sig = m.signature().unwrap();
         assert_eq!(sig.data.error, Some(TsigError::BadTime));
-        assert_eq!(sig.data.other, (now & 0xffff_ffff_ffff).to_be_bytes()[2..].to_vec());
+        assert_eq!(
+            sig.data.other,
+            (now & 0xffff_ffff_ffff).to_be_bytes()[2..].to_vec()
+        );
         assert!(!sig.data.mac.is_empty(), "BADTIME replies are signed");
         // The client's verifier rejects it on time, not on the MAC.
         let _ = client.verify(&r.reply);
@@ -344,12 +368,21 @@ mod tests {
         let ring = Keyring::new(vec![k.clone()]);
         let (mut q, _) = signed_query(&k, 100);
         q[13] ^= 0x20; // flip the case of a question byte
-        assert_eq!(verify_request(&ring, &q, 100).err().unwrap().error, TsigError::BadSig);
+        assert_eq!(
+            verify_request(&ring, &q, 100).err().unwrap().error,
+            TsigError::BadSig
+        );
     }
 
     #[test]
     fn bad_key_config_is_rejected() {
-        assert_eq!(make_key("k", "hmac-md5", SECRET).err(), Some(KeyError::Algorithm("hmac-md5".into())));
-        assert_eq!(make_key("k", "hmac-sha256", "!!!").err(), Some(KeyError::Secret));
+        assert_eq!(
+            make_key("k", "hmac-md5", SECRET).err(),
+            Some(KeyError::Algorithm("hmac-md5".into()))
+        );
+        assert_eq!(
+            make_key("k", "hmac-sha256", "!!!").err(),
+            Some(KeyError::Secret)
+        );
     }
 }

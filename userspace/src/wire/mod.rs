@@ -86,10 +86,14 @@ pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
     });
     // IXFR carries the client's SOA in authority, NOTIFY the new one in
     // the answer section.
-    let ixfr_serial = msg.authorities.iter().chain(&msg.answers).find_map(|r| match &r.data {
-        hickory_proto::rr::RData::SOA(soa) => Some(soa.serial),
-        _ => None,
-    });
+    let ixfr_serial = msg
+        .authorities
+        .iter()
+        .chain(&msg.answers)
+        .find_map(|r| match &r.data {
+            hickory_proto::rr::RData::SOA(soa) => Some(soa.serial),
+            _ => None,
+        });
     let signed = msg.signature.is_some();
     let Message {
         metadata, queries, ..

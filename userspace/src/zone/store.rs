@@ -357,8 +357,7 @@ impl ZoneStore {
             return Ok(diff);
         }
         let mut new_soa = old_soa.clone();
-        new_soa.serial =
-            exact_serial.unwrap_or_else(|| w.policy.next(old_soa.serial, now_secs()));
+        new_soa.serial = exact_serial.unwrap_or_else(|| w.policy.next(old_soa.serial, now_secs()));
         let apex = zone.origin().clone();
         zone.remove(&apex, &RData::SOA(old_soa.clone()));
         zone.insert(Record::from_rdata(

@@ -13,17 +13,36 @@ fn name(s: &str) -> Name {
 
 fn base_zone() -> Zone {
     let origin = name("example.com.");
-    let soa = SOA::new(name("ns1.example.com."), name("h.example.com."), 1, 3600, 600, 86400, 60);
+    let soa = SOA::new(
+        name("ns1.example.com."),
+        name("h.example.com."),
+        1,
+        3600,
+        600,
+        86400,
+        60,
+    );
     let mut z = Zone::new(&origin);
-    z.insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa))).unwrap();
+    z.insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa)))
+        .unwrap();
     for i in 0..20u8 {
         z.insert(a(&format!("h{i}.example.com."), i, 60)).unwrap();
     }
     // Names in RDATA that a compressing encoder would point back from.
     let mx = hickory_proto::rr::rdata::MX::new(10, name("h1.example.com."));
-    z.insert(Record::from_rdata(name("h1.example.com."), 60, RData::MX(mx))).unwrap();
+    z.insert(Record::from_rdata(
+        name("h1.example.com."),
+        60,
+        RData::MX(mx),
+    ))
+    .unwrap();
     let cname = hickory_proto::rr::rdata::CNAME(name("h2.example.com."));
-    z.insert(Record::from_rdata(name("alias.example.com."), 60, RData::CNAME(cname))).unwrap();
+    z.insert(Record::from_rdata(
+        name("alias.example.com."),
+        60,
+        RData::CNAME(cname),
+    ))
+    .unwrap();
     z
 }
 
@@ -33,7 +52,13 @@ fn a(owner: &str, last: u8, ttl: u32) -> Record {
 
 /// A record's identity for comparisons: text form including the TTL.
 fn key(r: &Record) -> String {
-    format!("{} {} {} {}", r.name.to_lowercase(), r.ttl, r.record_type(), r.data)
+    format!(
+        "{} {} {} {}",
+        r.name.to_lowercase(),
+        r.ttl,
+        r.record_type(),
+        r.data
+    )
 }
 
 fn set(z: &Zone) -> BTreeSet<String> {
@@ -52,21 +77,35 @@ fn tmpdir(tag: &str) -> PathBuf {
 /// A store whose publishes feed `journal`.
 fn store_with(journal: Arc<IxfrJournal>) -> ZoneStore {
     let store = ZoneStore::new();
-    store.set_observer(Box::new(move |snap, diffs| journal.record(snap, diffs, u64::from(crate::transfer::serial::now_secs()))));
+    store.set_observer(Box::new(move |snap, diffs| {
+        journal.record(snap, diffs, u64::from(crate::transfer::serial::now_secs()))
+    }));
     store
 }
 
 /// The i-th change: adds a name, removes an old one, changes a TTL now
 /// and then, and sometimes adds then removes the same record later.
 fn change(i: u32) -> Vec<Change> {
-    let mut out = vec![Change::Add(a(&format!("n{i}.example.com."), (i % 250) as u8, 30))];
+    let mut out = vec![Change::Add(a(
+        &format!("n{i}.example.com."),
+        (i % 250) as u8,
+        30,
+    ))];
     if i >= 3 {
-        out.push(Change::Remove(a(&format!("n{}.example.com.", i - 3), ((i - 3) % 250) as u8, 30)));
+        out.push(Change::Remove(a(
+            &format!("n{}.example.com.", i - 3),
+            ((i - 3) % 250) as u8,
+            30,
+        )));
     }
-    if i % 7 == 0 {
-        out.push(Change::Add(a(&format!("h{}.example.com.", i % 20), (i % 20) as u8, 120 + i)));
+    if i.is_multiple_of(7) {
+        out.push(Change::Add(a(
+            &format!("h{}.example.com.", i % 20),
+            (i % 20) as u8,
+            120 + i,
+        )));
     }
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         out.push(Change::Add(Record::from_rdata(
             name("txt.example.com."),
             60,
@@ -95,10 +134,18 @@ fn ixfr_from_any_journalled_serial_is_the_exact_condensed_diff_and_survives_reop
     let mut versions = vec![(1u32, set(&base_zone()))];
     for i in 0..100 {
         let d = store.update(&origin, &change(i)).unwrap();
-        let z = store.snapshot().zone(&LowerName::new(&origin)).unwrap().clone();
+        let z = store
+            .snapshot()
+            .zone(&LowerName::new(&origin))
+            .unwrap()
+            .clone();
         versions.push((d.new_serial.unwrap(), set(&z)));
     }
-    let current = store.snapshot().zone(&LowerName::new(&origin)).unwrap().clone();
+    let current = store
+        .snapshot()
+        .zone(&LowerName::new(&origin))
+        .unwrap()
+        .clone();
     assert_eq!(current.serial(), Some(101));
 
     let check = |journal: &IxfrJournal, zone: &Zone| {
@@ -106,9 +153,15 @@ fn ixfr_from_any_journalled_serial_is_the_exact_condensed_diff_and_survives_reop
         for (serial, then) in &versions {
             match journal.ixfr(zone, *serial) {
                 Ixfr::Current => assert_eq!(*serial, 101),
-                Ixfr::Unavailable => assert!(*serial < 101 - 40, "serial {serial} should be in the journal"),
+                Ixfr::Unavailable => assert!(
+                    *serial < 101 - 40,
+                    "serial {serial} should be in the journal"
+                ),
                 Ixfr::Diff(d) => {
-                    assert!(*serial >= 101 - 40, "serial {serial} is older than the journal");
+                    assert!(
+                        *serial >= 101 - 40,
+                        "serial {serial} is older than the journal"
+                    );
                     assert_eq!(d.old_serial, Some(*serial));
                     assert_eq!(d.new_serial, Some(101));
                     assert_eq!(soa_serial(&d.removed[0]), Some(*serial), "old SOA first");
@@ -133,7 +186,11 @@ fn ixfr_from_any_journalled_serial_is_the_exact_condensed_diff_and_survives_reop
     assert_eq!(recovered.len(), 1);
     let z = &recovered[0];
     assert_eq!(z.serial(), Some(101));
-    assert_eq!(set(z), set(&current), "recovered zone equals the served one");
+    assert_eq!(
+        set(z),
+        set(&current),
+        "recovered zone equals the served one"
+    );
     check(&reopened, z);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -163,9 +220,16 @@ fn torn_tail_is_cut_and_the_rest_recovers() {
     let f = OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(len - 3).unwrap(); // the last diff is torn
     let (reopened, recovered) = IxfrJournal::open(&dir, JournalLimits::default()).unwrap();
-    assert_eq!(recovered[0].serial(), Some(5), "the torn sixth version is gone");
+    assert_eq!(
+        recovered[0].serial(),
+        Some(5),
+        "the torn sixth version is gone"
+    );
     assert!(matches!(reopened.ixfr(&recovered[0], 1), Ixfr::Diff(_)));
-    assert!(std::fs::metadata(&path).unwrap().len() < len - 3, "tail cut off");
+    assert!(
+        std::fs::metadata(&path).unwrap().len() < len - 3,
+        "tail cut off"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -206,7 +270,11 @@ fn limits_bound_count_size_and_age() {
         },
         1000,
     );
-    assert_eq!(h.changes.front().unwrap().at, 800, "older than 250 s dropped");
+    assert_eq!(
+        h.changes.front().unwrap().at,
+        800,
+        "older than 250 s dropped"
+    );
 }
 
 #[test]
@@ -221,5 +289,9 @@ fn a_serial_that_does_not_move_forward_restarts_the_history() {
     let mut z = base_zone();
     z.insert(a("new.example.com.", 1, 60)).unwrap();
     store.install_transferred(z);
-    assert_eq!(journal.span(&origin), None, "history before the reset is unusable");
+    assert_eq!(
+        journal.span(&origin),
+        None,
+        "history before the reset is unusable"
+    );
 }

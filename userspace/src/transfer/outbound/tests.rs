@@ -16,15 +16,30 @@ fn name(s: &str) -> Name {
 fn big_zone() -> Zone {
     let origin = name("example.com.");
     let mut z = Zone::new(&origin);
-    let soa = SOA::new(name("ns.example.com."), name("h.example.com."), 7, 3600, 600, 86400, 60);
-    z.insert(Record::from_rdata(origin, 300, RData::SOA(soa))).unwrap();
+    let soa = SOA::new(
+        name("ns.example.com."),
+        name("h.example.com."),
+        7,
+        3600,
+        600,
+        86400,
+        60,
+    );
+    z.insert(Record::from_rdata(origin, 300, RData::SOA(soa)))
+        .unwrap();
     for i in 0..3000u32 {
         let rd = RData::A(A::new(10, (i >> 16) as u8, (i >> 8) as u8, i as u8));
-        z.insert(Record::from_rdata(name("many.example.com."), 60, rd)).unwrap();
+        z.insert(Record::from_rdata(name("many.example.com."), 60, rd))
+            .unwrap();
     }
     for i in 0..2000u32 {
         let rd = RData::A(A::new(192, 0, 2, (i % 250) as u8));
-        z.insert(Record::from_rdata(name(&format!("host{i}.example.com.")), 60, rd)).unwrap();
+        z.insert(Record::from_rdata(
+            name(&format!("host{i}.example.com.")),
+            60,
+            rd,
+        ))
+        .unwrap();
     }
     z
 }
@@ -46,17 +61,31 @@ fn axfr_spans_many_messages_starting_and_ending_with_soa() {
     let msgs = collect(|sink| write_axfr(&zone, 0x4242, &q, sink));
     assert!(msgs.len() > 3, "{} messages", msgs.len());
     let records: Vec<Record> = msgs.iter().flat_map(|m| m.answers.clone()).collect();
-    assert_eq!(records.len(), zone.record_count() + 1, "SOA twice, everything else once");
+    assert_eq!(
+        records.len(),
+        zone.record_count() + 1,
+        "SOA twice, everything else once"
+    );
     assert_eq!(records.first().unwrap().record_type(), RecordType::SOA);
     assert_eq!(records.last().unwrap().record_type(), RecordType::SOA);
-    let soas = records.iter().filter(|r| r.record_type() == RecordType::SOA).count();
+    let soas = records
+        .iter()
+        .filter(|r| r.record_type() == RecordType::SOA)
+        .count();
     assert_eq!(soas, 2);
-    let many = records.iter().filter(|r| r.name == name("many.example.com.")).count();
+    let many = records
+        .iter()
+        .filter(|r| r.name == name("many.example.com."))
+        .count();
     assert_eq!(many, 3000, "a name with thousands of records is sent whole");
     for (i, m) in msgs.iter().enumerate() {
         assert_eq!(m.id, 0x4242);
         assert!(m.authoritative);
-        assert_eq!(m.queries.len(), usize::from(i == 0), "question in the first message only");
+        assert_eq!(
+            m.queries.len(),
+            usize::from(i == 0),
+            "question in the first message only"
+        );
     }
 }
 
@@ -76,16 +105,67 @@ fn plans_for_each_transport_and_serial() {
         _ => None,
     };
     use hickory_proto::op::ResponseCode as R;
-    assert_eq!(rcode(plan(&snap, &journal, &request(RecordType::AXFR, None), Transport::Udp)), Some((R::Refused, 0)));
-    assert!(matches!(plan(&snap, &journal, &request(RecordType::AXFR, None), Transport::Tcp), Plan::Axfr(_)));
+    assert_eq!(
+        rcode(plan(
+            &snap,
+            &journal,
+            &request(RecordType::AXFR, None),
+            Transport::Udp
+        )),
+        Some((R::Refused, 0))
+    );
+    assert!(matches!(
+        plan(
+            &snap,
+            &journal,
+            &request(RecordType::AXFR, None),
+            Transport::Tcp
+        ),
+        Plan::Axfr(_)
+    ));
     // IXFR: current -> SOA alone; unknown serial -> AXFR over TCP, SOA over UDP.
-    assert_eq!(rcode(plan(&snap, &journal, &request(RecordType::IXFR, Some(7)), Transport::Tcp)), Some((R::NoError, 1)));
-    assert!(matches!(plan(&snap, &journal, &request(RecordType::IXFR, Some(3)), Transport::Tcp), Plan::Axfr(_)));
-    assert_eq!(rcode(plan(&snap, &journal, &request(RecordType::IXFR, Some(3)), Transport::Udp)), Some((R::NoError, 1)));
-    assert_eq!(rcode(plan(&snap, &journal, &request(RecordType::IXFR, None), Transport::Tcp)), Some((R::FormErr, 0)));
+    assert_eq!(
+        rcode(plan(
+            &snap,
+            &journal,
+            &request(RecordType::IXFR, Some(7)),
+            Transport::Tcp
+        )),
+        Some((R::NoError, 1))
+    );
+    assert!(matches!(
+        plan(
+            &snap,
+            &journal,
+            &request(RecordType::IXFR, Some(3)),
+            Transport::Tcp
+        ),
+        Plan::Axfr(_)
+    ));
+    assert_eq!(
+        rcode(plan(
+            &snap,
+            &journal,
+            &request(RecordType::IXFR, Some(3)),
+            Transport::Udp
+        )),
+        Some((R::NoError, 1))
+    );
+    assert_eq!(
+        rcode(plan(
+            &snap,
+            &journal,
+            &request(RecordType::IXFR, None),
+            Transport::Tcp
+        )),
+        Some((R::FormErr, 0))
+    );
     let mut other = request(RecordType::AXFR, None);
     other.query = Query::query(name("example.org."), RecordType::AXFR);
-    assert_eq!(rcode(plan(&snap, &journal, &other, Transport::Tcp)), Some((R::NotAuth, 0)));
+    assert_eq!(
+        rcode(plan(&snap, &journal, &other, Transport::Tcp)),
+        Some((R::NotAuth, 0))
+    );
 }
 
 #[test]
@@ -94,7 +174,15 @@ fn ixfr_is_new_soa_old_soa_removed_new_soa_added_new_soa() {
         Record::from_rdata(
             name("example.com."),
             300,
-            RData::SOA(SOA::new(name("ns.example.com."), name("h.example.com."), serial, 1, 1, 1, 1)),
+            RData::SOA(SOA::new(
+                name("ns.example.com."),
+                name("h.example.com."),
+                serial,
+                1,
+                1,
+                1,
+                1,
+            )),
         )
     };
     let a = |last| Record::from_rdata(name("x.example.com."), 60, RData::A(A::new(10, 0, 0, last)));
@@ -115,5 +203,8 @@ fn ixfr_is_new_soa_old_soa_removed_new_soa_added_new_soa() {
             d => d.to_string(),
         })
         .collect();
-    assert_eq!(got, ["SOA 2", "SOA 1", "10.0.0.1", "SOA 2", "10.0.0.2", "10.0.0.3", "SOA 2"]);
+    assert_eq!(
+        got,
+        ["SOA 2", "SOA 1", "10.0.0.1", "SOA 2", "10.0.0.2", "10.0.0.3", "SOA 2"]
+    );
 }

@@ -13,7 +13,15 @@ fn soa(serial: u32) -> Record {
     Record::from_rdata(
         name("example.net."),
         300,
-        RData::SOA(SOA::new(name("ns.example.net."), name("h.example.net."), serial, 10, 5, 60, 30)),
+        RData::SOA(SOA::new(
+            name("ns.example.net."),
+            name("h.example.net."),
+            serial,
+            10,
+            5,
+            60,
+            30,
+        )),
     )
 }
 
@@ -36,28 +44,47 @@ fn read(ours: Option<u32>, messages: Vec<Vec<Record>>) -> Option<XfrOutcome> {
 
 #[test]
 fn axfr_across_messages() {
-    let got = read(None, vec![vec![soa(5), a(1)], vec![a(2)], vec![a(3), soa(5)]]);
+    let got = read(
+        None,
+        vec![vec![soa(5), a(1)], vec![a(2)], vec![a(3), soa(5)]],
+    );
     assert_eq!(got, Some(XfrOutcome::Full(vec![soa(5), a(1), a(2), a(3)])));
-    assert_eq!(read(None, vec![vec![soa(5), a(1)]]), None, "not finished without the closing SOA");
+    assert_eq!(
+        read(None, vec![vec![soa(5), a(1)]]),
+        None,
+        "not finished without the closing SOA"
+    );
 }
 
 #[test]
 fn ixfr_with_two_difference_sequences() {
-    let msgs = vec![vec![soa(7), soa(5), a(1), soa(6), a(2)], vec![soa(6), a(2), soa(7), a(3), soa(7)]];
+    let msgs = vec![
+        vec![soa(7), soa(5), a(1), soa(6), a(2)],
+        vec![soa(6), a(2), soa(7), a(3), soa(7)],
+    ];
     let Some(XfrOutcome::Incremental(diffs)) = read(Some(5), msgs) else {
         panic!("incremental expected")
     };
     assert_eq!(diffs.len(), 2);
-    assert_eq!((diffs[0].old_serial, diffs[0].new_serial), (Some(5), Some(6)));
+    assert_eq!(
+        (diffs[0].old_serial, diffs[0].new_serial),
+        (Some(5), Some(6))
+    );
     assert_eq!(diffs[0].removed, vec![soa(5), a(1)]);
     assert_eq!(diffs[0].added, vec![soa(6), a(2)]);
-    assert_eq!((diffs[1].old_serial, diffs[1].new_serial), (Some(6), Some(7)));
+    assert_eq!(
+        (diffs[1].old_serial, diffs[1].new_serial),
+        (Some(6), Some(7))
+    );
     assert_eq!(diffs[1].added, vec![soa(7), a(3)]);
 }
 
 #[test]
 fn ixfr_answers_current_or_axfr_style() {
-    assert_eq!(read(Some(5), vec![vec![soa(5)]]), Some(XfrOutcome::UpToDate(5)));
+    assert_eq!(
+        read(Some(5), vec![vec![soa(5)]]),
+        Some(XfrOutcome::UpToDate(5))
+    );
     // Newer serial and an AXFR-style body.
     let got = read(Some(5), vec![vec![soa(9)], vec![a(1), soa(9)]]);
     assert_eq!(got, Some(XfrOutcome::Full(vec![soa(9), a(1)])));
@@ -81,9 +108,34 @@ fn soa_timers_decide_refresh_retry_and_expiry() {
         _ => unreachable!(),
     };
     let secs = Duration::from_secs;
-    assert_eq!(schedule(Some(&s), true, Some(secs(0))), Schedule { next_check: secs(10), expired: false });
-    assert_eq!(schedule(Some(&s), false, Some(secs(30))), Schedule { next_check: secs(5), expired: false });
-    assert_eq!(schedule(Some(&s), false, Some(secs(60))), Schedule { next_check: secs(5), expired: true });
-    assert_eq!(schedule(Some(&s), false, None), Schedule { next_check: secs(5), expired: true }, "never refreshed");
+    assert_eq!(
+        schedule(Some(&s), true, Some(secs(0))),
+        Schedule {
+            next_check: secs(10),
+            expired: false
+        }
+    );
+    assert_eq!(
+        schedule(Some(&s), false, Some(secs(30))),
+        Schedule {
+            next_check: secs(5),
+            expired: false
+        }
+    );
+    assert_eq!(
+        schedule(Some(&s), false, Some(secs(60))),
+        Schedule {
+            next_check: secs(5),
+            expired: true
+        }
+    );
+    assert_eq!(
+        schedule(Some(&s), false, None),
+        Schedule {
+            next_check: secs(5),
+            expired: true
+        },
+        "never refreshed"
+    );
     assert!(!schedule(None, false, None).expired, "nothing to expire");
 }
