@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod api;
 pub mod config;
+pub mod frames;
 pub mod handler;
 pub mod registry;
 pub mod serve;

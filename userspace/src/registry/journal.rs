@@ -1,7 +1,7 @@
 //! The registry on disk: a snapshot plus an append-only journal of
 //! [`Entry`] batches. A batch is acknowledged only after `fdatasync`, so an
 //! acknowledged write survives `kill -9` and power loss. Each record is
-//! `len:u32le crc32:u32le json`; a torn or corrupt tail (the write that was
+//! a [`crate::frames`] frame of JSON; a torn or corrupt tail (the write that was
 //! in flight when the process died, never acknowledged) is cut off on open,
 //! so a batch is either replayed whole or not at all.
 //!
@@ -133,11 +133,7 @@ impl Journal {
     /// Queues a batch; nothing is durable before [`Journal::sync`].
     pub fn append(&mut self, batch: &Batch) {
         let json = serde_json::to_vec(batch).expect("entries always serialise");
-        self.pending
-            .extend_from_slice(&(json.len() as u32).to_le_bytes());
-        self.pending
-            .extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
-        self.pending.extend_from_slice(&json);
+        self.pending.extend(crate::frames::frame(&json));
     }
 
     /// Writes the queued batches and waits for the disk.
@@ -187,20 +183,12 @@ impl Journal {
 fn decode(bytes: &[u8]) -> (Vec<Batch>, usize) {
     let mut out = Vec::new();
     let mut at = 0;
-    while bytes.len() - at >= 8 {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        let Some(body) = bytes.get(at + 8..at + 8 + len) else {
-            break;
-        };
-        if crc32fast::hash(body) != crc {
-            break;
-        }
+    for (body, end) in crate::frames::frames(bytes) {
         let Ok(batch) = serde_json::from_slice::<Batch>(body) else {
             break;
         };
         out.push(batch);
-        at += 8 + len;
+        at = end;
     }
     (out, at)
 }

@@ -24,6 +24,7 @@ use serde::Deserialize;
 use tracing::{info, warn};
 
 use super::serial::is_newer;
+use crate::frames::frame;
 use crate::zone::{Snapshot, Zone, ZoneDiff};
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -380,14 +381,6 @@ pub fn condense<'a>(diffs: impl Iterator<Item = &'a ZoneDiff>) -> ZoneDiff {
 const TAG_SNAPSHOT: u8 = 1;
 const TAG_DIFF: u8 = 2;
 
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + 8);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
 /// Appends records uncompressed, one encoder each: a snapshot is far
 /// larger than the 64 KiB one encoder can address, and without compression
 /// every record decodes on its own.
@@ -494,15 +487,7 @@ fn read_zone_file(path: &Path) -> Result<Option<(Zone, History)>, JournalError> 
     let mut at = 0;
     let mut zone: Option<Zone> = None;
     let mut history = History::default();
-    while bytes.len() - at >= 8 {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize;
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4"));
-        let Some(body) = bytes.get(at + 8..at + 8 + len) else {
-            break;
-        };
-        if crc32fast::hash(body) != crc {
-            break;
-        }
+    for (body, end) in crate::frames::frames(&bytes) {
         match decode_frame(body) {
             Some(Frame::Snapshot(z)) => {
                 zone = Some(z);
@@ -521,7 +506,7 @@ fn read_zone_file(path: &Path) -> Result<Option<(Zone, History)>, JournalError> 
             }
             None => break,
         }
-        at += 8 + len;
+        at = end;
     }
     if at < bytes.len() {
         warn!(file = %path.display(), offset = at, discarded = bytes.len() - at, "journal: cutting off a torn tail");
