@@ -3,6 +3,26 @@
 //! first frame that is cut short or fails its checksum: that is the write
 //! that was in flight when the process died, and it is cut off.
 
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// An I/O error on a journal file, naming the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct FileError {
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+/// For `map_err`: attaches `path` to an I/O error.
+pub fn file_err(path: &Path) -> impl FnOnce(io::Error) -> FileError + '_ {
+    move |source| FileError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Frames `payload` for appending.
 pub fn frame(payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 8);

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod clock;
 pub mod config;
 pub mod frames;
 pub mod handler;

@@ -115,8 +115,11 @@ impl Config {
                 };
                 self.invalid(format!("tsig_key[{i}].{field}"), e.to_string())
             })?;
-            let ring = Keyring::new(keys.clone());
-            if ring.get(signer.signer_name()).is_some() {
+            let name = LowerName::new(signer.signer_name());
+            if keys
+                .iter()
+                .any(|k: &TSigner| LowerName::new(k.signer_name()) == name)
+            {
                 return Err(self.invalid(
                     format!("tsig_key[{i}].name"),
                     format!("key {} is defined twice", k.name),

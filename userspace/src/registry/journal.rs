@@ -25,12 +25,8 @@ const COMPACT_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     #[error("{}: corrupt snapshot: {message}", path.display())]
     Snapshot { path: PathBuf, message: String },
 }
@@ -66,12 +62,7 @@ pub struct Recovered {
     pub discarded: u64,
 }
 
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
+use crate::frames::{file_err as io_err, FileError};
 
 impl Journal {
     /// Opens (creating) the journal in `dir` and recovers the registry.
@@ -88,7 +79,7 @@ impl Journal {
                 (s.registry, s.ts)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => (Registry::default(), 0),
-            Err(e) => return Err(io_err(&snap_path)(e)),
+            Err(e) => return Err(io_err(&snap_path)(e).into()),
         };
         let path = dir.join(JOURNAL);
         let mut file = OpenOptions::new()

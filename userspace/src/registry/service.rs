@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -67,11 +67,7 @@ impl RegistryHandle {
     }
 }
 
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use crate::clock::unix_ms as now_ms;
 
 /// Serials of generated zones: the previous plus one, never behind the
 /// clock (unix seconds), never behind what was published before a restart.

@@ -13,7 +13,7 @@ use hickory_proto::rr::Name;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::ServerConfig;
-use crate::handler::{Handler, Transport};
+use crate::handler::Handler;
 use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
 use crate::zone::ZoneStore;
 
@@ -49,13 +49,6 @@ impl Shared {
             journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
             notify_tx: OnceLock::new(),
         }
-    }
-
-    /// Answers one message from the current snapshot. The snapshot is held
-    /// for the whole query, so a reload never changes data mid-answer.
-    pub fn handle(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
-        let snapshot = self.store.load();
-        self.handler.load().handle(&snapshot, packet, transport)
     }
 }
 

@@ -56,12 +56,6 @@ impl Transfer {
     }
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl Shared {
     /// Answers one message from `peer`.
     pub fn respond(&self, packet: &[u8], transport: Transport, peer: IpAddr) -> Response {
@@ -79,7 +73,7 @@ impl Shared {
         }
 
         let policy = self.transfer.load();
-        let now = unix_now();
+        let now = crate::clock::unix_secs();
         let verified = if req.signed {
             match tsig::verify_request(&policy.keyring, packet, now) {
                 Ok(v) => v,

@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
-use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{Name, RData, Record, RecordType, TSigVerifier};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -31,12 +30,6 @@ pub enum ClientError {
     Protocol(SocketAddr, String),
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Builds and (with a key) signs a request; returns its bytes and the
 /// verifier for the reply.
 fn request(
@@ -58,16 +51,17 @@ fn request(
             m.add_authority(a);
         }
     }
-    let verifier = key.and_then(|k| m.finalize(k, unix_now()).ok().flatten());
+    let verifier = key.and_then(|k| m.finalize(k, crate::clock::unix_secs()).ok().flatten());
     let bytes = m.to_vec().expect("a request always encodes");
     (m, bytes, verifier)
 }
 
+/// A message ID nobody can predict: std's hasher keys are random.
 fn rand_id() -> u16 {
     use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::Instant::now().elapsed().as_nanos());
-    h.finish() as u16
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish() as u16
 }
 
 /// Sends one UDP request and waits for the reply with the same ID.
@@ -156,7 +150,7 @@ pub async fn notify(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XfrKind {
     Axfr,
-    /// IXFR from the serial we have (`soa` is our current SOA).
+    /// IXFR from the serial we have (`our_soa` is our current SOA record).
     Ixfr,
 }
 
@@ -165,20 +159,13 @@ pub async fn transfer(
     server: SocketAddr,
     zone: &Name,
     kind: XfrKind,
-    our_soa: Option<(SOA, u32)>,
+    our_soa: Option<Record>,
     key: Option<&TSigner>,
     timeout: Duration,
 ) -> Result<XfrOutcome, ClientError> {
     let io = |e| ClientError::Io(server, e);
     let (qtype, authority) = match (kind, &our_soa) {
-        (XfrKind::Ixfr, Some((soa, ttl))) => (
-            RecordType::IXFR,
-            Some(Record::from_rdata(
-                zone.clone(),
-                *ttl,
-                RData::SOA(soa.clone()),
-            )),
-        ),
+        (XfrKind::Ixfr, Some(soa)) => (RecordType::IXFR, Some(soa.clone())),
         _ => (RecordType::AXFR, None),
     };
     let (req, bytes, mut verifier) = request(OpCode::Query, zone, qtype, authority, key);
@@ -187,7 +174,11 @@ pub async fn transfer(
         let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
         framed.extend_from_slice(&bytes);
         tcp.write_all(&framed).await.map_err(io)?;
-        let mut reader = XfrReader::new(zone.clone(), our_soa.as_ref().map(|(s, _)| s.serial));
+        let ours = our_soa.as_ref().and_then(|r| match &r.data {
+            RData::SOA(s) => Some(s.serial),
+            _ => None,
+        });
+        let mut reader = XfrReader::new(zone.clone(), ours);
         let mut buf = Vec::new();
         loop {
             let mut len = [0u8; 2];

@@ -48,22 +48,8 @@ impl Default for JournalLimits {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum JournalError {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
-
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
+use crate::frames::file_err as io_err;
+pub use crate::frames::FileError as JournalError;
 
 /// One journalled change, with when it was made (unix seconds).
 #[derive(Clone, Debug)]
@@ -384,14 +370,17 @@ const TAG_DIFF: u8 = 2;
 /// Appends records uncompressed, one encoder each: a snapshot is far
 /// larger than the 64 KiB one encoder can address, and without compression
 /// every record decodes on its own.
-fn emit_records<'a>(out: &mut Vec<u8>, records: impl Iterator<Item = &'a Record>) {
+fn emit_records<R: std::borrow::Borrow<Record>>(
+    out: &mut Vec<u8>,
+    records: impl Iterator<Item = R>,
+) {
     let mut tmp = Vec::with_capacity(128);
     for r in records {
         tmp.clear();
         {
             let mut enc = BinEncoder::new(&mut tmp);
             let mut enc = enc.with_name_encoding(NameEncoding::Uncompressed);
-            r.emit(&mut enc).expect("zone records encode");
+            r.borrow().emit(&mut enc).expect("zone records encode");
         }
         out.extend_from_slice(&tmp);
     }
@@ -419,8 +408,7 @@ fn encode_snapshot(zone: &Zone) -> Vec<u8> {
     buf.push(TAG_SNAPSHOT);
     buf.extend_from_slice(&origin_bytes(zone.origin()));
     buf.extend_from_slice(&(zone.record_count() as u32).to_be_bytes());
-    let records: Vec<Record> = zone.records().collect();
-    emit_records(&mut buf, records.iter());
+    emit_records(&mut buf, zone.records());
     buf
 }
 

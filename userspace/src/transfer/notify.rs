@@ -17,6 +17,7 @@ use tracing::{info, warn};
 use super::client;
 use super::serial::is_newer;
 use super::tsig::TSigner;
+use crate::clock::unix_ms;
 use crate::config::transfer::NotifyTargets;
 use crate::zone::{Snapshot, ZoneDiff};
 
@@ -96,12 +97,6 @@ pub struct Notifier {
     zones: HashMap<LowerName, watch::Sender<Option<Target>>>,
 }
 
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 impl Notifier {
     /// After a publish: every zone whose serial changed gets a round.
     pub fn published(&self, snapshot: &Snapshot, diffs: &[ZoneDiff]) {
@@ -127,10 +122,7 @@ impl Notifier {
         let (Some(tx), Some(z)) = (self.zones.get(zone), snapshot.zone(zone)) else {
             return;
         };
-        let Some(soa) = z
-            .records()
-            .find(|r| r.record_type() == hickory_proto::rr::RecordType::SOA)
-        else {
+        let Some(soa) = z.soa_record() else {
             return;
         };
         let serial = z.serial().unwrap_or(0);

@@ -38,17 +38,13 @@ pub fn plan(
     let Some(zone) = snapshot.zone(&key) else {
         return Plan::Reply(Reply::error(ResponseCode::NotAuth));
     };
-    let Some((soa, ttl)) = zone.soa() else {
+    let Some(soa) = zone.soa_record() else {
         return Plan::Reply(Reply::error(ResponseCode::ServFail));
     };
     let soa_reply = || {
         Plan::Reply(Reply {
             authoritative: true,
-            answers: vec![Record::from_rdata(
-                zone.origin().clone(),
-                ttl,
-                hickory_proto::rr::RData::SOA(soa.clone()),
-            )],
+            answers: vec![soa.clone()],
             ..Reply::default()
         })
     };
@@ -81,7 +77,7 @@ pub fn write_axfr(
     query: &Query,
     sink: &mut dyn FnMut(Vec<u8>) -> bool,
 ) -> bool {
-    let Some(soa) = zone.records().find(|r| r.record_type() == RecordType::SOA) else {
+    let Some(soa) = zone.soa_record() else {
         return false;
     };
     let body = zone

@@ -15,6 +15,7 @@ use tracing::{info, warn};
 
 use super::client::{self, ClientError, XfrKind};
 use super::serial::is_newer;
+use crate::clock::unix_secs;
 use crate::config::transfer::SecondaryZone;
 use crate::zone::{Change, Zone, ZoneDiff, ZoneStore};
 
@@ -267,12 +268,6 @@ struct ZoneTask {
     timeout: Duration,
 }
 
-fn unix_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl ZoneTask {
     fn current(&self) -> Option<Arc<Zone>> {
         self.store
@@ -352,12 +347,11 @@ impl ZoneTask {
     async fn refresh_from(&self, primary: std::net::SocketAddr) -> Result<bool, ClientError> {
         let zone = &self.zone.zone;
         let key = self.zone.key.as_ref();
-        let ours = self
-            .current()
-            .and_then(|z| z.soa().map(|(s, t)| (s.clone(), t)));
+        let current = self.current();
+        let ours = current.as_ref().and_then(|z| z.soa_record());
         let theirs = client::soa_serial(primary, zone, key, self.timeout).await?;
-        if let Some((soa, _)) = &ours {
-            if !is_newer(theirs, soa.serial) {
+        if let Some(serial) = current.as_ref().and_then(|z| z.serial()) {
+            if !is_newer(theirs, serial) {
                 return Ok(false);
             }
         }

@@ -37,9 +37,7 @@ impl SerialPolicy {
 
 /// Unix time in seconds, as a serial-sized number.
 pub fn now_secs() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as u32)
+    crate::clock::unix_secs() as u32
 }
 
 #[cfg(test)]

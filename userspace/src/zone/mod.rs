@@ -151,6 +151,16 @@ impl Zone {
         }
     }
 
+    /// The apex SOA as a record (what transfers and NOTIFY carry).
+    pub fn soa_record(&self) -> Option<Record> {
+        let (soa, ttl) = self.soa()?;
+        Some(Record::from_rdata(
+            self.origin.clone(),
+            ttl,
+            RData::SOA(soa.clone()),
+        ))
+    }
+
     pub fn serial(&self) -> Option<u32> {
         self.soa().map(|(soa, _)| soa.serial)
     }
