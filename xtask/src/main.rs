@@ -27,8 +27,16 @@ enum Task {
         #[arg(trailing_var_arg = true)]
         args: Vec<String>,
     },
-    /// Install dependencies, then run format and lint checks and the whole test suite.
+    /// Install dependencies, then run format and lint checks, the whole test
+    /// suite, and the end-to-end benchmark's smoke run.
     Test,
+    /// The end-to-end benchmark (benches/e2e/run.py): xdpdns beside NSD, Knot
+    /// and BIND under dnsperf and kxdpgun; writes bench-results/e2e.{md,json}.
+    BenchE2e {
+        /// Arguments for benches/e2e/run.py (e.g. --names 1000000, --smoke).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// Debian packages the build and the tests need.
@@ -37,11 +45,15 @@ const APT_PACKAGES: &[&str] = &[
     "dnsutils",
     // ip netns/veth for the real-traffic XDP test
     "iproute2",
-    // Peers of the transfer interop tests: NSD, Knot (and kdig), BIND 9
+    // Peers of the transfer interop tests and the end-to-end benchmark:
+    // NSD, Knot (with kdig and kxdpgun), BIND 9
     "nsd",
     "knot",
     "knot-dnsutils",
     "bind9",
+    // The end-to-end benchmark: its harness and its other load generator
+    "python3",
+    "dnsperf",
     // The eBPF build (see ../shared/TOOLCHAIN.md): Debian's rustc with a
     // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
     "rustc-web",
@@ -83,9 +95,25 @@ fn main() -> Result<()> {
             )?;
             // --all-targets also runs each criterion benchmark once, so the
             // benchmarks cannot rot.
-            cargo(&root, &["test", "--workspace", "--all-targets"])
+            cargo(&root, &["test", "--workspace", "--all-targets"])?;
+            // The same for the end-to-end harness: a tiny zone, 2 s per
+            // target, on the debug binary the tests just built.
+            bench_e2e(&root, &["--smoke", "--xdpdns", "target/debug/xdpdns"])
+        }
+        Task::BenchE2e { args } => {
+            deps()?;
+            cargo(&root, &["build", "--release", "-p", "xdpdns"])?;
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            bench_e2e(&root, &args)
         }
     }
+}
+
+fn bench_e2e(root: &Path, args: &[&str]) -> Result<()> {
+    run(Command::new("python3")
+        .current_dir(root)
+        .arg("benches/e2e/run.py")
+        .args(args))
 }
 
 fn workspace_root() -> PathBuf {
