@@ -645,7 +645,7 @@ def main():
     ap.add_argument("--queries", type=int, default=200_000, help="lines per query file")
     ap.add_argument("--duration", type=int, default=10, help="seconds per run")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--rate", type=int, default=20_000, help="fixed rate (q/s) every target sustains")
+    ap.add_argument("--rate", type=int, default=30_000, help="fixed rate (q/s) every target sustains")
     ap.add_argument("--kxdpgun-rate", type=int, default=400_000)
     ap.add_argument("--start-timeout", type=int, default=300, help="seconds a target may take to load the zone")
     ap.add_argument("--only", action="append", help="run only targets whose label contains this (repeatable)")

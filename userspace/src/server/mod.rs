@@ -1,6 +1,7 @@
 //! The tokio shells around the pure handler: UDP and TCP listeners, the
 //! shared state they read, and graceful shutdown.
 
+mod mmsg;
 mod respond;
 mod tcp;
 mod udp;

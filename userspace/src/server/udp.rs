@@ -1,18 +1,19 @@
 //! UDP: one SO_REUSEPORT socket per core, each drained by its own task, so
-//! the kernel spreads datagrams across cores without a shared queue.
+//! the kernel spreads datagrams across cores without a shared queue. Each
+//! task moves datagrams in batches (`mmsg`).
 
+use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
+use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tracing::debug;
 
+use super::mmsg::{RecvBatch, SendBatch};
 use super::{reuse_socket, Response, Shared, ShutdownRx};
 use crate::handler::Transport;
-
-/// Largest datagram we accept; anything longer is truncated by the kernel
-/// and then fails to parse.
-const MAX_DATAGRAM: usize = 65_535;
 
 /// Binds `count` sockets to `addr`; with port 0 the first picks the port.
 pub fn bind_udp(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket>> {
@@ -26,23 +27,62 @@ pub fn bind_udp(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket
     Ok(out)
 }
 
-/// Answers datagrams on `socket` until shutdown.
+/// Batches read before the loop checks for shutdown again (and lets
+/// other tasks on this worker run).
+const BATCHES_PER_WAKEUP: usize = 8;
+
+/// Answers datagrams on `socket` until shutdown: waits for readiness, then
+/// drains the queue a batch at a time.
 pub async fn run_udp(socket: UdpSocket, shared: Arc<Shared>, mut shutdown: ShutdownRx) {
-    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let fd = socket.as_raw_fd();
+    let mut rx = RecvBatch::default();
+    let mut tx = SendBatch::default();
     loop {
-        let (len, peer) = tokio::select! {
-            r = socket.recv_from(&mut buf) => match r {
-                Ok(x) => x,
-                // ICMP-induced errors (e.g. ECONNREFUSED) are per-peer noise.
-                Err(e) => { debug!(error = %e, "udp recv"); continue; }
+        tokio::select! {
+            r = socket.readable() => if let Err(e) = r {
+                debug!(error = %e, "udp readiness");
+                continue;
             },
             _ = shutdown.changed() => return,
-        };
-        // Transfers never stream over UDP (the planner answers with a
-        // single message there).
-        if let Response::One(reply) = shared.respond(&buf[..len], Transport::Udp, peer.ip()) {
-            if let Err(e) = socket.send_to(&reply, peer).await {
-                debug!(error = %e, %peer, "udp send");
+        }
+        for _ in 0..BATCHES_PER_WAKEUP {
+            let n = match socket.try_io(Interest::READABLE, || rx.recv(fd)) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // ICMP-induced errors (e.g. ECONNREFUSED) are per-peer noise.
+                Err(e) => {
+                    debug!(error = %e, "udp recv");
+                    continue;
+                }
+            };
+            for (query, peer) in rx.datagrams(n) {
+                // Transfers never stream over UDP (the planner answers with
+                // a single message there).
+                if let Response::One(reply) = shared.respond(query, Transport::Udp, peer.ip()) {
+                    tx.push(reply, peer);
+                }
+            }
+            send_all(&socket, &mut tx).await;
+        }
+    }
+}
+
+/// Sends every queued reply, waiting for the socket when its buffer is full.
+async fn send_all(socket: &UdpSocket, tx: &mut SendBatch) {
+    let fd = socket.as_raw_fd();
+    while !tx.is_empty() {
+        match socket.try_io(Interest::WRITABLE, || tx.send(fd)) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if let Err(e) = socket.writable().await {
+                    debug!(error = %e, "udp writability");
+                    tx.drop_first();
+                }
+            }
+            // The oldest reply cannot be sent (e.g. no route to its peer).
+            Err(e) => {
+                debug!(error = %e, "udp send");
+                tx.drop_first();
             }
         }
     }
