@@ -119,7 +119,7 @@ class NapiPinner(threading.Thread):
         self.pinned = set()
 
     def run(self):
-        while not self.stop.wait(0.1):
+        while not self.stop.wait(0.25):
             for pid in os.listdir("/proc"):
                 if not pid.isdigit() or pid in self.pinned:
                     continue
@@ -392,17 +392,24 @@ def measured(cmds, timeout):
     """Runs load generators side by side; returns their outputs and the
     busy seconds of the server CPUs and of the generator CPU, each as
     (wall - idle, /proc/stat busy ticks)."""
+    # Output goes to files and is read afterwards: a line per answer
+    # (dnsperf -v) read during the run would load the generator's CPU.
+    files = [tempfile.TemporaryFile() for _ in cmds]
     before = CpuClock()
-    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in cmds]
-    outs = []
+    procs = [subprocess.Popen(c, stdout=f, stderr=subprocess.STDOUT) for c, f in zip(cmds, files)]
     deadline = time.time() + timeout
     for p in procs:
         try:
-            outs.append(p.communicate(timeout=max(1, deadline - time.time()))[0])
+            p.wait(timeout=max(1, deadline - time.time()))
         except subprocess.TimeoutExpired:
             p.kill()
-            outs.append(p.communicate()[0])
+            p.wait()
     after = CpuClock()
+    outs = []
+    for f in files:
+        f.seek(0)
+        outs.append(f.read().decode(errors="replace"))
+        f.close()
     TOP_TASKS[:] = after.top_tasks_since(before)
     return outs, after.busy_since(before, SRV_CPUS), after.busy_since(before, [GEN_CPU])
 

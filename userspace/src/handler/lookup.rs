@@ -81,6 +81,13 @@ pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType) -> Reply {
 /// Finds the node for `key`, honouring zone cuts below the apex and
 /// wildcards with their closest-encloser rule (RFC 4592 §3.3.1).
 fn find<'z>(zone: &'z Zone, key: &LowerName, qtype: RecordType) -> Found<'z> {
+    // Without cuts below the apex an existing name answers for itself: one
+    // lookup rather than one per label (the common service-discovery zone).
+    if !zone.has_cuts() {
+        if let Some(node) = zone.node(key) {
+            return Found::Node(node);
+        }
+    }
     let apex_labels = label_count(zone.origin());
     let depth = label_count(key);
     let mut closest = zone.apex();

@@ -33,7 +33,9 @@ impl Default for RecvBatch {
     fn default() -> Self {
         RecvBatch {
             // Zeroed allocations: pages are touched only as datagrams fill them.
-            bufs: (0..BATCH).map(|_| vec![0u8; SLOT].into_boxed_slice()).collect(),
+            bufs: (0..BATCH)
+                .map(|_| vec![0u8; SLOT].into_boxed_slice())
+                .collect(),
             addrs: (0..BATCH).map(|_| SockAddrStorage::zeroed()).collect(),
             lens: [0; BATCH],
             addr_lens: [0; BATCH],

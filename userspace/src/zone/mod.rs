@@ -74,6 +74,9 @@ pub struct Zone {
     origin_key: LowerName,
     nodes: imbl::HashMap<LowerName, Node>,
     record_count: usize,
+    /// Non-apex names with NS records. Without any, lookups skip the
+    /// label-by-label walk that looks for a cut above the name.
+    cut_count: usize,
     /// A secondary zone past its SOA expire: answered with SERVFAIL.
     expired: bool,
 }
@@ -90,6 +93,7 @@ impl Zone {
             origin_key,
             nodes,
             record_count: 0,
+            cut_count: 0,
             expired: false,
         }
     }
@@ -200,6 +204,9 @@ impl Zone {
                     ttl: record.ttl,
                     rdatas: vec![record.data],
                 });
+                if rtype == RecordType::NS && key != self.origin_key {
+                    self.cut_count += 1;
+                }
                 true
             }
         };
@@ -227,15 +234,26 @@ impl Zone {
         rrsets[pos].rdatas.remove(i);
         if rrsets[pos].rdatas.is_empty() {
             rrsets.remove(pos);
+            if rtype == RecordType::NS && key != self.origin_key {
+                self.cut_count -= 1;
+            }
         }
         self.record_count -= 1;
         self.prune(key);
         true
     }
 
+    /// Whether any name below the apex has NS records (delegates).
+    pub fn has_cuts(&self) -> bool {
+        self.cut_count > 0
+    }
+
     /// Whether `key` is at or below a zone cut (an NS RRset on a non-apex
     /// name): such names are answered with a referral, not with data.
     pub fn below_cut(&self, key: &LowerName) -> bool {
+        if !self.has_cuts() {
+            return false;
+        }
         let name = Name::from(key);
         (label_count(&self.origin) + 1..=label_count(&name)).any(|labels| {
             let ancestor = LowerName::from(name.trim_to(labels));
@@ -372,6 +390,37 @@ mod tests {
         assert!(z.node(&LowerName::from(name("c.example.com."))).is_none());
         assert_eq!(z.node_count(), 1, "only the apex remains");
         assert_eq!(z.record_count(), 0);
+    }
+
+    #[test]
+    fn zone_cuts_are_counted_as_ns_rrsets_come_and_go() {
+        let mut z = Zone::new(&name("example.com."));
+        let ns = |owner: &str, target: &str| {
+            Record::from_rdata(
+                name(owner),
+                3600,
+                RData::NS(hickory_proto::rr::rdata::NS(name(target))),
+            )
+        };
+        z.insert(ns("example.com.", "ns1.example.com.")).unwrap();
+        assert!(!z.has_cuts(), "apex NS is not a cut");
+        z.insert(ns("sub.example.com.", "ns1.sub.example.com."))
+            .unwrap();
+        z.insert(ns("sub.example.com.", "ns2.sub.example.com."))
+            .unwrap();
+        assert!(z.has_cuts());
+        assert!(z.below_cut(&LowerName::new(&name("a.sub.example.com."))));
+        z.remove(
+            &name("sub.example.com."),
+            &RData::NS(hickory_proto::rr::rdata::NS(name("ns1.sub.example.com."))),
+        );
+        assert!(z.has_cuts(), "one NS record left");
+        z.remove(
+            &name("sub.example.com."),
+            &RData::NS(hickory_proto::rr::rdata::NS(name("ns2.sub.example.com."))),
+        );
+        assert!(!z.has_cuts());
+        assert!(!z.below_cut(&LowerName::new(&name("a.sub.example.com."))));
     }
 
     #[test]
