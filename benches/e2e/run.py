@@ -54,7 +54,6 @@ GEN_CPU = NPROC - 1
 SRV_CPUS = list(range(NPROC - 1))
 SRV_CPU_LIST = ",".join(map(str, SRV_CPUS))
 TCP_SHARE = 0.05
-TOP_TASKS = []  # the busiest threads of the last measured run
 
 
 def sh(*args, check=True, timeout=60, **kw):
@@ -299,7 +298,8 @@ class Server:
 
     def stop(self):
         stop(self.proc)
-        os.unlink(self.log_path)
+        if os.path.exists(self.log_path):
+            os.unlink(self.log_path)
 
 
 def stop(p):
@@ -388,10 +388,20 @@ class CpuClock:
         return [{"task": comm, "cpu_s": d / tick} for d, comm in sorted(used, reverse=True)[:n] if d > 0]
 
 
+class Measurement:
+    """What one run of load generators leaves: their outputs; for the
+    server CPUs and the generator CPU each (busy s, /proc/stat busy s,
+    wall s); and the busiest threads."""
+
+    def __init__(self, outs, before, after):
+        self.outs = outs
+        self.server = after.busy_since(before, SRV_CPUS)
+        self.generator = after.busy_since(before, [GEN_CPU])
+        self.top_tasks = after.top_tasks_since(before)
+
+
 def measured(cmds, timeout):
-    """Runs load generators side by side; returns their outputs and the
-    busy seconds of the server CPUs and of the generator CPU, each as
-    (wall - idle, /proc/stat busy ticks)."""
+    """Runs load generators side by side, each bounded by `timeout`."""
     # Output goes to files and is read afterwards: a line per answer
     # (dnsperf -v) read during the run would load the generator's CPU.
     files = [tempfile.TemporaryFile() for _ in cmds]
@@ -410,8 +420,7 @@ def measured(cmds, timeout):
         f.seek(0)
         outs.append(f.read().decode(errors="replace"))
         f.close()
-    TOP_TASKS[:] = after.top_tasks_since(before)
-    return outs, after.busy_since(before, SRV_CPUS), after.busy_since(before, [GEN_CPU])
+    return Measurement(outs, before, after)
 
 
 def num(pattern, text, cast=float):
@@ -426,9 +435,9 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def result(sent, done, server, gen, duration, latencies_ms=None, latency_avg_ms=None):
+def result(sent, done, m, duration, latencies_ms=None, latency_avg_ms=None):
     """One run's figures in the same shape for every load generator."""
-    (server_s, server_ticks, wall), (gen_s, _, _) = server, gen
+    (server_s, server_ticks, wall), (gen_s, _, _) = m.server, m.generator
     return {
         "sent": sent,
         "answered": done,
@@ -440,7 +449,7 @@ def result(sent, done, server, gen, duration, latencies_ms=None, latency_avg_ms=
         "server_cpu_ns_per_answer_proc_stat_ticks": 1e9 * server_ticks / done if done else None,
         "server_cpu_pct": 100.0 * server_s / (wall * len(SRV_CPUS)),
         "generator_cpu_pct": 100.0 * gen_s / wall,
-        "top_tasks": list(TOP_TASKS),
+        "top_tasks": m.top_tasks,
     }
 
 
@@ -465,9 +474,10 @@ def dnsperf_figures(out):
 
 
 def run_dnsperf(queries, duration, rate):
-    (out,), server, gen_s = measured([dnsperf_cmd(queries, duration, rate, verbose=bool(rate))], duration + 30)
+    m = measured([dnsperf_cmd(queries, duration, rate, verbose=bool(rate))], duration + 30)
+    out = m.outs[0]
     sent, done, avg, latencies = dnsperf_figures(out)
-    r = result(sent, done, server, gen_s, duration, latencies, avg)
+    r = result(sent, done, m, duration, latencies, avg)
     if not done:
         r["raw"] = out[-800:]
     return r
@@ -477,15 +487,15 @@ def run_mix(queries, duration, rate):
     """The mix over UDP plus a TCP share on its own connections, at once."""
     udp = dnsperf_cmd(queries, duration, rate * (1 - TCP_SHARE), verbose=True)
     tcp = dnsperf_cmd(queries, duration, rate * TCP_SHARE, tcp=True, verbose=True)
-    outs, server, gen_s = measured([udp, tcp], duration + 30)
-    figures = [dnsperf_figures(o) for o in outs]
+    m = measured([udp, tcp], duration + 30)
+    figures = [dnsperf_figures(o) for o in m.outs]
     sent = sum(f[0] for f in figures)
     done = sum(f[1] for f in figures)
     latencies = figures[0][3] + figures[1][3]
-    r = result(sent, done, server, gen_s, duration, latencies)
+    r = result(sent, done, m, duration, latencies)
     r["tcp_answered"] = figures[1][1]
     if not figures[1][1]:
-        r["raw_tcp"] = outs[1][-800:]
+        r["raw_tcp"] = m.outs[1][-800:]
     return r
 
 
@@ -493,11 +503,12 @@ def run_kxdpgun(queries, duration, rate):
     dig_ok(f"svc0.svc.u0.{ORIGIN}")  # kxdpgun needs the server's MAC in the neighbour table
     cmd = on_client("kxdpgun", "-t", str(duration), "-Q", str(rate), "-i", queries, "-I", CLI_IF,
                     "-F", str(GEN_CPU), SRV_IP)
-    (out,), server, gen_s = measured([cmd], duration + 30)
+    m = measured([cmd], duration + 30)
+    out = m.outs[0]
     sh(*in_ns(CLI_NS, "ip", "link", "set", "dev", CLI_IF, "xdp", "off"))  # kxdpgun leaves its program
     sent = num(r"total queries:\s+(\d+)", out, int) or 0
     done = num(r"total replies:\s+(\d+)", out, int) or 0
-    r = result(sent, done, server, gen_s, duration)
+    r = result(sent, done, m, duration)
     if not done:
         r["raw"] = out[-800:]
     return r
@@ -686,7 +697,7 @@ def main():
         netns_up(a.xdpdns)
         pinner.start()
         # What the server CPU does with no target and no load: the noise.
-        (_,), (idle_busy, _, wall), _ = measured([["sleep", str(a.duration)]], a.duration + 5)
+        idle_busy, _, wall = measured([["sleep", str(a.duration)]], a.duration + 5).server
         idle_pct = 100.0 * idle_busy / (wall * len(SRV_CPUS))
         for t in targets(workdir, zone, names, a.xdpdns):
             if a.only and not any(o in t.label for o in a.only):
