@@ -877,6 +877,25 @@ fn secondary_config(xport: u16, zone: &str, primary: u16) -> String {
     )
 }
 
+/// A Knot primary serving example.net (SOA `serial`, `timers` = refresh
+/// retry expire) and an xdpdns secondary of it that has done its first
+/// AXFR. Returns both and Knot's port.
+fn knot_fed_secondary(tag: &str, serial: u32, timers: &str) -> (Proc, Server, u16) {
+    let kport = free_port();
+    let text = net_zone(serial, "192.0.2.80", timers, "");
+    let knot = knot_primary("example.net", &text, kport, None, false);
+    let srv = start_xdpdns(
+        TempDir::new(tag),
+        &secondary_config(0, "example.net.", kport),
+    );
+    assert!(
+        srv.wait_log("AXFR received", PROPAGATION),
+        "{}",
+        logs(&srv, &[&knot])
+    );
+    (knot, srv, kport)
+}
+
 #[test]
 fn knot_primary_feeds_xdpdns_secondary_by_axfr_then_ixfr_on_notify() {
     let zone = "example.net.";
@@ -1029,16 +1048,8 @@ fn bind_primary_feeds_xdpdns_secondary_by_ixfr_on_notify() {
 
 #[test]
 fn secondary_serves_until_expire_then_servfail() {
-    let zone = "example.net.";
-    let kport = free_port();
-    let text = net_zone(1, "192.0.2.80", "1 1 4", ""); // refresh 1 s, retry 1 s, expire 4 s
-    let mut knot = knot_primary("example.net", &text, kport, None, false);
-    let srv = start_xdpdns(TempDir::new("expire"), &secondary_config(0, zone, kport));
-    assert!(
-        srv.wait_log("AXFR received", PROPAGATION),
-        "{}",
-        logs(&srv, &[&knot])
-    );
+    // refresh 1 s, retry 1 s, expire 4 s
+    let (mut knot, srv, kport) = knot_fed_secondary("expire", 1, "1 1 4");
     let m = srv.udp("www.example.net.", RecordType::A);
     assert_eq!(
         (m.response_code, a_records(&m)),
@@ -1099,16 +1110,7 @@ fn secondary_serves_until_expire_then_servfail() {
 
 #[test]
 fn expired_copy_stays_expired_across_a_restart() {
-    let zone = "example.net.";
-    let kport = free_port();
-    let text = net_zone(1, "192.0.2.80", "1 1 4", "");
-    let knot = knot_primary("example.net", &text, kport, None, false);
-    let mut srv = start_xdpdns(TempDir::new("expire2"), &secondary_config(0, zone, kport));
-    assert!(
-        srv.wait_log("AXFR received", PROPAGATION),
-        "{}",
-        logs(&srv, &[&knot])
-    );
+    let (knot, mut srv, kport) = knot_fed_secondary("expire2", 1, "1 1 4");
     drop(knot);
     // The primary's port now swallows queries: every refresh times out
     // (primary_timeout_ms = 2000) instead of failing at once.
@@ -1134,16 +1136,7 @@ fn expired_copy_stays_expired_across_a_restart() {
 
 #[test]
 fn secondary_copy_survives_restart_while_primary_is_down() {
-    let zone = "example.net.";
-    let kport = free_port();
-    let text = net_zone(7, "192.0.2.80", "3600 600 86400", "");
-    let knot = knot_primary("example.net", &text, kport, None, false);
-    let mut srv = start_xdpdns(TempDir::new("restart"), &secondary_config(0, zone, kport));
-    assert!(
-        srv.wait_log("AXFR received", PROPAGATION),
-        "{}",
-        logs(&srv, &[&knot])
-    );
+    let (knot, mut srv, _) = knot_fed_secondary("restart", 7, "3600 600 86400");
     drop(knot);
 
     // Crash, come back with the primary unreachable: served from disk.
@@ -1151,7 +1144,7 @@ fn secondary_copy_survives_restart_while_primary_is_down() {
     let m = srv.udp("www.example.net.", RecordType::A);
     assert_eq!(m.response_code, ResponseCode::NoError, "{}", srv.log());
     assert_eq!(a_records(&m), ["192.0.2.80"]);
-    assert_eq!(soa_serial(srv.addr.port(), zone), Some(7));
+    assert_eq!(soa_serial(srv.addr.port(), "example.net."), Some(7));
     assert!(
         srv.wait_log("secondary refresh failed", Duration::from_secs(10)),
         "the primary is down: {}",
