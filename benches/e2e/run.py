@@ -142,22 +142,30 @@ class NapiPinner(threading.Thread):
 
 # ---------------------------------------------------------------- targets
 
+def server_dir(workdir, name):
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def write_file(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def xdpdns_config(workdir, zone, xdp_mode, names):
-    cfg = os.path.join(workdir, f"xdpdns-{xdp_mode or 'fallback'}.toml")
-    with open(cfg, "w") as f:
-        f.write(f'[server]\nlisten = ["{SRV_IP}:53"]\n[log]\nlevel = "info"\n')
-        if xdp_mode:
-            f.write(f'[xdp]\ninterfaces = ["{SRV_IF}"]\nmode = "{xdp_mode}"\ncapacity = {max(1 << 16, 2 * names)}\n')
-        f.write(f'[[zone]]\norigin = "{ORIGIN}."\nfile = "{zone}"\n')
+    text = f'[server]\nlisten = ["{SRV_IP}:53"]\n[log]\nlevel = "info"\n'
+    if xdp_mode:
+        text += f'[xdp]\ninterfaces = ["{SRV_IF}"]\nmode = "{xdp_mode}"\ncapacity = {max(1 << 16, 2 * names)}\n'
+    text += f'[[zone]]\norigin = "{ORIGIN}."\nfile = "{zone}"\n'
+    cfg = write_file(os.path.join(workdir, f"xdpdns-{xdp_mode or 'fallback'}.toml"), text)
     return ["serve", "--config", cfg]
 
 
 def nsd_config(workdir, zone):
-    d = os.path.join(workdir, "nsd")
-    os.makedirs(d, exist_ok=True)
-    cfg = os.path.join(d, "nsd.conf")
-    with open(cfg, "w") as f:
-        f.write(f"""server:
+    d = server_dir(workdir, "nsd")
+    cfg = write_file(os.path.join(d, "nsd.conf"), f"""server:
     ip-address: {SRV_IP}
     port: 53
     username: ""
@@ -183,11 +191,8 @@ zone:
 
 
 def knot_config(workdir, zone):
-    d = os.path.join(workdir, "knot")
-    os.makedirs(d, exist_ok=True)
-    cfg = os.path.join(d, "knot.conf")
-    with open(cfg, "w") as f:
-        f.write(f"""server:
+    d = server_dir(workdir, "knot")
+    cfg = write_file(os.path.join(d, "knot.conf"), f"""server:
     rundir: "{d}"
     listen: {SRV_IP}@53
     udp-workers: {len(SRV_CPUS)}
@@ -210,11 +215,8 @@ zone:
 
 
 def bind_config(workdir, zone):
-    d = os.path.join(workdir, "bind")
-    os.makedirs(d, exist_ok=True)
-    cfg = os.path.join(d, "named.conf")
-    with open(cfg, "w") as f:
-        f.write(f"""options {{
+    d = server_dir(workdir, "bind")
+    cfg = write_file(os.path.join(d, "named.conf"), f"""options {{
     directory "{d}";
     pid-file "{d}/named.pid";
     listen-on port 53 {{ {SRV_IP}; }};

@@ -130,29 +130,25 @@ impl SendBatch {
     /// up to [`BATCH`], and removes them from the queue.
     pub fn send(&mut self, fd: RawFd) -> io::Result<usize> {
         let count = self.queue.len().min(BATCH);
-        let mut iovs: Vec<libc::iovec> = self.queue[..count]
+        // SAFETY: all-zero bytes are a valid iovec and mmsghdr.
+        let mut iovs: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
+        for ((reply, to), (iov, hdr)) in self.queue[..count]
             .iter()
-            .map(|(reply, _)| libc::iovec {
+            .zip(iovs.iter_mut().zip(hdrs.iter_mut()))
+        {
+            *iov = libc::iovec {
                 iov_base: reply.as_ptr() as *mut libc::c_void,
                 iov_len: reply.len(),
-            })
-            .collect();
-        let mut hdrs: Vec<libc::mmsghdr> = self.queue[..count]
-            .iter()
-            .zip(iovs.iter_mut())
-            .map(|((_, to), iov)| {
-                // SAFETY: all-zero bytes are a valid mmsghdr.
-                let mut hdr: libc::mmsghdr = unsafe { mem::zeroed() };
-                hdr.msg_hdr.msg_name = to.as_ptr() as *mut libc::c_void;
-                hdr.msg_hdr.msg_namelen = to.len();
-                hdr.msg_hdr.msg_iov = iov;
-                hdr.msg_hdr.msg_iovlen = 1;
-                hdr
-            })
-            .collect();
+            };
+            hdr.msg_hdr.msg_name = to.as_ptr() as *mut libc::c_void;
+            hdr.msg_hdr.msg_namelen = to.len();
+            hdr.msg_hdr.msg_iov = iov;
+            hdr.msg_hdr.msg_iovlen = 1;
+        }
         // SAFETY: the headers point at the queued replies and addresses and
-        // at `iovs`, all alive and unmoved until the call returns; the
-        // kernel only reads them.
+        // at the stack arrays above, all alive and unmoved until the call
+        // returns; the kernel only reads them.
         let n = unsafe {
             libc::sendmmsg(
                 fd,
