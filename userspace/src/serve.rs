@@ -17,7 +17,6 @@ use crate::config::{Config, ZoneConfig};
 use crate::handler::Handler;
 use crate::server::{bind_address, run_udp, Shared, TcpServer};
 use crate::transfer::notify::{self, Notifier, NotifySettings};
-use crate::transfer::serial::now_secs;
 use crate::transfer::{secondary, IxfrJournal};
 use crate::xdp::{compile, compile_diffs, FastPath, XdpError};
 use crate::zone::{load_zone_file, LoadError, Zone, ZoneStore};
@@ -212,7 +211,7 @@ fn start_notify(
     let notifier = Arc::new(notifier);
     let (journal, n) = (shared.journal.clone(), notifier.clone());
     shared.store.set_observer(Box::new(move |snapshot, diffs| {
-        journal.record(snapshot, diffs, now_secs().into());
+        journal.record(snapshot, diffs, crate::clock::unix_secs());
         n.published(snapshot, diffs);
     }));
     notifier
@@ -245,11 +244,11 @@ fn start_secondaries(
     if let Some(d) = &state_dir {
         let _ = std::fs::create_dir_all(d);
     }
-    let (sh, fp, payload) = (shared.clone(), fast.clone(), config.server.udp_payload);
+    let (sh, fp) = (shared.clone(), fast.clone());
     let on_change: secondary::OnChange = Arc::new(move |diffs| {
         if let Some(f) = fp.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             let result = match diffs {
-                Some(d) => sync_table(f, &sh, d, payload),
+                Some(d) => sync_table(f, &sh, d),
                 None => rebuild_table(f, &sh),
             };
             if let Err(e) = result {
@@ -284,10 +283,10 @@ async fn start_registry(
     let token = crate::config::read_token(&rc.token, &rc.token_file, "registry.token")
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
     let naming = config.naming()?.expect("registry configured");
-    let (sh, fp, payload) = (shared.clone(), fast.clone(), config.server.udp_payload);
+    let (sh, fp) = (shared.clone(), fast.clone());
     let on_publish = Box::new(move |diffs: &[crate::zone::ZoneDiff]| {
         if let Some(f) = fp.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            if let Err(e) = sync_table(f, &sh, diffs, payload) {
+            if let Err(e) = sync_table(f, &sh, diffs) {
                 error!("registry: XDP table update failed ({e}); the kernel passes every query to the fallback until the next update succeeds");
             }
         }
@@ -377,7 +376,12 @@ pub fn reload(
               removed = d.removed.len(), added = d.added.len(), "zone changed");
     }
     if let Some(fp) = fast.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-        if let Err(e) = sync_table(fp, shared, &diffs, config.server.udp_payload) {
+        // The payload size is config, set here once; the registry's and the
+        // secondaries' syncs leave it alone.
+        let result = fp
+            .set_udp_payload(config.server.udp_payload)
+            .and_then(|()| sync_table(fp, shared, &diffs));
+        if let Err(e) = result {
             error!("reload: XDP table update failed ({e}); the kernel passes every query to the fallback until a reload succeeds");
         }
     }
@@ -427,9 +431,7 @@ fn sync_table(
     fp: &mut FastPath,
     shared: &Shared,
     diffs: &[crate::zone::ZoneDiff],
-    udp_payload: u16,
 ) -> Result<(), XdpError> {
-    fp.set_udp_payload(udp_payload)?;
     let snapshot = shared.store.snapshot();
     let changed: usize = diffs.iter().map(|d| d.added.len() + d.removed.len()).sum();
     if changed <= SMALL_DIFF {

@@ -200,9 +200,12 @@ impl Config {
         }
         if let Some(r) = &self.registry {
             for (i, z) in r.zones.iter().enumerate() {
-                let Ok(name) = Name::from_ascii(&z.name) else {
+                let Ok(mut name) = Name::from_ascii(&z.name) else {
                     continue;
                 };
+                // As the zone is served: fully qualified, or a name written
+                // without the final dot would never match a query.
+                name.set_fqdn(true);
                 if let Some(rules) = &z.allow_transfer {
                     let acl = self.acl(
                         &keyring,
