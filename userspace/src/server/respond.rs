@@ -96,7 +96,7 @@ impl Shared {
         let zone = LowerName::new(req.query.name());
 
         if req.op_code == OpCode::Notify {
-            let rcode = self.notify_received(&req, &zone, peer, key.as_ref());
+            let rcode = self.notify_received(&policy, &req, &zone, peer, key.as_ref());
             let reply = Reply {
                 rcode,
                 authoritative: rcode == ResponseCode::NoError,
@@ -131,12 +131,12 @@ impl Shared {
     /// immediate refresh (RFC 1996 §3.7). Others are refused.
     fn notify_received(
         &self,
+        policy: &crate::transfer::TransferPolicy,
         req: &Request,
         zone: &LowerName,
         peer: IpAddr,
         key: Option<&hickory_proto::rr::Name>,
     ) -> ResponseCode {
-        let policy = self.transfer.load();
         let Some(acl) = policy.notify_acl.get(zone) else {
             info!(%peer, zone = %req.query.name(), "NOTIFY for a zone that is not a secondary here; NOTAUTH");
             return ResponseCode::NotAuth;

@@ -171,9 +171,9 @@ pub async fn transfer(
     let (req, bytes, mut verifier) = request(OpCode::Query, zone, qtype, authority, key);
     let work = async {
         let mut tcp = TcpStream::connect(server).await.map_err(io)?;
-        let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
-        framed.extend_from_slice(&bytes);
-        tcp.write_all(&framed).await.map_err(io)?;
+        tcp.write_all(&crate::wire::tcp_frame(&bytes))
+            .await
+            .map_err(io)?;
         let ours = our_soa.as_ref().and_then(|r| match &r.data {
             RData::SOA(s) => Some(s.serial),
             _ => None,

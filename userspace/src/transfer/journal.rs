@@ -115,7 +115,7 @@ impl IxfrJournal {
             }
             match read_zone_file(&path)? {
                 Some((zone, mut history)) => {
-                    trim(&mut history, &limits, u64::from(super::serial::now_secs()));
+                    trim(&mut history, &limits, crate::clock::unix_secs());
                     info!(zone = %zone.origin(), serial = zone.serial(), diffs = history.changes.len(), file = %path.display(), "journal: recovered zone");
                     zones.insert(zone.origin_key().clone(), history);
                     recovered.push(zone);

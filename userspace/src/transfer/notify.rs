@@ -62,12 +62,17 @@ impl Propagation {
     fn update(&self, zone: &Name, peer: SocketAddr, f: impl FnOnce(&mut PeerStatus)) {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         let key = (zone.to_ascii(), peer.to_string());
+        let new = !peers.contains_key(&key);
         let entry = peers.entry(key.clone()).or_insert_with(|| PeerStatus {
             zone: key.0.clone(),
             secondary: key.1.clone(),
             ..PeerStatus::default()
         });
+        let before = entry.clone();
         f(entry);
+        if !new && *entry == before {
+            return; // the file already says this
+        }
         if let Some(path) = &self.status_file {
             let all: Vec<&PeerStatus> = peers.values().collect();
             let tmp = path.with_extension("tmp");

@@ -57,11 +57,14 @@ pub fn plan(
                 // RFC 1995 §3: the query carries the client's SOA.
                 return Plan::Reply(Reply::error(ResponseCode::FormErr));
             };
+            // RFC 1995 §4: over UDP, a reply that cannot be a short
+            // difference is the SOA alone; the client retries by TCP. No
+            // diff is condensed only to be thrown away.
+            if transport == Transport::Udp {
+                return soa_reply();
+            }
             match journal.ixfr(zone, from) {
                 Ixfr::Current => soa_reply(),
-                // RFC 1995 §4: over UDP, a reply that cannot be a short
-                // difference is the SOA alone; the client retries by TCP.
-                _ if transport == Transport::Udp => soa_reply(),
                 Ixfr::Unavailable => Plan::Axfr(zone.clone()),
                 Ixfr::Diff(d) => Plan::Ixfr(d),
             }

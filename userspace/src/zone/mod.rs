@@ -254,9 +254,8 @@ impl Zone {
         if !self.has_cuts() {
             return false;
         }
-        let name = Name::from(key);
-        (label_count(&self.origin) + 1..=label_count(&name)).any(|labels| {
-            let ancestor = LowerName::from(name.trim_to(labels));
+        (label_count(&self.origin) + 1..=label_count(key)).any(|labels| {
+            let ancestor = LowerName::from(key.trim_to(labels));
             self.node(&ancestor)
                 .is_some_and(|n| n.rrset(RecordType::NS).is_some())
         })
