@@ -646,6 +646,24 @@ mod tests {
     }
 
     #[test]
+    fn registry_zone_acl_applies_to_names_written_without_the_final_dot() {
+        let c = parse(
+            "[registry]\ndata_dir = \"r\"\nns = [\"ns1.x.\"]\nhostmaster = \"h.x.\"\ntoken = \"t\"\n\
+             [[registry.zone]]\nname = \"sd.x\"\nnetworks = [\"*\"]\n\
+             allow_transfer = [{ from = [\"10.0.0.0/8\"] }]\n",
+        )
+        .unwrap();
+        let policy = c.transfer_policy().unwrap();
+        let zone = hickory_proto::rr::LowerName::from(Name::from_ascii("sd.x.").unwrap());
+        let acl = policy.transfer_acl(&zone);
+        assert!(acl.allows("10.1.2.3".parse().unwrap(), None));
+        assert!(
+            !acl.allows("127.0.0.1".parse().unwrap(), None),
+            "the zone's own ACL, not the loopback default"
+        );
+    }
+
+    #[test]
     fn registry_errors_name_their_key() {
         let base = "[registry]\ndata_dir = \"r\"\nns = [\"ns1.x.\"]\nhostmaster = \"h.x.\"\n";
         let cases = [
