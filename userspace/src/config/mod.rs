@@ -63,6 +63,33 @@ pub struct Config {
     pub base_dir: PathBuf,
     #[serde(skip)]
     pub file: PathBuf,
+    /// What the sections above turn into, built once when the file is
+    /// validated (the rest of the server takes these, not the sections).
+    #[serde(skip)]
+    pub settings: Settings,
+}
+
+/// Validated domain objects built from the config.
+#[derive(Clone, Default)]
+pub struct Settings {
+    /// CNS/Binder naming of the registry's zones (`None`: no registry).
+    pub naming: Option<crate::registry::Naming>,
+    pub transfer: crate::transfer::TransferPolicy,
+    pub notify_targets: Vec<crate::transfer::notify::NotifyTargets>,
+    pub secondary_zones: Vec<crate::transfer::secondary::SecondaryZone>,
+}
+
+// Settings are a function of the sections, which are compared and printed.
+impl PartialEq for Settings {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Settings { .. }")
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -325,7 +352,21 @@ impl Config {
             }
         }
         config.validate()?;
+        config.settings = Settings {
+            naming: config.naming()?,
+            transfer: config.transfer_policy()?,
+            notify_targets: config.notify_targets(),
+            secondary_zones: config.secondary_zones(),
+        };
         Ok(config)
+    }
+
+    /// The zones the registry generates.
+    pub fn registry_zone_names(&self) -> impl Iterator<Item = Name> + '_ {
+        self.settings
+            .naming
+            .iter()
+            .flat_map(|n| n.zones.iter().map(|z| z.name.clone()))
     }
 
     fn invalid(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -455,7 +496,7 @@ impl Config {
     }
 
     /// The record generator's settings (validated).
-    pub fn naming(&self) -> Result<Option<crate::registry::Naming>, ConfigError> {
+    fn naming(&self) -> Result<Option<crate::registry::Naming>, ConfigError> {
         use crate::registry::naming::{Naming, Networks, RegistryZone};
         let Some(r) = &self.registry else {
             return Ok(None);

@@ -2,7 +2,6 @@
 //! the server's [`TransferPolicy`] and the NOTIFY/secondary task settings.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,6 +9,8 @@ use hickory_proto::rr::{LowerName, Name};
 use serde::Deserialize;
 
 use super::{Config, ConfigError};
+use crate::transfer::notify::NotifyTargets;
+use crate::transfer::secondary::SecondaryZone;
 use crate::transfer::tsig::{make_key, TSigner};
 use crate::transfer::{Acl, AclRule, JournalLimits, Keyring, SerialPolicy, TransferPolicy};
 
@@ -70,22 +71,6 @@ pub struct TsigKeyConfig {
 
 fn default_algorithm() -> String {
     "hmac-sha256".into()
-}
-
-/// One zone's outgoing NOTIFY settings.
-#[derive(Clone)]
-pub struct NotifyTargets {
-    pub zone: Name,
-    pub secondaries: Vec<SocketAddr>,
-    pub key: Option<TSigner>,
-}
-
-/// One secondary zone's settings.
-#[derive(Clone)]
-pub struct SecondaryZone {
-    pub zone: Name,
-    pub primaries: Vec<SocketAddr>,
-    pub key: Option<TSigner>,
 }
 
 impl TransferConfig {
@@ -160,7 +145,7 @@ impl Config {
     }
 
     /// Keys and ACLs for the server (validated).
-    pub fn transfer_policy(&self) -> Result<TransferPolicy, ConfigError> {
+    pub(super) fn transfer_policy(&self) -> Result<TransferPolicy, ConfigError> {
         let keyring = self.keyring()?;
         let default_acl = self.acl(
             &keyring,
@@ -230,7 +215,7 @@ impl Config {
     }
 
     /// Zones with secondaries to NOTIFY (file and registry zones).
-    pub fn notify_targets(&self) -> Vec<NotifyTargets> {
+    pub(super) fn notify_targets(&self) -> Vec<NotifyTargets> {
         let ring = self.keyring().unwrap_or_default();
         let key = |k: &Option<String>| k.as_deref().and_then(|n| ring.by_name(n).cloned());
         let files = self
@@ -260,7 +245,7 @@ impl Config {
     }
 
     /// Zones transferred in from primaries.
-    pub fn secondary_zones(&self) -> Vec<SecondaryZone> {
+    pub(super) fn secondary_zones(&self) -> Vec<SecondaryZone> {
         let ring = self.keyring().unwrap_or_default();
         self.zones
             .iter()

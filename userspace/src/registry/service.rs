@@ -1,10 +1,17 @@
 //! The registry's tokio shell: one writer task owns the state and the
 //! journal. API writes arrive as [`Op`]s; the writer turns a burst of them
 //! into entries, journals them with one `fdatasync` (group commit), answers
-//! every caller, and after `batch_delay` publishes the regenerated zones to
-//! the zone store (one new serial per changed zone) and calls `on_publish`
-//! (the XDP table sync). Lease expiry and hysteresis run on the same task
-//! at the deadlines the state reports.
+//! every caller, and publishes the regenerated records to the zone store
+//! (one new serial per changed zone). What follows a publish (IXFR
+//! journal, NOTIFY, the kernel table) hangs off the store's change feed,
+//! not off this task. Lease expiry and hysteresis run on the same task at
+//! the deadlines the state reports.
+//!
+//! Publishing is adaptive: a change that finds the writer idle is
+//! published at once; what arrives while the writer is busy (a journal
+//! sync, a publish) is taken as one group and published together, so
+//! latency is low at low rates and throughput holds at high ones.
+//! `batch_delay` optionally spaces publishes further apart.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,26 +76,13 @@ impl RegistryHandle {
 
 pub use crate::clock::unix_ms as now_ms;
 
-/// Serials of generated zones: the previous plus one, never behind the
-/// clock (unix seconds), never behind what was published before a restart.
-fn next_serial(old: Option<u32>, floor: u32) -> u32 {
-    let now = (now_ms() / 1000) as u32;
-    let candidate = old.map_or(floor.max(now), |s| s.wrapping_add(1));
-    // RFC 1982: move to `now` only if it is ahead of the candidate.
-    if (now.wrapping_sub(candidate) as i32) > 0 {
-        now
-    } else {
-        candidate
-    }
-}
-
 pub struct Started {
     pub handle: RegistryHandle,
-    pub task: tokio::task::JoinHandle<()>,
+    /// Ends with an error when the journal cannot be written: nothing
+    /// more can be acknowledged, so the server must stop.
+    pub task: tokio::task::JoinHandle<Result<(), JournalError>>,
     pub recovered_instances: usize,
 }
-
-pub type OnPublish = Box<dyn Fn(&[ZoneDiff]) + Send + Sync>;
 
 /// Recovers the registry from `data_dir`, publishes its zones into
 /// `store` (so names are served before anything heartbeats) and starts
@@ -99,7 +93,6 @@ pub fn start(
     policy: HealthPolicy,
     batch_delay: Duration,
     store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
-    on_publish: OnPublish,
     stop: watch::Receiver<bool>,
 ) -> Result<Started, JournalError> {
     let (mut journal, rec) = Journal::open(data_dir)?;
@@ -129,7 +122,7 @@ pub fn start(
     let serial_floor = std::fs::read_to_string(&serial_file)
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
-        .map_or(0, |s| s.wrapping_add(1));
+        .map(|s| s.wrapping_add(1));
     info!(
         instances = registry.instances.len(),
         batches = rec.batches,
@@ -151,11 +144,11 @@ pub fn start(
         policy,
         batch_delay,
         store,
-        on_publish,
         view: view.clone(),
         serial_file,
         serial_floor,
         publish_at: None,
+        last_publish: None,
         table: Table::default(),
         dirty: HashSet::new(),
     };
@@ -176,11 +169,13 @@ struct Writer {
     policy: HealthPolicy,
     batch_delay: Duration,
     store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
-    on_publish: OnPublish,
     view: Arc<ArcSwap<View>>,
     serial_file: PathBuf,
-    serial_floor: u32,
+    /// The last serial published before a restart, plus one.
+    serial_floor: Option<u32>,
+    /// When the pending changes go out (`None`: nothing pending).
     publish_at: Option<Instant>,
+    last_publish: Option<Instant>,
     table: Table,
     /// Instances whose records must be re-derived at the next publish.
     dirty: HashSet<String>,
@@ -190,8 +185,15 @@ struct Writer {
 const MAX_GROUP: usize = 1024;
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::Receiver<(Op, Reply)>, mut stop: watch::Receiver<bool>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<(Op, Reply)>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<(), JournalError> {
         loop {
+            if self.publish_at.is_some_and(|t| t <= Instant::now()) {
+                self.publish();
+            }
             let now = now_ms();
             let tick_at = self
                 .registry
@@ -208,15 +210,11 @@ impl Writer {
                             Err(_) => break,
                         }
                     }
-                    self.commit_group(group);
+                    self.commit_group(group)?;
                 }
                 _ = sleep_until(wake) => {
-                    let due = |t: Option<Instant>| t.is_some_and(|t| t <= Instant::now());
-                    if due(tick_at) {
-                        self.tick();
-                    }
-                    if due(self.publish_at) {
-                        self.publish();
+                    if tick_at.is_some_and(|t| t <= Instant::now()) {
+                        self.tick()?;
                     }
                 }
                 _ = stop.changed() => break,
@@ -225,9 +223,10 @@ impl Writer {
         if self.publish_at.is_some() {
             self.publish();
         }
+        Ok(())
     }
 
-    fn commit_group(&mut self, group: Vec<(Op, Reply)>) {
+    fn commit_group(&mut self, group: Vec<(Op, Reply)>) -> Result<(), JournalError> {
         let now = now_ms();
         let mut entries = Vec::new();
         let mut replies = Vec::new();
@@ -248,13 +247,16 @@ impl Writer {
             }
         }
         if !entries.is_empty() {
-            self.durable(Batch { ts: now, entries });
+            // On failure the replies are dropped unsent: callers see
+            // `Unavailable`, and nothing unsynced is acknowledged.
+            self.durable(Batch { ts: now, entries })?;
             self.schedule_publish();
             self.refresh_view();
         }
         for (reply, result) in replies {
             let _ = reply.send(result);
         }
+        Ok(())
     }
 
     fn entry_for(&self, op: Op, now: u64) -> Result<Entry, RegistryError> {
@@ -272,28 +274,29 @@ impl Writer {
         Ok(entry)
     }
 
-    /// Journals and syncs a batch. A journal that cannot be written ends
-    /// the process: nothing in this batch has been acknowledged, and going
+    /// Journals and syncs a batch. A journal that cannot be written stops
+    /// the writer: nothing in this batch has been acknowledged, and going
     /// on would acknowledge writes a restart would not have.
-    fn durable(&mut self, batch: Batch) {
+    fn durable(&mut self, batch: Batch) -> Result<(), JournalError> {
         self.journal.append(&batch);
         if let Err(e) = self.journal.sync() {
-            error!("registry journal write failed, exiting without acknowledging: {e}");
-            std::process::exit(70);
+            error!("registry journal write failed; stopping without acknowledging: {e}");
+            return Err(e);
         }
         if self.journal.wants_compaction() {
             if let Err(e) = self.journal.compact(&self.registry, batch.ts) {
-                error!("registry journal compaction failed, exiting: {e}");
-                std::process::exit(70);
+                error!("registry journal compaction failed; stopping: {e}");
+                return Err(e);
             }
         }
+        Ok(())
     }
 
-    fn tick(&mut self) {
+    fn tick(&mut self) -> Result<(), JournalError> {
         let now = now_ms();
         let entries = self.registry.tick(now, &self.policy);
         if entries.is_empty() {
-            return;
+            return Ok(());
         }
         for e in &entries {
             match e {
@@ -306,14 +309,19 @@ impl Writer {
             self.registry.apply(e);
             self.mark_dirty(e);
         }
-        self.durable(Batch { ts: now, entries });
+        self.durable(Batch { ts: now, entries })?;
         self.refresh_view();
         self.schedule_publish();
+        Ok(())
     }
 
+    /// Pending changes go out at once when the last publish is at least
+    /// `batch_delay` old (with the default 0: always), else when it is.
     fn schedule_publish(&mut self) {
         if self.publish_at.is_none() {
-            self.publish_at = Some(Instant::now() + self.batch_delay);
+            let now = Instant::now();
+            let earliest = self.last_publish.map_or(now, |t| t + self.batch_delay);
+            self.publish_at = Some(earliest.max(now));
         }
     }
 
@@ -350,10 +358,16 @@ impl Writer {
     fn publish_all(&mut self) {
         self.table = Table::build(&self.naming, &self.registry);
         let zones = self.table.zones(&self.naming);
-        let floor = self.serial_floor;
+        // Never behind the clock either, so serials move forward even if
+        // the floor file was lost.
+        let now = now_ms() / 1000;
+        let floor = match self.serial_floor {
+            Some(f) if crate::zone::serial::is_newer(f, now as u32) => f,
+            _ => now as u32,
+        };
         let diffs = (*self.store)
             .as_ref()
-            .publish_generated(zones, |old| next_serial(old, floor));
+            .publish_generated(zones, Some(floor), now);
         self.published(diffs, std::time::Instant::now());
     }
 
@@ -362,6 +376,7 @@ impl Writer {
     /// per changed zone.
     fn publish(&mut self) {
         self.publish_at = None;
+        self.last_publish = Some(Instant::now());
         let started = std::time::Instant::now();
         let dirty = std::mem::take(&mut self.dirty);
         let keys = self.table.update(&self.naming, &self.registry, dirty);
@@ -386,7 +401,7 @@ impl Writer {
             if changes.is_empty() {
                 continue;
             }
-            match store.update(&origin, &changes) {
+            match store.update(&origin, &changes, now_ms() / 1000) {
                 Ok(d) if !d.is_empty() => diffs.push(d),
                 Ok(_) => {}
                 Err(e) => error!(zone = %origin, "registry zone update failed: {e}"),
@@ -406,7 +421,6 @@ impl Writer {
         if let Some(max) = diffs.iter().filter_map(|d| d.new_serial).max() {
             self.remember_serial(max);
         }
-        (self.on_publish)(&diffs);
     }
 
     /// Best effort (no fsync): keeps serials increasing across restarts

@@ -1,7 +1,7 @@
 //! The client side of transfers: SOA queries, NOTIFY and AXFR/IXFR
 //! requests to other servers, optionally TSIG-signed. Thin tokio shells
 //! around hickory-proto messages; the transfer parsing is in
-//! [`super::secondary::XfrReader`].
+//! [`super::xfr_reader::XfrReader`].
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,8 +11,8 @@ use hickory_proto::rr::{Name, RData, Record, RecordType, TSigVerifier};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
-use super::secondary::{XfrOutcome, XfrReader};
 use super::tsig::TSigner;
+use super::xfr_reader::{XfrOutcome, XfrReader};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

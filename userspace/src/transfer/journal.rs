@@ -23,8 +23,8 @@ use hickory_proto::serialize::binary::{
 use serde::Deserialize;
 use tracing::{info, warn};
 
-use super::serial::is_newer;
 use crate::frames::frame;
+use crate::zone::serial::is_newer;
 use crate::zone::{Snapshot, Zone, ZoneDiff};
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -131,9 +131,44 @@ impl IxfrJournal {
         Ok((journal, recovered))
     }
 
-    /// Records what one publish did. Called by the zone store while it
-    /// still holds its writer lock, so changes arrive in serial order.
-    pub fn record(&self, snapshot: &Snapshot, diffs: &[ZoneDiff], now: u64) {
+    /// After the journal's feed fell behind and commits were missed: each
+    /// zone whose serial moved without the journal starts its history over
+    /// from its version in `snapshot` (IXFR from before it becomes AXFR);
+    /// zones no longer served are dropped.
+    pub fn resync(&self, snapshot: &Snapshot) {
+        let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        let gone: Vec<LowerName> = zones
+            .keys()
+            .filter(|k| snapshot.zone(k).is_none())
+            .cloned()
+            .collect();
+        for key in gone {
+            zones.remove(&key);
+            if let Some(path) = self.path_of(&Name::from(&key)) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        for zone in snapshot.zones() {
+            let history = zones.entry(zone.origin_key().clone()).or_default();
+            let last = history.changes.back().and_then(|c| c.diff.new_serial);
+            if last.is_some() && last == zone.serial() {
+                continue;
+            }
+            warn!(zone = %zone.origin(), serial = zone.serial(), "journal: commits were missed; history starts over");
+            history.changes.clear();
+            history.records = 0;
+            self.rewrite(zone, history);
+        }
+    }
+
+    /// Records what one commit did. Called in commit order by the
+    /// journal's subscriber to the zone store's feed.
+    pub fn record<'a>(
+        &self,
+        snapshot: &Snapshot,
+        diffs: impl IntoIterator<Item = &'a ZoneDiff>,
+        now: u64,
+    ) {
         let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
         for diff in diffs {
             let key = LowerName::new(&diff.origin);

@@ -9,19 +9,20 @@
 pub mod acl;
 pub mod client;
 pub mod journal;
+pub mod journal_subscriber;
 pub mod notify;
 pub mod outbound;
 pub mod secondary;
-pub mod serial;
 pub mod tsig;
+pub mod xfr_reader;
 
 use std::collections::HashMap;
 
 use hickory_proto::rr::LowerName;
 
+pub use crate::zone::serial::SerialPolicy;
 pub use acl::{Acl, AclRule};
 pub use journal::{IxfrJournal, JournalLimits};
-pub use serial::SerialPolicy;
 pub use tsig::Keyring;
 
 /// Who may transfer which zone and who may NOTIFY which secondary zone;

@@ -15,11 +15,19 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::client;
-use super::serial::is_newer;
+use super::journal_subscriber::Journaled;
 use super::tsig::TSigner;
 use crate::clock::unix_ms;
-use crate::config::transfer::NotifyTargets;
-use crate::zone::{Snapshot, ZoneDiff};
+use crate::zone::serial::is_newer;
+use crate::zone::{FeedItem, Snapshot, Subscription, ZoneDiff};
+
+/// One zone's outgoing NOTIFY settings.
+#[derive(Clone)]
+pub struct NotifyTargets {
+    pub zone: Name,
+    pub secondaries: Vec<SocketAddr>,
+    pub key: Option<TSigner>,
+}
 
 /// What one secondary has of one zone.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -95,19 +103,49 @@ struct Target {
     published_ms: u64,
 }
 
-/// Hands new serials to the per-secondary tasks; cheap enough to call
-/// under the zone store's writer lock.
+/// Hands new serials to the per-secondary tasks.
 #[derive(Default)]
 pub struct Notifier {
     zones: HashMap<LowerName, watch::Sender<Option<Target>>>,
 }
 
 impl Notifier {
-    /// After a publish: every zone whose serial changed gets a round.
-    pub fn published(&self, snapshot: &Snapshot, diffs: &[ZoneDiff]) {
+    /// NOTIFY as a subscriber to the zone store's change feed: every new
+    /// serial gets a round once the IXFR journal holds it, so the IXFR a
+    /// secondary sends in reply can be answered from the journal.
+    pub async fn follow(&self, mut feed: Subscription, mut journaled: Journaled) {
+        while let Some(item) = feed.next().await {
+            if !journaled.reached(item.version()).await {
+                return;
+            }
+            match &item {
+                FeedItem::Commit(c) => self.published(&c.snapshot, c.diffs()),
+                FeedItem::Resync(s) => self.resync(s),
+            }
+        }
+    }
+
+    /// After a commit: every zone whose serial changed gets a round.
+    pub fn published<'a>(
+        &self,
+        snapshot: &Snapshot,
+        diffs: impl IntoIterator<Item = &'a ZoneDiff>,
+    ) {
         for d in diffs {
             if d.new_serial.is_some() {
                 self.announce(snapshot, &LowerName::new(&d.origin));
+            }
+        }
+    }
+
+    /// After missed commits: every zone whose serial is not the one last
+    /// announced gets a round.
+    fn resync(&self, snapshot: &Snapshot) {
+        for (zone, tx) in &self.zones {
+            let announced = tx.borrow().as_ref().map(|t| t.serial);
+            let serial = snapshot.zone(zone).and_then(|z| z.serial());
+            if serial.is_some() && serial != announced {
+                self.announce(snapshot, zone);
             }
         }
     }

@@ -9,153 +9,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::rr::rdata::SOA;
-use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use hickory_proto::rr::{LowerName, Name, RecordType};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use super::client::{self, ClientError, XfrKind};
-use super::serial::is_newer;
+use super::tsig::TSigner;
+pub use super::xfr_reader::{XfrOutcome, XfrReader};
 use crate::clock::unix_secs;
-use crate::config::transfer::SecondaryZone;
-use crate::zone::{Change, Zone, ZoneDiff, ZoneStore};
-
-/// What a transfer carried.
-#[derive(Debug, PartialEq)]
-pub enum XfrOutcome {
-    /// The primary has nothing newer (IXFR answered with its SOA alone).
-    UpToDate(u32),
-    /// The whole zone (AXFR, or IXFR answered AXFR-style); SOA included once.
-    Full(Vec<Record>),
-    /// Difference sequences, oldest first, each with its SOAs.
-    Incremental(Vec<ZoneDiff>),
-}
-
-enum State {
-    Start,
-    AfterFirst,
-    Full(Vec<Record>),
-    Deleting(ZoneDiff),
-    Adding(ZoneDiff),
-    Done(XfrOutcome),
-}
-
-/// Reads the answer records of a transfer, message by message.
-pub struct XfrReader {
-    zone: Name,
-    ours: Option<u32>,
-    first: Option<Record>,
-    diffs: Vec<ZoneDiff>,
-    state: State,
-}
-
-fn soa_serial(r: &Record) -> Option<u32> {
-    match &r.data {
-        RData::SOA(s) => Some(s.serial),
-        _ => None,
-    }
-}
-
-impl XfrReader {
-    pub fn new(zone: Name, ours: Option<u32>) -> XfrReader {
-        XfrReader {
-            zone,
-            ours,
-            first: None,
-            diffs: Vec::new(),
-            state: State::Start,
-        }
-    }
-
-    fn final_serial(&self) -> u32 {
-        self.first.as_ref().and_then(soa_serial).unwrap_or(0)
-    }
-
-    pub fn push(&mut self, r: Record) -> Result<(), String> {
-        let end = self.final_serial();
-        let soa = soa_serial(&r).filter(|_| r.name == self.zone);
-        self.state = match std::mem::replace(&mut self.state, State::Start) {
-            State::Start => {
-                if soa.is_none() {
-                    return Err("the transfer does not start with the zone's SOA".into());
-                }
-                self.first = Some(r);
-                State::AfterFirst
-            }
-            State::AfterFirst => match soa {
-                // SOA, SOA: a zone holding nothing but its SOA.
-                Some(s) if s == end => {
-                    State::Done(XfrOutcome::Full(vec![self.first.clone().expect("first")]))
-                }
-                Some(s) => State::Deleting(ZoneDiff {
-                    origin: self.zone.clone(),
-                    old_serial: Some(s),
-                    removed: vec![r],
-                    ..ZoneDiff::default()
-                }),
-                None => State::Full(vec![self.first.clone().expect("first"), r]),
-            },
-            State::Full(mut records) => match soa {
-                Some(_) => State::Done(XfrOutcome::Full(records)),
-                None => {
-                    records.push(r);
-                    State::Full(records)
-                }
-            },
-            State::Deleting(mut d) => match soa {
-                Some(s) => {
-                    d.new_serial = Some(s);
-                    d.added.push(r);
-                    State::Adding(d)
-                }
-                None => {
-                    d.removed.push(r);
-                    State::Deleting(d)
-                }
-            },
-            State::Adding(mut d) => match soa {
-                Some(s) => {
-                    let last = d.new_serial == Some(end);
-                    self.diffs.push(d);
-                    if last {
-                        State::Done(XfrOutcome::Incremental(std::mem::take(&mut self.diffs)))
-                    } else {
-                        State::Deleting(ZoneDiff {
-                            origin: self.zone.clone(),
-                            old_serial: Some(s),
-                            removed: vec![r],
-                            ..ZoneDiff::default()
-                        })
-                    }
-                }
-                None => {
-                    d.added.push(r);
-                    State::Adding(d)
-                }
-            },
-            State::Done(_) => return Err("records after the end of the transfer".into()),
-        };
-        Ok(())
-    }
-
-    /// Called after each message: the outcome once the transfer is over.
-    pub fn finished(&mut self) -> Option<XfrOutcome> {
-        if let State::AfterFirst = self.state {
-            // A message ending right after the first SOA, when that serial
-            // is not newer than ours: IXFR's "you are current".
-            let end = self.final_serial();
-            if self.ours.is_some_and(|ours| !is_newer(end, ours)) {
-                return Some(XfrOutcome::UpToDate(end));
-            }
-        }
-        match std::mem::replace(&mut self.state, State::Start) {
-            State::Done(o) => Some(o),
-            other => {
-                self.state = other;
-                None
-            }
-        }
-    }
-}
+use crate::zone::serial::is_newer;
+use crate::zone::{Change, Zone, ZoneStore};
+use std::net::SocketAddr;
 
 /// What the SOA timers say after a refresh attempt (RFC 1034 §4.3.5).
 #[derive(Debug, PartialEq, Eq)]
@@ -183,14 +47,17 @@ pub fn schedule(soa: Option<&SOA>, ok: bool, since_ok: Option<Duration>) -> Sche
     }
 }
 
-/// Called after a secondary zone changes: the diffs (for the XDP table),
-/// or `None` when only its expiry changed (rebuild the table).
-pub type OnChange = Arc<dyn Fn(Option<&[ZoneDiff]>) + Send + Sync>;
+/// One secondary zone's settings.
+#[derive(Clone)]
+pub struct SecondaryZone {
+    pub zone: Name,
+    pub primaries: Vec<SocketAddr>,
+    pub key: Option<TSigner>,
+}
 
 pub struct Secondaries {
     pub zones: Vec<SecondaryZone>,
     pub store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
-    pub on_change: OnChange,
     /// Where the time of each zone's last good refresh is kept.
     pub state_dir: Option<PathBuf>,
     pub timeout: Duration,
@@ -214,7 +81,6 @@ pub fn start(
         let task = ZoneTask {
             zone,
             store: s.store.clone(),
-            on_change: s.on_change.clone(),
             state_dir: s.state_dir.clone(),
             timeout: s.timeout,
         };
@@ -263,7 +129,6 @@ pub fn expire_stale_copies(store: &ZoneStore, zones: &[SecondaryZone], state_dir
 struct ZoneTask {
     zone: SecondaryZone,
     store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
-    on_change: OnChange,
     state_dir: Option<PathBuf>,
     timeout: Duration,
 }
@@ -325,7 +190,6 @@ impl ZoneTask {
                 } else {
                     info!(%zone, "secondary zone is fresh again");
                 }
-                (self.on_change)(None);
             }
             next = plan.next_check;
         }
@@ -386,7 +250,6 @@ impl ZoneTask {
                 let z = Zone::from_records(zone, records).map_err(|e| bad(e.to_string()))?;
                 let diffs = store.install_transferred(z);
                 info!(%zone, %primary, records = count, "AXFR received");
-                (self.on_change)(Some(&diffs));
                 Ok(!diffs.is_empty())
             }
             XfrOutcome::Incremental(diffs) => {
@@ -413,7 +276,6 @@ impl ZoneTask {
                     applied.push(diff);
                 }
                 info!(%zone, %primary, diffs = applied.len(), "IXFR received");
-                (self.on_change)(Some(&applied));
                 Ok(true)
             }
         }

@@ -382,7 +382,7 @@ mod tests {
             })],
         ];
         for changes in steps {
-            let diff = store.update(&origin, &changes).unwrap();
+            let diff = store.update(&origin, &changes, 0).unwrap();
             let snap = store.snapshot();
             let delta = compile_diffs(&snap, &[diff], &installed);
             delta.apply_to(&mut installed);

@@ -4,7 +4,9 @@
 
 pub mod compile;
 pub mod loader;
+pub mod subscriber;
 pub mod sys;
 
 pub use compile::{compile, compile_diffs, diff_tables, Table, TableDelta};
 pub use loader::{attach_helper_program, AttachMode, Counters, FastPath, XdpError};
+pub use subscriber::KernelTable;

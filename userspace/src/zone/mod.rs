@@ -10,7 +10,9 @@
 //! answer NODATA rather than NXDOMAIN.
 
 pub mod check;
+pub mod feed;
 pub mod parser;
+pub mod serial;
 pub mod store;
 
 use std::sync::Arc;
@@ -19,7 +21,9 @@ use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
 pub use check::{check_zone, ZoneCheckError};
+pub use feed::{Commit, FeedItem, Subscription, ZoneEvent};
 pub use parser::{parse_zone_file, parse_zone_str, SourceRecord, ZoneFileError};
+pub use serial::SerialPolicy;
 pub use store::{Change, Snapshot, ZoneDiff, ZoneStore};
 
 /// All records of one (owner, type), in stable (insertion) order.

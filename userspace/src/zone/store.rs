@@ -1,18 +1,25 @@
-//! The versioned zone store.
+//! The versioned zone store and its one commit path.
 //!
 //! Readers take the current [`Snapshot`] with one atomic load and never
 //! lock; a query that started on a snapshot finishes on it even if a reload
-//! publishes a newer one meanwhile. Writers are serialised, build the next
-//! snapshot from a structurally shared copy, publish it atomically and get
-//! back the [`ZoneDiff`]s that IXFR and the kernel table are fed from.
+//! publishes a newer one meanwhile. Writers (zone files, the registry,
+//! secondary zones, journal recovery) are serialised, build the next
+//! snapshot from a structurally shared copy, and go through one function,
+//! [`ZoneStore::commit`], which swaps the snapshot in and hands a
+//! [`Commit`] to the change feed. What follows a change (IXFR journal,
+//! NOTIFY, kernel table) subscribes to the feed and runs outside the lock.
+//!
+//! The store reads no clock: writers that may pick a serial pass `now`.
 
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, Guard};
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use tokio::sync::broadcast;
 
+use super::feed::{Commit, Subscription, ZoneEvent, FEED_CAPACITY};
+use super::serial::{is_newer, SerialPolicy};
 use super::{Node, RRset, Zone, ZoneError};
-use crate::transfer::serial::{is_newer, now_secs, SerialPolicy};
 
 /// An immutable view of every served zone.
 #[derive(Clone, Debug, Default)]
@@ -88,30 +95,16 @@ pub enum StoreError {
     SoaChange,
 }
 
-/// Told about every publish, in order, while the writer lock is held
-/// (the IXFR journal and NOTIFY hang off this).
-pub type Observer = Box<dyn Fn(&Snapshot, &[ZoneDiff]) + Send + Sync>;
-
-/// What writers share: held for the whole of a publish.
+/// What writers share: held for the whole of a commit.
 #[derive(Default)]
 struct Writer {
-    observer: Option<Observer>,
     policy: SerialPolicy,
 }
 
-impl Writer {
-    fn published(&self, snapshot: &Snapshot, diffs: &[ZoneDiff]) {
-        if let Some(o) = &self.observer {
-            if !diffs.is_empty() {
-                o(snapshot, diffs);
-            }
-        }
-    }
-}
-
 pub struct ZoneStore {
-    current: ArcSwap<Snapshot>,
+    current: Arc<ArcSwap<Snapshot>>,
     writer: Mutex<Writer>,
+    feed: broadcast::Sender<Arc<Commit>>,
 }
 
 impl Default for ZoneStore {
@@ -123,14 +116,23 @@ impl Default for ZoneStore {
 impl ZoneStore {
     pub fn new() -> Self {
         ZoneStore {
-            current: ArcSwap::from_pointee(Snapshot::default()),
+            current: Arc::new(ArcSwap::from_pointee(Snapshot::default())),
             writer: Mutex::new(Writer::default()),
+            feed: broadcast::channel(FEED_CAPACITY).0,
         }
     }
 
-    /// Sets who hears about publishes from now on.
-    pub fn set_observer(&self, observer: Observer) {
-        self.lock().observer = Some(observer);
+    /// A new subscriber to the change feed, and the snapshot it starts
+    /// from: it is handed every commit after that snapshot, in order.
+    pub fn subscribe(&self) -> (Arc<Snapshot>, Subscription) {
+        let _w = self.lock();
+        let snapshot = self.current.load_full();
+        let sub = Subscription::new(
+            self.feed.subscribe(),
+            self.current.clone(),
+            snapshot.version(),
+        );
+        (snapshot, sub)
     }
 
     /// How zones xdpdns owns get new serials (default: unix time).
@@ -146,16 +148,33 @@ impl ZoneStore {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn publish(&self, w: &Writer, next: Snapshot, diffs: &[ZoneDiff]) {
-        let next = Arc::new(next);
-        self.current.store(next.clone());
-        w.published(&next, diffs);
+    /// The one commit path: every change from every source ends here.
+    /// Makes `next` (built from the current snapshot under the writer
+    /// lock `_w`) the current snapshot under the next version, then hands
+    /// the commit to the feed. Sending never blocks; subscribers do their
+    /// work on their own tasks.
+    fn commit(&self, _w: &Writer, mut next: Snapshot, events: Vec<ZoneEvent>) {
+        next.version = self.current.load().version + 1;
+        let snapshot = Arc::new(next);
+        self.current.store(snapshot.clone());
+        let commit = Commit {
+            version: snapshot.version,
+            snapshot,
+            events,
+        };
+        // No subscriber is not an error.
+        let _ = self.feed.send(Arc::new(commit));
+    }
+
+    fn commit_diffs(&self, w: &Writer, next: Snapshot, diffs: &[ZoneDiff]) {
+        let events = diffs.iter().cloned().map(ZoneEvent::Published).collect();
+        self.commit(w, next, events);
     }
 
     /// A store serving `zones` from its first snapshot.
     pub fn with_zones(zones: Vec<Zone>) -> Self {
         let store = ZoneStore::new();
-        store.replace_zones(zones, &[]);
+        store.replace_zones(zones, &[], 0);
         store
     }
 
@@ -172,25 +191,41 @@ impl ZoneStore {
     /// Installs `zones` xdpdns owns (replacing any with the same origin)
     /// and drops the served zones named in `remove`, all in one new
     /// snapshot. A zone whose records changed but whose serial did not move
-    /// forward (RFC 1982) gets the next serial by the serial policy, so
-    /// secondaries always see a change. Returns one diff per changed zone.
-    pub fn replace_zones(&self, zones: Vec<Zone>, remove: &[Name]) -> Vec<ZoneDiff> {
-        self.replace(zones, remove, true)
+    /// forward (RFC 1982) gets the next serial by the serial policy at
+    /// `now` (unix seconds), so secondaries always see a change. Returns
+    /// one diff per changed zone.
+    pub fn replace_zones(&self, zones: Vec<Zone>, remove: &[Name], now: u64) -> Vec<ZoneDiff> {
+        self.replace(zones, remove, true, now)
     }
 
     /// Installs a zone exactly as received (a secondary zone after AXFR):
     /// its serial is the primary's.
     pub fn install_transferred(&self, zone: Zone) -> Vec<ZoneDiff> {
-        self.replace(vec![zone], &[], false)
+        self.replace(vec![zone], &[], false, 0)
     }
 
     /// Serves zones as they were before a restart (from the journal),
     /// serials untouched.
     pub fn restore_zones(&self, zones: Vec<Zone>) -> Vec<ZoneDiff> {
-        self.replace(zones, &[], false)
+        self.replace(zones, &[], false, 0)
     }
 
-    fn replace(&self, zones: Vec<Zone>, remove: &[Name], owned: bool) -> Vec<ZoneDiff> {
+    fn replace(&self, zones: Vec<Zone>, remove: &[Name], owned: bool, now: u64) -> Vec<ZoneDiff> {
+        // Diffing a large zone takes a while (a 1M-record file: seconds),
+        // so it is done against the current snapshot before taking the
+        // lock; a zone another writer changed meanwhile is diffed again.
+        let policy = self.serial_policy();
+        let base = self.current.load_full();
+        let prepared: Vec<_> = zones
+            .into_iter()
+            .map(|zone| {
+                let key = zone.origin_key().clone();
+                let before = base.zones.get(&key).cloned();
+                let change = prepare(before.as_deref(), zone, owned, policy, now);
+                (key, before, change)
+            })
+            .collect();
+        drop(base);
         let w = self.lock();
         let old = self.current.load_full();
         let mut next = (*old).clone();
@@ -201,40 +236,35 @@ impl ZoneStore {
                 diffs.push(diff_zones(Some(&gone), None, gone.origin()));
             }
         }
-        for mut zone in zones {
-            let key = zone.origin_key().clone();
-            let before = old.zones.get(&key).map(|z| &**z);
-            let mut diff = diff_zones(before, Some(&zone), zone.origin());
-            if diff.is_empty() {
-                continue;
-            }
-            if let (true, Some(was), Some(now)) = (owned, diff.old_serial, diff.new_serial) {
-                if !is_newer(now, was) {
-                    // Same records under an older serial (a file reloaded
-                    // after a restart) is no change; anything else is
-                    // published under the next serial.
-                    set_serial(&mut zone, was);
-                    if diff_zones(before, Some(&zone), zone.origin()).is_empty() {
-                        continue;
-                    }
-                    set_serial(&mut zone, w.policy.next(was, now_secs()));
-                    diff = diff_zones(before, Some(&zone), zone.origin());
+        for (key, diffed_against, change) in prepared {
+            let current = old.zones.get(&key);
+            let unchanged_meanwhile = match (&diffed_against, current) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            let change = match change {
+                Some((zone, _)) if !unchanged_meanwhile => {
+                    prepare(current.map(|z| &**z), zone, owned, w.policy, now)
                 }
+                other => other,
+            };
+            if let Some((zone, diff)) = change {
+                diffs.push(diff);
+                next.zones.insert(key, Arc::new(zone));
             }
-            diffs.push(diff);
-            next.zones.insert(key, Arc::new(zone));
         }
         if !diffs.is_empty() {
-            next.version += 1;
-            self.publish(&w, next, &diffs);
+            self.commit_diffs(&w, next, &diffs);
         }
         diffs
     }
 
     /// Marks a secondary zone expired (SERVFAIL) or fresh. No records
-    /// change, so no diff; returns whether anything changed.
+    /// change, so no diff, but the feed hears of it; returns whether
+    /// anything changed.
     pub fn set_expired(&self, origin: &Name, expired: bool) -> bool {
-        let _w = self.lock();
+        let w = self.lock();
         let old = self.current.load_full();
         let key = LowerName::new(origin);
         let Some(zone) = old.zones.get(&key).filter(|z| z.is_expired() != expired) else {
@@ -242,23 +272,28 @@ impl ZoneStore {
         };
         let mut zone = (**zone).clone();
         zone.set_expired(expired);
+        let event = if expired {
+            ZoneEvent::Expired(zone.origin().clone())
+        } else {
+            ZoneEvent::Fresh(zone.origin().clone())
+        };
         let mut next = (*old).clone();
         next.zones.insert(key, Arc::new(zone));
-        next.version += 1;
-        self.current.store(Arc::new(next));
+        self.commit(&w, next, vec![event]);
         true
     }
 
     /// Publishes zones generated from another source (the registry), each
     /// replacing the served zone of the same origin. The SOA serial of the
     /// generated zone is ignored: a zone whose records did not change keeps
-    /// its version and serial; one that changed gets `next_serial(old)`
-    /// (`None` for a zone not yet served). All changes go out in one
-    /// snapshot.
+    /// its version and serial; one that changed gets the next serial by
+    /// the serial policy, never behind `floor` (see
+    /// [`SerialPolicy::next_owned`]). All changes go out in one snapshot.
     pub fn publish_generated(
         &self,
         zones: Vec<Zone>,
-        next_serial: impl Fn(Option<u32>) -> u32,
+        floor: Option<u32>,
+        now: u64,
     ) -> Vec<ZoneDiff> {
         let w = self.lock();
         let old = self.current.load_full();
@@ -274,22 +309,30 @@ impl ZoneStore {
                     continue;
                 }
             }
-            set_serial(&mut zone, next_serial(old_serial));
+            set_serial(
+                &mut zone,
+                w.policy.next_owned(old_serial, floor, now as u32),
+            );
             diffs.push(diff_zones(before, Some(&zone), zone.origin()));
             next.zones.insert(key, Arc::new(zone));
         }
         if !diffs.is_empty() {
-            next.version += 1;
-            self.publish(&w, next, &diffs);
+            self.commit_diffs(&w, next, &diffs);
         }
         diffs
     }
 
     /// Applies record changes to one zone, gives it the next serial by the
-    /// serial policy and publishes the result. A change that alters nothing
-    /// publishes nothing and returns an empty diff.
-    pub fn update(&self, origin: &Name, changes: &[Change]) -> Result<ZoneDiff, StoreError> {
-        self.apply(origin, changes, None)
+    /// serial policy at `now` (unix seconds) and publishes the result. A
+    /// change that alters nothing publishes nothing and returns an empty
+    /// diff.
+    pub fn update(
+        &self,
+        origin: &Name,
+        changes: &[Change],
+        now: u64,
+    ) -> Result<ZoneDiff, StoreError> {
+        self.apply(origin, changes, Err(now))
     }
 
     /// Applies an incremental transfer: `changes` then the primary's
@@ -300,15 +343,17 @@ impl ZoneStore {
         changes: &[Change],
         serial: u32,
     ) -> Result<ZoneDiff, StoreError> {
-        self.apply(origin, changes, Some(serial))
+        self.apply(origin, changes, Ok(serial))
     }
 
     fn apply(
         &self,
         origin: &Name,
         changes: &[Change],
-        exact_serial: Option<u32>,
+        serial: Result<u32, u64>,
     ) -> Result<ZoneDiff, StoreError> {
+        // `Ok`: the primary's serial, exactly; `Err(now)`: ours, by policy.
+        let exact_serial = serial.ok();
         let w = self.lock();
         let old = self.current.load_full();
         let key = LowerName::new(origin);
@@ -357,7 +402,10 @@ impl ZoneStore {
             return Ok(diff);
         }
         let mut new_soa = old_soa.clone();
-        new_soa.serial = exact_serial.unwrap_or_else(|| w.policy.next(old_soa.serial, now_secs()));
+        new_soa.serial = match serial {
+            Ok(exact) => exact,
+            Err(now) => w.policy.next(old_soa.serial, now as u32),
+        };
         let apex = zone.origin().clone();
         zone.remove(&apex, &RData::SOA(old_soa.clone()));
         zone.insert(Record::from_rdata(
@@ -376,10 +424,40 @@ impl ZoneStore {
 
         let mut next = (*old).clone();
         next.zones.insert(key, Arc::new(zone));
-        next.version += 1;
-        self.publish(&w, next, std::slice::from_ref(&diff));
+        self.commit_diffs(&w, next, std::slice::from_ref(&diff));
         Ok(diff)
     }
+}
+
+/// The zone to install and its diff against `before`, or `None` when
+/// nothing changed. A zone xdpdns owns (`owned`) whose records changed but
+/// whose serial did not move forward gets the next one by `policy`.
+fn prepare(
+    before: Option<&Zone>,
+    mut zone: Zone,
+    owned: bool,
+    policy: SerialPolicy,
+    now: u64,
+) -> Option<(Zone, ZoneDiff)> {
+    let diff = diff_zones(before, Some(&zone), zone.origin());
+    if diff.is_empty() {
+        return None;
+    }
+    if let (true, Some(was), Some(new)) = (owned, diff.old_serial, diff.new_serial) {
+        if !is_newer(new, was) {
+            // Same records under an older serial (a file reloaded after a
+            // restart) is no change; anything else is published under the
+            // next serial.
+            set_serial(&mut zone, was);
+            if diff_zones(before, Some(&zone), zone.origin()).is_empty() {
+                return None;
+            }
+            set_serial(&mut zone, policy.next(was, now as u32));
+            let diff = diff_zones(before, Some(&zone), zone.origin());
+            return Some((zone, diff));
+        }
+    }
+    Some((zone, diff))
 }
 
 /// Rewrites the serial of `zone`'s SOA (a zone without one is left alone).
@@ -537,12 +615,13 @@ mod tests {
     #[test]
     fn readers_keep_their_snapshot_while_a_new_one_is_published() {
         let store = ZoneStore::new();
-        store.replace_zones(vec![zone(1, &[a("www.example.com.", 1)])], &[]);
+        store.replace_zones(vec![zone(1, &[a("www.example.com.", 1)])], &[], 0);
         let held = store.snapshot();
         let diff = store
             .update(
                 &name("example.com."),
                 &[Change::Add(a("www.example.com.", 2))],
+                0,
             )
             .unwrap();
         assert_eq!((diff.old_serial, diff.new_serial), (Some(1), Some(2)));
@@ -565,7 +644,7 @@ mod tests {
     #[test]
     fn update_diff_is_condensed_and_soa_framed() {
         let store = ZoneStore::new();
-        store.replace_zones(vec![zone(41, &[a("old.example.com.", 9)])], &[]);
+        store.replace_zones(vec![zone(41, &[a("old.example.com.", 9)])], &[], 0);
         let diff = store
             .update(
                 &name("example.com."),
@@ -576,6 +655,7 @@ mod tests {
                     Change::Add(a("new.example.com.", 7)),
                     Change::Remove(a("absent.example.com.", 3)),
                 ],
+                0,
             )
             .unwrap();
         assert_eq!(diff.removed.len(), 2, "{diff:?}");
@@ -596,11 +676,12 @@ mod tests {
                 &[a("www.example.com.", 1), a("www.example.com.", 2)],
             )],
             &[],
+            0,
         );
         let mut changed = a("www.example.com.", 1);
         changed.ttl = 120;
         let diff = store
-            .update(&name("example.com."), &[Change::Add(changed)])
+            .update(&name("example.com."), &[Change::Add(changed)], 0)
             .unwrap();
         assert_eq!(diff.new_serial, Some(2), "a TTL change is a change");
         let ttls = |v: &[Record]| v.iter().skip(1).map(|r| r.ttl).collect::<Vec<_>>();
@@ -611,11 +692,12 @@ mod tests {
     #[test]
     fn serial_wraps_per_rfc1982() {
         let store = ZoneStore::new();
-        store.replace_zones(vec![zone(u32::MAX, &[])], &[]);
+        store.replace_zones(vec![zone(u32::MAX, &[])], &[], 0);
         let diff = store
             .update(
                 &name("example.com."),
                 &[Change::Add(a("x.example.com.", 1))],
+                0,
             )
             .unwrap();
         assert_eq!(diff.new_serial, Some(0));
@@ -624,18 +706,19 @@ mod tests {
     #[test]
     fn no_op_update_publishes_nothing() {
         let store = ZoneStore::new();
-        store.replace_zones(vec![zone(5, &[])], &[]);
+        store.replace_zones(vec![zone(5, &[])], &[], 0);
         let v = store.snapshot().version();
         let diff = store
             .update(
                 &name("example.com."),
                 &[Change::Add(a("ns1.example.com.", 53))],
+                0,
             )
             .unwrap();
         assert!(diff.is_empty());
         assert_eq!(store.snapshot().version(), v);
         assert_eq!(
-            store.update(&name("nope.example."), &[]).unwrap_err(),
+            store.update(&name("nope.example."), &[], 0).unwrap_err(),
             StoreError::UnknownZone(name("nope.example."))
         );
     }
@@ -645,11 +728,11 @@ mod tests {
         let store = ZoneStore::new();
         assert_eq!(
             store
-                .replace_zones(vec![zone(1, &[a("a.example.com.", 1)])], &[])
+                .replace_zones(vec![zone(1, &[a("a.example.com.", 1)])], &[], 0)
                 .len(),
             1
         );
-        let diffs = store.replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[]);
+        let diffs = store.replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[], 0);
         assert_eq!(diffs.len(), 1);
         let d = &diffs[0];
         assert_eq!((d.old_serial, d.new_serial), (Some(1), Some(2)));
@@ -660,10 +743,10 @@ mod tests {
         // Same content again: nothing changes, nothing is published.
         let v = store.snapshot().version();
         assert!(store
-            .replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[])
+            .replace_zones(vec![zone(2, &[a("b.example.com.", 2)])], &[], 0)
             .is_empty());
         assert_eq!(store.snapshot().version(), v);
-        let gone = store.replace_zones(vec![], &[name("example.com.")]);
+        let gone = store.replace_zones(vec![], &[name("example.com.")], 0);
         assert_eq!(gone[0].new_serial, None);
         assert!(store
             .snapshot()
@@ -688,7 +771,7 @@ mod tests {
             }),
         )
         .unwrap();
-        store.replace_zones(vec![zone(1, &[]), child], &[]);
+        store.replace_zones(vec![zone(1, &[]), child], &[], 0);
         let snap = store.snapshot();
         let z = snap
             .find_zone(&LowerName::from(name("x.SUB.example.com.")))

@@ -5,6 +5,7 @@ use hickory_proto::rr::rdata::{A, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record};
 
 use super::*;
+use crate::zone::store::StoreError;
 use crate::zone::{Change, ZoneStore};
 
 fn name(s: &str) -> Name {
@@ -74,13 +75,54 @@ fn tmpdir(tag: &str) -> PathBuf {
     d
 }
 
-/// A store whose publishes feed `journal`.
-fn store_with(journal: Arc<IxfrJournal>) -> ZoneStore {
+/// A store whose commits feed `journal` in order, as the journal's
+/// subscriber thread does; pumped after every write so the tests stay on
+/// one thread.
+struct FedStore {
+    store: ZoneStore,
+    feed: std::sync::Mutex<crate::zone::Subscription>,
+    journal: Arc<IxfrJournal>,
+}
+
+impl FedStore {
+    fn pump(&self) {
+        let mut feed = self.feed.lock().unwrap();
+        while let Some(item) = feed.try_next() {
+            crate::transfer::journal_subscriber::record(&self.journal, &item);
+        }
+    }
+
+    fn replace_zones(&self, zones: Vec<Zone>, remove: &[Name]) -> Vec<ZoneDiff> {
+        let d = self.store.replace_zones(zones, remove, 0);
+        self.pump();
+        d
+    }
+
+    fn update(&self, origin: &Name, changes: &[Change]) -> Result<ZoneDiff, StoreError> {
+        let d = self.store.update(origin, changes, 0);
+        self.pump();
+        d
+    }
+
+    fn install_transferred(&self, zone: Zone) -> Vec<ZoneDiff> {
+        let d = self.store.install_transferred(zone);
+        self.pump();
+        d
+    }
+
+    fn snapshot(&self) -> Arc<crate::zone::Snapshot> {
+        self.store.snapshot()
+    }
+}
+
+fn store_with(journal: Arc<IxfrJournal>) -> FedStore {
     let store = ZoneStore::new();
-    store.set_observer(Box::new(move |snap, diffs| {
-        journal.record(snap, diffs, u64::from(crate::transfer::serial::now_secs()))
-    }));
-    store
+    let (_, feed) = store.subscribe();
+    FedStore {
+        store,
+        feed: std::sync::Mutex::new(feed),
+        journal,
+    }
 }
 
 /// The i-th change: adds a name, removes an old one, changes a TTL now

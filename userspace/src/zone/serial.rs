@@ -35,9 +35,18 @@ impl SerialPolicy {
     }
 }
 
-/// Unix time in seconds, as a serial-sized number.
-pub fn now_secs() -> u32 {
-    crate::clock::unix_secs() as u32
+impl SerialPolicy {
+    /// The serial of a changed zone xdpdns owns: the next after `old` by
+    /// this policy, a new zone starting at the clock; either way never
+    /// behind `floor` (the last serial published before a restart, plus
+    /// one). The one rule for file zones and generated (registry) zones.
+    pub fn next_owned(self, old: Option<u32>, floor: Option<u32>, now_secs: u32) -> u32 {
+        let candidate = old.map_or(now_secs, |o| self.next(o, now_secs));
+        match floor {
+            Some(f) if is_newer(f, candidate) => f,
+            _ => candidate,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -78,5 +87,16 @@ mod tests {
             5,
             "wrapped clock is newer"
         );
+    }
+
+    #[test]
+    fn owned_serials_start_at_the_clock_and_never_fall_behind_the_floor() {
+        let now = 1_700_000_000;
+        let p = SerialPolicy::Increment;
+        assert_eq!(p.next_owned(None, None, now), now, "a new zone");
+        assert_eq!(p.next_owned(Some(7), None, now), 8);
+        assert_eq!(p.next_owned(None, Some(now + 50), now), now + 50);
+        assert_eq!(p.next_owned(Some(7), Some(now), now), now, "floor ahead");
+        assert_eq!(p.next_owned(Some(now + 9), Some(now), now), now + 10);
     }
 }

@@ -1,0 +1,404 @@
+//! `xdpdns serve`: composition only. It builds the store, starts the
+//! feed's subscribers (IXFR journal, NOTIFY, kernel table), then the
+//! sources (zone files, registry, secondary zones) and the sockets, and
+//! turns signals into reloads and a clean stop.
+//!
+//! ```text
+//! sources                 commit path            feed subscribers
+//! zone files (reload) ─┐                      ┌─► IXFR journal (thread) ─► NOTIFY
+//! registry writer ─────┼─► ZoneStore::commit ─┼─► kernel table (xdp/subscriber)
+//! secondary zones ─────┤   (one snapshot,     └─► …
+//! journal recovery ────┘    one Commit event)
+//! ```
+
+mod zone_files;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{error, info, warn};
+
+pub use zone_files::{configured_origins, load_zones, reload};
+
+use crate::clock::unix_secs;
+use crate::config::Config;
+use crate::handler::Handler;
+use crate::server::{bind_address, run_udp, Shared, TcpServer};
+use crate::transfer::journal_subscriber::{self, Journaled};
+use crate::transfer::notify::{self, Notifier, NotifySettings};
+use crate::transfer::{secondary, IxfrJournal};
+use crate::xdp::{compile, FastPath, KernelTable, XdpError};
+use crate::zone::{Zone, ZoneStore};
+
+pub fn handler_for(config: &Config) -> Handler {
+    Handler {
+        edns: config.server_edns(),
+        identity: config.identity(),
+    }
+}
+
+/// Where the propagation state is written, under `transfer.data_dir`.
+pub const STATUS_FILE: &str = "transfer-status.json";
+
+/// How long a stop waits for the IXFR journal to catch up with the store.
+const JOURNAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
+    // Handlers first: a signal that arrives while zones load must not take
+    // its default action (which ends the process).
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let config = Config::load(&config_path)?;
+    let (zones, failed) = load_zones(&config.zones);
+    if let Some((_, e)) = failed.first() {
+        bail!("{e}");
+    }
+    for z in &zones {
+        info!(zone = %z.origin(), serial = z.serial(), records = z.record_count(), "zone loaded");
+    }
+    let (journal, recovered) = open_journal(&config)?;
+    let store = ZoneStore::new();
+    store.set_serial_policy(config.transfer.serial_policy);
+    // What was served before a restart comes back first: secondary zones
+    // are served before their primaries answer, and the journal's history
+    // continues from it.
+    store.restore_zones(recovered);
+    secondary::expire_stale_copies(
+        &store,
+        &config.settings.secondary_zones,
+        secondary_dir(&config).as_deref(),
+    );
+    let shared = Arc::new(Shared {
+        journal: Arc::new(journal),
+        ..Shared::new(store, handler_for(&config))
+    });
+    shared
+        .transfer
+        .store(Arc::new(config.settings.transfer.clone()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    // Subscribers before sources, so they see every commit from here on.
+    let journaled = start_journal(&shared);
+    let notifier = start_notify(
+        &config,
+        &shared,
+        journaled.clone(),
+        stop_rx.clone(),
+        &mut tasks,
+    );
+    shared.store.replace_zones(zones, &[], unix_secs());
+    let mut bound_addrs = Vec::new();
+    for &addr in &config.server.listen {
+        let (udp, listener, bound) = bind_address(addr, &config.server).with_context(|| {
+            format!(
+                "{}: server.listen: cannot bind {addr}",
+                config.file.display()
+            )
+        })?;
+        info!(addr = %bound, udp_sockets = udp.len(), "listening (udp+tcp)");
+        bound_addrs.push(bound);
+        for sock in udp {
+            tasks.push(tokio::spawn(run_udp(sock, shared.clone(), stop_rx.clone())));
+        }
+        let tcp = TcpServer {
+            listener,
+            max_connections: config.server.tcp_max_connections,
+            idle_timeout: config.server.tcp_idle_timeout(),
+            max_pipelined: config.server.tcp_max_pipelined,
+            shutdown_grace: config.server.shutdown_grace(),
+        };
+        tasks.push(tokio::spawn(tcp.run(shared.clone(), stop_rx.clone())));
+    }
+    let port = bound_addrs.first().map_or(0, |a| a.port());
+    let mut kernel = start_fast_path(&config, port, &shared);
+    let mut registry_task = None;
+    if let Some(rc) = &config.registry {
+        let (api, writer) = start_registry(&config, rc, &shared, stop_rx.clone()).await?;
+        tasks.push(api);
+        registry_task = Some(writer);
+    }
+    start_secondaries(&config, &shared, stop_rx.clone(), &mut tasks);
+    notifier.announce_all(&shared.store.snapshot());
+    info!("ready");
+
+    let mut current = config;
+    let mut failure = None;
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                let path = config_path.clone();
+                let old = current.clone();
+                let sh = shared.clone();
+                match tokio::task::spawn_blocking(move || reload(&path, &old, &sh)).await? {
+                    Some(next) => {
+                        if let Some((k, _)) = &kernel {
+                            // The payload size is config; set on reload only.
+                            k.set_udp_payload(next.server.udp_payload).await;
+                        }
+                        current = next;
+                    }
+                    None => warn!("reload failed; still serving the previous configuration"),
+                }
+            }
+            _ = usr1.recv() => log_counters(kernel.as_ref().map(|(k, _)| k)).await,
+            result = wait_for(&mut registry_task) => {
+                registry_task = None;
+                match result {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => { failure = Some(anyhow::anyhow!("registry journal: {e}")); break }
+                    Err(e) => { failure = Some(anyhow::anyhow!("registry writer: {e}")); break }
+                }
+            }
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    // The kernel table's task detaches the program once its handle is gone.
+    if let Some((k, task)) = kernel.take() {
+        drop(k);
+        let _ = task.await;
+    }
+    info!("shutting down: draining connections");
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    if let Some(t) = registry_task {
+        if let Ok(Err(e)) = t.await {
+            failure.get_or_insert(anyhow::anyhow!("registry journal: {e}"));
+        }
+    }
+    drain_journal(&shared, journaled).await;
+    info!("stopped");
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Resolves when `task` ends (never when there is none).
+async fn wait_for<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
+    match task {
+        Some(t) => t.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The IXFR journal: on disk under `transfer.data_dir`, with every zone it
+/// recovered that is still configured.
+fn open_journal(config: &Config) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
+    let limits = config.transfer.journal;
+    let Some(dir) = &config.transfer.data_dir else {
+        info!(
+            "transfer.data_dir not set: the IXFR journal and secondary zones live in memory only"
+        );
+        return Ok((IxfrJournal::in_memory(limits), Vec::new()));
+    };
+    let (journal, recovered) = IxfrJournal::open(&dir.join("journal"), limits)
+        .with_context(|| format!("{}: transfer.data_dir", config.file.display()))?;
+    let known = configured_origins(config);
+    let keep = recovered
+        .into_iter()
+        .filter(|z| known.contains(z.origin_key()))
+        .collect();
+    Ok((journal, keep))
+}
+
+/// The IXFR journal's subscriber thread.
+fn start_journal(shared: &Shared) -> Journaled {
+    let (snapshot, feed) = shared.store.subscribe();
+    journal_subscriber::start(shared.journal.clone(), feed, snapshot.version())
+}
+
+/// On a clean stop, let the journal record what was committed last.
+async fn drain_journal(shared: &Shared, mut journaled: Journaled) {
+    let version = shared.store.snapshot().version();
+    if tokio::time::timeout(JOURNAL_DRAIN, journaled.reached(version))
+        .await
+        .is_err()
+    {
+        warn!(
+            version,
+            journaled = journaled.version(),
+            "the IXFR journal did not catch up before the stop"
+        );
+    }
+}
+
+/// Starts NOTIFY out: one task per (zone, secondary), fed by the
+/// notifier's subscription to the store.
+fn start_notify(
+    config: &Config,
+    shared: &Shared,
+    journaled: Journaled,
+    stop: watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Arc<Notifier> {
+    let t = &config.transfer;
+    let settings = NotifySettings {
+        retries: t.notify_retries,
+        timeout: t.notify_timeout(),
+        poll_interval: t.poll_interval(),
+        poll_timeout: t.poll_timeout(),
+    };
+    let status_file = t.data_dir.as_ref().map(|d| d.join(STATUS_FILE));
+    if let Some(d) = &t.data_dir {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let (notifier, _propagation, started) = notify::start(
+        config.settings.notify_targets.clone(),
+        settings,
+        status_file,
+        stop.clone(),
+    );
+    tasks.extend(started);
+    let notifier = Arc::new(notifier);
+    let (_, feed) = shared.store.subscribe();
+    let n = notifier.clone();
+    let mut stop = stop;
+    tasks.push(tokio::spawn(async move {
+        tokio::select! {
+            _ = n.follow(feed, journaled) => {}
+            _ = stop.changed() => {}
+        }
+    }));
+    notifier
+}
+
+fn secondary_dir(config: &Config) -> Option<PathBuf> {
+    config
+        .transfer
+        .data_dir
+        .as_ref()
+        .map(|d| d.join("secondary"))
+}
+
+/// Starts the refresh task of every secondary zone.
+fn start_secondaries(
+    config: &Config,
+    shared: &Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) {
+    let zones = config.settings.secondary_zones.clone();
+    if zones.is_empty() {
+        return;
+    }
+    let state_dir = secondary_dir(config);
+    if let Some(d) = &state_dir {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = shared.clone();
+    let (tx, started) = secondary::start(
+        secondary::Secondaries {
+            zones,
+            store,
+            state_dir,
+            timeout: config.transfer.primary_timeout(),
+        },
+        stop,
+    );
+    let _ = shared.notify_tx.set(tx);
+    tasks.extend(started);
+}
+
+/// Starts the registry (recovering it from disk and publishing its zones)
+/// and its HTTP API; returns the API task and the writer task.
+async fn start_registry(
+    config: &Config,
+    rc: &crate::config::RegistryConfig,
+    shared: &Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<(
+    JoinHandle<()>,
+    JoinHandle<Result<(), crate::registry::journal::JournalError>>,
+)> {
+    let token = crate::config::read_token(&rc.token, &rc.token_file, "registry.token")
+        .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
+    let naming = config
+        .settings
+        .naming
+        .clone()
+        .context("registry configured without naming")?;
+    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = shared.clone();
+    let started = crate::registry::service::start(
+        &rc.data_dir,
+        naming,
+        rc.health,
+        std::time::Duration::from_millis(rc.batch_delay_ms),
+        store.clone(),
+        stop.clone(),
+    )
+    .with_context(|| format!("{}: registry.data_dir", config.file.display()))?;
+    let listener = crate::api::bind(rc.listen).await.with_context(|| {
+        format!(
+            "{}: registry.listen: cannot bind {}",
+            config.file.display(),
+            rc.listen
+        )
+    })?;
+    let api_addr = listener.local_addr()?;
+    info!(%api_addr, instances = started.recovered_instances, "registry API listening");
+    let state = crate::api::ApiState {
+        registry: started.handle,
+        store,
+        token: token.into(),
+        public_reads: rc.public_reads,
+    };
+    let api = tokio::spawn(async move {
+        if let Err(e) = crate::api::serve(listener, state, stop).await {
+            error!("registry API stopped: {e}");
+        }
+    });
+    Ok((api, started.task))
+}
+
+/// Loads, fills and attaches the XDP program and hands it to the kernel
+/// table's subscriber, or says in one line why the server runs on the
+/// fallback alone.
+fn start_fast_path(
+    config: &Config,
+    port: u16,
+    shared: &Shared,
+) -> Option<(KernelTable, JoinHandle<()>)> {
+    let x = &config.xdp;
+    if x.interfaces.is_empty() {
+        info!("XDP fast path off (no [xdp] interfaces configured): every query is answered by the fallback server");
+        return None;
+    }
+    let (snapshot, feed) = shared.store.subscribe();
+    let attempt = || -> Result<FastPath, XdpError> {
+        let mut fp = FastPath::load(x.capacity, port, config.server.udp_payload)?;
+        let (table, skipped) = compile(&snapshot);
+        info!(entries = table.len(), ?skipped, "XDP answer table compiled");
+        fp.install(table)?;
+        for iface in &x.interfaces {
+            let mode = fp.attach(iface, x.mode)?;
+            info!(interface = %iface, mode = %mode, port, "XDP fast path attached");
+        }
+        Ok(fp)
+    };
+    match attempt() {
+        Ok(fp) => Some(KernelTable::start(fp, feed)),
+        Err(e) => {
+            warn!("XDP fast path unavailable, serving through the fallback only: {e}");
+            None
+        }
+    }
+}
+
+async fn log_counters(kernel: Option<&KernelTable>) {
+    let Some(k) = kernel else { return };
+    match k.counters().await {
+        Some(Ok(c)) => info!("xdp counters {c}"),
+        Some(Err(e)) => warn!("xdp counters unreadable: {e}"),
+        None => {}
+    }
+}

@@ -1,0 +1,86 @@
+//! The zone-file source: loads every configured zone file at start-up and
+//! again on SIGHUP, and commits them to the store in one change.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use hickory_proto::rr::{LowerName, Name};
+use tracing::{error, info, warn};
+
+use super::handler_for;
+use crate::clock::unix_secs;
+use crate::config::{Config, ZoneConfig};
+use crate::server::Shared;
+use crate::zone::{load_zone_file, LoadError, Zone};
+
+/// Loads every configured zone file; returns the zones that loaded and
+/// the errors of those that did not. Secondary zones (no file) come from
+/// their primaries.
+pub fn load_zones(zones: &[ZoneConfig]) -> (Vec<Zone>, Vec<(Name, LoadError)>) {
+    let mut ok = Vec::new();
+    let mut failed = Vec::new();
+    for z in zones {
+        let origin = z.origin_name();
+        let Some(file) = &z.file else { continue };
+        match load_zone_file(file, &origin) {
+            Ok(zone) => ok.push(zone),
+            Err(e) => failed.push((origin, e)),
+        }
+    }
+    (ok, failed)
+}
+
+/// Every zone the config serves: files, secondaries and registry zones.
+pub fn configured_origins(config: &Config) -> HashSet<LowerName> {
+    config
+        .zones
+        .iter()
+        .map(|z| z.origin_name())
+        .chain(config.registry_zone_names())
+        .map(|n| LowerName::new(&n))
+        .collect()
+}
+
+/// SIGHUP: re-read the config and every zone into one new snapshot. A zone
+/// that fails to load keeps serving its previous version; a config that
+/// fails to parse changes nothing. Returns the config now in force. What
+/// follows (journal, NOTIFY, kernel table) follows the store's feed.
+pub fn reload(path: &Path, old: &Config, shared: &Shared) -> Option<Config> {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            error!("reload: {e}");
+            return None;
+        }
+    };
+    if config.server.listen != old.server.listen {
+        warn!("reload: server.listen changed; restart to apply it");
+    }
+    let (zones, failed) = load_zones(&config.zones);
+    for (origin, e) in &failed {
+        error!(zone = %origin, "reload: {e}; keeping the previous version");
+    }
+    // Registry zones are the registry's; a reload leaves them alone (their
+    // set changes with a restart).
+    let mut configured = configured_origins(&config);
+    configured.extend(old.registry_zone_names().map(|n| LowerName::new(&n)));
+    shared
+        .transfer
+        .store(Arc::new(config.settings.transfer.clone()));
+    let removed: Vec<Name> = shared
+        .store
+        .snapshot()
+        .zones()
+        .filter(|z| !configured.contains(z.origin_key()))
+        .map(|z| z.origin().clone())
+        .collect();
+    shared.handler.store(Arc::new(handler_for(&config)));
+    let diffs = shared.store.replace_zones(zones, &removed, unix_secs());
+    for d in &diffs {
+        info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
+              removed = d.removed.len(), added = d.added.len(), "zone changed");
+    }
+    info!(changed = diffs.len(), failed = failed.len(), "reload done");
+    Some(config)
+}

@@ -1,0 +1,238 @@
+//! The kernel table as a subscriber to the zone store's change feed, and
+//! the one owner of the loaded program after start-up.
+//!
+//! A task takes every commit from the feed, merges a burst of them into
+//! one update, compiles it on a blocking thread (a whole-table compile of
+//! a large zone takes seconds and must not hold an async worker, let
+//! alone a writer) and installs it as one table generation. Requests from
+//! elsewhere (counters, the UDP payload size on reload) are messages to
+//! that task, so nothing else ever touches the maps.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info, warn};
+
+use super::compile::{compile, compile_diffs};
+use super::loader::{Counters, FastPath, XdpError};
+use crate::zone::{FeedItem, Snapshot, Subscription, ZoneDiff, ZoneEvent};
+
+/// Changes up to this many records are compiled from the diffs alone;
+/// larger ones recompile the whole table (either way the kernel switches
+/// generations once).
+pub const SMALL_DIFF: usize = 1_000;
+
+/// What to do with the kernel table after a burst of feed items.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Update {
+    /// Recompile everything from the snapshot.
+    Rebuild,
+    /// Recompile the names these diffs touch.
+    Delta(Vec<ZoneDiff>),
+}
+
+/// Merges a burst of feed items (in feed order) into one update against
+/// the newest snapshot among them: a resync, an expiry change or a large
+/// change rebuilds; otherwise the diffs are compiled together.
+pub fn plan(items: &[FeedItem]) -> Update {
+    let mut diffs = Vec::new();
+    let mut records = 0;
+    for item in items {
+        let FeedItem::Commit(c) = item else {
+            return Update::Rebuild;
+        };
+        for event in &c.events {
+            match event {
+                ZoneEvent::Published(d) => {
+                    records += d.removed.len() + d.added.len();
+                    diffs.push(d.clone());
+                }
+                ZoneEvent::Expired(_) | ZoneEvent::Fresh(_) => return Update::Rebuild,
+            }
+        }
+        if records > SMALL_DIFF {
+            return Update::Rebuild;
+        }
+    }
+    Update::Delta(diffs)
+}
+
+/// Brings `fp`'s table in line with `snapshot` by `update`.
+fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), XdpError> {
+    match update {
+        Update::Delta(diffs) if diffs.is_empty() => Ok(()),
+        Update::Delta(diffs) => {
+            let delta = compile_diffs(snapshot, diffs, fp.installed());
+            info!(
+                version = snapshot.version(),
+                upserts = delta.upsert.len(),
+                deletes = delta.delete.len(),
+                "XDP table updated in place"
+            );
+            fp.apply(&delta)
+        }
+        Update::Rebuild => {
+            let (table, skipped) = compile(snapshot);
+            let entries = table.len();
+            fp.install(table)?;
+            info!(
+                version = snapshot.version(),
+                entries,
+                ?skipped,
+                generation = fp.generation(),
+                "XDP table generation installed"
+            );
+            Ok(())
+        }
+    }
+}
+
+enum Request {
+    Counters(oneshot::Sender<Result<Counters, XdpError>>),
+    UdpPayload(u16),
+}
+
+/// How the rest of the server talks to the kernel table's owner.
+#[derive(Clone)]
+pub struct KernelTable {
+    tx: mpsc::Sender<Request>,
+}
+
+impl KernelTable {
+    /// Starts the subscriber. `fp` holds the table compiled from
+    /// `feed`'s starting snapshot. The program is detached when the task
+    /// ends: when every handle is dropped, or the store is.
+    pub fn start(fp: FastPath, feed: Subscription) -> (KernelTable, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(16);
+        let task = tokio::spawn(run(fp, feed, rx));
+        (KernelTable { tx }, task)
+    }
+
+    pub async fn counters(&self) -> Option<Result<Counters, XdpError>> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Request::Counters(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// The EDNS payload size the kernel advertises (config, set on reload).
+    pub async fn set_udp_payload(&self, size: u16) {
+        let _ = self.tx.send(Request::UdpPayload(size)).await;
+    }
+}
+
+async fn run(fp: FastPath, mut feed: Subscription, mut requests: mpsc::Receiver<Request>) {
+    let mut fp = Some(fp);
+    loop {
+        tokio::select! {
+            item = feed.next() => {
+                let Some(first) = item else { break };
+                let mut burst = vec![first];
+                while let Some(more) = feed.try_next() {
+                    burst.push(more);
+                }
+                let snapshot: Arc<Snapshot> = burst.last().expect("one item").snapshot().clone();
+                let update = plan(&burst);
+                drop(burst);
+                let mut owned = fp.take().expect("owned between updates");
+                let done = tokio::task::spawn_blocking(move || {
+                    let result = apply(&mut owned, &snapshot, &update);
+                    (owned, result)
+                })
+                .await;
+                match done {
+                    Ok((owned, result)) => {
+                        if let Err(e) = result {
+                            error!("XDP table update failed ({e}); the kernel passes every query to the fallback until the next update succeeds");
+                        }
+                        fp = Some(owned);
+                    }
+                    Err(e) => {
+                        error!("XDP table compile panicked ({e}); the fast path is detached, the fallback answers everything");
+                        return;
+                    }
+                }
+            }
+            req = requests.recv() => {
+                let Some(req) = req else { break };
+                let fp = fp.as_mut().expect("owned between updates");
+                match req {
+                    Request::Counters(reply) => {
+                        let _ = reply.send(fp.counters());
+                    }
+                    Request::UdpPayload(size) => {
+                        if let Err(e) = fp.set_udp_payload(size) {
+                            warn!("XDP: cannot set the UDP payload size: {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some(fp) = fp {
+        if let Ok(c) = fp.counters() {
+            info!("xdp counters {c}");
+        }
+        drop(fp);
+        info!("XDP program detached");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zone::Commit;
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::{Name, RData, Record};
+
+    fn commit(version: u64, events: Vec<ZoneEvent>) -> FeedItem {
+        FeedItem::Commit(Arc::new(Commit {
+            version,
+            snapshot: Arc::new(Snapshot::default()),
+            events,
+        }))
+    }
+
+    fn diff(records: usize) -> ZoneDiff {
+        let name = Name::from_ascii("a.example.").unwrap();
+        ZoneDiff {
+            origin: Name::from_ascii("example.").unwrap(),
+            old_serial: Some(1),
+            new_serial: Some(2),
+            removed: Vec::new(),
+            added: (0..records)
+                .map(|i| {
+                    Record::from_rdata(
+                        name.clone(),
+                        60,
+                        RData::A(A::new(10, 0, (i >> 8) as u8, i as u8)),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_burst_of_small_commits_is_one_delta_in_feed_order() {
+        let items = [
+            commit(1, vec![ZoneEvent::Published(diff(1))]),
+            commit(2, vec![ZoneEvent::Published(diff(2))]),
+        ];
+        assert_eq!(plan(&items), Update::Delta(vec![diff(1), diff(2)]));
+    }
+
+    #[test]
+    fn resync_expiry_and_large_changes_rebuild() {
+        let origin = Name::from_ascii("example.").unwrap();
+        let resync = FeedItem::Resync(Arc::new(Snapshot::default()));
+        assert_eq!(plan(&[resync]), Update::Rebuild);
+        let expired = commit(3, vec![ZoneEvent::Expired(origin.clone())]);
+        assert_eq!(plan(&[expired]), Update::Rebuild);
+        let fresh = commit(3, vec![ZoneEvent::Fresh(origin)]);
+        assert_eq!(plan(&[fresh]), Update::Rebuild);
+        let big = [
+            commit(1, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2))]),
+            commit(2, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2 + 1))]),
+        ];
+        assert_eq!(plan(&big), Update::Rebuild, "the burst as a whole is large");
+    }
+}
