@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use super::model::Status;
-use super::state::{Instance, Registry};
+use super::state::{Entry, Instance, Registry, RemovalReason};
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -127,6 +127,48 @@ pub fn next_deadline(reg: &Registry, now: u64, p: &HealthPolicy) -> Option<u64> 
             }
         })
         .min()
+}
+
+/// The registry's clock-driven side: lease expiry and the hysteresis
+/// steps above, as entries for the writer to journal and apply.
+impl Registry {
+    /// Time-driven changes due at `now`: expired leases (hard removals) and
+    /// self-removals the hysteresis policy now allows.
+    pub fn tick(&self, now: u64, policy: &HealthPolicy) -> Vec<Entry> {
+        let mut out: Vec<Entry> = self
+            .instances
+            .values()
+            .filter(|i| i.expires_at <= now)
+            .map(|i| Entry::Delete {
+                id: i.id.clone(),
+                reason: RemovalReason::LeaseExpired,
+            })
+            .collect();
+        let mut live = self.clone();
+        for e in &out {
+            live.apply(e);
+        }
+        let mut changed: BTreeMap<String, Instance> = BTreeMap::new();
+        for (service, id) in withdrawals(&live, now, policy) {
+            let inst = changed
+                .entry(id.clone())
+                .or_insert_with(|| live.instances[&id].clone());
+            inst.withdrawn.insert(service, now);
+        }
+        out.extend(changed.into_values().map(|instance| Entry::Put {
+            instance: Box::new(instance),
+        }));
+        out
+    }
+
+    /// The earliest time after `now` at which [`Registry::tick`] may have
+    /// work (a lease expiry or a hysteresis step).
+    pub fn next_deadline(&self, now: u64, policy: &HealthPolicy) -> Option<u64> {
+        let lease = self.instances.values().map(|i| i.expires_at).min();
+        let health = next_deadline(self, now, policy);
+        lease.into_iter().chain(health).min()
+    }
+
 }
 
 #[cfg(test)]

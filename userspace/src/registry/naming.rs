@@ -134,12 +134,6 @@ impl Naming {
         names
     }
 
-    /// Builds every registry zone from `reg`. Serials are left at 0; the
-    /// zone store assigns them when it publishes a change.
-    pub fn generate(&self, reg: &Registry) -> Vec<Zone> {
-        super::table::Table::build(self, reg).zones(self)
-    }
-
     /// The registry zone that holds `name`, if any.
     pub fn zone_of(&self, name: &Name) -> Option<&Name> {
         self.zone_for(name).map(|z| &z.name)

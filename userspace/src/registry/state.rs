@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::health::{self, HealthPolicy};
 use super::model::{label, InstanceSpec, Registration, Status};
 use super::RegistryError;
 
@@ -204,43 +203,6 @@ impl Registry {
         }
     }
 
-    /// Time-driven changes due at `now`: expired leases (hard removals) and
-    /// self-removals the hysteresis policy now allows.
-    pub fn tick(&self, now: u64, policy: &HealthPolicy) -> Vec<Entry> {
-        let mut out: Vec<Entry> = self
-            .instances
-            .values()
-            .filter(|i| i.expires_at <= now)
-            .map(|i| Entry::Delete {
-                id: i.id.clone(),
-                reason: RemovalReason::LeaseExpired,
-            })
-            .collect();
-        let mut live = self.clone();
-        for e in &out {
-            live.apply(e);
-        }
-        let mut changed: BTreeMap<String, Instance> = BTreeMap::new();
-        for (service, id) in health::withdrawals(&live, now, policy) {
-            let inst = changed
-                .entry(id.clone())
-                .or_insert_with(|| live.instances[&id].clone());
-            inst.withdrawn.insert(service, now);
-        }
-        out.extend(changed.into_values().map(|instance| Entry::Put {
-            instance: Box::new(instance),
-        }));
-        out
-    }
-
-    /// The earliest time after `now` at which [`Registry::tick`] may have
-    /// work (a lease expiry or a hysteresis step).
-    pub fn next_deadline(&self, now: u64, policy: &HealthPolicy) -> Option<u64> {
-        let lease = self.instances.values().map(|i| i.expires_at).min();
-        let health = health::next_deadline(self, now, policy);
-        lease.into_iter().chain(health).min()
-    }
-
     /// Members of each service key, by id.
     pub fn services(&self) -> BTreeMap<String, Vec<&Instance>> {
         let mut out: BTreeMap<String, Vec<&Instance>> = BTreeMap::new();
@@ -268,6 +230,7 @@ fn set_status(inst: &mut Instance, status: Status, now: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::HealthPolicy;
 
     fn spec(json: &str) -> InstanceSpec {
         serde_json::from_str(json).unwrap()

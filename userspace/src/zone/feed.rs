@@ -15,7 +15,7 @@ use arc_swap::ArcSwap;
 use hickory_proto::rr::Name;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use super::store::{Snapshot, ZoneDiff};
+use super::snapshot::{Snapshot, ZoneDiff};
 
 /// What one commit did, with the snapshot it produced.
 #[derive(Debug)]

@@ -13,6 +13,7 @@ pub mod check;
 pub mod feed;
 pub mod parser;
 pub mod serial;
+pub mod snapshot;
 pub mod store;
 
 use std::sync::Arc;
@@ -24,7 +25,8 @@ pub use check::{check_zone, ZoneCheckError};
 pub use feed::{Commit, FeedItem, Subscription, ZoneEvent};
 pub use parser::{parse_zone_file, parse_zone_str, SourceRecord, ZoneFileError};
 pub use serial::SerialPolicy;
-pub use store::{Change, Snapshot, ZoneDiff, ZoneStore};
+pub use snapshot::{Snapshot, ZoneDiff};
+pub use store::{Change, ZoneStore};
 
 /// All records of one (owner, type), in stable (insertion) order.
 ///

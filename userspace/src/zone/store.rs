@@ -18,63 +18,9 @@ use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use tokio::sync::broadcast;
 
 use super::feed::{Commit, Subscription, ZoneEvent, FEED_CAPACITY};
+pub use super::snapshot::{Snapshot, ZoneDiff};
 use super::serial::{is_newer, SerialPolicy};
 use super::{Node, RRset, Zone, ZoneError};
-
-/// An immutable view of every served zone.
-#[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    version: u64,
-    zones: imbl::HashMap<LowerName, Arc<Zone>>,
-}
-
-impl Snapshot {
-    /// Increases by one with every published change.
-    pub fn version(&self) -> u64 {
-        self.version
-    }
-
-    pub fn zone(&self, origin: &LowerName) -> Option<&Arc<Zone>> {
-        self.zones.get(origin)
-    }
-
-    /// The most specific served zone containing `name`.
-    pub fn find_zone(&self, name: &LowerName) -> Option<&Arc<Zone>> {
-        let mut candidate = name.clone();
-        loop {
-            if let Some(z) = self.zones.get(&candidate) {
-                return Some(z);
-            }
-            if candidate.is_root() {
-                return None;
-            }
-            candidate = candidate.base_name();
-        }
-    }
-
-    pub fn zones(&self) -> impl Iterator<Item = &Arc<Zone>> {
-        self.zones.values()
-    }
-}
-
-/// What one change did to one zone: the records removed and added, SOA
-/// included, in the shape of an IXFR difference sequence.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ZoneDiff {
-    pub origin: Name,
-    /// `None` when the zone did not exist before the change.
-    pub old_serial: Option<u32>,
-    /// `None` when the change removed the zone.
-    pub new_serial: Option<u32>,
-    pub removed: Vec<Record>,
-    pub added: Vec<Record>,
-}
-
-impl ZoneDiff {
-    pub fn is_empty(&self) -> bool {
-        self.removed.is_empty() && self.added.is_empty()
-    }
-}
 
 /// A record-level change to a zone.
 #[derive(Clone, Debug)]
@@ -574,6 +520,7 @@ fn push_node_delta(out: &mut Vec<Record>, key: &LowerName, node: &Node, other: O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::zone::FeedItem;
     use hickory_proto::rr::rdata::{A, NS, SOA};
     use std::str::FromStr;
 
@@ -784,5 +731,94 @@ mod tests {
         assert!(snap
             .find_zone(&LowerName::from(name("example.org.")))
             .is_none());
+    }
+
+    fn add(store: &ZoneStore, last: u8) {
+        let change = [Change::Add(a(&format!("n{last}.example.com."), last))];
+        store.update(&name("example.com."), &change, 0).unwrap();
+    }
+
+    #[test]
+    fn every_source_commits_through_the_feed_in_order() {
+        let store = ZoneStore::new();
+        let (start, mut feed) = store.subscribe();
+        assert_eq!(start.version(), 0);
+        store.replace_zones(vec![zone(1, &[])], &[], 0);
+        add(&store, 1);
+        assert!(store.set_expired(&name("example.com."), true));
+        assert!(!store.set_expired(&name("example.com."), true), "no change");
+        assert!(store.set_expired(&name("example.com."), false));
+        let mut versions = Vec::new();
+        let mut events = Vec::new();
+        while let Some(FeedItem::Commit(c)) = feed.try_next() {
+            assert_eq!(c.snapshot.version(), c.version);
+            versions.push(c.version);
+            events.extend(c.events.iter().map(|e| match e {
+                ZoneEvent::Published(d) => format!("published {:?}", d.new_serial),
+                ZoneEvent::Expired(z) => format!("expired {z}"),
+                ZoneEvent::Fresh(z) => format!("fresh {z}"),
+            }));
+        }
+        assert_eq!(versions, [1, 2, 3, 4]);
+        assert_eq!(
+            events,
+            [
+                "published Some(1)",
+                "published Some(2)",
+                "expired example.com.",
+                "fresh example.com."
+            ]
+        );
+    }
+
+    #[test]
+    fn a_subscriber_that_falls_behind_resyncs_and_then_sees_only_newer_commits() {
+        let store = ZoneStore::new();
+        store.replace_zones(vec![zone(1, &[])], &[], 0);
+        let (_, mut slow) = store.subscribe();
+        // Publishing never waits for a subscriber that does not read.
+        let n = crate::zone::feed::FEED_CAPACITY + 10;
+        for i in 0..n {
+            add(&store, (i % 250) as u8);
+            store.set_expired(&name("example.com."), i % 2 == 0);
+        }
+        let current = store.snapshot().version();
+        match slow.try_next() {
+            Some(FeedItem::Resync(s)) => assert_eq!(s.version(), current),
+            other => panic!("expected a resync, got {other:?}"),
+        }
+        assert!(slow.try_next().is_none(), "the backlog is covered by the resync");
+        add(&store, 251);
+        match slow.try_next() {
+            Some(FeedItem::Commit(c)) => assert_eq!(c.version, current + 1),
+            other => panic!("expected the next commit, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_subscriber_on_another_thread_sees_commits_without_holding_up_writers() {
+        let store = Arc::new(ZoneStore::new());
+        store.replace_zones(vec![zone(1, &[])], &[], 0);
+        let (start, mut feed) = store.subscribe();
+        let first = start.version();
+        let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            gate_rx.recv().unwrap(); // a slow subscriber: busy until told
+            let mut seen = vec![first];
+            while seen.len() < 51 {
+                match feed.blocking_next() {
+                    Some(FeedItem::Commit(c)) => seen.push(c.version),
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            seen
+        });
+        for i in 0..50 {
+            add(&store, i);
+        }
+        gate_tx.send(()).unwrap();
+        let seen = reader.join().unwrap();
+        let expected: Vec<u64> = (first..=first + 50).collect();
+        assert_eq!(seen, expected);
     }
 }

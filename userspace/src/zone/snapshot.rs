@@ -1,0 +1,64 @@
+//! What readers and subscribers see: an immutable [`Snapshot`] of every
+//! served zone, and the [`ZoneDiff`] one change made to one zone.
+
+use std::sync::Arc;
+
+use hickory_proto::rr::{LowerName, Name, Record};
+
+use super::Zone;
+
+/// An immutable view of every served zone.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub(super) version: u64,
+    pub(super) zones: imbl::HashMap<LowerName, Arc<Zone>>,
+}
+
+impl Snapshot {
+    /// Increases by one with every published change.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn zone(&self, origin: &LowerName) -> Option<&Arc<Zone>> {
+        self.zones.get(origin)
+    }
+
+    /// The most specific served zone containing `name`.
+    pub fn find_zone(&self, name: &LowerName) -> Option<&Arc<Zone>> {
+        let mut candidate = name.clone();
+        loop {
+            if let Some(z) = self.zones.get(&candidate) {
+                return Some(z);
+            }
+            if candidate.is_root() {
+                return None;
+            }
+            candidate = candidate.base_name();
+        }
+    }
+
+    pub fn zones(&self) -> impl Iterator<Item = &Arc<Zone>> {
+        self.zones.values()
+    }
+}
+
+/// What one change did to one zone: the records removed and added, SOA
+/// included, in the shape of an IXFR difference sequence.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ZoneDiff {
+    pub origin: Name,
+    /// `None` when the zone did not exist before the change.
+    pub old_serial: Option<u32>,
+    /// `None` when the change removed the zone.
+    pub new_serial: Option<u32>,
+    pub removed: Vec<Record>,
+    pub added: Vec<Record>,
+}
+
+impl ZoneDiff {
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.added.is_empty()
+    }
+}
+
