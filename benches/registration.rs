@@ -1,15 +1,23 @@
 //! Registration-to-answer latency, end to end through the real binary:
 //! `PUT /v1/instances/{id}` on the HTTP API, then UDP queries for the new
-//! instance name until it answers. Reports p50/p99/max over 1000 fresh
-//! registrations (the acknowledgement alone, which includes the journal
-//! fdatasync, is reported too).
+//! instance name until it answers. Three loads, each reported as
+//! p50/p99/max (the acknowledgement alone, which includes the journal
+//! fdatasync, is reported too):
 //!
-//! `cargo bench --bench registration`; under `cargo test` it runs 20
-//! registrations as a smoke test.
+//! * (a) sequential: fresh registrations one after another;
+//! * (b) concurrent: 8 writers at once, each registering its own names;
+//! * (c) under reload: sequential registrations while SIGHUP reloads of a
+//!   large zone file (1M records; each reload changes its serial and one
+//!   record) run back to back.
+//!
+//! `cargo bench --bench registration`; under `cargo test` it runs a few
+//! registrations of each kind against a small zone as a smoke test.
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Message, Query};
@@ -17,73 +25,202 @@ use hickory_proto::rr::{Name, RecordType};
 
 const BIN: &str = env!("CARGO_BIN_EXE_xdpdns");
 
+struct Server {
+    child: Child,
+    dns: SocketAddr,
+    api: String,
+    dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts the binary on `config` in `dir` and waits for its ready file.
+fn start(dir: PathBuf, config: &Path) -> Server {
+    let ready = dir.join("ready.json");
+    let child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(config)
+        .arg("--ready-file")
+        .arg(&ready)
+        .env("NO_COLOR", "1")
+        .stderr(if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let info: serde_json::Value = loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            break serde_json::from_str(&text).expect("ready file is JSON");
+        }
+        assert!(Instant::now() < deadline, "server never became ready");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Server {
+        child,
+        dns: info["dns"][0].as_str().unwrap().parse().unwrap(),
+        api: format!("http://{}", info["api"].as_str().unwrap()),
+        dir,
+    }
+}
+
+/// A zone of `names` names with an A and an AAAA each, at `serial`.
+fn write_zone(path: &Path, names: usize, serial: u32) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    writeln!(f, "$ORIGIN big.example.\n$TTL 300\n@ SOA ns1 h {serial} 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1").unwrap();
+    for i in 0..names {
+        // One record differs between serials, so each reload is a change.
+        let last = if i == 0 {
+            serial as u8
+        } else {
+            (i & 255) as u8
+        };
+        writeln!(
+            f,
+            "h{i} A 10.{}.{}.{last}\nh{i} AAAA 2001:db8::{:x}",
+            i >> 16 & 255,
+            i >> 8 & 255,
+            i
+        )
+        .unwrap();
+    }
+}
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let n = if full { 1000 } else { 20 };
+    let (n, big_names) = if full { (1000, 500_000) } else { (16, 2_000) };
     let dir = std::env::temp_dir().join(format!("xdpdns-bench-reg-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // Two versions of the big zone; `big.zone` is a link flipped between them.
+    write_zone(&dir.join("big1.zone"), big_names, 1);
+    write_zone(&dir.join("big2.zone"), big_names, 2);
+    std::os::unix::fs::symlink(dir.join("big1.zone"), dir.join("big.zone")).unwrap();
     let config = dir.join("xdpdns.toml");
     std::fs::write(
         &config,
-        "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn,xdpdns::serve=info,xdpdns::registry=info\"\n\
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn\"\n\
+         [[zone]]\norigin = \"big.example.\"\nfile = \"big.zone\"\n\
          [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\nrequire_opt_in = false\n\
          ns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
          [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (mut dns, mut api) = (None, None);
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let field = |key: &str| {
-            line.split(key)
-                .nth(1)
-                .and_then(|a| a.split_whitespace().next())
-                .map(str::to_string)
-        };
-        if line.contains("listening (udp+tcp)") {
-            dns = field(" addr=");
-        }
-        if line.contains("registry API listening") {
-            api = field("api_addr=");
-        }
-        if line.contains(" ready") {
-            break;
-        }
-    }
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
-                eprintln!("{line}");
+    let server = Arc::new(start(dir.clone(), &config));
+    println!(
+        "registry bench: {n} registrations per load; reload zone {} records",
+        big_names * 2 + 3
+    );
+
+    let (mut acked, mut answered) = register_all(&server, "a", n, 1);
+    report(
+        "(a) sequential: acknowledged (fdatasync included)",
+        &mut acked,
+    );
+    report("(a) sequential: registration -> UDP answer", &mut answered);
+
+    let (mut acked, mut answered) = register_all(&server, "b", n, 8);
+    report("(b) 8 concurrent writers: acknowledged", &mut acked);
+    report(
+        "(b) 8 concurrent writers: registration -> UDP answer",
+        &mut answered,
+    );
+
+    let reloading = Arc::new(AtomicBool::new(true));
+    let reloads = Arc::new(AtomicUsize::new(0));
+    let reloader = {
+        let (reloading, reloads) = (reloading.clone(), reloads.clone());
+        let pid = server.child.id().to_string();
+        let dir = dir.clone();
+        std::thread::spawn(move || {
+            let mut version = 1;
+            while reloading.load(Ordering::Relaxed) {
+                version = 3 - version;
+                let tmp = dir.join("big.zone.tmp");
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(dir.join(format!("big{version}.zone")), &tmp).unwrap();
+                std::fs::rename(&tmp, dir.join("big.zone")).unwrap();
+                Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+                reloads.fetch_add(1, Ordering::Relaxed);
+                // A reload of the big zone takes seconds; this keeps one
+                // running most of the time without queueing signals.
+                std::thread::sleep(Duration::from_millis(if big_names > 10_000 {
+                    2500
+                } else {
+                    50
+                }));
             }
-        }
-    });
-    let dns: SocketAddr = dns.expect("dns address").parse().unwrap();
-    let api = format!("http://{}", api.expect("api address"));
+        })
+    };
+    let started = Instant::now();
+    let (mut acked, mut answered) = register_all(&server, "c", n, 1);
+    let spent = started.elapsed();
+    reloading.store(false, Ordering::Relaxed);
+    reloader.join().unwrap();
+    println!(
+        "(c) {} SIGHUP reloads sent during {:.1} s of registrations",
+        reloads.load(Ordering::Relaxed),
+        spent.as_secs_f64()
+    );
+    report("(c) during reloads: acknowledged", &mut acked);
+    report(
+        "(c) during reloads: registration -> UDP answer",
+        &mut answered,
+    );
+    drop(server);
+}
+
+/// Registers `n` fresh instances from `writers` threads at once; returns
+/// the acknowledgement and answer latencies of every registration.
+fn register_all(
+    server: &Arc<Server>,
+    tag: &str,
+    n: usize,
+    writers: usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let threads: Vec<_> = (0..writers)
+        .map(|w| {
+            let server = server.clone();
+            let tag = format!("{tag}{w}x");
+            let count = n / writers;
+            std::thread::spawn(move || register_some(&server, &tag, count))
+        })
+        .collect();
+    let (mut acked, mut answered) = (Vec::new(), Vec::new());
+    for t in threads {
+        let (a, b) = t.join().unwrap();
+        acked.extend(a);
+        answered.extend(b);
+    }
+    (acked, answered)
+}
+
+fn register_some(server: &Server, tag: &str, n: usize) -> (Vec<Duration>, Vec<Duration>) {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let http = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(5))
         .build();
-
     let mut acked = Vec::with_capacity(n);
     let mut answered = Vec::with_capacity(n);
     let mut buf = [0u8; 1500];
+    let mut id: u16 = 0;
     for i in 0..n {
-        let name = Name::from_ascii(format!("r{i}.inst.acme.sd.example.")).unwrap();
+        let name = Name::from_ascii(format!("{tag}{i}.inst.acme.sd.example.")).unwrap();
         let mut q = Message::query();
         q.add_query(Query::query(name, RecordType::A));
         let start = Instant::now();
-        http.put(&format!("{api}/v1/instances/r{i}"))
+        http.put(&format!("{}/v1/instances/{tag}{i}", server.api))
             .set("Authorization", "Bearer t")
             .send_string(&format!(
                 r#"{{"owner":"acme","addresses":["10.{}.{}.{}"],"services":["bench"],"lease_secs":600}}"#,
@@ -93,28 +230,30 @@ fn main() {
             ))
             .expect("registration");
         acked.push(start.elapsed());
-        let deadline = start + Duration::from_secs(2);
+        let deadline = start + Duration::from_secs(5);
         loop {
-            q.metadata.id = (i as u16).wrapping_add(answered.len() as u16);
-            sock.send_to(&q.to_vec().unwrap(), dns).unwrap();
-            if let Ok((len, _)) = sock.recv_from(&mut buf) {
-                if Message::from_vec(&buf[..len]).is_ok_and(|m| !m.answers.is_empty()) {
-                    answered.push(start.elapsed());
-                    break;
+            id = id.wrapping_add(1);
+            q.metadata.id = id;
+            sock.send_to(&q.to_vec().unwrap(), server.dns).unwrap();
+            // Skip late answers to earlier queries.
+            let got = loop {
+                match sock.recv_from(&mut buf) {
+                    Ok((len, _)) => match Message::from_vec(&buf[..len]) {
+                        Ok(m) if m.metadata.id == id => break Some(m),
+                        _ => continue,
+                    },
+                    Err(_) => break None,
                 }
+            };
+            if got.is_some_and(|m| !m.answers.is_empty()) {
+                answered.push(start.elapsed());
+                break;
             }
-            assert!(Instant::now() < deadline, "r{i} never answered");
+            assert!(Instant::now() < deadline, "{tag}{i} never answered");
             std::thread::sleep(Duration::from_micros(200));
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
-    report(
-        "registration acknowledged (journal fdatasync included)",
-        &mut acked,
-    );
-    report("registration -> UDP answer", &mut answered);
+    (acked, answered)
 }
 
 fn report(what: &str, samples: &mut [Duration]) {

@@ -32,6 +32,11 @@ enum Command {
         /// TOML configuration file (see examples/xdpdns.toml).
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
+        /// Once serving, write the bound addresses here as JSON
+        /// (`{"dns":["ADDR:PORT",…],"api":"ADDR:PORT"|null}`, written whole
+        /// by rename): a readiness signal for supervisors and tests.
+        #[arg(long, value_name = "FILE")]
+        ready_file: Option<PathBuf>,
     },
     /// Validate a configuration file and every zone it names; exit 1 on error.
     CheckConfig {
@@ -87,7 +92,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { config } => run_serve(config),
+        Command::Serve { config, ready_file } => run_serve(config, ready_file),
         Command::CheckConfig { config } => check_config(config),
         Command::CheckZone { file, origin } => check_zone(file, &origin),
         Command::TransferStatus { config, json } => transfer_status(config, json),
@@ -114,13 +119,13 @@ fn init_logging(level: &str) {
         .init();
 }
 
-fn run_serve(config: PathBuf) -> anyhow::Result<()> {
+fn run_serve(config: PathBuf, ready_file: Option<PathBuf>) -> anyhow::Result<()> {
     // Parse once up front so logging uses the configured level.
     init_logging(&Config::load(&config)?.log.level);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, ready_file))
 }
 
 fn run_agent(config: PathBuf) -> anyhow::Result<()> {

@@ -168,7 +168,6 @@ impl Registry {
         let health = next_deadline(self, now, policy);
         lease.into_iter().chain(health).min()
     }
-
 }
 
 #[cfg(test)]

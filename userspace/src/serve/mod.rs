@@ -13,7 +13,8 @@
 
 mod zone_files;
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
@@ -47,7 +48,7 @@ pub const STATUS_FILE: &str = "transfer-status.json";
 /// How long a stop waits for the IXFR journal to catch up with the store.
 const JOURNAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
-pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
+pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow::Result<()> {
     // Handlers first: a signal that arrives while zones load must not take
     // its default action (which ends the process).
     let mut hup = signal(SignalKind::hangup())?;
@@ -119,13 +120,19 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
     let port = bound_addrs.first().map_or(0, |a| a.port());
     let mut kernel = start_fast_path(&config, port, &shared);
     let mut registry_task = None;
+    let mut api_addr = None;
     if let Some(rc) = &config.registry {
-        let (api, writer) = start_registry(&config, rc, &shared, stop_rx.clone()).await?;
+        let (addr, api, writer) = start_registry(&config, rc, &shared, stop_rx.clone()).await?;
         tasks.push(api);
         registry_task = Some(writer);
+        api_addr = Some(addr);
     }
     start_secondaries(&config, &shared, stop_rx.clone(), &mut tasks);
     notifier.announce_all(&shared.store.snapshot());
+    if let Some(path) = &ready_file {
+        write_ready_file(path, &bound_addrs, api_addr)
+            .with_context(|| format!("--ready-file {}", path.display()))?;
+    }
     info!("ready");
 
     let mut current = config;
@@ -181,6 +188,22 @@ pub async fn serve(config_path: PathBuf) -> anyhow::Result<()> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// The machine-readable readiness signal: the addresses actually bound
+/// (port 0 in the config picks one), written whole by rename.
+fn write_ready_file(
+    path: &Path,
+    dns: &[SocketAddr],
+    api: Option<SocketAddr>,
+) -> std::io::Result<()> {
+    let body = serde_json::json!({
+        "dns": dns.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        "api": api.map(|a| a.to_string()),
+    });
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, body.to_string())?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Resolves when `task` ends (never when there is none).
@@ -317,6 +340,7 @@ async fn start_registry(
     shared: &Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<(
+    SocketAddr,
     JoinHandle<()>,
     JoinHandle<Result<(), crate::registry::journal::JournalError>>,
 )> {
@@ -357,7 +381,7 @@ async fn start_registry(
             error!("registry API stopped: {e}");
         }
     });
-    Ok((api, started.task))
+    Ok((api_addr, api, started.task))
 }
 
 /// Loads, fills and attaches the XDP program and hands it to the kernel

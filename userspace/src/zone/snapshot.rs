@@ -61,4 +61,3 @@ impl ZoneDiff {
         self.removed.is_empty() && self.added.is_empty()
     }
 }
-

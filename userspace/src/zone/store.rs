@@ -18,8 +18,8 @@ use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use tokio::sync::broadcast;
 
 use super::feed::{Commit, Subscription, ZoneEvent, FEED_CAPACITY};
-pub use super::snapshot::{Snapshot, ZoneDiff};
 use super::serial::{is_newer, SerialPolicy};
+pub use super::snapshot::{Snapshot, ZoneDiff};
 use super::{Node, RRset, Zone, ZoneError};
 
 /// A record-level change to a zone.
@@ -787,7 +787,10 @@ mod tests {
             Some(FeedItem::Resync(s)) => assert_eq!(s.version(), current),
             other => panic!("expected a resync, got {other:?}"),
         }
-        assert!(slow.try_next().is_none(), "the backlog is covered by the resync");
+        assert!(
+            slow.try_next().is_none(),
+            "the backlog is covered by the resync"
+        );
         add(&store, 251);
         match slow.try_next() {
             Some(FeedItem::Commit(c)) => assert_eq!(c.version, current + 1),

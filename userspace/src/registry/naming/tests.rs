@@ -61,7 +61,8 @@ fn register(r: &mut Registry, id: &str, json: &str) {
 }
 
 fn ask(r: &Registry, q: &str, t: RecordType) -> Reply {
-    let store = ZoneStore::with_zones(crate::registry::table::Table::build(&naming(), r).zones(&naming()));
+    let store =
+        ZoneStore::with_zones(crate::registry::table::Table::build(&naming(), r).zones(&naming()));
     let req = Request::new(1, Query::query(name(q), t));
     Handler::default().answer(&store.snapshot(), &req)
 }
