@@ -98,7 +98,7 @@ fn paths_named(module: &str, code: &str) -> BTreeSet<String> {
                             let mut full = segs.clone();
                             full.extend(
                                 item.split("::")
-                                    .map(|s| s.trim().split_whitespace().next().unwrap_or(""))
+                                    .map(|s| s.split_whitespace().next().unwrap_or(""))
                                     .filter(|s| !s.is_empty() && *s != "self")
                                     .map(str::to_string),
                             );

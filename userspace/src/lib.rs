@@ -11,6 +11,7 @@ pub mod config;
 pub mod frames;
 pub mod handler;
 pub mod registry;
+pub mod router;
 pub mod serve;
 pub mod server;
 pub mod transfer;

@@ -69,7 +69,7 @@ impl Handler {
         match q.query_type() {
             // Meta-types that are not questions (RFC 6895 §3.1).
             RecordType::OPT | RecordType::TSIG => return Reply::error(ResponseCode::FormErr),
-            // Transfers are the transfer layer's (`server::Shared::respond`);
+            // Transfers are the transfer layer's (`router::Router::respond`);
             // a bare handler refuses them.
             RecordType::AXFR | RecordType::IXFR => return Reply::error(ResponseCode::Refused),
             _ => {}

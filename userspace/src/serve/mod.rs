@@ -28,7 +28,8 @@ pub use zone_files::{configured_origins, load_zones, reload};
 use crate::clock::unix_secs;
 use crate::config::Config;
 use crate::handler::Handler;
-use crate::server::{bind_address, run_udp, Shared, TcpServer};
+use crate::router::Router;
+use crate::server::{bind_address, run_udp, TcpServer};
 use crate::transfer::journal_subscriber::{self, Journaled};
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
@@ -75,9 +76,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &config.settings.secondary_zones,
         secondary_dir(&config).as_deref(),
     );
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Router {
         journal: Arc::new(journal),
-        ..Shared::new(store, handler_for(&config))
+        ..Router::new(store, handler_for(&config))
     });
     shared
         .transfer
@@ -235,13 +236,13 @@ fn open_journal(config: &Config) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
 }
 
 /// The IXFR journal's subscriber thread.
-fn start_journal(shared: &Shared) -> Journaled {
+fn start_journal(shared: &Router) -> Journaled {
     let (snapshot, feed) = shared.store.subscribe();
     journal_subscriber::start(shared.journal.clone(), feed, snapshot.version())
 }
 
 /// On a clean stop, let the journal record what was committed last.
-async fn drain_journal(shared: &Shared, mut journaled: Journaled) {
+async fn drain_journal(shared: &Router, mut journaled: Journaled) {
     let version = shared.store.snapshot().version();
     if tokio::time::timeout(JOURNAL_DRAIN, journaled.reached(version))
         .await
@@ -259,7 +260,7 @@ async fn drain_journal(shared: &Shared, mut journaled: Journaled) {
 /// notifier's subscription to the store.
 fn start_notify(
     config: &Config,
-    shared: &Shared,
+    shared: &Router,
     journaled: Journaled,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
@@ -306,7 +307,7 @@ fn secondary_dir(config: &Config) -> Option<PathBuf> {
 /// Starts the refresh task of every secondary zone.
 fn start_secondaries(
     config: &Config,
-    shared: &Arc<Shared>,
+    shared: &Arc<Router>,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) {
@@ -328,7 +329,7 @@ fn start_secondaries(
         },
         stop,
     );
-    let _ = shared.notify_tx.set(tx);
+    let _ = shared.notify_sink.set(Box::new(tx));
     tasks.extend(started);
 }
 
@@ -337,7 +338,7 @@ fn start_secondaries(
 async fn start_registry(
     config: &Config,
     rc: &crate::config::RegistryConfig,
-    shared: &Arc<Shared>,
+    shared: &Arc<Router>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<(
     SocketAddr,
@@ -390,7 +391,7 @@ async fn start_registry(
 fn start_fast_path(
     config: &Config,
     port: u16,
-    shared: &Shared,
+    shared: &Router,
 ) -> Option<(KernelTable, JoinHandle<()>)> {
     let x = &config.xdp;
     if x.interfaces.is_empty() {

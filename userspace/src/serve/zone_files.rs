@@ -11,7 +11,7 @@ use tracing::{error, info, warn};
 use super::handler_for;
 use crate::clock::unix_secs;
 use crate::config::{Config, ZoneConfig};
-use crate::server::Shared;
+use crate::router::Router;
 use crate::zone::{load_zone_file, LoadError, Zone};
 
 /// Loads every configured zone file; returns the zones that loaded and
@@ -46,7 +46,7 @@ pub fn configured_origins(config: &Config) -> HashSet<LowerName> {
 /// that fails to load keeps serving its previous version; a config that
 /// fails to parse changes nothing. Returns the config now in force. What
 /// follows (journal, NOTIFY, kernel table) follows the store's feed.
-pub fn reload(path: &Path, old: &Config, shared: &Shared) -> Option<Config> {
+pub fn reload(path: &Path, old: &Config, shared: &Router) -> Option<Config> {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {

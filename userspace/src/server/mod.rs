@@ -1,57 +1,17 @@
-//! The tokio shells around the pure handler: UDP and TCP listeners, the
-//! shared state they read, and graceful shutdown.
+//! The tokio shells around the [`Router`](crate::router::Router): UDP and TCP listeners and
+//! graceful shutdown. Sockets only; what to answer is the router's.
 
 mod mmsg;
-mod respond;
 mod tcp;
 mod udp;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwap;
-use hickory_proto::rr::Name;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::config::ServerConfig;
-use crate::handler::Handler;
-use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
-use crate::zone::ZoneStore;
-
-pub use respond::{Response, Transfer};
 pub use tcp::TcpServer;
 pub use udp::{bind_udp, run_udp};
-
-/// What every socket task reads: one atomic load each per query.
-pub struct Shared {
-    pub store: ZoneStore,
-    pub handler: ArcSwap<Handler>,
-    pub transfer: ArcSwap<TransferPolicy>,
-    pub journal: Arc<IxfrJournal>,
-    /// Where accepted NOTIFYs for secondary zones go (set once the
-    /// secondary task runs).
-    pub notify_tx: OnceLock<mpsc::UnboundedSender<Name>>,
-}
-
-impl AsRef<ZoneStore> for Shared {
-    fn as_ref(&self) -> &ZoneStore {
-        &self.store
-    }
-}
-
-impl Shared {
-    /// Serves `store` with `handler`, transfers to loopback only and an
-    /// in-memory journal (tests and benches).
-    pub fn new(store: ZoneStore, handler: Handler) -> Shared {
-        Shared {
-            store,
-            handler: ArcSwap::from_pointee(handler),
-            transfer: ArcSwap::from_pointee(TransferPolicy::loopback_only()),
-            journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
-            notify_tx: OnceLock::new(),
-        }
-    }
-}
 
 /// Resolves to `true` once shutdown has been requested.
 pub type ShutdownRx = watch::Receiver<bool>;

@@ -13,8 +13,9 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tracing::debug;
 
-use super::{reuse_socket, Response, Shared, ShutdownRx};
+use super::{reuse_socket, ShutdownRx};
 use crate::handler::Transport;
+use crate::router::{Response, Router};
 use crate::wire::tcp_frame;
 
 pub(crate) fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -35,7 +36,7 @@ pub struct TcpServer {
 impl TcpServer {
     /// Accepts until shutdown, then gives open connections `shutdown_grace`
     /// to finish their queries before closing them.
-    pub async fn run(self, shared: Arc<Shared>, mut shutdown: ShutdownRx) {
+    pub async fn run(self, shared: Arc<Router>, mut shutdown: ShutdownRx) {
         let slots = Arc::new(Semaphore::new(self.max_connections));
         let mut conns = JoinSet::new();
         loop {
@@ -78,7 +79,7 @@ impl TcpServer {
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    shared: Arc<Shared>,
+    shared: Arc<Router>,
     mut shutdown: ShutdownRx,
     idle: Duration,
     depth: usize,
@@ -105,7 +106,7 @@ async fn serve_connection(
             // Idle timeout, EOF, a zero-length frame or a truncated one.
             _ => break,
         }
-        match shared.respond(&buf, Transport::Tcp, peer.ip()) {
+        match shared.respond(&buf, Transport::Tcp, peer.ip(), crate::clock::unix_secs()) {
             Response::Drop => {}
             Response::One(reply) => {
                 if tx.send(tcp_frame(&reply)).await.is_err() {

@@ -12,8 +12,9 @@ use tokio::net::UdpSocket;
 use tracing::debug;
 
 use super::mmsg::{RecvBatch, SendBatch};
-use super::{reuse_socket, Response, Shared, ShutdownRx};
+use super::{reuse_socket, ShutdownRx};
 use crate::handler::Transport;
+use crate::router::{Response, Router};
 
 /// Binds `count` sockets to `addr`; with port 0 the first picks the port.
 pub fn bind_udp(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket>> {
@@ -33,7 +34,7 @@ const BATCHES_PER_WAKEUP: usize = 8;
 
 /// Answers datagrams on `socket` until shutdown: waits for readiness, then
 /// drains the queue a batch at a time.
-pub async fn run_udp(socket: UdpSocket, shared: Arc<Shared>, mut shutdown: ShutdownRx) {
+pub async fn run_udp(socket: UdpSocket, shared: Arc<Router>, mut shutdown: ShutdownRx) {
     let fd = socket.as_raw_fd();
     let mut rx = RecvBatch::default();
     let mut tx = SendBatch::default();
@@ -55,10 +56,13 @@ pub async fn run_udp(socket: UdpSocket, shared: Arc<Shared>, mut shutdown: Shutd
                     continue;
                 }
             };
+            // One clock read per batch (TSIG is the only reader).
+            let now = crate::clock::unix_secs();
             for (query, peer) in rx.datagrams(n) {
                 // Transfers never stream over UDP (the planner answers with
                 // a single message there).
-                if let Response::One(reply) = shared.respond(query, Transport::Udp, peer.ip()) {
+                if let Response::One(reply) = shared.respond(query, Transport::Udp, peer.ip(), now)
+                {
                     tx.push(reply, peer);
                 }
             }

@@ -1,18 +1,69 @@
-//! The request boundary of the socket shells: plain queries go straight to
-//! the [`Handler`]; signed requests, transfers and NOTIFY go through TSIG
+//! The request router, socket-free: plain queries go straight to the
+//! [`Handler`]; signed requests, transfers and NOTIFY go through TSIG
 //! verification, the transfer ACLs and the transfer planner first.
+//! Accepted NOTIFYs go to a [`NotifySink`]; transfers come back as a
+//! [`Transfer`] the socket shell writes message by message.
 
 use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwap;
 use hickory_proto::op::{OpCode, ResponseCode};
-use hickory_proto::rr::{LowerName, RecordType};
+use hickory_proto::rr::{LowerName, Name, RecordType};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::Shared;
-use crate::handler::Transport;
+use crate::handler::{Handler, Transport};
 use crate::transfer::outbound::{self, Plan};
 use crate::transfer::tsig::{self, ReplySigner};
+use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
 use crate::wire::{self, Rejected, Reply, Request};
+use crate::zone::ZoneStore;
+
+/// The request router: what every socket task hands each message to.
+/// No sockets here: `respond` takes bytes, the transport, the peer and
+/// the time, and says what to send back. Reads are one atomic load each.
+pub struct Router {
+    pub store: ZoneStore,
+    pub handler: ArcSwap<Handler>,
+    pub transfer: ArcSwap<TransferPolicy>,
+    pub journal: Arc<IxfrJournal>,
+    /// Where accepted NOTIFYs for secondary zones go (set once the
+    /// secondary zones run).
+    pub notify_sink: OnceLock<Box<dyn NotifySink>>,
+}
+
+impl AsRef<ZoneStore> for Router {
+    fn as_ref(&self) -> &ZoneStore {
+        &self.store
+    }
+}
+
+impl Router {
+    /// Serves `store` with `handler`, transfers to loopback only and an
+    /// in-memory journal (tests and benches).
+    pub fn new(store: ZoneStore, handler: Handler) -> Router {
+        Router {
+            store,
+            handler: ArcSwap::from_pointee(handler),
+            transfer: ArcSwap::from_pointee(TransferPolicy::loopback_only()),
+            journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
+            notify_sink: OnceLock::new(),
+        }
+    }
+}
+
+/// Where an accepted NOTIFY for a secondary zone goes (the secondary
+/// zones' refresh tasks; a fake in tests).
+pub trait NotifySink: Send + Sync {
+    fn notified(&self, zone: &Name);
+}
+
+impl NotifySink for mpsc::UnboundedSender<Name> {
+    fn notified(&self, zone: &Name) {
+        let _ = self.send(zone.clone());
+    }
+}
 
 /// What to send back for one message.
 pub enum Response {
@@ -56,9 +107,9 @@ impl Transfer {
     }
 }
 
-impl Shared {
-    /// Answers one message from `peer`.
-    pub fn respond(&self, packet: &[u8], transport: Transport, peer: IpAddr) -> Response {
+impl Router {
+    /// Answers one message from `peer` at `now` (unix seconds, for TSIG).
+    pub fn respond(&self, packet: &[u8], transport: Transport, peer: IpAddr, now: u64) -> Response {
         let req = match wire::parse_request(packet) {
             Ok(req) => req,
             Err(Rejected::Drop) => return Response::Drop,
@@ -73,7 +124,6 @@ impl Shared {
         }
 
         let policy = self.transfer.load();
-        let now = crate::clock::unix_secs();
         let verified = if req.signed {
             match tsig::verify_request(&policy.keyring, packet, now) {
                 Ok(v) => v,
@@ -135,7 +185,7 @@ impl Shared {
         req: &Request,
         zone: &LowerName,
         peer: IpAddr,
-        key: Option<&hickory_proto::rr::Name>,
+        key: Option<&Name>,
     ) -> ResponseCode {
         let Some(acl) = policy.notify_acl.get(zone) else {
             info!(%peer, zone = %req.query.name(), "NOTIFY for a zone that is not a secondary here; NOTAUTH");
@@ -146,9 +196,12 @@ impl Shared {
             return ResponseCode::Refused;
         }
         info!(%peer, zone = %req.query.name(), serial = req.ixfr_serial, "NOTIFY received");
-        if let Some(tx) = self.notify_tx.get() {
-            let _ = tx.send(hickory_proto::rr::Name::from(zone));
+        if let Some(sink) = self.notify_sink.get() {
+            sink.notified(&Name::from(zone));
         }
         ResponseCode::NoError
     }
 }
+
+#[cfg(test)]
+mod tests;
