@@ -86,10 +86,11 @@ fn write_zone(path: &Path, names: usize, serial: u32) {
         };
         writeln!(
             f,
-            "h{i} A 10.{}.{}.{last}\nh{i} AAAA 2001:db8::{:x}",
+            "h{i} A 10.{}.{}.{last}\nh{i} AAAA 2001:db8::{:x}:{:x}",
             i >> 16 & 255,
             i >> 8 & 255,
-            i
+            i >> 16,
+            i & 0xffff
         )
         .unwrap();
     }

@@ -4,6 +4,8 @@
 //! and `handler` (pure query → response logic) are I/O-free; `server`
 //! (tokio sockets), `config` and `serve` are the thin shells around them.
 
+#![warn(unreachable_pub)]
+
 pub mod agent;
 pub mod api;
 pub mod clock;

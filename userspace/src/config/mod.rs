@@ -240,7 +240,9 @@ pub struct RegistryConfig {
     pub public_reads: bool,
     /// Journal and snapshot directory; relative to the config file.
     pub data_dir: PathBuf,
-    /// Changes within this window are published as one serial.
+    /// Least time between two publishes of registry changes. 0: a change
+    /// that finds the writer idle goes out at once, and what arrives while
+    /// it is busy goes out together next (adaptive batching).
     #[serde(default = "default_batch_delay")]
     pub batch_delay_ms: u64,
     #[serde(default = "default_ttl")]
@@ -288,7 +290,7 @@ fn yes() -> bool {
     true
 }
 fn default_batch_delay() -> u64 {
-    5
+    0
 }
 fn default_ttl() -> u32 {
     30

@@ -144,7 +144,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                 let path = config_path.clone();
                 let old = current.clone();
                 let sh = shared.clone();
-                match tokio::task::spawn_blocking(move || reload(&path, &old, &sh)).await? {
+                match in_background("reload", move || reload(&path, &old, &sh)).await? {
                     Some(next) => {
                         if let Some((k, _)) = &kernel {
                             // The payload size is config; set on reload only.
@@ -205,6 +205,29 @@ fn write_ready_file(
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, body.to_string())?;
     std::fs::rename(&tmp, path)
+}
+
+/// Runs `work` on a thread of its own at low CPU priority (nice 10): a
+/// reload parses and diffs whole zone files, seconds of CPU for a large
+/// one, and must not take the CPU from answering queries and publishing
+/// registrations, which keep their latency while it runs.
+async fn in_background<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> anyhow::Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            // SAFETY: setpriority on this thread's own id only changes its
+            // scheduling weight; a failure leaves it at normal priority.
+            unsafe {
+                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+            }
+            let _ = tx.send(work());
+        })?;
+    Ok(rx.await?)
 }
 
 /// Resolves when `task` ends (never when there is none).

@@ -15,14 +15,14 @@ use std::ptr;
 use socket2::{SockAddr, SockAddrStorage};
 
 /// Datagrams per system call.
-pub const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 /// Largest datagram: anything longer would be cut and then fail to parse.
 const SLOT: usize = 65_535;
 
 /// Receive buffers for one socket. The kernel's headers, which point into
 /// them, are built on the stack for each call, so nothing here holds a
 /// raw pointer across an `await`.
-pub struct RecvBatch {
+pub(crate) struct RecvBatch {
     bufs: Vec<Box<[u8]>>,
     addrs: Vec<SockAddrStorage>,
     lens: [usize; BATCH],
@@ -46,7 +46,7 @@ impl Default for RecvBatch {
 impl RecvBatch {
     /// Receives up to [`BATCH`] queued datagrams without blocking; returns
     /// how many (WouldBlock when none is queued).
-    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         // SAFETY: all-zero bytes are a valid iovec and mmsghdr.
         let mut iovs: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
@@ -93,7 +93,7 @@ impl RecvBatch {
     /// The datagrams of the last `recv` that returned `n`, with their
     /// senders. Datagrams from non-IP senders (impossible on an inet
     /// socket) are skipped.
-    pub fn datagrams(&self, n: usize) -> impl Iterator<Item = (&[u8], SocketAddr)> {
+    pub(crate) fn datagrams(&self, n: usize) -> impl Iterator<Item = (&[u8], SocketAddr)> {
         (0..n.min(BATCH)).filter_map(move |i| {
             // SAFETY: the storage is plain bytes (a bitwise copy is a copy),
             // and the kernel wrote a socket address of `addr_lens[i]` bytes
@@ -106,21 +106,21 @@ impl RecvBatch {
 
 /// Replies waiting to be sent, oldest first.
 #[derive(Default)]
-pub struct SendBatch {
+pub(crate) struct SendBatch {
     queue: Vec<(Vec<u8>, SockAddr)>,
 }
 
 impl SendBatch {
-    pub fn push(&mut self, reply: Vec<u8>, to: SocketAddr) {
+    pub(crate) fn push(&mut self, reply: Vec<u8>, to: SocketAddr) {
         self.queue.push((reply, SockAddr::from(to)));
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 
     /// Gives up on the oldest reply (its send failed for its own reasons).
-    pub fn drop_first(&mut self) {
+    pub(crate) fn drop_first(&mut self) {
         if !self.queue.is_empty() {
             self.queue.remove(0);
         }
@@ -128,7 +128,7 @@ impl SendBatch {
 
     /// Sends as many queued replies as the socket takes without blocking,
     /// up to [`BATCH`], and removes them from the queue.
-    pub fn send(&mut self, fd: RawFd) -> io::Result<usize> {
+    pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<usize> {
         let count = self.queue.len().min(BATCH);
         // SAFETY: all-zero bytes are a valid iovec and mmsghdr.
         let mut iovs: [libc::iovec; BATCH] = unsafe { mem::zeroed() };

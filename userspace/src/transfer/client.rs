@@ -12,22 +12,34 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
 use super::tsig::TSigner;
-use super::xfr_reader::{XfrOutcome, XfrReader};
+use super::xfr_reader::{XfrError, XfrOutcome, XfrReader};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("{0}: timed out")]
     Timeout(SocketAddr),
     #[error("{0}: {1}")]
-    Io(SocketAddr, std::io::Error),
+    Io(SocketAddr, #[source] std::io::Error),
+    #[error("{0}: reply does not decode: {1}")]
+    Decode(
+        SocketAddr,
+        #[source] hickory_proto::serialize::binary::DecodeError,
+    ),
     #[error("{0}: malformed reply: {1}")]
-    Malformed(SocketAddr, String),
+    Malformed(SocketAddr, &'static str),
     #[error("{0}: TSIG of the reply does not verify: {1}")]
-    Tsig(SocketAddr, String),
+    Tsig(
+        SocketAddr,
+        #[source] Box<dyn std::error::Error + Send + Sync>,
+    ),
     #[error("{0}: answered {1}")]
     Rcode(SocketAddr, ResponseCode),
     #[error("{0}: {1}")]
-    Protocol(SocketAddr, String),
+    Transfer(SocketAddr, #[source] XfrError),
+    #[error("{0}: the transferred zone is unusable: {1}")]
+    Zone(SocketAddr, #[source] crate::zone::ZoneError),
+    #[error("{0}: the transferred diff does not apply: {1}")]
+    Store(SocketAddr, #[source] crate::zone::store::StoreError),
 }
 
 /// Builds and (with a key) signs a request; returns its bytes and the
@@ -96,7 +108,7 @@ async fn udp_exchange(
         }
         if let Some(v) = verifier {
             v.verify(&buf[..n])
-                .map_err(|e| ClientError::Tsig(server, e.to_string()))?;
+                .map_err(|e| ClientError::Tsig(server, e.into()))?;
         }
         return Ok(reply);
     }
@@ -121,7 +133,7 @@ pub async fn soa_serial(
             RData::SOA(soa) if r.name == *zone => Some(soa.serial),
             _ => None,
         })
-        .ok_or_else(|| ClientError::Malformed(server, "no SOA in the answer".into()))
+        .ok_or(ClientError::Malformed(server, "no SOA in the answer"))
 }
 
 /// Sends NOTIFY for `zone` at `serial` (RFC 1996) and waits for the ack.
@@ -135,10 +147,7 @@ pub async fn notify(
     let (req, bytes, mut v) = request(OpCode::Notify, zone, RecordType::SOA, soa, key);
     let reply = udp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
     if reply.op_code != OpCode::Notify {
-        return Err(ClientError::Malformed(
-            server,
-            "reply is not a NOTIFY".into(),
-        ));
+        return Err(ClientError::Malformed(server, "reply is not a NOTIFY"));
     }
     match reply.response_code {
         ResponseCode::NoError => Ok(()),
@@ -185,17 +194,13 @@ pub async fn transfer(
             tcp.read_exact(&mut len).await.map_err(io)?;
             buf.resize(u16::from_be_bytes(len) as usize, 0);
             tcp.read_exact(&mut buf).await.map_err(io)?;
-            let msg = Message::from_vec(&buf)
-                .map_err(|e| ClientError::Malformed(server, e.to_string()))?;
+            let msg = Message::from_vec(&buf).map_err(|e| ClientError::Decode(server, e))?;
             if msg.id != req.id {
-                return Err(ClientError::Malformed(
-                    server,
-                    "reply ID does not match".into(),
-                ));
+                return Err(ClientError::Malformed(server, "reply ID does not match"));
             }
             if let Some(v) = verifier.as_mut() {
                 v.verify(&buf)
-                    .map_err(|e| ClientError::Tsig(server, e.to_string()))?;
+                    .map_err(|e| ClientError::Tsig(server, e.into()))?;
             }
             if msg.response_code != ResponseCode::NoError {
                 return Err(ClientError::Rcode(server, msg.response_code));
@@ -203,7 +208,7 @@ pub async fn transfer(
             for r in msg.answers {
                 reader
                     .push(r)
-                    .map_err(|e| ClientError::Protocol(server, e))?;
+                    .map_err(|e| ClientError::Transfer(server, e))?;
             }
             if let Some(outcome) = reader.finished() {
                 return Ok(outcome);

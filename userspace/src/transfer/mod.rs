@@ -11,6 +11,7 @@ pub mod client;
 pub mod journal;
 pub mod journal_subscriber;
 pub mod notify;
+pub mod notify_round;
 pub mod outbound;
 pub mod secondary;
 pub mod tsig;

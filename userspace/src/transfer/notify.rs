@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::Instant;
 
 use hickory_proto::rr::{LowerName, Name, Record};
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,8 @@ use tracing::{info, warn};
 
 use super::client;
 use super::journal_subscriber::Journaled;
+pub use super::notify_round::NotifySettings;
+use super::notify_round::{Outcome, Round, Step};
 use super::tsig::TSigner;
 use crate::clock::unix_ms;
 use crate::zone::serial::is_newer;
@@ -177,14 +179,6 @@ impl Notifier {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-pub struct NotifySettings {
-    pub retries: u32,
-    pub timeout: Duration,
-    pub poll_interval: Duration,
-    pub poll_timeout: Duration,
-}
-
 /// Starts one task per (zone, secondary).
 pub fn start(
     targets: Vec<NotifyTargets>,
@@ -246,6 +240,8 @@ impl PeerWorker {
         }
     }
 
+    /// Drives one [`Round`] with real requests and the tokio clock,
+    /// recording what happens in the propagation status.
     async fn round(&self, t: &Target) {
         let (zone, peer) = (&self.zone, self.peer);
         self.status.update(zone, peer, |s| {
@@ -254,62 +250,63 @@ impl PeerWorker {
             s.in_sync = s.serial_seen.is_some_and(|seen| !is_newer(t.serial, seen));
         });
         let key = self.key.as_ref();
-        let mut timeout = self.settings.timeout;
-        for attempt in 1..=self.settings.retries.max(1) {
-            match client::notify(peer, zone, Some(t.soa.clone()), key, timeout).await {
-                Ok(()) => {
-                    info!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY acknowledged");
-                    self.status
-                        .update(zone, peer, |s| s.notified = Some(t.serial));
-                    break;
-                }
-                Err(e) => {
-                    warn!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY failed: {e}");
-                    self.status.update(zone, peer, |s| {
-                        s.failures += 1;
-                        s.last_error = Some(format!("notify: {e}"));
-                    });
-                    // Back off before the next attempt even when the
-                    // failure was immediate (port unreachable while the
-                    // secondary restarts).
-                    if attempt < self.settings.retries {
-                        tokio::time::sleep(timeout).await;
-                    }
-                    timeout *= 2;
-                }
-            }
-        }
-        // Poll until the secondary serves the serial (or give up until the
-        // next change).
-        let deadline = tokio::time::Instant::now() + self.settings.poll_timeout;
+        let mut round = Round::new(t.serial, self.settings);
         loop {
-            match client::soa_serial(peer, zone, key, self.settings.timeout).await {
-                Ok(seen) => {
-                    let done = !is_newer(t.serial, seen);
-                    self.status.update(zone, peer, |s| {
-                        s.serial_seen = Some(seen);
-                        s.in_sync = done;
-                        if done {
-                            s.lag_ms = Some(unix_ms().saturating_sub(t.published_ms));
-                            s.failures = 0;
-                            s.last_error = None;
+            let now = Instant::now();
+            let attempt = round.attempt();
+            match round.next(now) {
+                Step::Wait(until) => tokio::time::sleep_until(until.into()).await,
+                Step::Notify(timeout) => {
+                    let result =
+                        client::notify(peer, zone, Some(t.soa.clone()), key, timeout).await;
+                    let attempt = attempt.unwrap_or(0);
+                    match &result {
+                        Ok(()) => {
+                            info!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY acknowledged");
+                            self.status
+                                .update(zone, peer, |s| s.notified = Some(t.serial));
                         }
-                    });
-                    if done {
-                        info!(%zone, secondary = %peer, serial = seen, "secondary in sync");
-                        return;
+                        Err(e) => {
+                            warn!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY failed: {e}");
+                            self.status.update(zone, peer, |s| {
+                                s.failures += 1;
+                                s.last_error = Some(format!("notify: {e}"));
+                            });
+                        }
                     }
+                    round.notify_result(result.is_ok(), Instant::now());
                 }
-                Err(e) => self.status.update(zone, peer, |s| {
-                    s.failures += 1;
-                    s.last_error = Some(format!("poll: {e}"));
-                }),
+                Step::Poll(timeout) => {
+                    let result = client::soa_serial(peer, zone, key, timeout).await;
+                    match &result {
+                        Ok(seen) => {
+                            let done = !is_newer(t.serial, *seen);
+                            self.status.update(zone, peer, |s| {
+                                s.serial_seen = Some(*seen);
+                                s.in_sync = done;
+                                if done {
+                                    s.lag_ms = Some(unix_ms().saturating_sub(t.published_ms));
+                                    s.failures = 0;
+                                    s.last_error = None;
+                                }
+                            });
+                        }
+                        Err(e) => self.status.update(zone, peer, |s| {
+                            s.failures += 1;
+                            s.last_error = Some(format!("poll: {e}"));
+                        }),
+                    }
+                    round.poll_result(result.ok(), Instant::now());
+                }
+                Step::Done(Outcome::InSync) => {
+                    info!(%zone, secondary = %peer, serial = t.serial, "secondary in sync");
+                    return;
+                }
+                Step::Done(Outcome::GaveUp) => {
+                    warn!(%zone, secondary = %peer, serial = t.serial, "secondary did not reach the serial in time");
+                    return;
+                }
             }
-            if tokio::time::Instant::now() >= deadline {
-                warn!(%zone, secondary = %peer, serial = t.serial, "secondary did not reach the serial in time");
-                return;
-            }
-            tokio::time::sleep(self.settings.poll_interval).await;
         }
     }
 }

@@ -15,7 +15,7 @@ use tracing::{info, warn};
 
 use super::client::{self, ClientError, XfrKind};
 use super::tsig::TSigner;
-pub use super::xfr_reader::{XfrOutcome, XfrReader};
+pub use super::xfr_reader::{XfrError, XfrOutcome, XfrReader};
 use crate::clock::unix_secs;
 use crate::zone::serial::is_newer;
 use crate::zone::{Change, Zone, ZoneStore};
@@ -242,12 +242,12 @@ impl ZoneTask {
     ) -> Result<bool, ClientError> {
         let zone = &self.zone.zone;
         let store = self.store.as_ref().as_ref();
-        let bad = |m: String| ClientError::Protocol(primary, m);
         match outcome {
             XfrOutcome::UpToDate(_) => Ok(false),
             XfrOutcome::Full(records) => {
                 let count = records.len();
-                let z = Zone::from_records(zone, records).map_err(|e| bad(e.to_string()))?;
+                let z =
+                    Zone::from_records(zone, records).map_err(|e| ClientError::Zone(primary, e))?;
                 let diffs = store.install_transferred(z);
                 info!(%zone, %primary, records = count, "AXFR received");
                 Ok(!diffs.is_empty())
@@ -269,10 +269,10 @@ impl ZoneTask {
                         .collect();
                     let serial = d
                         .new_serial
-                        .ok_or_else(|| bad("diff without a new SOA".into()))?;
+                        .ok_or(ClientError::Transfer(primary, XfrError::DiffWithoutSoa))?;
                     let diff = store
                         .apply_transferred(zone, &changes, serial)
-                        .map_err(|e| bad(e.to_string()))?;
+                        .map_err(|e| ClientError::Store(primary, e))?;
                     applied.push(diff);
                 }
                 info!(%zone, %primary, diffs = applied.len(), "IXFR received");

@@ -7,6 +7,17 @@ use hickory_proto::rr::{Name, RData, Record};
 use crate::zone::serial::is_newer;
 use crate::zone::ZoneDiff;
 
+/// A transfer that breaks RFC 5936/1995 framing.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum XfrError {
+    #[error("the transfer does not start with the zone's SOA")]
+    NoLeadingSoa,
+    #[error("records after the end of the transfer")]
+    AfterEnd,
+    #[error("an incremental transfer diff lacks its new SOA")]
+    DiffWithoutSoa,
+}
+
 /// What a transfer carried.
 #[derive(Debug, PartialEq)]
 pub enum XfrOutcome {
@@ -58,13 +69,13 @@ impl XfrReader {
         self.first.as_ref().and_then(soa_serial).unwrap_or(0)
     }
 
-    pub fn push(&mut self, r: Record) -> Result<(), String> {
+    pub fn push(&mut self, r: Record) -> Result<(), XfrError> {
         let end = self.final_serial();
         let soa = soa_serial(&r).filter(|_| r.name == self.zone);
         self.state = match std::mem::replace(&mut self.state, State::Start) {
             State::Start => {
                 if soa.is_none() {
-                    return Err("the transfer does not start with the zone's SOA".into());
+                    return Err(XfrError::NoLeadingSoa);
                 }
                 self.first = Some(r);
                 State::AfterFirst
@@ -120,7 +131,7 @@ impl XfrReader {
                     State::Adding(d)
                 }
             },
-            State::Done(_) => return Err("records after the end of the transfer".into()),
+            State::Done(_) => return Err(XfrError::AfterEnd),
         };
         Ok(())
     }

@@ -35,7 +35,9 @@ pub enum XdpError {
         source: aya::programs::ProgramError,
     },
     #[error("waiting for a grace period: {0}")]
-    Grace(#[from] std::io::Error),
+    Grace(#[source] std::io::Error),
+    #[error("counting CPUs: {0}")]
+    Cpus(#[source] std::io::Error),
     #[error("the object lacks map {0}")]
     MissingMap(&'static str),
 }
@@ -125,7 +127,7 @@ impl FastPath {
             short,
             long,
             counters,
-            grace: GracePeriod::new()?,
+            grace: GracePeriod::new().map_err(XdpError::Grace)?,
             current,
             port,
             healthy: true,
@@ -180,8 +182,10 @@ impl FastPath {
                 .map_mut("BENCH_FRAME")
                 .ok_or(XdpError::MissingMap("BENCH_FRAME"))?,
         )?;
-        let cpus = aya::util::nr_cpus().map_err(|(_, e)| XdpError::Grace(e))?;
-        map.set(0, aya::maps::PerCpuValues::try_from(vec![saved; cpus])?, 0)?;
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| XdpError::Cpus(e))?;
+        let values =
+            aya::maps::PerCpuValues::try_from(vec![saved; cpus]).map_err(XdpError::Cpus)?;
+        map.set(0, values, 0)?;
         Ok(())
     }
 
@@ -280,7 +284,7 @@ impl FastPath {
             0,
         )?;
         self.current.generation = idle as u32;
-        self.grace.wait()?;
+        self.grace.wait().map_err(XdpError::Grace)?;
         self.write(delta, live)
     }
 

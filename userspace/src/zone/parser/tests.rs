@@ -1,0 +1,1008 @@
+//! Zone-file parser tests: directives, escapes, every type, errors.
+
+use super::*;
+
+const FILE: &str = "zones/x.zone";
+
+fn origin() -> Name {
+    Name::from_ascii("example.com.").unwrap()
+}
+
+fn name(text: &str) -> Name {
+    Name::from_ascii(text).unwrap()
+}
+
+fn parse(text: &str) -> Vec<SourceRecord> {
+    parse_zone_str(text, &origin(), Path::new(FILE)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn error(text: &str) -> String {
+    match parse_zone_str(text, &origin(), Path::new(FILE)) {
+        Ok(records) => panic!("expected an error, got {records:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn only(text: &str) -> Record {
+    let mut records = parse(text);
+    assert_eq!(records.len(), 1, "{records:?}");
+    records.remove(0).record
+}
+
+fn wire(rdata: &RData) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut encoder = BinEncoder::new(&mut buf);
+    encoder.set_name_encoding(NameEncoding::Uncompressed);
+    rdata.emit(&mut encoder).unwrap();
+    buf
+}
+
+fn labels(name: &Name) -> Vec<Vec<u8>> {
+    name.iter().map(<[u8]>::to_vec).collect()
+}
+
+// --- basic records and names -----------------------------------------
+
+#[test]
+fn basic_types() {
+    let records = parse(
+        "$TTL 300\n\
+         @        IN A     192.0.2.1\n\
+         www         AAAA  2001:db8::1\n\
+         @           NS    ns1\n\
+         @           NS    ns2.example.net.\n\
+         alias       CNAME www\n\
+         1.2         PTR   host.example.org.\n\
+         @           MX    10 mail\n\
+         _sip._tcp   SRV   1 2 5060 sip\n",
+    );
+    let got: Vec<(Name, RData, usize)> = records
+        .iter()
+        .map(|r| (r.record.name.clone(), r.record.data.clone(), r.line))
+        .collect();
+    let expected = vec![
+        (name("example.com."), RData::A(A::new(192, 0, 2, 1)), 2),
+        (
+            name("www.example.com."),
+            RData::AAAA(AAAA("2001:db8::1".parse().unwrap())),
+            3,
+        ),
+        (
+            name("example.com."),
+            RData::NS(NS(name("ns1.example.com."))),
+            4,
+        ),
+        (
+            name("example.com."),
+            RData::NS(NS(name("ns2.example.net."))),
+            5,
+        ),
+        (
+            name("alias.example.com."),
+            RData::CNAME(CNAME(name("www.example.com."))),
+            6,
+        ),
+        (
+            name("1.2.example.com."),
+            RData::PTR(PTR(name("host.example.org."))),
+            7,
+        ),
+        (
+            name("example.com."),
+            RData::MX(MX::new(10, name("mail.example.com."))),
+            8,
+        ),
+        (
+            name("_sip._tcp.example.com."),
+            RData::SRV(SRV::new(1, 2, 5060, name("sip.example.com."))),
+            9,
+        ),
+    ];
+    assert_eq!(got, expected);
+    for r in &records {
+        assert_eq!(r.record.ttl, 300);
+        assert_eq!(r.record.dns_class, hickory_proto::rr::DNSClass::IN);
+        assert!(r.record.name.is_fqdn());
+        assert_eq!(&*r.file, Path::new(FILE));
+    }
+}
+
+#[test]
+fn names_keep_case_and_absolute_names_are_not_extended() {
+    let rec = only("$TTL 1\nWWW.Example.ORG. CNAME Target\n");
+    assert!(rec.name.eq_case(&name("WWW.Example.ORG.")));
+    let RData::CNAME(target) = &rec.data else {
+        panic!("{rec:?}")
+    };
+    assert!(target.0.eq_case(&name("Target.example.com.")));
+}
+
+#[test]
+fn root_and_wildcard_names() {
+    let records = parse("$TTL 1\n. NS a.root.\n*.dyn A 192.0.2.9\n");
+    assert!(records[0].record.name.is_root());
+    assert_eq!(records[1].record.name, name("*.dyn.example.com."));
+    assert!(records[1].record.name.is_wildcard());
+}
+
+#[test]
+fn type_class_and_keywords_are_case_insensitive() {
+    let rec = only("www 60 in a 192.0.2.1\n");
+    assert_eq!(rec.data, RData::A(A::new(192, 0, 2, 1)));
+    let rec = only("www 60 class1 type1 192.0.2.1\n");
+    assert_eq!(rec.data, RData::A(A::new(192, 0, 2, 1)));
+    let rec = only("$ttl 5\n$origin example.net.\nwww a 192.0.2.1\n");
+    assert_eq!((rec.ttl, rec.name), (5, name("www.example.net.")));
+}
+
+#[test]
+fn ttl_and_class_in_either_order() {
+    let records = parse(
+        "a 100 IN A 192.0.2.1\n\
+         b IN 200 A 192.0.2.2\n\
+         c 300 A 192.0.2.3\n\
+         d IN A 192.0.2.4\n",
+    );
+    let ttls: Vec<u32> = records.iter().map(|r| r.record.ttl).collect();
+    assert_eq!(ttls, [100, 200, 300, 300]);
+}
+
+#[test]
+fn owner_inheritance() {
+    let records = parse(
+        "$TTL 60\n\
+         www A 192.0.2.1\n\
+         \tA 192.0.2.2\n\
+         ; a comment line does not change the owner\n\
+         \n   TXT \"hi\"\n\
+         other A 192.0.2.3\n\
+         \x20 60 IN A 192.0.2.4\n",
+    );
+    let owners: Vec<String> = records.iter().map(|r| r.record.name.to_ascii()).collect();
+    assert_eq!(
+        owners,
+        [
+            "www.example.com.",
+            "www.example.com.",
+            "www.example.com.",
+            "other.example.com.",
+            "other.example.com."
+        ]
+    );
+    let lines: Vec<usize> = records.iter().map(|r| r.line).collect();
+    assert_eq!(lines, [2, 3, 6, 7, 8]);
+}
+
+#[test]
+fn blank_owner_without_previous_owner_is_an_error() {
+    assert_eq!(
+        error("$TTL 60\n  A 192.0.2.1\n"),
+        "zones/x.zone:2: line starts with blank space but there is no previous owner name"
+    );
+}
+
+#[test]
+fn origin_directive_absolute_and_relative() {
+    let records = parse(
+        "$TTL 1\n\
+         a A 192.0.2.1\n\
+         $ORIGIN sub\n\
+         b A 192.0.2.2\n\
+         @ A 192.0.2.3\n\
+         $ORIGIN example.org.\n\
+         c MX 1 @\n",
+    );
+    assert_eq!(records[0].record.name, name("a.example.com."));
+    assert_eq!(records[1].record.name, name("b.sub.example.com."));
+    assert_eq!(records[2].record.name, name("sub.example.com."));
+    assert_eq!(records[3].record.name, name("c.example.org."));
+    assert_eq!(
+        records[3].record.data,
+        RData::MX(MX::new(1, name("example.org.")))
+    );
+}
+
+#[test]
+fn origin_without_trailing_dot_is_treated_as_absolute() {
+    let recs = parse_zone_str(
+        "$TTL 1\nwww A 192.0.2.1\n",
+        &name("example.com"),
+        Path::new(FILE),
+    )
+    .unwrap();
+    assert_eq!(recs[0].record.name, name("www.example.com."));
+    assert!(recs[0].record.name.is_fqdn());
+}
+
+#[test]
+fn records_keep_source_order() {
+    let records = parse("$TTL 1\nz A 192.0.2.1\na A 192.0.2.2\nm A 192.0.2.3\n");
+    let names: Vec<String> = records.iter().map(|r| r.record.name.to_ascii()).collect();
+    assert_eq!(
+        names,
+        ["z.example.com.", "a.example.com.", "m.example.com."]
+    );
+}
+
+#[test]
+fn crlf_line_endings_and_missing_final_newline() {
+    let records = parse("$TTL 1\r\na A 192.0.2.1\r\n\tA 192.0.2.2");
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[1].record.name, name("a.example.com."));
+    assert_eq!(records[1].line, 3);
+}
+
+// --- TTLs ---------------------------------------------------------------
+
+#[test]
+fn ttl_units() {
+    assert_eq!(parse_duration(b"3600"), Some(3600));
+    assert_eq!(parse_duration(b"1h30m"), Some(5400));
+    assert_eq!(parse_duration(b"1d"), Some(86_400));
+    assert_eq!(parse_duration(b"1w"), Some(604_800));
+    assert_eq!(
+        parse_duration(b"2W3D4H5M6S"),
+        Some(2 * 604_800 + 3 * 86_400 + 4 * 3600 + 306)
+    );
+    assert_eq!(parse_duration(b"0"), Some(0));
+    assert_eq!(parse_duration(b"1h30"), None);
+    assert_eq!(parse_duration(b"h"), None);
+    assert_eq!(parse_duration(b"1x"), None);
+    assert_eq!(parse_duration(b"4294967296"), None);
+    assert_eq!(parse_duration(b"10000w"), None);
+
+    let records = parse("$TTL 1h30m\na A 192.0.2.1\nb 1d A 192.0.2.2\nc 1W IN A 192.0.2.3\n");
+    let ttls: Vec<u32> = records.iter().map(|r| r.record.ttl).collect();
+    assert_eq!(ttls, [5400, 86_400, 604_800]);
+}
+
+#[test]
+fn bad_ttls() {
+    assert_eq!(error("$TTL 1x\n"), "zones/x.zone:1: bad TTL \"1x\"");
+    assert_eq!(
+        error("a 12q A 192.0.2.1\n"),
+        "zones/x.zone:1: bad TTL \"12q\""
+    );
+    assert_eq!(
+        error("a 2147483648 A 192.0.2.1\n"),
+        "zones/x.zone:1: TTL \"2147483648\" is larger than 2147483647"
+    );
+    assert_eq!(
+        error("a 1 2 A 192.0.2.1\n"),
+        "zones/x.zone:1: unexpected \"2\": the TTL was already given"
+    );
+    assert_eq!(
+        error("$TTL\n"),
+        "zones/x.zone:1: missing argument after $TTL"
+    );
+    assert_eq!(
+        error("$TTL 1 2\n"),
+        "zones/x.zone:1: unexpected \"2\" after $TTL"
+    );
+}
+
+#[test]
+fn default_ttl_rules() {
+    // Last explicit TTL carries over when there is no $TTL.
+    let records = parse("a 120 A 192.0.2.1\nb A 192.0.2.2\n");
+    assert_eq!(records[1].record.ttl, 120);
+
+    // $TTL wins over the last explicit TTL.
+    let records = parse("$TTL 60\na 120 A 192.0.2.1\nb A 192.0.2.2\n");
+    assert_eq!(records[1].record.ttl, 60);
+
+    // Without either, the SOA MINIMUM applies, to the SOA itself too.
+    let records = parse("@ SOA ns hm 1 2 3 4 900\nb A 192.0.2.2\n");
+    assert_eq!(records[0].record.ttl, 900);
+    assert_eq!(records[1].record.ttl, 900);
+
+    // An explicit TTL after the SOA becomes the default.
+    let records = parse("@ SOA ns hm 1 2 3 4 900\nb 30 A 192.0.2.2\nc A 192.0.2.3\n");
+    assert_eq!(records[2].record.ttl, 30);
+
+    assert_eq!(
+        error("\n\nwww A 192.0.2.1\n"),
+        "zones/x.zone:3: no TTL specified (give one, or set $TTL before this record)"
+    );
+}
+
+// --- SOA, parentheses, comments --------------------------------------
+
+#[test]
+fn parenthesised_soa_across_lines_with_comments() {
+    let text = "$TTL 1h\n\
+                @ IN SOA ns1 hostmaster.example.com. ( ; start\n\
+                \t2024010101 ; serial\n\
+                \t1h         ; refresh\n\
+                \t15m        ; retry\n\
+                \t1w         ; expire\n\
+                \t300 )      ; minimum\n\
+                www A 192.0.2.1 ; trailing comment\n";
+    let records = parse(text);
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0].line, 2);
+    assert_eq!(records[1].line, 8);
+    let RData::SOA(soa) = &records[0].record.data else {
+        panic!("{records:?}")
+    };
+    assert_eq!(soa.mname, name("ns1.example.com."));
+    assert_eq!(soa.rname, name("hostmaster.example.com."));
+    assert_eq!(
+        (soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum),
+        (2024010101, 3600, 900, 604_800, 300)
+    );
+    assert_eq!(records[0].record.ttl, 3600);
+}
+
+#[test]
+fn soa_timer_above_i32_keeps_its_wire_bits() {
+    let rec = only("@ 1 SOA ns hm 4294967295 4294967295 1 1 1\n");
+    let RData::SOA(soa) = &rec.data else {
+        panic!("{rec:?}")
+    };
+    assert_eq!(soa.serial, u32::MAX);
+    let bytes = wire(&rec.data);
+    let timers = &bytes[bytes.len() - 16..bytes.len() - 8];
+    assert_eq!(timers, [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1]);
+}
+
+#[test]
+fn soa_errors() {
+    assert_eq!(
+        error("@ 1 SOA ns hm 1h 2 3 4 5\n"),
+        "zones/x.zone:1: bad serial \"1h\" in SOA record"
+    );
+    assert_eq!(
+        error("@ 1 SOA ns hm (\n 1 2 3\n 4 )\n"),
+        "zones/x.zone:3: missing minimum in SOA record"
+    );
+    assert_eq!(
+        error("@ 1 SOA ns hm 1 2 3 4x 5\n"),
+        "zones/x.zone:1: bad expire \"4x\" in SOA record"
+    );
+}
+
+#[test]
+fn comments_and_semicolons_in_quotes() {
+    let rec = only("a 1 TXT \"x; not a comment\" ; real comment \"ignored\n");
+    let RData::TXT(txt) = &rec.data else {
+        panic!("{rec:?}")
+    };
+    assert_eq!(
+        &*txt.txt_data,
+        [b"x; not a comment".to_vec().into_boxed_slice()]
+    );
+}
+
+#[test]
+fn parentheses_in_the_middle_of_a_record() {
+    let records = parse("$TTL 1\na MX ( 10\n mail ) \nb A 192.0.2.1\n");
+    assert_eq!(
+        records[0].record.data,
+        RData::MX(MX::new(10, name("mail.example.com.")))
+    );
+    assert_eq!(records[1].line, 4);
+}
+
+#[test]
+fn unbalanced_parentheses() {
+    assert_eq!(
+        error("$TTL 1\n\na A 192.0.2.1 )\n"),
+        "zones/x.zone:3: unbalanced parenthesis: \")\" without \"(\""
+    );
+    assert_eq!(
+        error("$TTL 1\n@ SOA ns hm ( 1 2 3\n 4 5\nb A 192.0.2.1\n"),
+        "zones/x.zone:2: unbalanced parenthesis: \"(\" is never closed"
+    );
+}
+
+// --- escapes ----------------------------------------------------------
+
+#[test]
+fn escapes_in_names_build_raw_labels() {
+    let rec = only("$TTL 1\na\\.b.c\\032d.\\065\\\\ A 192.0.2.1\n");
+    assert_eq!(
+        labels(&rec.name),
+        [
+            b"a.b".to_vec(),
+            b"c d".to_vec(),
+            b"A\\".to_vec(),
+            b"example".to_vec(),
+            b"com".to_vec()
+        ]
+    );
+    // \DDD above 127 is kept as the raw byte.
+    let rec = only("$TTL 1\n\\255x.example. A 192.0.2.1\n");
+    assert_eq!(labels(&rec.name)[0], [255u8, b'x']);
+    // An escaped dot at the end does not make the name absolute.
+    let rec = only("$TTL 1\nend\\. A 192.0.2.1\n");
+    assert_eq!(labels(&rec.name)[0], b"end.");
+    assert_eq!(rec.name.num_labels(), 3);
+}
+
+#[test]
+fn escapes_in_rdata_names() {
+    let rec = only("$TTL 1\n@ SOA ns john\\.doe.example.com. 1 2 3 4 5\n");
+    let RData::SOA(soa) = &rec.data else {
+        panic!("{rec:?}")
+    };
+    assert_eq!(labels(&soa.rname)[0], b"john.doe");
+    assert_eq!(soa.rname.num_labels(), 3);
+}
+
+#[test]
+fn escaped_special_characters_in_bare_words() {
+    let rec = only("$TTL 1\na TXT semi\\;colon paren\\( quote\\\" space\\ x\n");
+    let RData::TXT(txt) = &rec.data else {
+        panic!("{rec:?}")
+    };
+    let strings: Vec<&[u8]> = txt.txt_data.iter().map(|s| &**s).collect();
+    assert_eq!(
+        strings,
+        [&b"semi;colon"[..], b"paren(", b"quote\"", b"space x"]
+    );
+}
+
+#[test]
+fn bad_escapes() {
+    assert_eq!(
+        error("$TTL 1\na TXT \"\\25x\"\n"),
+        "zones/x.zone:2: bad escape in \"\\25x\""
+    );
+    assert_eq!(
+        error("$TTL 1\na\\300 A 192.0.2.1\n"),
+        "zones/x.zone:2: bad escape in \"a\\300\""
+    );
+    assert_eq!(
+        error("$TTL 1\na TXT foo\\\n"),
+        "zones/x.zone:2: backslash at end of line in \"foo\\\""
+    );
+}
+
+#[test]
+fn name_errors() {
+    let long_label = "a".repeat(64);
+    assert_eq!(
+        error(&format!("$TTL 1\n{long_label} A 192.0.2.1\n")),
+        format!(
+            "zones/x.zone:2: label \"{long_label}\" is longer than 63 bytes in name \"{long_label}\""
+        )
+    );
+    // 63 is fine, and \DDD counts as one byte.
+    let ok = format!("{}\\097", "a".repeat(62));
+    assert_eq!(
+        only(&format!("$TTL 1\n{ok} A 192.0.2.1\n"))
+            .name
+            .iter()
+            .next()
+            .unwrap()
+            .len(),
+        63
+    );
+
+    // 4 labels of 63 = 256 bytes of wire form with the root: too long.
+    let long_name = vec!["a".repeat(63); 4].join(".") + ".";
+    let msg = error(&format!("$TTL 1\n{long_name} A 192.0.2.1\n"));
+    assert!(msg.starts_with("zones/x.zone:2: name \"aaa"), "{msg}");
+    assert!(msg.ends_with("is longer than 255 bytes"), "{msg}");
+    // Too long only once the origin (12 more bytes) is appended.
+    let relative = vec!["a".repeat(63); 3].join(".") + "." + &"a".repeat(52);
+    let msg = error(&format!("$TTL 1\n{relative} A 192.0.2.1\n"));
+    assert!(msg.contains("is longer than 255 bytes"), "{msg}");
+    // 255 exactly is fine.
+    let max = vec!["a".repeat(63); 3].join(".") + "." + &"b".repeat(61) + ".";
+    assert_eq!(
+        only(&format!("$TTL 1\n{max} A 192.0.2.1\n")).name.len(),
+        254
+    );
+
+    assert_eq!(
+        error("$TTL 1\na..b A 192.0.2.1\n"),
+        "zones/x.zone:2: empty label in name \"a..b\""
+    );
+    assert_eq!(
+        error("$TTL 1\nwww CNAME .foo\n"),
+        "zones/x.zone:2: empty label in name \".foo\""
+    );
+    assert_eq!(
+        error("$TTL 1\n\"\" A 192.0.2.1\n"),
+        "zones/x.zone:2: empty name"
+    );
+}
+
+// --- TXT ----------------------------------------------------------------
+
+#[test]
+fn txt_multiple_strings_and_escaped_quotes() {
+    let rec = only(
+        "$TTL 1\na TXT \"v=spf1 -all\" bare \"say \\\"hi\\\"\" \"\" \"\\065\\\\\" (\n \"next line\" )\n",
+    );
+    let RData::TXT(txt) = &rec.data else {
+        panic!("{rec:?}")
+    };
+    let strings: Vec<&[u8]> = txt.txt_data.iter().map(|s| &**s).collect();
+    assert_eq!(
+        strings,
+        [
+            &b"v=spf1 -all"[..],
+            b"bare",
+            b"say \"hi\"",
+            b"",
+            b"A\\",
+            b"next line"
+        ]
+    );
+}
+
+#[test]
+fn txt_length_limits() {
+    let ok = "x".repeat(255);
+    let rec = only(&format!("$TTL 1\na TXT \"{ok}\"\n"));
+    assert_eq!(wire(&rec.data).len(), 256);
+    let long = "x".repeat(256);
+    let msg = error(&format!("$TTL 1\na TXT ok \"{long}\"\n"));
+    assert!(
+        msg.starts_with("zones/x.zone:2: TXT string \"xxxx"),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with("is longer than 255 bytes (256 bytes)"),
+        "{msg}"
+    );
+    // Escapes count as the byte they stand for.
+    let escaped = "\\120".repeat(255);
+    let rec = only(&format!("$TTL 1\na TXT {escaped}\n"));
+    assert_eq!(wire(&rec.data).len(), 256);
+    assert_eq!(
+        error("$TTL 1\na TXT\n"),
+        "zones/x.zone:2: missing text in TXT record"
+    );
+}
+
+#[test]
+fn unterminated_quoted_string() {
+    assert_eq!(
+        error("$TTL 1\na TXT \"abc\nb A 192.0.2.1\n"),
+        "zones/x.zone:2: unterminated quoted string"
+    );
+    assert_eq!(
+        error("$TTL 1\na TXT \"abc\\\""),
+        "zones/x.zone:2: unterminated quoted string"
+    );
+}
+
+// --- CAA ----------------------------------------------------------------
+
+#[test]
+fn caa_round_trips_exact_bytes() {
+    let records = parse(
+        "$TTL 1\n\
+         @ CAA 0 issue \"ca.example.net; account=230123\"\n\
+         @ CAA 128 tbs \"Unknown\"\n\
+         @ CAA 0 iodef mailto:security@example.com\n\
+         @ CAA 0 issue \";\"\n\
+         @ CAA 1 Issue \"%%%odd \\255 value\"\n\
+         @ CAA 0 issuewild \"\"\n",
+    );
+    let expect = |flags: u8, tag: &str, value: &[u8]| {
+        let mut v = vec![flags, tag.len() as u8];
+        v.extend_from_slice(tag.as_bytes());
+        v.extend_from_slice(value);
+        v
+    };
+    let wires: Vec<Vec<u8>> = records.iter().map(|r| wire(&r.record.data)).collect();
+    assert_eq!(
+        wires,
+        [
+            expect(0, "issue", b"ca.example.net; account=230123"),
+            expect(128, "tbs", b"Unknown"),
+            expect(0, "iodef", b"mailto:security@example.com"),
+            expect(0, "issue", b";"),
+            expect(1, "Issue", b"%%%odd \xff value"),
+            expect(0, "issuewild", b""),
+        ]
+    );
+    // And hickory's decoder reads back the same record.
+    for r in &records {
+        let bytes = wire(&r.record.data);
+        let back = rdata_from_wire(RecordType::CAA, bytes).unwrap();
+        assert_eq!(back, r.record.data);
+    }
+}
+
+#[test]
+fn caa_errors() {
+    assert_eq!(
+        error("$TTL 1\n@ CAA 0 is-sue \"x\"\n"),
+        "zones/x.zone:2: bad CAA tag \"is-sue\" (must be 1-15 ASCII letters or digits)"
+    );
+    assert_eq!(
+        error("$TTL 1\n@ CAA 0 abcdefghijklmnop \"x\"\n"),
+        "zones/x.zone:2: bad CAA tag \"abcdefghijklmnop\" (must be 1-15 ASCII letters or digits)"
+    );
+    assert_eq!(
+        error("$TTL 1\n@ CAA 256 issue \"x\"\n"),
+        "zones/x.zone:2: bad flags \"256\" in CAA record"
+    );
+    assert_eq!(
+        error("$TTL 1\n@ CAA 0 issue\n"),
+        "zones/x.zone:2: missing value in CAA record"
+    );
+    assert_eq!(
+        error("$TTL 1\n@ CAA 0 issue a b\n"),
+        "zones/x.zone:2: unexpected \"b\" after CAA record data"
+    );
+}
+
+// --- RFC 3597 -----------------------------------------------------------
+
+#[test]
+fn generic_unknown_type() {
+    let records = parse(
+        "$TTL 1\n\
+         a TYPE65280 \\# 4 0A000001\n\
+         b type731 \\# 6 ( 0a 00\n  00 01 ; comment\n FFff )\n\
+         c TYPE65281 \\# 0\n",
+    );
+    assert_eq!(
+        records[0].record.data,
+        RData::Unknown {
+            code: RecordType::Unknown(65280),
+            rdata: NULL::with(vec![10, 0, 0, 1]),
+        }
+    );
+    assert_eq!(records[0].record.record_type(), RecordType::Unknown(65280));
+    assert_eq!(
+        records[1].record.data,
+        RData::Unknown {
+            code: RecordType::Unknown(731),
+            rdata: NULL::with(vec![10, 0, 0, 1, 255, 255]),
+        }
+    );
+    assert_eq!(records[2].line, 6);
+    assert_eq!(
+        records[2].record.data,
+        RData::Unknown {
+            code: RecordType::Unknown(65281),
+            rdata: NULL::new(),
+        }
+    );
+}
+
+#[test]
+fn generic_form_of_known_types_is_decoded() {
+    let records = parse(
+        "$TTL 1\n\
+         a A \\# 4 0A000001\n\
+         b TYPE1 10.0.0.2\n\
+         c MX \\# 8 000a 04 6d61696c 00\n\
+         d TXT \\# 7 0268690361 6263\n\
+         e TYPE15 20 mx\n\
+         f CAA \\# 11 00 05 6973737565 6361 2e6e\n",
+    );
+    let data: Vec<RData> = records.iter().map(|r| r.record.data.clone()).collect();
+    assert_eq!(
+        data,
+        [
+            RData::A(A::new(10, 0, 0, 1)),
+            RData::A(A::new(10, 0, 0, 2)),
+            RData::MX(MX::new(10, name("mail."))),
+            RData::TXT(TXT::new(vec!["hi".into(), "abc".into()])),
+            RData::MX(MX::new(20, name("mx.example.com."))),
+            parse("$TTL 1\n@ CAA 0 issue ca.n\n")[0].record.data.clone(),
+        ]
+    );
+}
+
+#[test]
+fn quoted_backslash_hash_is_text_not_generic_form() {
+    let rec = only("$TTL 1\na TXT \"\\#\" 1 00\n");
+    assert_eq!(
+        rec.data,
+        RData::TXT(TXT::new(vec!["#".into(), "1".into(), "00".into()]))
+    );
+}
+
+#[test]
+fn generic_errors() {
+    assert_eq!(
+        error("$TTL 1\na TYPE65280 \\# 4 0A0000\n"),
+        "zones/x.zone:2: RFC 3597 data length 4 does not match the 3 bytes given"
+    );
+    assert_eq!(
+        error("$TTL 1\na TYPE65280 \\# 2 0A0\n"),
+        "zones/x.zone:2: odd number of hex digits in RFC 3597 data"
+    );
+    assert_eq!(
+        error("$TTL 1\na TYPE65280 \\# 2 0A (\n 0g )\n"),
+        "zones/x.zone:3: bad RFC 3597 hex data \"0g\" in TYPE65280 record"
+    );
+    assert_eq!(
+        error("$TTL 1\na TYPE65280 \\# x 00\n"),
+        "zones/x.zone:2: bad RFC 3597 data length \"x\" in TYPE65280 record"
+    );
+    assert_eq!(
+        error("$TTL 1\na TYPE65280 \\#\n"),
+        "zones/x.zone:2: missing RFC 3597 data length in TYPE65280 record"
+    );
+    assert_eq!(
+        error("$TTL 1\na TYPE65280 \\# 70000\n"),
+        "zones/x.zone:2: bad RFC 3597 data length \"70000\" in TYPE65280 record"
+    );
+    let msg = error("$TTL 1\na A \\# 3 0A0000\n");
+    assert!(
+        msg.starts_with("zones/x.zone:2: RFC 3597 data for A record does not decode: "),
+        "{msg}"
+    );
+    let msg = error("$TTL 1\na A \\# 5 0A00000102\n");
+    assert!(
+        msg.starts_with("zones/x.zone:2: RFC 3597 data for A record does not decode: "),
+        "{msg}"
+    );
+    // A CAA tag hickory cannot decode.
+    let msg = error("$TTL 1\na CAA \\# 4 00 01 2d 78\n");
+    assert!(msg.contains("CAA record does not decode"), "{msg}");
+    // SOA whose rname is a compression pointer to the mname.
+    assert_eq!(
+        error("$TTL 1\n@ SOA \\# 26 026e7300 c000 00000001 00000002 00000003 00000004 00000005\n"),
+        "zones/x.zone:2: RFC 3597 data for SOA record does not re-encode to the same bytes \
+         (compressed names are not allowed)"
+    );
+}
+
+// --- types, classes, general errors ----------------------------------
+
+#[test]
+fn bad_addresses() {
+    assert_eq!(
+        error("$TTL 1\n\n\n\n\n\nwww A 300.1.1.1\n"),
+        "zones/x.zone:7: bad IPv4 address \"300.1.1.1\" in A record"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww AAAA 2001:db8::g\n"),
+        "zones/x.zone:2: bad IPv6 address \"2001:db8::g\" in AAAA record"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww A\n"),
+        "zones/x.zone:2: missing IPv4 address in A record"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww A 192.0.2.1 192.0.2.2\n"),
+        "zones/x.zone:2: unexpected \"192.0.2.2\" after A record data"
+    );
+}
+
+#[test]
+fn bad_numbers() {
+    assert_eq!(
+        error("$TTL 1\n@ MX 65536 mail\n"),
+        "zones/x.zone:2: bad preference \"65536\" in MX record"
+    );
+    assert_eq!(
+        error("$TTL 1\n@ MX -1 mail\n"),
+        "zones/x.zone:2: bad preference \"-1\" in MX record"
+    );
+    assert_eq!(
+        error("$TTL 1\n_s._tcp SRV 1 2 http x\n"),
+        "zones/x.zone:2: bad port \"http\" in SRV record"
+    );
+    assert_eq!(
+        error("$TTL 1\n_s._tcp SRV 1 2 80\n"),
+        "zones/x.zone:2: missing target name in SRV record"
+    );
+}
+
+#[test]
+fn type_errors() {
+    assert_eq!(
+        error("$TTL 1\nwww AA 192.0.2.1\n"),
+        "zones/x.zone:2: unknown record type \"AA\""
+    );
+    assert_eq!(
+        error("$TTL 1\nwww TYPE70000 \\# 0\n"),
+        "zones/x.zone:2: unknown record type \"TYPE70000\""
+    );
+    assert_eq!(
+        error("$TTL 1\nwww 60 IN\n"),
+        "zones/x.zone:2: missing record type"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww TYPE41 \\# 0\n"),
+        "zones/x.zone:2: record type \"TYPE41\" cannot appear in a zone file"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww AXFR \\# 0\n"),
+        "zones/x.zone:2: record type \"AXFR\" cannot appear in a zone file"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww TYPE0 \\# 0\n"),
+        "zones/x.zone:2: record type \"TYPE0\" cannot appear in a zone file"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww HINFO \"pc\" \"os\"\n"),
+        "zones/x.zone:2: record type HINFO is only supported in RFC 3597 form (\\# <length> <hex>)"
+    );
+    // ... and the RFC 3597 form of it works.
+    let rec = only("$TTL 1\nwww HINFO \\# 6 02706302 6f73\n");
+    assert_eq!(rec.record_type(), RecordType::HINFO);
+}
+
+#[test]
+fn class_errors() {
+    assert_eq!(
+        error("$TTL 1\nwww CH A 192.0.2.1\n"),
+        "zones/x.zone:2: unsupported class \"CH\" (only IN is supported)"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww 60 CLASS3 A 192.0.2.1\n"),
+        "zones/x.zone:2: unsupported class \"CLASS3\" (only IN is supported)"
+    );
+    assert_eq!(
+        error("$TTL 1\nwww IN IN A 192.0.2.1\n"),
+        "zones/x.zone:2: the class is given twice"
+    );
+}
+
+#[test]
+fn unknown_directive() {
+    assert_eq!(
+        error("$GENERATE 1-10 a$ A 192.0.2.$\n"),
+        "zones/x.zone:1: unknown directive \"$GENERATE\""
+    );
+    assert_eq!(
+        error("$ORIGIN\n"),
+        "zones/x.zone:1: missing argument after $ORIGIN"
+    );
+}
+
+#[test]
+fn io_error_for_missing_top_level_file() {
+    let err = parse_zone_file(Path::new("/nonexistent/xdpdns/zone"), &origin()).unwrap_err();
+    assert!(matches!(err, ZoneFileError::Io { .. }));
+    assert!(err
+        .to_string()
+        .starts_with("/nonexistent/xdpdns/zone: cannot read: "));
+}
+
+// --- $INCLUDE -----------------------------------------------------------
+
+/// A scratch directory removed on drop, unique per test and process.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "xdpdns-parser-{tag}-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        TempDir(dir)
+    }
+
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.0.join(rel);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn include_files() {
+    let dir = TempDir::new("include");
+    let main = dir.write(
+        "main.zone",
+        "$TTL 60\n\
+         www A 192.0.2.1\n\
+         $INCLUDE sub/inc.zone svc ; with origin\n\
+         \tA 192.0.2.2\n\
+         $INCLUDE \"sub/plain.zone\"\n\
+         after A 192.0.2.3\n",
+    );
+    dir.write(
+        "sub/inc.zone",
+        "; included with origin svc.example.com.\n\
+         \n\
+         @ SRV 0 0 80 web\n\
+         $ORIGIN elsewhere.test.\n\
+         web A 192.0.2.10\n\
+         $INCLUDE deeper.zone\n",
+    );
+    dir.write("sub/deeper.zone", "deep A 192.0.2.11\n");
+    dir.write(
+        "sub/plain.zone",
+        "\tTXT inherits-owner\nplain A 192.0.2.12\n",
+    );
+
+    let records = parse_zone_file(&main, &origin()).unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(String, String, usize)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.record.name.to_ascii(),
+                r.file.strip_prefix(&dir.0).unwrap().display().to_string(),
+                r.line,
+            )
+        })
+        .collect();
+    let want = [
+        ("www.example.com.", "main.zone", 2),
+        ("svc.example.com.", "sub/inc.zone", 3),
+        ("web.elsewhere.test.", "sub/inc.zone", 5),
+        ("deep.elsewhere.test.", "sub/deeper.zone", 1),
+        // The owner and origin revert after the include.
+        ("www.example.com.", "main.zone", 4),
+        ("www.example.com.", "sub/plain.zone", 1),
+        ("plain.example.com.", "sub/plain.zone", 2),
+        ("after.example.com.", "main.zone", 6),
+    ];
+    let want: Vec<(String, String, usize)> = want
+        .iter()
+        .map(|(n, f, l)| (n.to_string(), f.to_string(), *l))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        records[1].record.data,
+        RData::SRV(SRV::new(0, 0, 80, name("web.svc.example.com.")))
+    );
+    assert!(records.iter().all(|r| r.record.ttl == 60));
+}
+
+#[test]
+fn include_errors_name_the_right_file_and_line() {
+    let dir = TempDir::new("include-errors");
+    let main = dir.write("main.zone", "$TTL 60\n$INCLUDE sub/bad.zone\n");
+    let bad = dir.write("sub/bad.zone", "ok A 192.0.2.1\n\nbad A 1.2.3\n");
+    let err = parse_zone_file(&main, &origin()).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "{}:3: bad IPv4 address \"1.2.3\" in A record",
+            bad.display()
+        )
+    );
+
+    let missing = dir.write("missing.zone", "\n$INCLUDE nothere.zone\n");
+    let err = parse_zone_file(&missing, &origin())
+        .unwrap_err()
+        .to_string();
+    let prefix = format!(
+        "{}:2: cannot read included file \"{}\": ",
+        missing.display(),
+        dir.0.join("nothere.zone").display()
+    );
+    assert!(err.starts_with(&prefix), "{err}");
+
+    let noarg = dir.write("noarg.zone", "$INCLUDE\n");
+    let err = parse_zone_file(&noarg, &origin()).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!("{}:1: missing file name after $INCLUDE", noarg.display())
+    );
+}
+
+#[test]
+fn include_depth_is_limited() {
+    let dir = TempDir::new("include-loop");
+    let looping = dir.write("loop.zone", "$TTL 1\na A 192.0.2.1\n$INCLUDE loop.zone\n");
+    let err = parse_zone_file(&looping, &origin())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "{}:3: $INCLUDE \"{}\" nested more than 16 deep",
+            looping.display(),
+            looping.display()
+        )
+    );
+}
