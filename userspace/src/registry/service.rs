@@ -28,7 +28,7 @@ use hickory_proto::rr::{LowerName, Name, RData, Record};
 
 use super::journal::{Batch, Journal, JournalError};
 use super::state::Entry;
-use super::table::Table;
+use super::table::{SetChange, Table};
 use super::{HealthPolicy, Instance, InstanceSpec, Naming, Registry, RegistryError, Status};
 use crate::zone::{Change, ZoneDiff, ZoneStore};
 
@@ -379,22 +379,26 @@ impl Writer {
         self.last_publish = Some(Instant::now());
         let started = std::time::Instant::now();
         let dirty = std::mem::take(&mut self.dirty);
-        let keys = self.table.update(&self.naming, &self.registry, dirty);
+        let updates = self.table.update(&self.naming, &self.registry, dirty);
         let store = (*self.store).as_ref();
         let snapshot = store.snapshot();
         let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
-        for key in keys {
+        for (key, change) in updates {
             let Some(origin) = self.naming.zone_of(&key.0) else {
                 continue;
             };
-            let old = snapshot
-                .zone(&LowerName::new(origin))
-                .and_then(|z| z.node(&LowerName::new(&key.0)))
-                .and_then(|n| n.rrset(key.1))
-                .map(|s| (s.ttl, s.rdatas.clone()));
-            let new = self.table.rrset(&key);
             let changes = by_zone.entry(origin.clone()).or_default();
-            rrset_changes(&key.0, old, new, changes);
+            match change {
+                SetChange::Changes(c) => changes.extend(c),
+                SetChange::Recompute => {
+                    let old = snapshot
+                        .zone(&LowerName::new(origin))
+                        .and_then(|z| z.node(&LowerName::new(&key.0)))
+                        .and_then(|n| n.rrset(key.1))
+                        .map(|s| (s.ttl, s.rdatas.clone()));
+                    rrset_changes(&key.0, old, self.table.rrset(&key), changes);
+                }
+            }
         }
         let mut diffs = Vec::new();
         for (origin, changes) in by_zone {

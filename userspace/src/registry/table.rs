@@ -1,7 +1,9 @@
 //! The generated records, kept incrementally: every RRset remembers which
-//! instances contributed what, so a change to one instance recomputes only
-//! the RRsets it touches (its own names and the services it is in), not the
-//! whole registry. Pure.
+//! instances contributed what, and how many contribute each record, so a
+//! change to one instance yields the record changes of the RRsets it
+//! touches (its own names and the services it is in) in time proportional
+//! to what changed, not to the size of those RRsets (a service with
+//! thousands of members). Pure.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -10,14 +12,113 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::model::BinderService;
 use super::naming::{binder_service, Contribution, Naming};
 use super::state::Registry;
-use crate::zone::Zone;
+use crate::zone::{Change, Zone};
 
 pub type SetKey = (Name, RecordType);
 
+/// One generated RRset: who contributes what, and the union's bookkeeping.
+#[derive(Default)]
+struct Set {
+    /// Contributing instance → its records (TTL, data).
+    by: BTreeMap<String, Vec<(u32, RData)>>,
+    /// How many contributions give each record data.
+    counts: HashMap<RData, u32>,
+    /// How many contributions carry each TTL (the set's TTL is the least).
+    ttls: BTreeMap<u32, u32>,
+}
+
+impl Set {
+    fn ttl(&self) -> Option<u32> {
+        self.ttls.keys().next().copied()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by.is_empty()
+    }
+
+    fn add(&mut self, id: String, recs: Vec<(u32, RData)>, delta: &mut Delta) {
+        for (ttl, d) in &recs {
+            *self.ttls.entry(*ttl).or_default() += 1;
+            let n = self.counts.entry(d.clone()).or_default();
+            *n += 1;
+            if *n == 1 {
+                delta.appeared(d);
+            }
+        }
+        self.by.insert(id, recs);
+    }
+
+    fn remove(&mut self, id: &str, delta: &mut Delta) {
+        for (ttl, d) in self.by.remove(id).unwrap_or_default() {
+            if let Some(n) = self.ttls.get_mut(&ttl) {
+                *n -= 1;
+                if *n == 0 {
+                    self.ttls.remove(&ttl);
+                }
+            }
+            if let Some(n) = self.counts.get_mut(&d) {
+                *n -= 1;
+                if *n == 0 {
+                    self.counts.remove(&d);
+                    delta.vanished(d);
+                }
+            }
+        }
+    }
+
+    /// The union of the contributions, in contributor order, each data once.
+    fn data(&self) -> Vec<RData> {
+        let mut seen: HashSet<&RData> = HashSet::new();
+        let mut data: Vec<RData> = Vec::new();
+        for (_, d) in self.by.values().flatten() {
+            if seen.insert(d) {
+                data.push(d.clone());
+            }
+        }
+        data
+    }
+}
+
+/// What one update did to one RRset's data.
+#[derive(Default)]
+struct Delta {
+    ttl_before: Option<u32>,
+    gone: Vec<RData>,
+    new: Vec<RData>,
+}
+
+impl Delta {
+    fn appeared(&mut self, d: &RData) {
+        match self.gone.iter().position(|g| g == d) {
+            Some(i) => {
+                self.gone.swap_remove(i);
+            }
+            None => self.new.push(d.clone()),
+        }
+    }
+
+    fn vanished(&mut self, d: RData) {
+        match self.new.iter().position(|n| *n == d) {
+            Some(i) => {
+                self.new.swap_remove(i);
+            }
+            None => self.gone.push(d),
+        }
+    }
+}
+
+/// The record changes of one RRset after an update, or `Recompute` for a
+/// set whose served records are a selection, not a union (PTR: one
+/// record), to be compared with what is served.
+pub enum SetChange {
+    Changes(Vec<Change>),
+    Recompute,
+}
+
 #[derive(Default)]
 pub struct Table {
-    /// RRset → contributing instance → its records (TTL, data).
-    sets: HashMap<SetKey, BTreeMap<String, Vec<(u32, RData)>>>,
+    /// RRset → its contributions.
+    sets: HashMap<SetKey, Set>,
     /// Instance → the RRsets it contributes to.
     by_instance: HashMap<String, Vec<SetKey>>,
     /// Instance → its Binder domain, and each domain's service definition
@@ -34,13 +135,13 @@ impl Table {
     }
 
     /// Re-derives the records of the `changed` instances (present or gone
-    /// in `reg`) and returns the RRsets that may differ.
+    /// in `reg`) and returns what changed in each RRset they touch.
     pub fn update(
         &mut self,
         naming: &Naming,
         reg: &Registry,
         changed: impl IntoIterator<Item = String>,
-    ) -> Vec<SetKey> {
+    ) -> Vec<(SetKey, SetChange)> {
         let mut ids: HashSet<String> = changed.into_iter().collect();
         // A Binder domain whose service definition changed: every member's
         // SRV and A records depend on it.
@@ -71,16 +172,17 @@ impl Table {
             }
             ids.extend(members);
         }
-        let mut affected: Vec<SetKey> = Vec::new();
+        let mut deltas: BTreeMap<SetKey, Delta> = BTreeMap::new();
+        let sets = &mut self.sets;
         for id in ids {
             for key in self.by_instance.remove(&id).unwrap_or_default() {
-                if let Some(set) = self.sets.get_mut(&key) {
-                    set.remove(&id);
+                let delta = track(&mut deltas, sets, &key);
+                if let Some(set) = sets.get_mut(&key) {
+                    set.remove(&id, delta);
                     if set.is_empty() {
-                        self.sets.remove(&key);
+                        sets.remove(&key);
                     }
                 }
-                affected.push(key);
             }
             self.binder_domain.remove(&id);
             let Some(inst) = reg.instances.get(&id) else {
@@ -97,14 +199,47 @@ impl Table {
             }
             let keys: Vec<SetKey> = mine.keys().cloned().collect();
             for (key, recs) in mine {
-                self.sets.entry(key).or_default().insert(id.clone(), recs);
+                let delta = track(&mut deltas, sets, &key);
+                sets.entry(key).or_default().add(id.clone(), recs, delta);
             }
-            affected.extend(keys.iter().cloned());
             self.by_instance.insert(id, keys);
         }
-        affected.sort();
-        affected.dedup();
-        affected
+        deltas
+            .into_iter()
+            .map(|(key, delta)| {
+                let change = self.changes(&key, delta);
+                (key, change)
+            })
+            .collect()
+    }
+
+    /// The record changes `delta` made to the RRset `key`. A changed TTL
+    /// (one per RRset) rewrites the whole set.
+    fn changes(&self, key: &SetKey, delta: Delta) -> SetChange {
+        if key.1 == RecordType::PTR {
+            return SetChange::Recompute;
+        }
+        let set = self.sets.get(key);
+        let ttl_after = set.and_then(Set::ttl);
+        let record = |ttl: u32, d: RData| Record::from_rdata(key.0.clone(), ttl, d);
+        let mut out = Vec::new();
+        if let Some(before) = delta.ttl_before {
+            out.extend(
+                delta
+                    .gone
+                    .into_iter()
+                    .map(|d| Change::Remove(record(before, d))),
+            );
+        }
+        if let Some(after) = ttl_after {
+            if delta.ttl_before.is_some_and(|b| b != after) {
+                let all = set.map(Set::data).unwrap_or_default();
+                out.extend(all.into_iter().map(|d| Change::Add(record(after, d))));
+            } else {
+                out.extend(delta.new.into_iter().map(|d| Change::Add(record(after, d))));
+            }
+        }
+        SetChange::Changes(out)
     }
 
     /// The RRset as served: the union of its contributors' records with
@@ -112,14 +247,8 @@ impl Table {
     /// the shortest target, then the first in order.
     pub fn rrset(&self, key: &SetKey) -> Option<(u32, Vec<RData>)> {
         let set = self.sets.get(key)?;
-        let ttl = set.values().flatten().map(|(t, _)| *t).min()?;
-        let mut seen: HashSet<&RData> = HashSet::new();
-        let mut data: Vec<RData> = Vec::new();
-        for (_, d) in set.values().flatten() {
-            if seen.insert(d) {
-                data.push(d.clone());
-            }
-        }
+        let ttl = set.ttl()?;
+        let mut data = set.data();
         if key.1 == RecordType::PTR {
             data.sort_by_key(|d| match d {
                 RData::PTR(p) => (p.0.len(), p.0.to_string()),
@@ -149,6 +278,19 @@ impl Table {
         }
         zones.into_values().collect()
     }
+}
+
+/// The delta of RRset `key` in this update, begun with the set's TTL as it
+/// was before the update touched it.
+fn track<'d>(
+    deltas: &'d mut BTreeMap<SetKey, Delta>,
+    sets: &HashMap<SetKey, Set>,
+    key: &SetKey,
+) -> &'d mut Delta {
+    deltas.entry(key.clone()).or_insert_with(|| Delta {
+        ttl_before: sets.get(key).and_then(Set::ttl),
+        ..Delta::default()
+    })
 }
 
 #[cfg(test)]
@@ -223,5 +365,85 @@ mod tests {
             .sets
             .keys()
             .all(|k| k.1 != RecordType::SRV || k.0.to_string().contains("svc")));
+    }
+
+    /// The record changes an update returns, applied to the zones served
+    /// before it, give exactly the RRsets a full derivation gives: a big
+    /// service RRset changes by what changed, and a TTL change (the least
+    /// TTL of the contributors) rewrites the set.
+    #[test]
+    fn returned_changes_turn_the_served_zones_into_the_new_ones() {
+        use crate::zone::ZoneStore;
+        use hickory_proto::rr::LowerName;
+        let naming = crate::registry::naming::tests::naming();
+        let mut reg = Registry::default();
+        reg.apply(&reg.set_owner("acme", true).unwrap());
+        let mut table = Table::build(&naming, &reg);
+        let store = ZoneStore::with_zones(table.zones(&naming));
+        let step = |reg: &Registry, table: &mut Table, id: &str| {
+            let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
+            for (key, change) in table.update(&naming, reg, [id.to_string()]) {
+                let origin = naming.zone_of(&key.0).unwrap().clone();
+                if let SetChange::Changes(c) = change {
+                    by_zone.entry(origin).or_default().extend(c);
+                }
+            }
+            for (origin, changes) in by_zone {
+                store.update(&origin, &changes, 0).unwrap();
+            }
+            let snap = store.snapshot();
+            for key in table.sets.keys().filter(|k| k.1 != RecordType::PTR) {
+                let origin = naming.zone_of(&key.0).unwrap();
+                let served = snap
+                    .zone(&LowerName::new(origin))
+                    .and_then(|z| z.node(&LowerName::new(&key.0)))
+                    .and_then(|n| n.rrset(key.1))
+                    .map(|s| {
+                        let mut d: Vec<String> = s.rdatas.iter().map(|d| d.to_string()).collect();
+                        d.sort();
+                        (s.ttl, d)
+                    });
+                let want = table.rrset(key).map(|(ttl, data)| {
+                    let mut d: Vec<String> = data.iter().map(|d| d.to_string()).collect();
+                    d.sort();
+                    (ttl, d)
+                });
+                assert_eq!(served, want, "{key:?} after {id}");
+            }
+        };
+        let register = |reg: &mut Registry, id: &str, json: &str| {
+            let spec: InstanceSpec = serde_json::from_str(json).unwrap();
+            let e = reg.register(id, &spec, 0).unwrap();
+            reg.apply(&e);
+        };
+        for i in 0..50 {
+            let id = format!("m{i}");
+            let json = format!(
+                r#"{{"owner":"acme","addresses":["10.0.1.{i}"],"services":["web:80"],"lease_secs":60}}"#
+            );
+            register(&mut reg, &id, &json);
+            step(&reg, &mut table, &id);
+        }
+        // Two members with the same address: it stays while either does.
+        register(
+            &mut reg,
+            "dup",
+            r#"{"owner":"acme","addresses":["10.0.1.7"],"services":["web:80"],"lease_secs":60}"#,
+        );
+        step(&reg, &mut table, "dup");
+        reg.apply(&reg.deregister("m7").unwrap());
+        step(&reg, &mut table, "m7");
+        // Binder TTLs: the service's A TTL is the least of its members'.
+        for (id, ttl) in [("lb1", 40), ("lb2", 20)] {
+            let json = format!(
+                r#"{{"addresses":["172.27.10.{ttl}"],"lease_secs":60,"binder":{{"domain":"example.joyent.us","type":"load_balancer","ttl":{ttl}}}}}"#
+            );
+            register(&mut reg, id, &json);
+            step(&reg, &mut table, id);
+        }
+        reg.apply(&reg.deregister("lb2").unwrap());
+        step(&reg, &mut table, "lb2");
+        reg.apply(&reg.deregister("m3").unwrap());
+        step(&reg, &mut table, "m3");
     }
 }

@@ -1,6 +1,9 @@
 //! Zone-file parser tests: directives, escapes, every type, errors.
 
+use super::rdata::rdata_from_wire;
 use super::*;
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, MX, NS, NULL, PTR, SRV, TXT};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
 
 const FILE: &str = "zones/x.zone";
 
