@@ -147,6 +147,7 @@ pub fn start(
         view: view.clone(),
         serial_file,
         serial_floor,
+        serial_reserved: None,
         publish_at: None,
         last_publish: None,
         table: Table::default(),
@@ -171,8 +172,10 @@ struct Writer {
     store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
     view: Arc<ArcSwap<View>>,
     serial_file: PathBuf,
-    /// The last serial published before a restart, plus one.
+    /// Past every serial published before a restart.
     serial_floor: Option<u32>,
+    /// What the serial file holds now.
+    serial_reserved: Option<u32>,
     /// When the pending changes go out (`None`: nothing pending).
     publish_at: Option<Instant>,
     last_publish: Option<Instant>,
@@ -180,6 +183,9 @@ struct Writer {
     /// Instances whose records must be re-derived at the next publish.
     dirty: HashSet<String>,
 }
+
+/// Serials reserved ahead in the serial file (see `remember_serial`).
+const SERIAL_RESERVATION: u32 = 1024;
 
 /// Most writes committed with one fsync.
 const MAX_GROUP: usize = 1024;
@@ -427,14 +433,26 @@ impl Writer {
         }
     }
 
-    /// Best effort (no fsync): keeps serials increasing across restarts
-    /// even when changes outpaced the clock.
-    fn remember_serial(&self, serial: u32) {
+    /// Keeps serials increasing across restarts even when changes
+    /// outpaced the clock. The file holds a reservation ahead of the
+    /// serials published, rewritten only when they reach it, so a publish
+    /// rarely touches the file system (a rename per publish slowed the
+    /// journal's next fdatasync); a restart starts past the reservation.
+    fn remember_serial(&mut self, serial: u32) {
+        use crate::zone::serial::is_newer;
+        if self.serial_reserved.is_some_and(|r| is_newer(r, serial)) {
+            return;
+        }
+        let reserve = serial.wrapping_add(SERIAL_RESERVATION);
         let tmp = self.serial_file.with_extension("tmp");
-        let ok = std::fs::write(&tmp, serial.to_string())
+        let ok = std::fs::write(&tmp, reserve.to_string())
+            .and_then(|_| std::fs::File::open(&tmp)?.sync_data())
             .and_then(|_| std::fs::rename(&tmp, &self.serial_file));
-        if let Err(e) = ok {
-            warn!(file = %self.serial_file.display(), "cannot record the last serial: {e}");
+        match ok {
+            Ok(()) => self.serial_reserved = Some(reserve),
+            Err(e) => {
+                warn!(file = %self.serial_file.display(), "cannot record the serial reservation: {e}")
+            }
         }
     }
 }
