@@ -123,6 +123,14 @@ fn main() {
         big_names * 2 + 3
     );
 
+    // The floor under every acknowledgement: one small append and
+    // fdatasync on the same file system, as the registry journal does.
+    let mut floor = fsync_floor(&dir, n);
+    report(
+        "fdatasync of a 120-byte append (the durability floor)",
+        &mut floor,
+    );
+
     let (mut acked, mut answered) = register_all(&server, "a", n, 1);
     report(
         "(a) sequential: acknowledged (fdatasync included)",
@@ -267,6 +275,23 @@ fn register_some(server: &Server, tag: &str, n: usize) -> (Vec<Duration>, Vec<Du
         }
     }
     (acked, answered)
+}
+
+/// `n` appends of 120 bytes to a fresh file in `dir`, each `fdatasync`ed.
+fn fsync_floor(dir: &Path, n: usize) -> Vec<Duration> {
+    use std::io::Write;
+    let path = dir.join("fsync-floor");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            f.write_all(&[0x5a; 120]).unwrap();
+            f.sync_data().unwrap();
+            start.elapsed()
+        })
+        .collect();
+    let _ = std::fs::remove_file(&path);
+    samples
 }
 
 /// The SOA serial `dns` serves for `zone`, if it answers.
