@@ -16,7 +16,7 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,10 +24,12 @@ use std::time::{Duration, Instant};
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 
-const BIN: &str = env!("CARGO_BIN_EXE_xdpdns");
+/// Starting the binary: the same code as the end-to-end tests.
+#[path = "../tests/support/process.rs"]
+mod process;
 
 struct Server {
-    child: Child,
+    child: std::process::Child,
     dns: SocketAddr,
     api: String,
     dir: PathBuf,
@@ -41,34 +43,17 @@ impl Drop for Server {
     }
 }
 
-/// Starts the binary on `config` in `dir` and waits for its ready file.
 fn start(dir: PathBuf, config: &Path) -> Server {
-    let ready = dir.join("ready.json");
-    let child = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(config)
-        .arg("--ready-file")
-        .arg(&ready)
-        .env("NO_COLOR", "1")
-        .stderr(if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        })
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let info: serde_json::Value = loop {
-        if let Ok(text) = std::fs::read_to_string(&ready) {
-            break serde_json::from_str(&text).expect("ready file is JSON");
-        }
-        assert!(Instant::now() < deadline, "server never became ready");
-        std::thread::sleep(Duration::from_millis(20));
+    let stderr = if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
     };
+    let l = process::launch(&[], config, stderr, Duration::from_secs(120)).expect("xdpdns starts");
     Server {
-        child,
-        dns: info["dns"][0].as_str().unwrap().parse().unwrap(),
-        api: format!("http://{}", info["api"].as_str().unwrap()),
+        child: l.child,
+        dns: l.dns[0],
+        api: format!("http://{}", l.api.expect("registry API")),
         dir,
     }
 }

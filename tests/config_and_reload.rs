@@ -2,7 +2,7 @@
 //! refuses a bad start, reloads on SIGHUP without dropping queries, keeps
 //! the old zone when a reload is bad, and exits cleanly on SIGTERM.
 
-mod support;
+use crate::support;
 
 use std::net::Ipv4Addr;
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! End-to-end: the real binary on a loopback port, queried over UDP and
 //! TCP, showing every authoritative behaviour of the fallback server.
 
-mod support;
+use crate::support;
 
 use std::net::Ipv4Addr;
 use std::process::Command;

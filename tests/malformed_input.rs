@@ -1,7 +1,7 @@
 //! End-to-end: malformed input gets FORMERR or is dropped, never a crash
 //! or a wrong answer, and the server answers a normal query right after.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

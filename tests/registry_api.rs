@@ -1,7 +1,7 @@
 //! Service registry end to end, through the real binary: HTTP API in, DNS
 //! out over UDP; leases, status, bad input, `kill -9`, and the agent.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

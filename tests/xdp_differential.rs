@@ -3,8 +3,7 @@
 //! fallback server's, and everything else must pass unchanged.
 //! Needs root (CAP_BPF); CI runs as root.
 
-#[path = "support/frames.rs"]
-mod frames;
+use crate::support::frames;
 
 use std::path::Path;
 use std::str::FromStr;

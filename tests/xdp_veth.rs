@@ -3,7 +3,7 @@
 //! native mode, `dig` as the client. The kernel counters show which
 //! answers came from XDP and which from the fallback. Needs root.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

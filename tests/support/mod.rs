@@ -2,6 +2,10 @@
 //! port with a given zone and config, and talk DNS to it.
 #![allow(dead_code)]
 
+pub mod frames;
+pub mod peers;
+pub mod process;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -13,7 +17,7 @@ use std::time::{Duration, Instant};
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_xdpdns");
+pub use process::BIN;
 
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);
@@ -48,6 +52,8 @@ pub struct Server {
     pub addr: SocketAddr,
     pub dir: TempDir,
     pub config: PathBuf,
+    /// The registry API address, when one is configured.
+    pub api_addr: Option<SocketAddr>,
     log: Arc<Mutex<String>>,
 }
 
@@ -93,60 +99,44 @@ impl Server {
         Self::start_in(dir, config, &[])
     }
 
-    /// Starts the server under a command prefix (e.g. `ip netns exec NS`).
+    /// Starts the server under a command prefix (e.g. `ip netns exec NS`)
+    /// and waits for its ready file; its log is captured for `wait_log`.
     pub fn start_in(dir: TempDir, config: PathBuf, prefix: &[&str]) -> Server {
-        let (program, args): (&str, Vec<&str>) = match prefix.split_first() {
-            Some((p, rest)) => (p, rest.iter().copied().chain([BIN]).collect()),
-            None => (BIN, Vec::new()),
+        let started = process::launch(prefix, &config, Stdio::piped(), Duration::from_secs(20));
+        let mut launched = match started {
+            Ok(l) => l,
+            Err(e) => panic!(
+                "{e}; config:\n{}",
+                std::fs::read_to_string(&config).unwrap_or_default()
+            ),
         };
-        let mut child = Command::new(program)
-            .args(args)
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start xdpdns");
         let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
+        let stderr = launched.child.stderr.take().unwrap();
         let sink = log.clone();
         std::thread::spawn(move || {
-            let mut addr = None;
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                let plain = strip_ansi(&line);
-                sink.lock().unwrap().push_str(&plain);
-                sink.lock().unwrap().push('\n');
-                if addr.is_none() {
-                    if let Some(a) = plain.split("addr=").nth(1) {
-                        addr = a
-                            .split_whitespace()
-                            .next()
-                            .and_then(|s| s.parse::<SocketAddr>().ok());
-                    }
-                }
-                if plain.contains(" ready") || plain.contains("xdpdns: ") {
-                    let _ = tx.send(addr);
-                }
+                let mut log = sink.lock().unwrap();
+                log.push_str(&strip_ansi(&line));
+                log.push('\n');
             }
         });
-        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Some(a)) => a,
-            _ => {
-                let _ = child.kill();
-                panic!("server did not become ready; log:\n{}", log.lock().unwrap());
-            }
-        };
-        Server {
-            child,
-            addr,
+        let server = Server {
+            child: launched.child,
+            addr: launched.dns[0],
+            api_addr: launched.api,
             dir,
             config,
             log,
-        }
+        };
+        // Tests read what was logged up to readiness: let the capture
+        // catch up with the line that follows the ready file.
+        assert!(
+            server.wait_log(" ready", Duration::from_secs(10)),
+            "no ready line in the log:\n{}",
+            server.log()
+        );
+        server
     }
 
     pub fn log(&self) -> String {
@@ -176,12 +166,7 @@ impl Server {
 
     /// The registry API address, from the `api_addr=` log field.
     pub fn api(&self) -> String {
-        let log = self.log();
-        let addr = log
-            .split("api_addr=")
-            .nth(1)
-            .and_then(|a| a.split_whitespace().next())
-            .expect("registry API address in the log");
+        let addr = self.api_addr.expect("a registry API (from the ready file)");
         format!("http://{addr}")
     }
 

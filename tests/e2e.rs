@@ -1,0 +1,14 @@
+//! End-to-end tests: one binary, one module per area, one support module
+//! (`support`: starting the real binary, DNS clients, packet frames, peer
+//! servers). Most start `xdpdns` on loopback; the XDP ones need root.
+
+mod support;
+
+mod architecture;
+mod config_and_reload;
+mod fallback_server;
+mod malformed_input;
+mod registry_api;
+mod transfer_interop;
+mod xdp_differential;
+mod xdp_veth;

@@ -1,0 +1,425 @@
+//! Peer servers for interop tests: NSD, Knot DNS and BIND run in the
+//! foreground as children of the test, on loopback ports of their own,
+//! with their files in a temp dir, and are killed when their guard drops.
+//! A missing binary fails the test (CI installs them).
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hickory_proto::rr::RecordType;
+
+use super::*;
+
+/// 32 random bytes, base64 (dig warns about shorter HMAC-SHA256 keys).
+pub const SECRET: &str = "33iBP/xo44bwbcyIUsO9GZJ9PK1PS6yLkJd5cWBMub8=";
+
+/// Log lines of `log` containing all of `needles`.
+pub fn log_lines<'a>(log: &'a str, needles: &[&str]) -> Vec<&'a str> {
+    log.lines()
+        .filter(|l| needles.iter().all(|n| l.contains(n)))
+        .collect()
+}
+
+/// Finds a server or client binary; a missing one fails the test.
+pub fn tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let extra = [
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/usr/local/sbin",
+        "/usr/local/bin",
+    ];
+    std::env::split_paths(&path)
+        .chain(extra.iter().map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "transfer_interop needs `{name}` but it is not installed (not in PATH or /usr/sbin); \
+                 install it, e.g. `apt-get install nsd knot knot-dnsutils bind9 bind9-dnsutils`"
+            )
+        })
+}
+
+/// A peer server running in the foreground in its own process group, with
+/// stdout+stderr going to a log file in its temp dir. Dropping it stops the
+/// whole group (SIGTERM, then SIGKILL) before the directory is removed.
+pub struct Proc {
+    pub name: &'static str,
+    pub child: Child,
+    pub log: PathBuf,
+    pub conf: PathBuf,
+    pub dir: TempDir,
+    pub stopped: bool,
+}
+
+impl Proc {
+    pub fn spawn(
+        name: &'static str,
+        dir: TempDir,
+        conf: PathBuf,
+        program: &str,
+        args: &[&str],
+    ) -> Proc {
+        let log = dir.0.join(format!("{name}.log"));
+        let out = File::create(&log).unwrap();
+        let child = Command::new(tool(program))
+            .args(args)
+            .current_dir(&dir.0)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+        Proc {
+            name,
+            child,
+            log,
+            conf,
+            dir,
+            stopped: false,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (bounded) until a log line contains all of `needles`.
+    pub fn wait_log(&self, needles: &[&str], timeout: Duration) -> bool {
+        eventually(timeout, || !log_lines(&self.log(), needles).is_empty())
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.0.join(file)
+    }
+
+    /// Panics (with its log) if the process has exited.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("{} exited ({status}); log:\n{}", self.name, self.log());
+        }
+    }
+
+    /// Stops the process group (once): `sig`, up to 5 s, then SIGKILL.
+    pub fn stop(&mut self, sig: libc::c_int) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
+        let pgid = self.child.id() as libc::pid_t;
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            // The leader is gone; children (NSD forks) may remain.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            return;
+        }
+        unsafe { libc::kill(-pgid, sig) };
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop(libc::SIGTERM);
+    }
+}
+
+/// A loopback port free for both UDP and TCP, outside the ephemeral range
+/// (so no client socket grabs it before the server binds it), never handed
+/// out twice in this process.
+pub fn free_port() -> u16 {
+    static USED: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let mut used = USED.lock().unwrap();
+    let used = used.get_or_insert_with(HashSet::new);
+    let start = 20_000 + (std::process::id() % 500) as u16 * 20;
+    for i in 0..12_000u16 {
+        let port = 20_000 + (start - 20_000 + i) % 12_000;
+        if used.contains(&port) {
+            continue;
+        }
+        let udp = UdpSocket::bind(("127.0.0.1", port));
+        let tcp = TcpListener::bind(("127.0.0.1", port));
+        if udp.is_ok() && tcp.is_ok() {
+            used.insert(port);
+            return port;
+        }
+    }
+    panic!("no free loopback port");
+}
+
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Waits until something answers DNS on `port` (any reply will do).
+pub fn wait_answering(p: &mut Proc, port: u16) {
+    let ok = eventually(Duration::from_secs(20), || {
+        p.assert_running();
+        udp_raw_timeout(
+            loopback(port),
+            &query("example.", RecordType::SOA, None),
+            Duration::from_millis(200),
+        )
+        .is_some()
+    });
+    assert!(
+        ok,
+        "{} does not answer on port {port}; log:\n{}",
+        p.name,
+        p.log()
+    );
+}
+
+pub fn nsd_secondary(zone: &str, port: u16, primary: u16) -> Proc {
+    let dir = TempDir::new("nsd");
+    let d = dir.0.display().to_string();
+    let conf = dir.write(
+        "nsd.conf",
+        &format!(
+            "server:\n\
+             \x20   ip-address: 127.0.0.1@{port}\n\
+             \x20   port: {port}\n\
+             \x20   do-ip6: no\n\
+             \x20   username: \"\"\n\
+             \x20   chroot: \"\"\n\
+             \x20   zonesdir: \"{d}\"\n\
+             \x20   database: \"\"\n\
+             \x20   pidfile: \"{d}/nsd.pid\"\n\
+             \x20   xfrdfile: \"{d}/xfrd.state\"\n\
+             \x20   xfrdir: \"{d}\"\n\
+             \x20   zonelistfile: \"{d}/zone.list\"\n\
+             \x20   server-count: 1\n\
+             \x20   verbosity: 2\n\
+             remote-control:\n\
+             \x20   control-enable: no\n\
+             zone:\n\
+             \x20   name: {zone}\n\
+             \x20   zonefile: {zone}.zone\n\
+             \x20   request-xfr: 127.0.0.1@{primary} NOKEY\n\
+             \x20   allow-notify: 127.0.0.1 NOKEY\n\
+             \x20   provide-xfr: 127.0.0.0/8 NOKEY\n"
+        ),
+    );
+    let c = conf.display().to_string();
+    let mut p = Proc::spawn("nsd", dir, conf, "nsd", &["-d", "-c", &c]);
+    wait_answering(&mut p, port);
+    p
+}
+
+/// A Knot config: `defs` (key/remote/acl sections) must come before the
+/// template and `zones` that refer to them.
+pub fn knot_conf(dir: &TempDir, port: u16, defs: &str, zones: &str) -> PathBuf {
+    let d = dir.0.display();
+    dir.write(
+        "knot.conf",
+        &format!(
+            "server:\n\
+             \x20   rundir: \"{d}\"\n\
+             \x20   listen: 127.0.0.1@{port}\n\
+             \x20   udp-workers: 1\n\
+             \x20   tcp-workers: 1\n\
+             \x20   background-workers: 1\n\
+             log:\n\
+             \x20 - target: stderr\n\
+             \x20   any: info\n\
+             database:\n\
+             \x20   storage: \"{d}\"\n\
+             {defs}\
+             template:\n\
+             \x20 - id: default\n\
+             \x20   storage: \"{d}\"\n\
+             zone:\n\
+             {zones}"
+        ),
+    )
+}
+
+pub fn knot_key_section() -> String {
+    format!("key:\n  - id: xfr-key\n    algorithm: hmac-sha256\n    secret: {SECRET}\n")
+}
+
+pub fn start_knot(dir: TempDir, conf: PathBuf, port: u16) -> Proc {
+    let c = conf.display().to_string();
+    let mut p = Proc::spawn("knotd", dir, conf, "knotd", &["-c", &c]);
+    wait_answering(&mut p, port);
+    p
+}
+
+/// Knot as a secondary of `zone` from xdpdns on `primary`; with `key`,
+/// the SOA queries and transfers are signed and NOTIFYs must be. `opts`
+/// are extra zone options (e.g. `journal-content: all` to keep the zone
+/// across restarts).
+pub fn knot_secondary(zone: &str, port: u16, primary: u16, key: bool, opts: &str) -> Proc {
+    let dir = TempDir::new("knot2");
+    let (key_def, key_ref) = if key {
+        (knot_key_section(), "    key: xfr-key\n")
+    } else {
+        (String::new(), "")
+    };
+    let defs = format!(
+        "{key_def}\
+         remote:\n  - id: primary\n    address: 127.0.0.1@{primary}\n{key_ref}\
+         acl:\n  - id: notify_in\n    address: 127.0.0.1\n{key_ref}    action: notify\n\
+         \x20 - id: xfr_out\n    address: 127.0.0.0/8\n    action: transfer\n"
+    );
+    let zones = format!(
+        "  - domain: {zone}\n    master: primary\n    acl: [notify_in, xfr_out]\n    zonefile-sync: -1\n{opts}"
+    );
+    let conf = knot_conf(&dir, port, &defs, &zones);
+    start_knot(dir, conf, port)
+}
+
+/// Starts a stopped Knot again on the same directory, config and port.
+pub fn restart_knot(mut p: Proc, port: u16) -> Proc {
+    p.stop(libc::SIGTERM);
+    let conf = p.conf.clone();
+    let dir = std::mem::replace(&mut p.dir, TempDir(PathBuf::new()));
+    let old_log = p.log();
+    drop(p);
+    std::fs::write(dir.0.join("knotd.log.1"), old_log).unwrap();
+    start_knot(dir, conf, port)
+}
+
+/// Knot as the primary of `zone` from `zone_text`: changes to the file are
+/// turned into journal differences (so it serves IXFR) on `zone-reload`;
+/// NOTIFYs go to `notify` (an xdpdns secondary) when given. With `key`,
+/// transfers need the TSIG key and NOTIFYs are signed with it.
+pub fn knot_primary(
+    zone: &str,
+    zone_text: &str,
+    port: u16,
+    notify: Option<u16>,
+    key: bool,
+) -> Proc {
+    let dir = TempDir::new("knot1");
+    dir.write(&format!("{zone}.zone"), zone_text);
+    let (key_def, key_ref) = if key {
+        (knot_key_section(), "    key: xfr-key\n")
+    } else {
+        (String::new(), "")
+    };
+    let (remote, notify_ref) = match notify {
+        Some(p) => (
+            format!("remote:\n  - id: xdpdns\n    address: 127.0.0.1@{p}\n{key_ref}"),
+            "    notify: xdpdns\n",
+        ),
+        None => (String::new(), ""),
+    };
+    let defs = format!(
+        "{key_def}{remote}acl:\n  - id: xfr_out\n    address: 127.0.0.0/8\n{key_ref}    action: transfer\n"
+    );
+    let zones = format!(
+        "  - domain: {zone}\n    file: {zone}.zone\n    zonefile-load: difference\n    \
+         journal-content: changes\n    zonefile-sync: -1\n    acl: xfr_out\n{notify_ref}"
+    );
+    let conf = knot_conf(&dir, port, &defs, &zones);
+    start_knot(dir, conf, port)
+}
+
+/// `knotc zone-reload`: Knot re-reads the file and journals the difference.
+pub fn knot_reload(p: &Proc, zone: &str) {
+    let out = Command::new(tool("knotc"))
+        .args(["-c", &path_str(&p.conf), "-t", "10", "zone-reload", zone])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "knotc zone-reload: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn bind_secondary(zone: &str, port: u16, primary: u16) -> Proc {
+    let dir = TempDir::new("named");
+    let d = dir.0.display();
+    let conf = dir.write(
+        "named.conf",
+        &format!(
+            "options {{\n\
+             \x20   directory \"{d}\";\n\
+             \x20   pid-file \"{d}/named.pid\";\n\
+             \x20   session-keyfile \"{d}/session.key\";\n\
+             \x20   managed-keys-directory \"{d}\";\n\
+             \x20   listen-on port {port} {{ 127.0.0.1; }};\n\
+             \x20   listen-on-v6 {{ none; }};\n\
+             \x20   recursion no;\n\
+             \x20   dnssec-validation no;\n\
+             \x20   notify no;\n\
+             \x20   allow-transfer {{ 127.0.0.0/8; }};\n\
+             }};\n\
+             controls {{ }};\n\
+             zone \"{zone}\" {{\n\
+             \x20   type secondary;\n\
+             \x20   primaries {{ 127.0.0.1 port {primary}; }};\n\
+             \x20   allow-notify {{ 127.0.0.1; }};\n\
+             \x20   file \"{zone}.bk\";\n\
+             }};\n"
+        ),
+    );
+    let c = conf.display().to_string();
+    let mut p = Proc::spawn("named", dir, conf, "named", &["-g", "-n", "1", "-c", &c]);
+    wait_answering(&mut p, port);
+    p
+}
+
+/// BIND as the primary of `zone`, computing IXFR differences from file
+/// changes (`ixfr-from-differences`) and NOTIFYing `notify` at once.
+pub fn bind_primary(zone: &str, zone_text: &str, port: u16, notify: u16) -> Proc {
+    let dir = TempDir::new("named1");
+    dir.write(&format!("{zone}.zone"), zone_text);
+    let d = dir.0.display();
+    let conf = dir.write(
+        "named.conf",
+        &format!(
+            "options {{\n\
+             \x20   directory \"{d}\";\n\
+             \x20   pid-file \"{d}/named.pid\";\n\
+             \x20   session-keyfile \"{d}/session.key\";\n\
+             \x20   managed-keys-directory \"{d}\";\n\
+             \x20   listen-on port {port} {{ 127.0.0.1; }};\n\
+             \x20   listen-on-v6 {{ none; }};\n\
+             \x20   recursion no;\n\
+             \x20   dnssec-validation no;\n\
+             \x20   allow-transfer {{ 127.0.0.0/8; }};\n\
+             \x20   notify explicit;\n\
+             \x20   notify-delay 0;\n\
+             \x20   also-notify {{ 127.0.0.1 port {notify}; }};\n\
+             \x20   ixfr-from-differences yes;\n\
+             \x20   max-ixfr-ratio unlimited;\n\
+             }};\n\
+             controls {{ }};\n\
+             zone \"{zone}\" {{\n\
+             \x20   type primary;\n\
+             \x20   file \"{zone}.zone\";\n\
+             }};\n"
+        ),
+    );
+    let c = conf.display().to_string();
+    let mut p = Proc::spawn("named", dir, conf, "named", &["-g", "-n", "1", "-c", &c]);
+    wait_answering(&mut p, port);
+    p
+}
+
+/// SIGHUP: named re-reads its zone files.
+pub fn bind_reload(p: &Proc) {
+    assert_eq!(
+        unsafe { libc::kill(p.child.id() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+}

@@ -1,0 +1,75 @@
+//! The one way tests and benchmarks start the real binary: `xdpdns serve
+//! --ready-file`, optionally under a command prefix (`ip netns exec NS`),
+//! then wait (bounded) for the ready file, which names the bound
+//! addresses. An early exit fails at once with the process's status.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_xdpdns");
+
+/// A started server and what its ready file said.
+pub struct Launched {
+    pub child: Child,
+    /// The DNS addresses bound (UDP and TCP), in `server.listen` order.
+    pub dns: Vec<SocketAddr>,
+    /// The registry API address, when the registry is configured.
+    pub api: Option<SocketAddr>,
+}
+
+/// Starts `xdpdns serve --config CONFIG` under `prefix` with stderr going
+/// to `stderr`, and waits up to `timeout` for it to be ready. The ready
+/// file is written next to the config.
+pub fn launch(
+    prefix: &[&str],
+    config: &Path,
+    stderr: Stdio,
+    timeout: Duration,
+) -> Result<Launched, String> {
+    let ready = config.with_extension("ready.json");
+    let _ = std::fs::remove_file(&ready);
+    let (program, args): (&str, Vec<&str>) = match prefix.split_first() {
+        Some((p, rest)) => (p, rest.iter().copied().chain([BIN]).collect()),
+        None => (BIN, Vec::new()),
+    };
+    let mut child = Command::new(program)
+        .args(args)
+        .args(["serve", "--config"])
+        .arg(config)
+        .arg("--ready-file")
+        .arg(&ready)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            let info: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| format!("ready file: {e}"))?;
+            let addr = |v: &serde_json::Value| v.as_str().and_then(|s| s.parse().ok());
+            let dns = info["dns"]
+                .as_array()
+                .map(|a| a.iter().filter_map(addr).collect())
+                .unwrap_or_default();
+            return Ok(Launched {
+                child,
+                dns,
+                api: addr(&info["api"]),
+            });
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("xdpdns exited before it was ready ({status})"));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("xdpdns was not ready within {timeout:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
