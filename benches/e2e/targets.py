@@ -1,0 +1,191 @@
+"""The targets: each server's config and process in the server namespace."""
+
+import os
+import subprocess
+import tempfile
+import time
+
+from common import *  # noqa: F401,F403
+
+def server_dir(workdir, name):
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def write_file(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def xdpdns_config(workdir, zone, xdp_mode, names):
+    text = f'[server]\nlisten = ["{SRV_IP}:53"]\n[log]\nlevel = "info"\n'
+    if xdp_mode:
+        text += f'[xdp]\ninterfaces = ["{SRV_IF}"]\nmode = "{xdp_mode}"\ncapacity = {max(1 << 16, 2 * names)}\n'
+    text += f'[[zone]]\norigin = "{ORIGIN}."\nfile = "{zone}"\n'
+    cfg = write_file(os.path.join(workdir, f"xdpdns-{xdp_mode or 'fallback'}.toml"), text)
+    return ["serve", "--config", cfg, "--ready-file", cfg + ".ready"]
+
+
+def nsd_config(workdir, zone):
+    d = server_dir(workdir, "nsd")
+    cfg = write_file(os.path.join(d, "nsd.conf"), f"""server:
+    ip-address: {SRV_IP}
+    port: 53
+    username: ""
+    chroot: ""
+    zonesdir: "{d}"
+    database: ""
+    zonelistfile: "{d}/zone.list"
+    xfrdfile: "{d}/xfrd.state"
+    pidfile: "{d}/nsd.pid"
+    server-count: {len(SRV_CPUS)}
+    verbosity: 0
+    # Debian builds NSD with response rate limiting on: one client at tens
+    # of thousands of q/s would be throttled (NXDOMAINs dropped).
+    rrl-ratelimit: 0
+    rrl-whitelist-ratelimit: 0
+remote-control:
+    control-enable: no
+zone:
+    name: {ORIGIN}
+    zonefile: "{zone}"
+""")
+    return ["nsd", "-d", "-c", cfg]
+
+
+def knot_config(workdir, zone):
+    d = server_dir(workdir, "knot")
+    cfg = write_file(os.path.join(d, "knot.conf"), f"""server:
+    rundir: "{d}"
+    listen: {SRV_IP}@53
+    udp-workers: {len(SRV_CPUS)}
+    tcp-workers: {len(SRV_CPUS)}
+database:
+    storage: "{d}"
+log:
+  - target: stderr
+    any: warning
+template:
+  - id: default
+    storage: "{d}"
+    zonefile-sync: -1
+    journal-content: none
+zone:
+  - domain: {ORIGIN}
+    file: "{zone}"
+""")
+    return ["knotd", "-c", cfg]
+
+
+def bind_config(workdir, zone):
+    d = server_dir(workdir, "bind")
+    cfg = write_file(os.path.join(d, "named.conf"), f"""options {{
+    directory "{d}";
+    pid-file "{d}/named.pid";
+    listen-on port 53 {{ {SRV_IP}; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+    minimal-responses yes;
+}};
+zone "{ORIGIN}" {{ type primary; file "{zone}"; }};
+""")
+    return ["named", "-g", "-c", cfg, "-n", str(len(SRV_CPUS))]
+
+
+class Target:
+    def __init__(self, label, cmd, native=False, floor=False, in_kernel=False):
+        self.label, self.cmd, self.native = label, cmd, native
+        self.floor, self.in_kernel = floor, in_kernel
+
+
+def targets(workdir, zone, names, xdpdns):
+    return [
+        Target("floor (XDP reflector), generic", [xdpdns, "xdp-reflect", SRV_IF, "--mode", "generic"], floor=True),
+        Target("floor (XDP reflector), native", [xdpdns, "xdp-reflect", SRV_IF, "--mode", "driver"], native=True,
+               floor=True),
+        Target("xdpdns XDP generic", [xdpdns, *xdpdns_config(workdir, zone, "generic", names)], in_kernel=True),
+        Target("xdpdns XDP native", [xdpdns, *xdpdns_config(workdir, zone, "driver", names)], native=True,
+               in_kernel=True),
+        Target("xdpdns fallback only", [xdpdns, *xdpdns_config(workdir, zone, None, names)]),
+        Target("NSD", nsd_config(workdir, zone)),
+        Target("Knot DNS", knot_config(workdir, zone)),
+        Target("BIND 9", bind_config(workdir, zone)),
+    ]
+
+
+def ready_file(cmd):
+    """The --ready-file of an `xdpdns serve` command line."""
+    return cmd[cmd.index("--ready-file") + 1]
+
+
+def dig_ok(name):
+    r = sh(*in_ns(CLI_NS, "dig", f"@{SRV_IP}", "+norec", "+nocookie", "+time=1", "+tries=1", name, "A"),
+           check=False, timeout=10)
+    return "status: NOERROR" in r.stdout and "flags: qr" in r.stdout
+
+
+class Server:
+    """A target process in the server namespace, its output kept in a file
+    (xdpdns logs its kernel counters there on SIGUSR1)."""
+
+    def __init__(self, target, probe, timeout):
+        self.target = target
+        # Appended to by the server, read through a separate descriptor:
+        # a shared file offset would let our reads move its writes.
+        fd, self.log_path = tempfile.mkstemp(prefix="xdpdns-bench-server-", suffix=".log")
+        os.close(fd)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(on_server(*target.cmd), stdout=log, stderr=log)
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{target.cmd[0]} exited: {self.output()[-2000:]}")
+            # xdpdns answers from its fallback before the XDP table is
+            # loaded: wait for the whole start-up (its ready file).
+            if dig_ok(probe) and (target.cmd[1:2] != ["serve"] or os.path.exists(ready_file(target.cmd))):
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"{target.cmd[0]} did not answer within {timeout}s: {self.output()[-1000:]}")
+
+    def output(self):
+        with open(self.log_path, "rb") as log:
+            return log.read().decode(errors="replace")
+
+    def counters(self):
+        """(answered in kernel, passed up) so far; None unless xdpdns with XDP."""
+        if not self.target.in_kernel:
+            return None
+        self.proc.send_signal(10)  # SIGUSR1
+        time.sleep(0.3)
+        lines = [line for line in self.output().splitlines() if "xdp counters" in line]
+        if not lines:
+            return None
+        kv = dict(x.split("=", 1) for x in lines[-1].split() if "=" in x)
+        answered = int(kv.get("answered_a", 0)) + int(kv.get("answered_aaaa", 0))
+        passed = sum(int(v) for k, v in kv.items() if k.startswith("pass_"))
+        return answered, passed
+
+    def stop(self):
+        stop(self.proc)
+        if os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+
+
+def stop(p):
+    if p and p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def peer_pass_program(xdpdns):
+    """Native XDP_TX on veth needs an XDP program on the peer too."""
+    p = subprocess.Popen(in_ns(CLI_NS, xdpdns, "xdp-pass", CLI_IF), stdout=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    return p

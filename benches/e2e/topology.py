@@ -1,0 +1,70 @@
+"""The two network namespaces joined by a veth pair, and threaded-NAPI
+pinning for native XDP."""
+
+import os
+import threading
+import time
+
+from common import *  # noqa: F401,F403
+from targets import stop
+
+def netns_up(xdpdns):
+    netns_down()
+    sh("ip", "netns", "add", SRV_NS)
+    sh("ip", "netns", "add", CLI_NS)
+    sh("ip", "link", "add", SRV_IF, "type", "veth", "peer", "name", CLI_IF)
+    sh("ip", "link", "set", SRV_IF, "netns", SRV_NS)
+    sh("ip", "link", "set", CLI_IF, "netns", CLI_NS)
+    sh("ip", "-n", SRV_NS, "addr", "add", f"{SRV_IP}/24", "dev", SRV_IF)
+    sh("ip", "-n", CLI_NS, "addr", "add", f"{CLI_IP}/24", "dev", CLI_IF)
+    for ns, dev, cpus in ((SRV_NS, SRV_IF, SRV_CPUS), (CLI_NS, CLI_IF, [GEN_CPU])):
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        # Receive work on the side's own CPUs: RPS for the plain veth path,
+        # threaded NAPI (pinned by NapiPinner) when an XDP program gives the
+        # veth NAPI. The kernel takes `threaded` only while NAPI exists, and
+        # keeps it for later attachments: set it under a pass program.
+        sh(*in_ns(ns, "sh", "-c", f"echo {cpu_mask(cpus)} > /sys/class/net/{dev}/queues/rx-0/rps_cpus"))
+        p = subprocess.Popen(in_ns(ns, xdpdns, "xdp-pass", dev), stdout=subprocess.PIPE, text=True)
+        try:
+            p.stdout.readline()
+            sh(*in_ns(ns, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/threaded"))
+        finally:
+            stop(p)
+
+
+def netns_down():
+    for ns in (SRV_NS, CLI_NS):
+        sh("ip", "netns", "del", ns, check=False)
+
+
+class NapiPinner(threading.Thread):
+    """Keeps the veth NAPI threads on their side's CPUs. They come and go
+    as XDP programs (ours, the client's pass program, kxdpgun's) attach."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.pinned = set()
+
+    def run(self):
+        while not self.stop.wait(0.25):
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit() or pid in self.pinned:
+                    continue
+                try:
+                    with open(f"/proc/{pid}/comm") as f:
+                        comm = f.read().strip()
+                except OSError:
+                    continue
+                if comm.startswith(f"napi/{SRV_IF}"):
+                    cpus = SRV_CPUS
+                elif comm.startswith(f"napi/{CLI_IF}"):
+                    cpus = [GEN_CPU]
+                else:
+                    continue
+                try:
+                    os.sched_setaffinity(int(pid), cpus)
+                    self.pinned.add(pid)
+                except OSError:
+                    pass
