@@ -3,7 +3,6 @@ and kxdpgun, each measured for server CPU per answer."""
 
 import re
 import statistics
-import time
 
 from common import *  # noqa: F401,F403
 from cpu import measured

@@ -2,7 +2,7 @@
 smoke check."""
 
 from common import *  # noqa: F401,F403
-from load import KEYS, LOADS
+from load import LOADS
 
 def fmt(s, key, digits=0):
     v = s.get(key)

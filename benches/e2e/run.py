@@ -36,13 +36,9 @@ import datetime
 import json
 import os
 import platform
-import re
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from common import *  # noqa: F401,F403
 from cpu import *  # noqa: F401,F403

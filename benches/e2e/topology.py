@@ -3,7 +3,6 @@ pinning for native XDP."""
 
 import os
 import threading
-import time
 
 from common import *  # noqa: F401,F403
 from targets import stop
