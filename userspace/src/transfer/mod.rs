@@ -14,6 +14,7 @@ pub mod notify;
 pub mod notify_round;
 pub mod outbound;
 pub mod secondary;
+pub mod secondary_timers;
 pub mod tsig;
 pub mod xfr_reader;
 

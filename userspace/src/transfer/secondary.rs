@@ -8,44 +8,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{LowerName, Name, RecordType};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use super::client::{self, ClientError, XfrKind};
+pub use super::secondary_timers::{schedule, Schedule, Timers};
 use super::tsig::TSigner;
 pub use super::xfr_reader::{XfrError, XfrOutcome, XfrReader};
 use crate::clock::unix_secs;
 use crate::zone::serial::is_newer;
 use crate::zone::{Change, Zone, ZoneStore};
 use std::net::SocketAddr;
-
-/// What the SOA timers say after a refresh attempt (RFC 1034 §4.3.5).
-#[derive(Debug, PartialEq, Eq)]
-pub struct Schedule {
-    pub next_check: Duration,
-    pub expired: bool,
-}
-
-/// `since_ok` is the time since the last successful check (None: never).
-pub fn schedule(soa: Option<&SOA>, ok: bool, since_ok: Option<Duration>) -> Schedule {
-    let secs = |v: i32| Duration::from_secs(v.max(1) as u64);
-    let Some(soa) = soa else {
-        // Nothing to serve yet: keep trying every few seconds.
-        return Schedule {
-            next_check: Duration::from_secs(5),
-            expired: false,
-        };
-    };
-    let (refresh, retry, expire) = (secs(soa.refresh), secs(soa.retry), secs(soa.expire));
-    let expired = since_ok.is_none_or(|s| s >= expire) && !ok;
-    let next_check = if ok { refresh } else { retry };
-    Schedule {
-        next_check,
-        expired,
-    }
-}
 
 /// One secondary zone's settings.
 #[derive(Clone)]
@@ -150,8 +124,10 @@ impl ZoneTask {
     async fn run(self, mut notified: mpsc::Receiver<()>, mut stop: watch::Receiver<bool>) {
         let zone = &self.zone.zone;
         // A copy recovered from disk is as fresh as its last good refresh.
-        let mut last_ok = last_refresh(self.state_dir.as_deref(), zone);
-        let mut expired = self.current().is_some_and(|z| z.is_expired());
+        let mut timers = Timers::new(
+            last_refresh(self.state_dir.as_deref(), zone),
+            self.current().is_some_and(|z| z.is_expired()),
+        );
         let mut next = Duration::ZERO;
         loop {
             tokio::select! {
@@ -160,30 +136,24 @@ impl ZoneTask {
                 _ = stop.changed() => return,
             }
             let result = self.refresh().await;
-            let ok = match &result {
+            let now = unix_secs();
+            match &result {
                 Ok(changed) => {
                     if *changed {
                         info!(%zone, serial = self.current().and_then(|z| z.serial()), "secondary zone updated");
                     }
-                    last_ok = Some(unix_secs());
                     if let Some(f) = self.ok_file() {
-                        let _ = std::fs::write(f, unix_secs().to_string());
+                        let _ = std::fs::write(f, now.to_string());
                     }
-                    true
                 }
-                Err(e) => {
-                    warn!(%zone, "secondary refresh failed: {e}");
-                    false
-                }
-            };
+                Err(e) => warn!(%zone, "secondary refresh failed: {e}"),
+            }
             let current = self.current();
             let soa = current
                 .as_ref()
                 .and_then(|z| z.soa().map(|(s, _)| s.clone()));
-            let since = last_ok.map(|t| Duration::from_secs(unix_secs().saturating_sub(t)));
-            let plan = schedule(soa.as_ref(), ok, since);
-            if current.is_some() && plan.expired != expired && (plan.expired || ok) {
-                expired = plan.expired;
+            let step = timers.refreshed(result.is_ok(), soa.as_ref(), current.is_some(), now);
+            if let Some(expired) = step.expiry {
                 self.store.as_ref().as_ref().set_expired(zone, expired);
                 if expired {
                     warn!(%zone, "secondary zone expired: answering SERVFAIL until a primary answers");
@@ -191,7 +161,7 @@ impl ZoneTask {
                     info!(%zone, "secondary zone is fresh again");
                 }
             }
-            next = plan.next_check;
+            next = step.check_in;
         }
     }
 
