@@ -10,78 +10,26 @@
 //! diffs it is rewritten (history kept in memory + a fresh snapshot) and
 //! renamed into place.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use hickory_proto::rr::{LowerName, Name, Record, RecordType};
+use hickory_proto::rr::{LowerName, Name, Record};
 use hickory_proto::serialize::binary::{
     BinDecodable, BinDecoder, BinEncodable, BinEncoder, NameEncoding,
 };
-use serde::Deserialize;
 use tracing::{info, warn};
 
+pub use super::ixfr_history::{condense, Ixfr, JournalLimits};
+use super::ixfr_history::{Change, History, Persist};
 use crate::frames::frame;
 use crate::zone::serial::is_newer;
 use crate::zone::{Snapshot, Zone, ZoneDiff};
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct JournalLimits {
-    /// Diffs kept per zone.
-    pub max_changes: usize,
-    /// Records (removed + added) kept per zone, summed over its diffs.
-    pub max_records: usize,
-    /// Diffs older than this are dropped (0 = no age limit).
-    pub max_age_secs: u64,
-}
-
-impl Default for JournalLimits {
-    fn default() -> Self {
-        JournalLimits {
-            max_changes: 1000,
-            max_records: 1_000_000,
-            max_age_secs: 7 * 86_400,
-        }
-    }
-}
-
 use crate::frames::file_err as io_err;
 pub use crate::frames::FileError as JournalError;
-
-/// One journalled change, with when it was made (unix seconds).
-#[derive(Clone, Debug)]
-struct Change {
-    diff: ZoneDiff,
-    at: u64,
-}
-
-impl Change {
-    fn size(&self) -> usize {
-        self.diff.removed.len() + self.diff.added.len()
-    }
-}
-
-#[derive(Default)]
-struct History {
-    changes: VecDeque<Change>,
-    records: usize,
-    /// Diff frames in the file since its snapshot.
-    file_diffs: usize,
-}
-
-/// What IXFR from a given serial can be answered with.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Ixfr {
-    /// The client already has the current serial.
-    Current,
-    /// The journal does not reach back to the client's serial: send AXFR.
-    Unavailable,
-    /// The condensed difference (SOAs first in each half).
-    Diff(ZoneDiff),
-}
 
 pub struct IxfrJournal {
     dir: Option<PathBuf>,
@@ -115,8 +63,8 @@ impl IxfrJournal {
             }
             match read_zone_file(&path)? {
                 Some((zone, mut history)) => {
-                    trim(&mut history, &limits, crate::clock::unix_secs());
-                    info!(zone = %zone.origin(), serial = zone.serial(), diffs = history.changes.len(), file = %path.display(), "journal: recovered zone");
+                    history.trim(&limits, crate::clock::unix_secs());
+                    info!(zone = %zone.origin(), serial = zone.serial(), diffs = history.changes().count(), file = %path.display(), "journal: recovered zone");
                     zones.insert(zone.origin_key().clone(), history);
                     recovered.push(zone);
                 }
@@ -150,13 +98,12 @@ impl IxfrJournal {
         }
         for zone in snapshot.zones() {
             let history = zones.entry(zone.origin_key().clone()).or_default();
-            let last = history.changes.back().and_then(|c| c.diff.new_serial);
+            let last = history.last_serial();
             if last.is_some() && last == zone.serial() {
                 continue;
             }
             warn!(zone = %zone.origin(), serial = zone.serial(), "journal: commits were missed; history starts over");
-            history.changes.clear();
-            history.records = 0;
+            history.restart();
             self.rewrite(zone, history);
         }
     }
@@ -180,37 +127,9 @@ impl IxfrJournal {
                 continue;
             };
             let history = zones.entry(key).or_default();
-            let continues = match (diff.old_serial, history.changes.back()) {
-                (Some(old), Some(last)) => last.diff.new_serial == Some(old),
-                (Some(_), None) => true,
-                (None, _) => false,
-            };
-            let serial_moves = match (diff.old_serial, diff.new_serial) {
-                (Some(a), Some(b)) => is_newer(b, a),
-                _ => false,
-            };
-            if !continues || !serial_moves {
-                // A new zone, or a change that breaks the chain (a serial
-                // that did not move forward): IXFR from before it is
-                // impossible, so start over from this version.
-                history.changes.clear();
-                history.records = 0;
-                self.rewrite(zone, history);
-                continue;
-            }
-            let change = Change {
-                diff: diff.clone(),
-                at: now,
-            };
-            history.records += change.size();
-            history.changes.push_back(change);
-            trim(history, &self.limits, now);
-            // A diff larger than the zone is better stored as a snapshot.
-            let big = diff.removed.len() + diff.added.len() > zone.record_count().max(1024);
-            if big || history.file_diffs >= 2 * self.limits.max_changes.max(1) {
-                self.rewrite(zone, history);
-            } else {
-                self.append(zone, history, diff, now);
+            match history.push(diff, zone.record_count(), now, &self.limits) {
+                Persist::Append => self.append(zone, history, diff, now),
+                Persist::Rewrite => self.rewrite(zone, history),
             }
         }
     }
@@ -220,35 +139,18 @@ impl IxfrJournal {
         let Some(current) = zone.serial() else {
             return Ixfr::Unavailable;
         };
-        if from == current || is_newer(from, current) {
-            return Ixfr::Current;
-        }
         let zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(history) = zones.get(zone.origin_key()) else {
-            return Ixfr::Unavailable;
-        };
-        // The journal must end at the version being served.
-        if history.changes.back().and_then(|c| c.diff.new_serial) != Some(current) {
-            return Ixfr::Unavailable;
+        match zones.get(zone.origin_key()) {
+            Some(history) => history.ixfr(current, from),
+            None if from == current || is_newer(from, current) => Ixfr::Current,
+            None => Ixfr::Unavailable,
         }
-        let Some(start) = history
-            .changes
-            .iter()
-            .position(|c| c.diff.old_serial == Some(from))
-        else {
-            return Ixfr::Unavailable;
-        };
-        Ixfr::Diff(condense(
-            history.changes.iter().skip(start).map(|c| &c.diff),
-        ))
     }
 
     /// Oldest serial IXFR can start from, and the number of diffs held.
     pub fn span(&self, origin: &Name) -> Option<(u32, usize)> {
         let zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
-        let h = zones.get(&LowerName::new(origin))?;
-        let first = h.changes.front()?.diff.old_serial?;
-        Some((first, h.changes.len()))
+        zones.get(&LowerName::new(origin))?.span()
     }
 
     fn path_of(&self, origin: &Name) -> Option<PathBuf> {
@@ -298,7 +200,7 @@ impl IxfrJournal {
         let tmp = path.with_extension("tmp");
         let result = (|| -> io::Result<()> {
             let mut f = io::BufWriter::new(File::create(&tmp)?);
-            for c in &history.changes {
+            for c in history.changes() {
                 f.write_all(&frame(&encode_diff(&c.diff, c.at)))?;
             }
             f.write_all(&frame(&encode_snapshot(zone)))?;
@@ -317,84 +219,6 @@ impl IxfrJournal {
             }
         }
     }
-}
-
-/// Drops the oldest diffs beyond the limits.
-fn trim(h: &mut History, limits: &JournalLimits, now: u64) {
-    while let Some(first) = h.changes.front() {
-        let too_many = h.changes.len() > limits.max_changes;
-        let too_big = h.records > limits.max_records && h.changes.len() > 1;
-        let too_old = limits.max_age_secs > 0 && now.saturating_sub(first.at) > limits.max_age_secs;
-        if !(too_many || too_big || too_old) {
-            break;
-        }
-        let gone = h.changes.pop_front().expect("front exists");
-        h.records -= gone.size();
-    }
-}
-
-/// Record identity for condensing: owner, type, data and TTL.
-type RecordKey = (LowerName, RecordType, Vec<u8>, u32);
-
-fn key_of(r: &Record) -> RecordKey {
-    let mut data = Vec::new();
-    let _ = r.data.emit(&mut BinEncoder::new(&mut data));
-    (LowerName::new(&r.name), r.record_type(), data, r.ttl)
-}
-
-/// Folds consecutive diffs into one: what the first version had that the
-/// last lacks, and the reverse (RFC 1995 §4 allows condensing).
-pub fn condense<'a>(diffs: impl Iterator<Item = &'a ZoneDiff>) -> ZoneDiff {
-    let mut removed: HashMap<RecordKey, Record> = HashMap::new();
-    let mut added: HashMap<RecordKey, Record> = HashMap::new();
-    let mut out = ZoneDiff::default();
-    let mut first = true;
-    let mut old_soa = None;
-    let mut new_soa = None;
-    for d in diffs {
-        if first {
-            out.origin = d.origin.clone();
-            out.old_serial = d.old_serial;
-            old_soa = d
-                .removed
-                .iter()
-                .find(|r| r.record_type() == RecordType::SOA)
-                .cloned();
-            first = false;
-        }
-        out.new_serial = d.new_serial;
-        if let Some(soa) = d.added.iter().find(|r| r.record_type() == RecordType::SOA) {
-            new_soa = Some(soa.clone());
-        }
-        for r in d
-            .removed
-            .iter()
-            .filter(|r| r.record_type() != RecordType::SOA)
-        {
-            let k = key_of(r);
-            if added.remove(&k).is_none() {
-                removed.insert(k, r.clone());
-            }
-        }
-        for r in d
-            .added
-            .iter()
-            .filter(|r| r.record_type() != RecordType::SOA)
-        {
-            let k = key_of(r);
-            if removed.remove(&k).is_none() {
-                added.insert(k, r.clone());
-            }
-        }
-    }
-    let sorted = |m: HashMap<RecordKey, Record>| {
-        let mut v: Vec<(RecordKey, Record)> = m.into_iter().collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.into_iter().map(|(_, r)| r)
-    };
-    out.removed = old_soa.into_iter().chain(sorted(removed)).collect();
-    out.added = new_soa.into_iter().chain(sorted(added)).collect();
-    out
 }
 
 // ---- file format ----
@@ -524,8 +348,7 @@ fn read_zone_file(path: &Path) -> Result<Option<(Zone, History)>, JournalError> 
                     }
                     history.file_diffs += 1;
                 }
-                history.records += c.size();
-                history.changes.push_back(c);
+                history.restored(c);
             }
             None => break,
         }

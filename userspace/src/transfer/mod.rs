@@ -8,6 +8,7 @@
 
 pub mod acl;
 pub mod client;
+pub mod ixfr_history;
 pub mod journal;
 pub mod journal_subscriber;
 pub mod notify;

@@ -292,7 +292,7 @@ fn limits_bound_count_size_and_age() {
     assert!(held < 10, "record budget trims old diffs: {held} kept");
 
     let mut h = History::default();
-    let diff = |n: u32| super::Change {
+    let diff = |n: u32| crate::transfer::ixfr_history::Change {
         diff: ZoneDiff {
             old_serial: Some(n),
             new_serial: Some(n + 1),
@@ -301,10 +301,9 @@ fn limits_bound_count_size_and_age() {
         at: u64::from(n) * 100,
     };
     for n in 0..10 {
-        h.changes.push_back(diff(n));
+        h.restored(diff(n));
     }
-    trim(
-        &mut h,
+    h.trim(
         &JournalLimits {
             max_changes: 100,
             max_records: 100,
@@ -313,7 +312,7 @@ fn limits_bound_count_size_and_age() {
         1000,
     );
     assert_eq!(
-        h.changes.front().unwrap().at,
+        h.changes().next().unwrap().at,
         800,
         "older than 250 s dropped"
     );

@@ -1,0 +1,352 @@
+//! The IXFR history of one zone, apart from its disk format: which diffs
+//! are kept (chained serials, bounded by count, records and age), what an
+//! IXFR from a serial is answered with, and whether a new diff is appended
+//! to the zone's file or the file is rewritten. Pure; time is passed in.
+//! `journal` keeps one per zone and does the file I/O.
+
+use std::collections::{HashMap, VecDeque};
+
+use hickory_proto::rr::{LowerName, Record, RecordType};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+use serde::Deserialize;
+
+use crate::zone::serial::is_newer;
+use crate::zone::ZoneDiff;
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JournalLimits {
+    /// Diffs kept per zone.
+    pub max_changes: usize,
+    /// Records (removed + added) kept per zone, summed over its diffs.
+    pub max_records: usize,
+    /// Diffs older than this are dropped (0 = no age limit).
+    pub max_age_secs: u64,
+}
+
+impl Default for JournalLimits {
+    fn default() -> Self {
+        JournalLimits {
+            max_changes: 1000,
+            max_records: 1_000_000,
+            max_age_secs: 7 * 86_400,
+        }
+    }
+}
+
+/// One journalled change, with when it was made (unix seconds).
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub diff: ZoneDiff,
+    pub at: u64,
+}
+
+impl Change {
+    pub fn size(&self) -> usize {
+        self.diff.removed.len() + self.diff.added.len()
+    }
+}
+
+#[derive(Default)]
+pub struct History {
+    changes: VecDeque<Change>,
+    records: usize,
+    /// Diff frames in the zone's file since its snapshot.
+    pub file_diffs: usize,
+}
+
+/// What the zone's file needs after a diff was pushed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Persist {
+    /// Append the diff.
+    Append,
+    /// Rewrite the file: the history kept, then a snapshot of the zone
+    /// (the history was restarted, or the file holds too many diffs, or
+    /// the diff is larger than the zone).
+    Rewrite,
+}
+
+impl History {
+    /// The serial the history ends at.
+    pub fn last_serial(&self) -> Option<u32> {
+        self.changes.back().and_then(|c| c.diff.new_serial)
+    }
+
+    pub fn changes(&self) -> impl Iterator<Item = &Change> {
+        self.changes.iter()
+    }
+
+    /// Forgets every diff: IXFR starts from the current version.
+    pub fn restart(&mut self) {
+        self.changes.clear();
+        self.records = 0;
+    }
+
+    /// A diff read back from the zone's file, in order.
+    pub fn restored(&mut self, c: Change) {
+        self.records += c.size();
+        self.changes.push_back(c);
+    }
+
+    /// Takes the diff one commit made to the zone (which now holds
+    /// `zone_records` records) at `now`. A diff that does not continue the
+    /// chain (a new zone, or a serial that did not move forward) restarts
+    /// the history: IXFR from before it is impossible.
+    pub fn push(
+        &mut self,
+        diff: &ZoneDiff,
+        zone_records: usize,
+        now: u64,
+        limits: &JournalLimits,
+    ) -> Persist {
+        let continues = match (diff.old_serial, self.changes.back()) {
+            (Some(old), Some(last)) => last.diff.new_serial == Some(old),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let serial_moves = match (diff.old_serial, diff.new_serial) {
+            (Some(a), Some(b)) => is_newer(b, a),
+            _ => false,
+        };
+        if !continues || !serial_moves {
+            self.restart();
+            return Persist::Rewrite;
+        }
+        self.restored(Change {
+            diff: diff.clone(),
+            at: now,
+        });
+        self.trim(limits, now);
+        // A diff larger than the zone is better stored as a snapshot.
+        let big = diff.removed.len() + diff.added.len() > zone_records.max(1024);
+        if big || self.file_diffs >= 2 * limits.max_changes.max(1) {
+            Persist::Rewrite
+        } else {
+            Persist::Append
+        }
+    }
+
+    /// IXFR from `from` to `current`, the serial being served.
+    pub fn ixfr(&self, current: u32, from: u32) -> Ixfr {
+        if from == current || is_newer(from, current) {
+            return Ixfr::Current;
+        }
+        // The history must end at the version being served.
+        if self.last_serial() != Some(current) {
+            return Ixfr::Unavailable;
+        }
+        let Some(start) = self
+            .changes
+            .iter()
+            .position(|c| c.diff.old_serial == Some(from))
+        else {
+            return Ixfr::Unavailable;
+        };
+        Ixfr::Diff(condense(self.changes.iter().skip(start).map(|c| &c.diff)))
+    }
+
+    /// Oldest serial IXFR can start from, and the number of diffs held.
+    pub fn span(&self) -> Option<(u32, usize)> {
+        let first = self.changes.front()?.diff.old_serial?;
+        Some((first, self.changes.len()))
+    }
+
+    /// Drops the oldest diffs beyond the limits.
+    pub fn trim(&mut self, limits: &JournalLimits, now: u64) {
+        while let Some(first) = self.changes.front() {
+            let too_many = self.changes.len() > limits.max_changes;
+            let too_big = self.records > limits.max_records && self.changes.len() > 1;
+            let too_old =
+                limits.max_age_secs > 0 && now.saturating_sub(first.at) > limits.max_age_secs;
+            if !(too_many || too_big || too_old) {
+                break;
+            }
+            let gone = self.changes.pop_front().expect("front exists");
+            self.records -= gone.size();
+        }
+    }
+}
+
+/// What IXFR from a given serial can be answered with.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ixfr {
+    /// The client already has the current serial.
+    Current,
+    /// The journal does not reach back to the client's serial: send AXFR.
+    Unavailable,
+    /// The condensed difference (SOAs first in each half).
+    Diff(ZoneDiff),
+}
+
+/// Record identity for condensing: owner, type, data and TTL.
+type RecordKey = (LowerName, RecordType, Vec<u8>, u32);
+
+fn key_of(r: &Record) -> RecordKey {
+    let mut data = Vec::new();
+    let _ = r.data.emit(&mut BinEncoder::new(&mut data));
+    (LowerName::new(&r.name), r.record_type(), data, r.ttl)
+}
+
+/// Folds consecutive diffs into one: what the first version had that the
+/// last lacks, and the reverse (RFC 1995 §4 allows condensing).
+pub fn condense<'a>(diffs: impl Iterator<Item = &'a ZoneDiff>) -> ZoneDiff {
+    let mut removed: HashMap<RecordKey, Record> = HashMap::new();
+    let mut added: HashMap<RecordKey, Record> = HashMap::new();
+    let mut out = ZoneDiff::default();
+    let mut first = true;
+    let mut old_soa = None;
+    let mut new_soa = None;
+    for d in diffs {
+        if first {
+            out.origin = d.origin.clone();
+            out.old_serial = d.old_serial;
+            old_soa = d
+                .removed
+                .iter()
+                .find(|r| r.record_type() == RecordType::SOA)
+                .cloned();
+            first = false;
+        }
+        out.new_serial = d.new_serial;
+        if let Some(soa) = d.added.iter().find(|r| r.record_type() == RecordType::SOA) {
+            new_soa = Some(soa.clone());
+        }
+        for r in d
+            .removed
+            .iter()
+            .filter(|r| r.record_type() != RecordType::SOA)
+        {
+            let k = key_of(r);
+            if added.remove(&k).is_none() {
+                removed.insert(k, r.clone());
+            }
+        }
+        for r in d
+            .added
+            .iter()
+            .filter(|r| r.record_type() != RecordType::SOA)
+        {
+            let k = key_of(r);
+            if removed.remove(&k).is_none() {
+                added.insert(k, r.clone());
+            }
+        }
+    }
+    let sorted = |m: HashMap<RecordKey, Record>| {
+        let mut v: Vec<(RecordKey, Record)> = m.into_iter().collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.into_iter().map(|(_, r)| r)
+    };
+    out.removed = old_soa.into_iter().chain(sorted(removed)).collect();
+    out.added = new_soa.into_iter().chain(sorted(added)).collect();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::rdata::{A, SOA};
+    use hickory_proto::rr::{Name, RData};
+
+    fn soa(serial: u32) -> Record {
+        let n = Name::from_ascii("example.").unwrap();
+        Record::from_rdata(
+            n.clone(),
+            60,
+            RData::SOA(SOA::new(n.clone(), n, serial, 1, 1, 1, 1)),
+        )
+    }
+
+    /// The diff from `from` to `to` adding one A record.
+    fn diff(from: u32, to: u32) -> ZoneDiff {
+        let n = Name::from_ascii(format!("h{to}.example.")).unwrap();
+        ZoneDiff {
+            origin: Name::from_ascii("example.").unwrap(),
+            old_serial: Some(from),
+            new_serial: Some(to),
+            removed: vec![soa(from)],
+            added: vec![
+                soa(to),
+                Record::from_rdata(n, 60, RData::A(A::new(192, 0, 2, to as u8))),
+            ],
+        }
+    }
+
+    const DAY: u64 = 86_400;
+
+    #[test]
+    fn diffs_age_out_on_the_clock_they_are_given() {
+        let limits = JournalLimits {
+            max_age_secs: DAY,
+            ..JournalLimits::default()
+        };
+        let mut h = History::default();
+        for (i, at) in [0, DAY / 2, DAY, 2 * DAY].into_iter().enumerate() {
+            let s = i as u32 + 1;
+            assert_eq!(h.push(&diff(s, s + 1), 10, at, &limits), Persist::Append);
+        }
+        // At 2 days, the diffs made at 0 s and 12 h are older than a day.
+        assert_eq!(h.span(), Some((3, 2)));
+        assert!(matches!(h.ixfr(5, 3), Ixfr::Diff(_)));
+        assert_eq!(h.ixfr(5, 1), Ixfr::Unavailable, "aged out: AXFR");
+        assert_eq!(h.ixfr(5, 5), Ixfr::Current);
+    }
+
+    #[test]
+    fn a_broken_chain_restarts_the_history_and_rewrites_the_file() {
+        let limits = JournalLimits::default();
+        let mut h = History::default();
+        assert_eq!(h.push(&diff(1, 2), 10, 0, &limits), Persist::Append);
+        assert_eq!(
+            h.push(&diff(7, 8), 10, 0, &limits),
+            Persist::Rewrite,
+            "not from 2"
+        );
+        assert_eq!(h.span(), None);
+        assert_eq!(
+            h.push(&diff(8, 8), 10, 0, &limits),
+            Persist::Rewrite,
+            "serial did not move"
+        );
+        assert_eq!(h.push(&diff(8, 9), 10, 0, &limits), Persist::Append);
+        assert_eq!(h.ixfr(9, 8).clone_serials(), Some((8, 9)));
+    }
+
+    #[test]
+    fn count_and_size_limits_keep_the_newest_diffs_and_compaction_comes_due() {
+        let limits = JournalLimits {
+            max_changes: 3,
+            max_records: 1_000,
+            max_age_secs: 0,
+        };
+        let mut h = History::default();
+        let mut persists = Vec::new();
+        for s in 1..=8 {
+            h.file_diffs += 1; // as the journal does after each append
+            persists.push(h.push(&diff(s, s + 1), 10, 0, &limits));
+        }
+        assert_eq!(h.span(), Some((6, 3)), "the newest three");
+        assert!(
+            persists.contains(&Persist::Rewrite),
+            "2 × max_changes diffs in the file: compact"
+        );
+        let big = ZoneDiff {
+            added: (0..2000).map(|_| soa(99)).collect(),
+            ..diff(9, 10)
+        };
+        assert_eq!(
+            h.push(&big, 100, 0, &limits),
+            Persist::Rewrite,
+            "larger than the zone"
+        );
+    }
+
+    impl Ixfr {
+        fn clone_serials(&self) -> Option<(u32, u32)> {
+            match self {
+                Ixfr::Diff(d) => Some((d.old_serial?, d.new_serial?)),
+                _ => None,
+            }
+        }
+    }
+}
