@@ -24,7 +24,7 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("xdpdns.bpf.o");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
 
     if !Path::new(DEBIAN_RUSTC).exists() || which("bpf-linker").is_none() {
         panic!(
@@ -32,17 +32,28 @@ fn main() {
              libstd-rust-web-dev-bpf, and bpf-linker on PATH): run `cargo xtask deps`"
         );
     }
-    // A separate target dir: the outer cargo holds the lock on ours.
-    let target_dir = root.join("target").join("ebpf");
+    // The object that serves, and the same program with the benchmark
+    // programs (separate target dirs so neither build undoes the other).
+    build_object(&root, &ebpf, "ebpf", &[], &out_dir.join("xdpdns.bpf.o"));
+    build_object(
+        &root,
+        &ebpf,
+        "ebpf-bench",
+        &["--features", "bench"],
+        &out_dir.join("xdpdns-bench.bpf.o"),
+    );
+}
+
+fn build_object(root: &Path, ebpf: &Path, dir: &str, extra: &[&str], out: &Path) {
+    let target_dir = root.join("target").join(dir);
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(&ebpf)
+    cmd.current_dir(ebpf)
         .args(["build", "--release", "--target", "bpfel-unknown-none"])
+        .args(extra)
         .arg("--target-dir")
         .arg(&target_dir)
         .env("RUSTC", DEBIAN_RUSTC)
         .env("RUSTC_BOOTSTRAP", "1");
-    // Settings of the outer build (clippy's wrapper, host rustflags,
-    // coverage) must not leak into the BPF build.
     for var in [
         "RUSTC_WRAPPER",
         "RUSTC_WORKSPACE_WRAPPER",
@@ -61,7 +72,7 @@ fn main() {
         panic!("building the eBPF program failed: {status}");
     }
     let built = target_dir.join("bpfel-unknown-none/release/xdpdns");
-    std::fs::copy(&built, &out).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
+    std::fs::copy(&built, out).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
 }
 
 fn which(cmd: &str) -> Option<PathBuf> {

@@ -4,6 +4,7 @@
 #![no_std]
 #![no_main]
 
+#[cfg(feature = "bench")]
 mod bench;
 mod csum;
 mod headers;

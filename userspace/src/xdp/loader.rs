@@ -15,8 +15,12 @@ use xdpdns_common::{
 use super::compile::{diff_tables, EntryKey, Table, TableDelta};
 use super::sys::GracePeriod;
 
-/// The XDP object built from `ebpf/` by `build.rs`.
+/// The XDP object built from `ebpf/` by `build.rs`: what serves.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpdns.bpf.o"));
+/// The same program built with its `bench` feature: plus the timing
+/// programs and the benchmark floor (`xdp_reflect`). Never loaded to serve.
+static BENCH_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpdns-bench.bpf.o"));
 const PROGRAM: &str = "xdpdns";
 
 #[derive(Debug, thiserror::Error)]
@@ -99,12 +103,27 @@ impl FastPath {
     /// Loads the program (not yet attached). `capacity` is the number of
     /// (name, type) entries per table generation; the maps hold two.
     pub fn load(capacity: u32, port: u16, udp_payload: u16) -> Result<Self, XdpError> {
+        Self::load_object(OBJECT, capacity, port, udp_payload)
+    }
+
+    /// [`load`](Self::load) from the benchmark object, whose timing
+    /// programs (`bench_program_fd`) share the answer tables.
+    pub fn load_for_bench(capacity: u32, port: u16, udp_payload: u16) -> Result<Self, XdpError> {
+        Self::load_object(BENCH_OBJECT, capacity, port, udp_payload)
+    }
+
+    fn load_object(
+        object: &[u8],
+        capacity: u32,
+        port: u16,
+        udp_payload: u16,
+    ) -> Result<Self, XdpError> {
         let short_entries = capacity.max(16).saturating_mul(2);
         let long_entries = (capacity / 16).max(16).saturating_mul(2);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("SHORT_NAMES", short_entries)
             .map_max_entries("LONG_NAMES", long_entries)
-            .load(OBJECT)?;
+            .load(object)?;
         let prog: &mut Xdp = ebpf
             .program_mut(PROGRAM)
             .ok_or(XdpError::MissingMap(PROGRAM))?
@@ -388,7 +407,13 @@ pub fn attach_helper_program(
     program: &'static str,
     mode: AttachMode,
 ) -> Result<Ebpf, XdpError> {
-    let mut ebpf = EbpfLoader::new().load(OBJECT)?;
+    // The floor is a benchmark program; `xdp_pass` serves tests and peers.
+    let object = if program == "xdp_pass" {
+        OBJECT
+    } else {
+        BENCH_OBJECT
+    };
+    let mut ebpf = EbpfLoader::new().load(object)?;
     let prog: &mut Xdp = ebpf
         .program_mut(program)
         .ok_or(XdpError::MissingMap(program))?
