@@ -7,17 +7,20 @@
 //! 10,000, as a smoke test.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use hickory_proto::rr::{Name, Record};
 use xdpdns::transfer::client::{self, XfrKind};
 use xdpdns::transfer::secondary::XfrOutcome;
 
-const BIN: &str = env!("CARGO_BIN_EXE_xdpdns");
+/// Starting the binary: the same code as the end-to-end tests.
+#[path = "../tests/support/process.rs"]
+#[allow(dead_code)] // the API address: this bench has no registry
+mod process;
 
 struct Server {
     child: Child,
@@ -34,40 +37,16 @@ impl Drop for Server {
 
 fn start(config: &Path) -> Server {
     let t0 = Instant::now();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut addr = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if line.contains("listening (udp+tcp)") {
-            addr = line
-                .split(" addr=")
-                .nth(1)
-                .and_then(|a| a.split_whitespace().next())
-                .map(str::to_string);
-        }
-        if line.contains(" ready") {
-            break;
-        }
-    }
-    let ready_after = t0.elapsed();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
-                eprintln!("{line}");
-            }
-        }
-    });
+    let stderr = if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    };
+    let l = process::launch(&[], config, stderr, Duration::from_secs(300)).expect("xdpdns starts");
     Server {
-        child,
-        addr: addr.expect("listen address in the log").parse().unwrap(),
-        ready_after,
+        child: l.child,
+        addr: l.dns[0],
+        ready_after: t0.elapsed(),
     }
 }
 
