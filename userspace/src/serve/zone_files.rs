@@ -42,6 +42,22 @@ pub fn configured_origins(config: &Config) -> HashSet<LowerName> {
         .collect()
 }
 
+/// Drops the zone versions a reload replaced on this (low-priority)
+/// thread: freeing a large zone takes a while, and whoever drops the last
+/// reference pays for it, which must not be a query or registry task. A
+/// version still held elsewhere after a short wait (a slow subscriber) is
+/// left to its last holder.
+fn free_here(mut zones: Vec<Arc<Zone>>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        zones.retain(|z| Arc::strong_count(z) > 1);
+        if zones.is_empty() || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// SIGHUP: re-read the config and every zone into one new snapshot. A zone
 /// that fails to load keeps serving its previous version; a config that
 /// fails to parse changes nothing. Returns the config now in force. What
@@ -76,7 +92,9 @@ pub fn reload(path: &Path, old: &Config, shared: &Router) -> Option<Config> {
         .map(|z| z.origin().clone())
         .collect();
     shared.handler.store(Arc::new(handler_for(&config)));
+    let before: Vec<Arc<Zone>> = shared.store.snapshot().zones().cloned().collect();
     let diffs = shared.store.replace_zones(zones, &removed, unix_secs());
+    free_here(before);
     for d in &diffs {
         info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
               removed = d.removed.len(), added = d.added.len(), "zone changed");
