@@ -76,26 +76,26 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &config.settings.secondary_zones,
         secondary_dir(&config).as_deref(),
     );
-    let shared = Arc::new(Router {
+    let router = Arc::new(Router {
         journal: Arc::new(journal),
         ..Router::new(store, handler_for(&config))
     });
-    shared
+    router
         .transfer
         .store(Arc::new(config.settings.transfer.clone()));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
 
     // Subscribers before sources, so they see every commit from here on.
-    let journaled = start_journal(&shared);
+    let journaled = start_journal(&router);
     let notifier = start_notify(
         &config,
-        &shared,
+        &router,
         journaled.clone(),
         stop_rx.clone(),
         &mut tasks,
     );
-    shared.store.replace_zones(zones, &[], unix_secs());
+    router.store.replace_zones(zones, &[], unix_secs());
     let mut bound_addrs = Vec::new();
     for &addr in &config.server.listen {
         let (udp, listener, bound) = bind_address(addr, &config.server).with_context(|| {
@@ -107,7 +107,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         info!(addr = %bound, udp_sockets = udp.len(), "listening (udp+tcp)");
         bound_addrs.push(bound);
         for sock in udp {
-            tasks.push(tokio::spawn(run_udp(sock, shared.clone(), stop_rx.clone())));
+            tasks.push(tokio::spawn(run_udp(sock, router.clone(), stop_rx.clone())));
         }
         let tcp = TcpServer {
             listener,
@@ -116,20 +116,28 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             max_pipelined: config.server.tcp_max_pipelined,
             shutdown_grace: config.server.shutdown_grace(),
         };
-        tasks.push(tokio::spawn(tcp.run(shared.clone(), stop_rx.clone())));
+        tasks.push(tokio::spawn(tcp.run(router.clone(), stop_rx.clone())));
     }
     let port = bound_addrs.first().map_or(0, |a| a.port());
-    let mut kernel = start_fast_path(&config, port, &shared);
+    let mut kernel = start_fast_path(&config, port, &router);
     let mut registry_task = None;
     let mut api_addr = None;
     if let Some(rc) = &config.registry {
-        let (addr, api, writer) = start_registry(&config, rc, &shared, stop_rx.clone()).await?;
+        let (addr, api, writer) = start_registry(&config, rc, &router, stop_rx.clone()).await?;
         tasks.push(api);
         registry_task = Some(writer);
         api_addr = Some(addr);
     }
-    start_secondaries(&config, &shared, stop_rx.clone(), &mut tasks);
-    notifier.announce_all(&shared.store.snapshot());
+    start_secondaries(&config, &router, stop_rx.clone(), &mut tasks);
+    // Every zone's secondaries hear of its serial at start-up, once the
+    // journal holds it (so their IXFR can be answered from it).
+    let version = router.store.snapshot().version();
+    let (r, n, mut j) = (router.clone(), notifier.clone(), journaled.clone());
+    tasks.push(tokio::spawn(async move {
+        if j.reached(version).await {
+            n.announce_all(&r.store.snapshot());
+        }
+    }));
     if let Some(path) = &ready_file {
         write_ready_file(path, &bound_addrs, api_addr)
             .with_context(|| format!("--ready-file {}", path.display()))?;
@@ -143,7 +151,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             _ = hup.recv() => {
                 let path = config_path.clone();
                 let old = current.clone();
-                let sh = shared.clone();
+                let sh = router.clone();
                 match in_background("reload", move || reload(&path, &old, &sh)).await? {
                     Some(next) => {
                         if let Some((k, _)) = &kernel {
@@ -183,7 +191,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             failure.get_or_insert(anyhow::anyhow!("registry journal: {e}"));
         }
     }
-    drain_journal(&shared, journaled).await;
+    drain_journal(&router, journaled).await;
     info!("stopped");
     match failure {
         Some(e) => Err(e),
@@ -265,14 +273,14 @@ fn open_journal(config: &Config) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
 }
 
 /// The IXFR journal's subscriber thread.
-fn start_journal(shared: &Router) -> Journaled {
-    let (snapshot, feed) = shared.store.subscribe();
-    journal_subscriber::start(shared.journal.clone(), feed, snapshot.version())
+fn start_journal(router: &Router) -> Journaled {
+    let (snapshot, feed) = router.store.subscribe();
+    journal_subscriber::start(router.journal.clone(), feed, snapshot.version())
 }
 
 /// On a clean stop, let the journal record what was committed last.
-async fn drain_journal(shared: &Router, mut journaled: Journaled) {
-    let version = shared.store.snapshot().version();
+async fn drain_journal(router: &Router, mut journaled: Journaled) {
+    let version = router.store.snapshot().version();
     if tokio::time::timeout(JOURNAL_DRAIN, journaled.reached(version))
         .await
         .is_err()
@@ -289,7 +297,7 @@ async fn drain_journal(shared: &Router, mut journaled: Journaled) {
 /// notifier's subscription to the store.
 fn start_notify(
     config: &Config,
-    shared: &Router,
+    router: &Router,
     journaled: Journaled,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
@@ -313,7 +321,7 @@ fn start_notify(
     );
     tasks.extend(started);
     let notifier = Arc::new(notifier);
-    let (_, feed) = shared.store.subscribe();
+    let (_, feed) = router.store.subscribe();
     let n = notifier.clone();
     let mut stop = stop;
     tasks.push(tokio::spawn(async move {
@@ -336,7 +344,7 @@ fn secondary_dir(config: &Config) -> Option<PathBuf> {
 /// Starts the refresh task of every secondary zone.
 fn start_secondaries(
     config: &Config,
-    shared: &Arc<Router>,
+    router: &Arc<Router>,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) {
@@ -348,7 +356,7 @@ fn start_secondaries(
     if let Some(d) = &state_dir {
         let _ = std::fs::create_dir_all(d);
     }
-    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = shared.clone();
+    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = router.clone();
     let (tx, started) = secondary::start(
         secondary::Secondaries {
             zones,
@@ -358,7 +366,7 @@ fn start_secondaries(
         },
         stop,
     );
-    let _ = shared.notify_sink.set(Box::new(tx));
+    let _ = router.notify_sink.set(Box::new(tx));
     tasks.extend(started);
 }
 
@@ -367,7 +375,7 @@ fn start_secondaries(
 async fn start_registry(
     config: &Config,
     rc: &crate::config::RegistryConfig,
-    shared: &Arc<Router>,
+    router: &Arc<Router>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<(
     SocketAddr,
@@ -381,7 +389,7 @@ async fn start_registry(
         .naming
         .clone()
         .context("registry configured without naming")?;
-    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = shared.clone();
+    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = router.clone();
     let started = crate::registry::service::start(
         &rc.data_dir,
         naming,
@@ -420,14 +428,14 @@ async fn start_registry(
 fn start_fast_path(
     config: &Config,
     port: u16,
-    shared: &Router,
+    router: &Router,
 ) -> Option<(KernelTable, JoinHandle<()>)> {
     let x = &config.xdp;
     if x.interfaces.is_empty() {
         info!("XDP fast path off (no [xdp] interfaces configured): every query is answered by the fallback server");
         return None;
     }
-    let (snapshot, feed) = shared.store.subscribe();
+    let (snapshot, feed) = router.store.subscribe();
     let attempt = || -> Result<FastPath, XdpError> {
         let mut fp = FastPath::load(x.capacity, port, config.server.udp_payload)?;
         let (table, skipped) = compile(&snapshot);

@@ -62,7 +62,7 @@ fn free_here(mut zones: Vec<Arc<Zone>>) {
 /// that fails to load keeps serving its previous version; a config that
 /// fails to parse changes nothing. Returns the config now in force. What
 /// follows (journal, NOTIFY, kernel table) follows the store's feed.
-pub fn reload(path: &Path, old: &Config, shared: &Router) -> Option<Config> {
+pub fn reload(path: &Path, old: &Config, router: &Router) -> Option<Config> {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -81,19 +81,19 @@ pub fn reload(path: &Path, old: &Config, shared: &Router) -> Option<Config> {
     // set changes with a restart).
     let mut configured = configured_origins(&config);
     configured.extend(old.registry_zone_names().map(|n| LowerName::new(&n)));
-    shared
+    router
         .transfer
         .store(Arc::new(config.settings.transfer.clone()));
-    let removed: Vec<Name> = shared
+    let removed: Vec<Name> = router
         .store
         .snapshot()
         .zones()
         .filter(|z| !configured.contains(z.origin_key()))
         .map(|z| z.origin().clone())
         .collect();
-    shared.handler.store(Arc::new(handler_for(&config)));
-    let before: Vec<Arc<Zone>> = shared.store.snapshot().zones().cloned().collect();
-    let diffs = shared.store.replace_zones(zones, &removed, unix_secs());
+    router.handler.store(Arc::new(handler_for(&config)));
+    let before: Vec<Arc<Zone>> = router.store.snapshot().zones().cloned().collect();
+    let diffs = router.store.replace_zones(zones, &removed, unix_secs());
     free_here(before);
     for d in &diffs {
         info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
