@@ -223,28 +223,31 @@ impl ZoneTask {
                 Ok(!diffs.is_empty())
             }
             XfrOutcome::Incremental(diffs) => {
-                let mut applied = Vec::new();
-                for d in &diffs {
-                    let changes: Vec<Change> = d
-                        .removed
-                        .iter()
-                        .filter(|r| r.record_type() != RecordType::SOA)
-                        .map(|r| Change::Remove(r.clone()))
-                        .chain(
-                            d.added
-                                .iter()
-                                .filter(|r| r.record_type() != RecordType::SOA)
-                                .map(|r| Change::Add(r.clone())),
-                        )
-                        .collect();
-                    let serial = d
-                        .new_serial
-                        .ok_or(ClientError::Transfer(primary, XfrError::DiffWithoutSoa))?;
-                    let diff = store
-                        .apply_transferred(zone, &changes, serial)
-                        .map_err(|e| ClientError::Store(primary, e))?;
-                    applied.push(diff);
-                }
+                // Applied whole, in one commit, or not at all.
+                let steps = diffs
+                    .iter()
+                    .map(|d| {
+                        let changes: Vec<Change> = d
+                            .removed
+                            .iter()
+                            .filter(|r| r.record_type() != RecordType::SOA)
+                            .map(|r| Change::Remove(r.clone()))
+                            .chain(
+                                d.added
+                                    .iter()
+                                    .filter(|r| r.record_type() != RecordType::SOA)
+                                    .map(|r| Change::Add(r.clone())),
+                            )
+                            .collect();
+                        let serial = d
+                            .new_serial
+                            .ok_or(ClientError::Transfer(primary, XfrError::DiffWithoutSoa))?;
+                        Ok((changes, serial))
+                    })
+                    .collect::<Result<Vec<_>, ClientError>>()?;
+                let applied = store
+                    .apply_transferred(zone, &steps)
+                    .map_err(|e| ClientError::Store(primary, e))?;
                 info!(%zone, %primary, diffs = applied.len(), "IXFR received");
                 Ok(true)
             }

@@ -278,28 +278,38 @@ impl ZoneStore {
         changes: &[Change],
         now: u64,
     ) -> Result<ZoneDiff, StoreError> {
-        self.apply(origin, changes, Err(now))
+        let diffs = self.apply(origin, &[(changes, Err(now))])?;
+        Ok(diffs.into_iter().next().unwrap_or_else(|| ZoneDiff {
+            origin: origin.clone(),
+            ..ZoneDiff::default()
+        }))
     }
 
-    /// Applies an incremental transfer: `changes` then the primary's
-    /// `serial`, exactly. Fails if the zone is not served.
+    /// Applies an incremental transfer: each diff's changes then its
+    /// primary's serial, exactly, in order, as one commit; if any diff
+    /// does not apply, nothing is (the zone stays at its old serial).
+    /// Fails if the zone is not served.
     pub fn apply_transferred(
         &self,
         origin: &Name,
-        changes: &[Change],
-        serial: u32,
-    ) -> Result<ZoneDiff, StoreError> {
-        self.apply(origin, changes, Ok(serial))
+        diffs: &[(Vec<Change>, u32)],
+    ) -> Result<Vec<ZoneDiff>, StoreError> {
+        let steps: Vec<(&[Change], Result<u32, u64>)> = diffs
+            .iter()
+            .map(|(changes, serial)| (changes.as_slice(), Ok(*serial)))
+            .collect();
+        self.apply(origin, &steps)
     }
 
+    /// Applies each step's changes and serial to one zone, in order, and
+    /// commits them together: all of them, or none when one fails (an
+    /// incremental transfer is applied whole). Steps that change nothing
+    /// add no diff.
     fn apply(
         &self,
         origin: &Name,
-        changes: &[Change],
-        serial: Result<u32, u64>,
-    ) -> Result<ZoneDiff, StoreError> {
-        // `Ok`: the primary's serial, exactly; `Err(now)`: ours, by policy.
-        let exact_serial = serial.ok();
+        steps: &[(&[Change], Result<u32, u64>)],
+    ) -> Result<Vec<ZoneDiff>, StoreError> {
         let w = self.lock();
         let old = self.current.load_full();
         let key = LowerName::new(origin);
@@ -307,72 +317,91 @@ impl ZoneStore {
             .zones
             .get(&key)
             .ok_or_else(|| StoreError::UnknownZone(origin.clone()))?;
-        let (old_soa, soa_ttl) = current
-            .soa()
-            .map(|(s, ttl)| (s.clone(), ttl))
-            .ok_or_else(|| StoreError::NoSoa(origin.clone()))?;
         let mut zone = (**current).clone();
-        let mut diff = ZoneDiff {
-            origin: zone.origin().clone(),
-            ..ZoneDiff::default()
-        };
-        for change in changes {
-            match change {
-                Change::Add(r) | Change::Remove(r) if r.record_type() == RecordType::SOA => {
-                    return Err(StoreError::SoaChange)
+        let mut diffs = Vec::new();
+        for (changes, serial) in steps {
+            let diff = apply_step(&mut zone, changes, *serial, w.policy)?;
+            if !diff.is_empty() {
+                diffs.push(diff);
+            }
+        }
+        if !diffs.is_empty() {
+            let mut next = (*old).clone();
+            next.zones.insert(key, Arc::new(zone));
+            self.commit_diffs(&w, next, &diffs);
+        }
+        Ok(diffs)
+    }
+}
+
+/// One step of [`ZoneStore::apply`]: record changes, then the SOA's new
+/// serial (`Ok`: the primary's, exactly; `Err(now)`: ours, by policy).
+fn apply_step(
+    zone: &mut Zone,
+    changes: &[Change],
+    serial: Result<u32, u64>,
+    policy: SerialPolicy,
+) -> Result<ZoneDiff, StoreError> {
+    let origin = zone.origin().clone();
+    let (old_soa, soa_ttl) = zone
+        .soa()
+        .map(|(s, ttl)| (s.clone(), ttl))
+        .ok_or_else(|| StoreError::NoSoa(origin.clone()))?;
+    let mut diff = ZoneDiff {
+        origin: origin.clone(),
+        ..ZoneDiff::default()
+    };
+    for change in changes {
+        match change {
+            Change::Add(r) | Change::Remove(r) if r.record_type() == RecordType::SOA => {
+                return Err(StoreError::SoaChange)
+            }
+            Change::Add(r) => {
+                let ttl_now = rrset_ttl(zone, r);
+                if ttl_now.is_some_and(|t| t != r.ttl) {
+                    // A TTL change rewrites the whole set (rare path).
+                    let before = rrset_of(zone, r);
+                    zone.insert(r.clone())?;
+                    let after = rrset_of(zone, r);
+                    record_rrset_change(&mut diff, r, before, after);
+                } else if zone.insert(r.clone())? {
+                    cancel_or_push(&mut diff.removed, &mut diff.added, r);
                 }
-                Change::Add(r) => {
-                    let ttl_now = rrset_ttl(&zone, r);
-                    if ttl_now.is_some_and(|t| t != r.ttl) {
-                        // A TTL change rewrites the whole set (rare path).
-                        let before = rrset_of(&zone, r);
-                        zone.insert(r.clone())?;
-                        let after = rrset_of(&zone, r);
-                        record_rrset_change(&mut diff, r, before, after);
-                    } else if zone.insert(r.clone())? {
-                        cancel_or_push(&mut diff.removed, &mut diff.added, r);
-                    }
-                }
-                Change::Remove(r) => {
-                    if let Some(ttl) = rrset_ttl(&zone, r) {
-                        if zone.remove(&r.name, &r.data) {
-                            let mut gone = r.clone();
-                            gone.ttl = ttl;
-                            cancel_or_push(&mut diff.added, &mut diff.removed, &gone);
-                        }
+            }
+            Change::Remove(r) => {
+                if let Some(ttl) = rrset_ttl(zone, r) {
+                    if zone.remove(&r.name, &r.data) {
+                        let mut gone = r.clone();
+                        gone.ttl = ttl;
+                        cancel_or_push(&mut diff.added, &mut diff.removed, &gone);
                     }
                 }
             }
         }
-        if diff.is_empty() && exact_serial.is_none_or(|s| s == old_soa.serial) {
-            return Ok(diff);
-        }
-        let mut new_soa = old_soa.clone();
-        new_soa.serial = match serial {
-            Ok(exact) => exact,
-            Err(now) => w.policy.next(old_soa.serial, now as u32),
-        };
-        let apex = zone.origin().clone();
-        zone.remove(&apex, &RData::SOA(old_soa.clone()));
-        zone.insert(Record::from_rdata(
-            apex.clone(),
-            soa_ttl,
-            RData::SOA(new_soa.clone()),
-        ))?;
-        diff.old_serial = Some(old_soa.serial);
-        diff.new_serial = Some(new_soa.serial);
-        diff.removed.insert(
-            0,
-            Record::from_rdata(apex.clone(), soa_ttl, RData::SOA(old_soa)),
-        );
-        diff.added
-            .insert(0, Record::from_rdata(apex, soa_ttl, RData::SOA(new_soa)));
-
-        let mut next = (*old).clone();
-        next.zones.insert(key, Arc::new(zone));
-        self.commit_diffs(&w, next, std::slice::from_ref(&diff));
-        Ok(diff)
     }
+    if diff.is_empty() && serial.ok().is_none_or(|s| s == old_soa.serial) {
+        return Ok(diff);
+    }
+    let mut new_soa = old_soa.clone();
+    new_soa.serial = match serial {
+        Ok(exact) => exact,
+        Err(now) => policy.next(old_soa.serial, now as u32),
+    };
+    zone.remove(&origin, &RData::SOA(old_soa.clone()));
+    zone.insert(Record::from_rdata(
+        origin.clone(),
+        soa_ttl,
+        RData::SOA(new_soa.clone()),
+    ))?;
+    diff.old_serial = Some(old_soa.serial);
+    diff.new_serial = Some(new_soa.serial);
+    diff.removed.insert(
+        0,
+        Record::from_rdata(origin.clone(), soa_ttl, RData::SOA(old_soa)),
+    );
+    diff.added
+        .insert(0, Record::from_rdata(origin, soa_ttl, RData::SOA(new_soa)));
+    Ok(diff)
 }
 
 /// The zone to install and its diff against `before`, or `None` when
@@ -823,5 +852,39 @@ mod tests {
         let seen = reader.join().unwrap();
         let expected: Vec<u64> = (first..=first + 50).collect();
         assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn an_incremental_transfer_is_applied_whole_or_not_at_all() {
+        let store = ZoneStore::new();
+        store.replace_zones(vec![zone(10, &[a("www.example.com.", 1)])], &[], 0);
+        let (_, mut feed) = store.subscribe();
+        let origin = name("example.com.");
+        // Diff 10 -> 12 is fine; 12 -> 13 carries a record out of zone.
+        let bad = [
+            (vec![Change::Add(a("x.example.com.", 5))], 12),
+            (vec![Change::Add(a("www.example.org.", 1))], 13),
+        ];
+        assert!(matches!(
+            store.apply_transferred(&origin, &bad),
+            Err(StoreError::Zone(_))
+        ));
+        assert_eq!(store.snapshot().zones().next().unwrap().serial(), Some(10));
+        let x = LowerName::from(name("x.example.com."));
+        assert!(store.snapshot().zones().next().unwrap().node(&x).is_none());
+        assert!(feed.try_next().is_none(), "nothing was committed");
+
+        let good = [
+            (vec![Change::Add(a("x.example.com.", 5))], 12),
+            (vec![Change::Remove(a("www.example.com.", 1))], 13),
+        ];
+        let diffs = store.apply_transferred(&origin, &good).unwrap();
+        let serials: Vec<_> = diffs.iter().map(|d| (d.old_serial, d.new_serial)).collect();
+        assert_eq!(serials, [(Some(10), Some(12)), (Some(12), Some(13))]);
+        match feed.try_next() {
+            Some(FeedItem::Commit(c)) => assert_eq!(c.diffs().count(), 2, "one commit, both diffs"),
+            other => panic!("expected one commit, got {other:?}"),
+        }
+        assert!(feed.try_next().is_none());
     }
 }
