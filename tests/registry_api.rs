@@ -12,7 +12,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 use serde_json::Value;
 
-use support::{eventually, http, path_str, Server, TempDir, BIN};
+use support::{eventually, http, path_str, query, udp_raw, Server, TempDir, BIN};
 
 const TOKEN: &str = "test-token-1";
 
@@ -604,5 +604,84 @@ rise = 2
             .response_code
             == ResponseCode::NXDomain),
         "not deregistered on SIGTERM"
+    );
+}
+
+/// A registration over the per-instance limits is refused fast, naming the
+/// limit, and one far over the body limit gets 413 without being read,
+/// while DNS keeps answering (the 50,000-address PUT that once stopped
+/// every answer).
+#[test]
+fn oversized_registrations_are_refused_fast_and_dns_keeps_answering() {
+    let s = start("");
+    let addrs = |n: usize| {
+        (0..n)
+            .map(|i| format!("\"10.{}.{}.{}\"", i >> 16 & 255, i >> 8 & 255, i & 255))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let body = |n: usize| {
+        format!(
+            r#"{{"owner":"acme","addresses":[{}],"services":["web:80"],"lease_secs":60}}"#,
+            addrs(n)
+        )
+    };
+    // At the limit: accepted and answered (64 A records: over TCP).
+    let (code, _) = put(&s, "max", &body(64));
+    assert_eq!(code, 200);
+    assert!(eventually(Duration::from_secs(5), || {
+        addresses(&s.tcp("max.inst.acme.sd.example.", RecordType::A)).len() == 64
+    }));
+    // One over: 422 naming the field and the limit's key.
+    let (code, err) = put(&s, "over", &body(65));
+    assert_eq!(code, 422, "{err}");
+    assert_eq!(err["field"], "addresses");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("registry.limits.max_addresses"),
+        "{err}"
+    );
+    // 50,000 addresses (~700 KB): 413 at once, in the JSON error form.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dns = {
+        let (stop, addr) = (stop.clone(), s.addr);
+        std::thread::spawn(move || {
+            let mut worst = Duration::ZERO;
+            let q = query("www.example.com.", RecordType::A, None);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                assert!(udp_raw(addr, &q).is_some(), "DNS stopped answering");
+                worst = worst.max(t.elapsed());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            worst
+        })
+    };
+    let started = Instant::now();
+    let (code, err) = put(&s, "huge", &body(50_000));
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let worst = dns.join().unwrap();
+    assert_eq!(code, 413, "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("registry.limits.max_body_bytes"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    assert!(worst < Duration::from_secs(1), "a DNS query took {worst:?}");
+    assert_eq!(
+        http(
+            "GET",
+            &format!("{}/v1/instances/huge", s.api()),
+            Some(TOKEN),
+            None
+        )
+        .0,
+        404
     );
 }

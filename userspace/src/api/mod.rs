@@ -10,7 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::registry::model::{BinderSpec, Membership};
+use crate::registry::model::{BinderSpec, InstanceSpec, Limits, Membership};
 use crate::registry::naming::Networks;
 use crate::registry::service::{now_ms, Op, RegistryHandle, View};
 use crate::registry::{Instance, RegistryError, Status};
@@ -35,6 +36,7 @@ pub struct ApiState {
     pub store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
     pub token: Arc<str>,
     pub public_reads: bool,
+    pub limits: Limits,
 }
 
 #[derive(Debug)]
@@ -45,6 +47,15 @@ pub enum ApiError {
         message: String,
     },
     Registry(RegistryError),
+    /// The body could not be read: over `registry.limits.max_body_bytes`
+    /// (413), or broken off.
+    Body(BytesRejection),
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(e: BytesRejection) -> Self {
+        ApiError::Body(e)
+    }
 }
 
 impl From<RegistryError> for ApiError {
@@ -62,6 +73,15 @@ impl IntoResponse for ApiError {
                 "missing or wrong bearer token (Authorization: Bearer <token>)".to_string(),
             ),
             ApiError::BadRequest { field, message } => (StatusCode::BAD_REQUEST, field, message),
+            ApiError::Body(e) => {
+                let status = e.status();
+                let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    "request body too large (registry.limits.max_body_bytes)".to_string()
+                } else {
+                    format!("request body unreadable: {e}")
+                };
+                (status, None, message)
+            }
             ApiError::Registry(e) => {
                 let message = e.to_string();
                 match e {
@@ -103,6 +123,7 @@ pub fn router(state: ApiState) -> Router {
                 Json(json!({"error": "no such endpoint (see /v1/openapi.json)", "field": null})),
             )
         })
+        .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
         .with_state(state)
 }
 
@@ -206,10 +227,11 @@ async fn register(
     State(s): State<ApiState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
-    let spec = parse(&body)?;
+    let spec: InstanceSpec = parse(&body?)?;
+    s.limits.check(&spec)?;
     written(
         &s,
         Op::Register {
@@ -248,10 +270,10 @@ async fn set_status(
     State(s): State<ApiState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
-    let StatusBody { status } = parse(&body)?;
+    let StatusBody { status } = parse(&body?)?;
     written(&s, Op::SetStatus { id, status }).await
 }
 
@@ -265,10 +287,10 @@ async fn set_owner(
     State(s): State<ApiState>,
     Path(owner): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
-    let OwnerBody { enabled } = parse(&body)?;
+    let OwnerBody { enabled } = parse(&body?)?;
     written(&s, Op::SetOwner { owner, enabled }).await
 }
 

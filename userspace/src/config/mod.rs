@@ -261,6 +261,9 @@ pub struct RegistryConfig {
     pub soa_timers: [u32; 4],
     #[serde(default)]
     pub health: crate::registry::HealthPolicy,
+    /// Per-registration limits and the API body size.
+    #[serde(default)]
+    pub limits: crate::registry::model::Limits,
     #[serde(rename = "zone")]
     pub zones: Vec<RegistryZoneConfig>,
 }

@@ -225,6 +225,67 @@ pub fn parse_tag(field: &str, tag: &str) -> Result<Membership, RegistryError> {
     Ok(m)
 }
 
+/// What one registration may hold (`[registry.limits]`): a client cannot
+/// make one write arbitrarily expensive for the registry and for DNS.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Addresses per instance.
+    pub max_addresses: usize,
+    /// CNS service memberships per instance.
+    pub max_services: usize,
+    /// Binder aliases per instance.
+    pub max_aliases: usize,
+    /// Largest API request body, in bytes (413 above).
+    pub max_body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_addresses: 64,
+            max_services: 32,
+            max_aliases: 32,
+            max_body_bytes: 64 * 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks `spec` against the per-instance limits; the error names the
+    /// field and the limit's key.
+    pub fn check(&self, spec: &InstanceSpec) -> Result<(), RegistryError> {
+        let over = |field: &str, n: usize, max: usize, key: &str| {
+            (n > max).then(|| {
+                bad(
+                    field,
+                    format!("{n} given, at most {max} per instance (registry.limits.{key})"),
+                )
+            })
+        };
+        let aliases = spec.binder.as_ref().map_or(0, |b| b.aliases.len());
+        let error = over(
+            "addresses",
+            spec.addresses.len(),
+            self.max_addresses,
+            "max_addresses",
+        )
+        .or_else(|| {
+            over(
+                "services",
+                spec.services.len(),
+                self.max_services,
+                "max_services",
+            )
+        })
+        .or_else(|| over("binder.aliases", aliases, self.max_aliases, "max_aliases"));
+        match error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
 impl InstanceSpec {
     /// Validates and canonicalises the spec; errors name the field.
     pub fn validate(&self) -> Result<Registration, RegistryError> {
@@ -413,5 +474,42 @@ mod tests {
             pick(HostType::serviceable),
             [LoadBalancer, MorayHost, OpsHost, RedisHost, RrHost]
         );
+    }
+
+    #[test]
+    fn limits_name_the_field_and_the_key() {
+        let limits = Limits {
+            max_addresses: 2,
+            max_services: 1,
+            max_aliases: 1,
+            ..Limits::default()
+        };
+        let spec = |json: &str| -> InstanceSpec { serde_json::from_str(json).unwrap() };
+        let ok = spec(
+            r#"{"owner":"a","addresses":["10.0.0.1","10.0.0.2"],"services":["w"],"lease_secs":5}"#,
+        );
+        assert_eq!(limits.check(&ok), Ok(()));
+        let many =
+            spec(r#"{"owner":"a","addresses":["10.0.0.1","10.0.0.2","10.0.0.3"],"lease_secs":5}"#);
+        let e = limits.check(&many).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "addresses: 3 given, at most 2 per instance (registry.limits.max_addresses)"
+        );
+        let svcs =
+            spec(r#"{"owner":"a","addresses":["10.0.0.1"],"services":["w","x"],"lease_secs":5}"#);
+        assert!(limits
+            .check(&svcs)
+            .unwrap_err()
+            .to_string()
+            .starts_with("services: "));
+        let aliases = spec(
+            r#"{"addresses":["10.0.0.1"],"lease_secs":5,"binder":{"domain":"d.example","type":"host","aliases":["a.example","b.example"]}}"#,
+        );
+        assert!(limits
+            .check(&aliases)
+            .unwrap_err()
+            .to_string()
+            .contains("registry.limits.max_aliases"));
     }
 }

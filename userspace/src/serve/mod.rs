@@ -413,6 +413,7 @@ async fn start_registry(
         store,
         token: token.into(),
         public_reads: rc.public_reads,
+        limits: rc.limits,
     };
     let api = tokio::spawn(async move {
         if let Err(e) = crate::api::serve(listener, state, stop).await {
