@@ -466,6 +466,48 @@ fn negative_corpus_passes_unchanged() {
     let n = ch.len();
     ch[n - 1] = 3; // class CH
     cases.push(("class CH", ch, Quirks::default()));
+    // Sources no answer may go to (reflection toward a broadcast domain):
+    // a hit from each is passed, never answered. IPv4: unspecified,
+    // broadcast, multicast; IPv6 (each row): multicast; and a group
+    // source MAC for both. (Loopback sources are passed only off `lo`;
+    // BPF_PROG_TEST_RUN runs the program as on `lo`, see below.)
+    let v6_multicast = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    for (what, v4) in [
+        ("unspecified source", [0, 0, 0, 0]),
+        ("broadcast source", [255, 255, 255, 255]),
+        ("multicast source", [224, 0, 0, 251]),
+    ] {
+        let quirks = Quirks {
+            src_v4: Some(v4),
+            src_v6: Some(v6_multicast),
+            ..Quirks::default()
+        };
+        cases.push((what, mutated(|_| {}), quirks));
+    }
+    cases.push((
+        "broadcast source MAC",
+        mutated(|_| {}),
+        Quirks {
+            src_mac: Some([0xff; 6]),
+            ..Quirks::default()
+        },
+    ));
+
+    // On `lo` (where BPF_PROG_TEST_RUN runs it), a loopback source is a
+    // real local client and is answered.
+    let local = frame(
+        Family::V4,
+        0,
+        &mutated(|_| {}),
+        Quirks {
+            src_v4: Some([127, 0, 0, 1]),
+            ..Quirks::default()
+        },
+    );
+    assert_eq!(
+        test_run(r.fast.program_fd(), &local, 1).unwrap().action,
+        XDP_TX
+    );
 
     let before = r.fast.counters().unwrap();
     for (what, dns, quirks) in &cases {

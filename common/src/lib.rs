@@ -134,10 +134,13 @@ pub enum PassReason {
     Edns = 4,
     Size = 5,
     ParseError = 6,
+    /// A source no reply may go to: unspecified, broadcast, multicast, or
+    /// loopback arriving on another interface (reflection).
+    Source = 7,
 }
 
 impl PassReason {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
     pub const ALL: [PassReason; Self::COUNT] = [
         PassReason::NotDns,
         PassReason::NotQuery,
@@ -146,6 +149,7 @@ impl PassReason {
         PassReason::Edns,
         PassReason::Size,
         PassReason::ParseError,
+        PassReason::Source,
     ];
 
     /// Label used for the Prometheus `reason` dimension.
@@ -158,6 +162,7 @@ impl PassReason {
             PassReason::Edns => "edns",
             PassReason::Size => "size",
             PassReason::ParseError => "parse_error",
+            PassReason::Source => "source",
         }
     }
 }

@@ -67,11 +67,23 @@ pub struct Packet {
     pub dns_len: u32,
 }
 
+/// The loopback interface is ifindex 1 in every network namespace.
+#[inline(always)]
+fn on_loopback(ctx: &XdpContext) -> bool {
+    // SAFETY: `ctx.ctx` is the xdp_md the kernel passed in.
+    unsafe { (*ctx.ctx).ingress_ifindex == 1 }
+}
+
 /// Parses down to the DNS payload of a UDP datagram to `port`.
 #[inline(always)]
 pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
     let frame_len = (ctx.data_end() - ctx.data()) as u32;
     let eth: [u8; ETH_LEN as usize] = load(ctx, 0).map_err(|_| PassReason::NotDns)?;
+    // A group (multicast/broadcast) source MAC: the reply would go to
+    // every host on the segment.
+    if eth[6] & 1 != 0 {
+        return Err(PassReason::Source);
+    }
     let mut ethertype = be16(&eth, 12);
     let mut l3 = ETH_LEN;
     for _ in 0..2 {
@@ -96,6 +108,12 @@ pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
             if total < IPV4_LEN + UDP_LEN || l3 + total > frame_len {
                 return Err(PassReason::ParseError);
             }
+            // Sources no reply may go to: 0/8, multicast, reserved and
+            // broadcast (224/3), and loopback from outside `lo`.
+            let first = h[12];
+            if first == 0 || first >= 224 || (first == 127 && !on_loopback(ctx)) {
+                return Err(PassReason::Source);
+            }
             (Ip::V4(h), l3 + IPV4_LEN, total - IPV4_LEN)
         }
         ETH_P_IPV6 => {
@@ -107,6 +125,12 @@ pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
             let payload = be16(&h, 4) as u32;
             if payload < UDP_LEN || l3 + IPV6_LEN + payload > frame_len {
                 return Err(PassReason::ParseError);
+            }
+            // Multicast source (ff00::/8). `::` and `::1` are not checked
+            // here (the check does not fit the parser's stack budget); the
+            // reply goes to the sender's unicast MAC either way.
+            if h[8] == 0xff {
+                return Err(PassReason::Source);
             }
             (Ip::V6(h), l3 + IPV6_LEN, payload)
         }

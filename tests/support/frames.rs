@@ -27,6 +27,10 @@ pub struct Quirks {
     pub udp_len_delta: i16,
     pub ip_proto: Option<u8>,
     pub dst_port: Option<u16>,
+    /// Another client address (the same family as the frame).
+    pub src_v4: Option<[u8; 4]>,
+    pub src_v6: Option<[u8; 16]>,
+    pub src_mac: Option<[u8; 6]>,
 }
 
 pub fn sum16(bytes: &[u8]) -> u64 {
@@ -57,7 +61,7 @@ fn udp_checksum(family: Family, src: &[u8], dst: &[u8], udp: &[u8]) -> u16 {
 pub fn frame(family: Family, vlans: usize, dns: &[u8], q: Quirks) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&SERVER_MAC);
-    f.extend_from_slice(&CLIENT_MAC);
+    f.extend_from_slice(&q.src_mac.unwrap_or(CLIENT_MAC));
     for i in 0..vlans {
         f.extend_from_slice(
             &(if i == 0 && vlans == 2 {
@@ -75,6 +79,8 @@ pub fn frame(family: Family, vlans: usize, dns: &[u8], q: Quirks) -> Vec<u8> {
     udp.extend_from_slice(&((8 + dns.len()) as i32 + q.udp_len_delta as i32).to_be_bytes()[2..]);
     udp.extend_from_slice(&[0, 0]);
     udp.extend_from_slice(dns);
+    let src_v4 = q.src_v4.unwrap_or(CLIENT_V4);
+    let src_v6 = q.src_v6.unwrap_or(CLIENT_V6);
     match family {
         Family::V4 => {
             f.extend_from_slice(&0x0800u16.to_be_bytes());
@@ -90,17 +96,17 @@ pub fn frame(family: Family, vlans: usize, dns: &[u8], q: Quirks) -> Vec<u8> {
             }
             ip.extend_from_slice(&frag.to_be_bytes());
             ip.extend_from_slice(&[17, q.ip_proto.unwrap_or(17), 0, 0]);
-            ip.extend_from_slice(&CLIENT_V4);
+            ip.extend_from_slice(&src_v4);
             ip.extend_from_slice(&SERVER_V4);
             let c = !fold(sum16(&ip));
             ip[10..12].copy_from_slice(&c.to_be_bytes());
-            let c = udp_checksum(family, &CLIENT_V4, &SERVER_V4, &udp);
+            let c = udp_checksum(family, &src_v4, &SERVER_V4, &udp);
             udp[6..8].copy_from_slice(&c.to_be_bytes());
             f.extend_from_slice(&ip);
         }
         Family::V6 => {
             f.extend_from_slice(&0x86ddu16.to_be_bytes());
-            let c = udp_checksum(family, &CLIENT_V6, &SERVER_V6, &udp);
+            let c = udp_checksum(family, &src_v6, &SERVER_V6, &udp);
             udp[6..8].copy_from_slice(&c.to_be_bytes());
             let mut payload = Vec::new();
             let next = if q.ipv6_hop_by_hop {
@@ -114,7 +120,7 @@ pub fn frame(family: Family, vlans: usize, dns: &[u8], q: Quirks) -> Vec<u8> {
             f.extend_from_slice(&[0x60, 0, 0, 0]);
             f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
             f.extend_from_slice(&[next, 9]);
-            f.extend_from_slice(&CLIENT_V6);
+            f.extend_from_slice(&src_v6);
             f.extend_from_slice(&SERVER_V6);
             f.extend_from_slice(&payload);
             return f;

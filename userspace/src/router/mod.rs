@@ -65,6 +65,16 @@ impl NotifySink for mpsc::UnboundedSender<Name> {
     }
 }
 
+/// Whether a reply may go to `peer`: not unspecified, broadcast or
+/// multicast (the same rule as the kernel path; the kernel's IP layer
+/// already drops most of these as martians).
+fn replyable(peer: IpAddr) -> bool {
+    match peer {
+        IpAddr::V4(a) => a.octets()[0] != 0 && a.octets()[0] < 224,
+        IpAddr::V6(a) => !a.is_unspecified() && !a.is_multicast(),
+    }
+}
+
 /// What to send back for one message.
 pub enum Response {
     /// Nothing (garbage, or a response packet).
@@ -110,6 +120,9 @@ impl Transfer {
 impl Router {
     /// Answers one message from `peer` at `now` (unix seconds, for TSIG).
     pub fn respond(&self, packet: &[u8], transport: Transport, peer: IpAddr, now: u64) -> Response {
+        if !replyable(peer) {
+            return Response::Drop;
+        }
         let req = match wire::parse_request(packet) {
             Ok(req) => req,
             Err(Rejected::Drop) => return Response::Drop,

@@ -201,3 +201,17 @@ fn notify_reaches_the_sink_only_from_the_primary_and_only_for_secondary_zones() 
         "refused NOTIFYs go nowhere"
     );
 }
+
+#[test]
+fn no_reply_goes_to_a_source_that_cannot_have_sent_it() {
+    let (r, _) = router();
+    let q = bytes(&message(OpCode::Query, "ns1.example.com.", RecordType::A));
+    for peer in ["0.0.0.0", "255.255.255.255", "224.0.0.251", "::", "ff02::1"] {
+        assert!(
+            matches!(r.respond(&q, Transport::Udp, ip(peer), NOW), Response::Drop),
+            "{peer}"
+        );
+    }
+    let (rcode, _) = one(r.respond(&q, Transport::Udp, ip("192.0.2.7"), NOW));
+    assert_eq!(rcode, ResponseCode::NoError);
+}
