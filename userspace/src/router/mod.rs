@@ -13,6 +13,10 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+mod log_limit;
+
+use log_limit::LogLimit;
+
 use crate::handler::{Handler, Transport};
 use crate::transfer::outbound::{self, Plan};
 use crate::transfer::tsig::{self, ReplySigner};
@@ -31,6 +35,8 @@ pub struct Router {
     /// Where accepted NOTIFYs for secondary zones go (set once the
     /// secondary zones run).
     pub notify_sink: OnceLock<Box<dyn NotifySink>>,
+    /// Per-packet log lines (refusals, bad signatures), rate-limited.
+    log_limit: LogLimit,
 }
 
 impl AsRef<ZoneStore> for Router {
@@ -49,7 +55,13 @@ impl Router {
             transfer: ArcSwap::from_pointee(TransferPolicy::loopback_only()),
             journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
             notify_sink: OnceLock::new(),
+            log_limit: LogLimit::default(),
         }
+    }
+    /// The same router answering IXFR from `journal`.
+    pub fn with_journal(mut self, journal: IxfrJournal) -> Router {
+        self.journal = Arc::new(journal);
+        self
     }
 }
 
@@ -139,9 +151,20 @@ impl Router {
         let policy = self.transfer.load();
         let verified = if req.signed {
             match tsig::verify_request(&policy.keyring, packet, now) {
-                Ok(v) => v,
+                Ok(Some(v)) => Some(v),
+                // Signed, but the TSIG cannot be read back out of the
+                // message (not last, broken fields): FORMERR, not unsigned.
+                Ok(None) => {
+                    if let Some(held_back) = self.log_limit.admit("tsig", now) {
+                        warn!(%peer, qname = %req.query.name(), held_back, "malformed TSIG record; FORMERR");
+                    }
+                    let reply = Reply::error(ResponseCode::FormErr);
+                    return Response::One(handler.encode(&req, &reply, transport));
+                }
                 Err(r) => {
-                    warn!(%peer, key = %r.key, error = ?r.error, qname = %req.query.name(), "TSIG verification failed; NOTAUTH");
+                    if let Some(held_back) = self.log_limit.admit("tsig", now) {
+                        warn!(%peer, key = %r.key, error = ?r.error, qname = %req.query.name(), held_back, "TSIG verification failed; NOTAUTH");
+                    }
                     return Response::One(r.reply);
                 }
             }
@@ -159,7 +182,7 @@ impl Router {
         let zone = LowerName::new(req.query.name());
 
         if req.op_code == OpCode::Notify {
-            let rcode = self.notify_received(&policy, &req, &zone, peer, key.as_ref());
+            let rcode = self.notify_received(&policy, &req, &zone, peer, key.as_ref(), now);
             let reply = Reply {
                 rcode,
                 authoritative: rcode == ResponseCode::NoError,
@@ -171,7 +194,9 @@ impl Router {
             return one(handler.reply(&snapshot, &req, transport));
         }
         if !policy.transfer_acl(&zone).allows(peer, key.as_ref()) {
-            warn!(%peer, zone = %req.query.name(), qtype = %qtype, key = ?key.as_ref().map(|k| k.to_string()), "transfer refused by ACL");
+            if let Some(held_back) = self.log_limit.admit("transfer", now) {
+                warn!(%peer, zone = %req.query.name(), qtype = %qtype, key = ?key.as_ref().map(|k| k.to_string()), held_back, "transfer refused by ACL");
+            }
             return one(handler.encode(&req, &Reply::error(ResponseCode::Refused), transport));
         }
         match outbound::plan(&snapshot, &self.journal, &req, transport) {
@@ -199,13 +224,18 @@ impl Router {
         zone: &LowerName,
         peer: IpAddr,
         key: Option<&Name>,
+        now: u64,
     ) -> ResponseCode {
         let Some(acl) = policy.notify_acl.get(zone) else {
-            info!(%peer, zone = %req.query.name(), "NOTIFY for a zone that is not a secondary here; NOTAUTH");
+            if let Some(held_back) = self.log_limit.admit("notify", now) {
+                info!(%peer, zone = %req.query.name(), held_back, "NOTIFY for a zone that is not a secondary here; NOTAUTH");
+            }
             return ResponseCode::NotAuth;
         };
         if !acl.allows(peer, key) {
-            warn!(%peer, zone = %req.query.name(), "NOTIFY refused by ACL");
+            if let Some(held_back) = self.log_limit.admit("notify", now) {
+                warn!(%peer, zone = %req.query.name(), held_back, "NOTIFY refused by ACL");
+            }
             return ResponseCode::Refused;
         }
         info!(%peer, zone = %req.query.name(), serial = req.ixfr_serial, "NOTIFY received");

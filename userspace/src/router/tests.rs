@@ -215,3 +215,25 @@ fn no_reply_goes_to_a_source_that_cannot_have_sent_it() {
     let (rcode, _) = one(r.respond(&q, Transport::Udp, ip("192.0.2.7"), NOW));
     assert_eq!(rcode, ResponseCode::NoError);
 }
+
+#[test]
+fn a_tsig_record_out_of_place_gets_formerr_not_an_unsigned_answer() {
+    let (r, _) = router();
+    let mut q = signed(
+        message(OpCode::Query, "example.com.", RecordType::AXFR),
+        &key(SECRET),
+        NOW,
+    );
+    // An OPT record after the TSIG: the TSIG is no longer last (RFC 8945
+    // §5.1), so the message cannot be verified.
+    q.extend_from_slice(&[0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0]);
+    q[11] += 1; // ARCOUNT
+    match r.respond(&q, Transport::Tcp, ip("127.0.0.1"), NOW) {
+        Response::One(b) => {
+            let rcode = u16::from(b[3] & 0x0f);
+            assert_eq!(rcode, u16::from(ResponseCode::FormErr), "{b:?}");
+        }
+        Response::Drop => panic!("dropped"),
+        Response::Transfer(_) => panic!("transferred without a verified signature"),
+    }
+}

@@ -76,10 +76,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &config.settings.secondary_zones,
         secondary_dir(&config).as_deref(),
     );
-    let router = Arc::new(Router {
-        journal: Arc::new(journal),
-        ..Router::new(store, handler_for(&config))
-    });
+    let router = Arc::new(Router::new(store, handler_for(&config)).with_journal(journal));
     router
         .transfer
         .store(Arc::new(config.settings.transfer.clone()));

@@ -359,7 +359,12 @@ mod tests {
         );
         assert!(!sig.data.mac.is_empty(), "BADTIME replies are signed");
         // The client's verifier rejects it on time, not on the MAC.
-        let _ = client.verify(&r.reply);
+        let err = client
+            .verify(&r.reply)
+            .map(|_| ())
+            .expect_err("a BADTIME reply is not accepted")
+            .to_string();
+        assert!(err.contains("outdated"), "{err}");
     }
 
     #[test]
