@@ -68,6 +68,14 @@ enum Command {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Repair a registry journal that the server refuses to start with
+    /// (damage before its end): keep every batch before the damaged record,
+    /// move the rest aside to `registry.journal.damaged-OFFSET`, and say
+    /// what was kept and set aside. Run it with the server stopped.
+    RegistryRepair {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// Print how far each secondary has got with each zone (NOTIFY out and
     /// SOA polling), as the running server last recorded it under
     /// `transfer.data_dir`. Exit 1 if any secondary is out of sync.
@@ -96,6 +104,7 @@ fn main() -> ExitCode {
         Command::CheckConfig { config } => check_config(config),
         Command::CheckZone { file, origin } => check_zone(file, &origin),
         Command::TransferStatus { config, json } => transfer_status(config, json),
+        Command::RegistryRepair { config } => registry_repair(config),
         Command::Register { config } => run_agent(config),
         Command::XdpPass { interface } => hold(&interface, "xdp_pass", "driver"),
         Command::XdpReflect { interface, mode } => hold(&interface, "xdp_reflect", &mode),
@@ -135,6 +144,15 @@ fn run_agent(config: PathBuf) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(xdpdns::agent::run(config))
+}
+
+fn registry_repair(config: PathBuf) -> anyhow::Result<()> {
+    let config = Config::load(&config)?;
+    let Some(rc) = &config.registry else {
+        anyhow::bail!("{}: no [registry] configured", config.file.display());
+    };
+    println!("{}", xdpdns::registry::journal::repair(&rc.data_dir)?);
+    Ok(())
 }
 
 fn transfer_status(config: PathBuf, json: bool) -> anyhow::Result<()> {

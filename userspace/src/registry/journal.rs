@@ -20,6 +20,8 @@ use super::state::{Entry, Registry};
 
 const JOURNAL: &str = "registry.journal";
 const SNAPSHOT: &str = "registry.snapshot";
+/// Larger than any batch the writer makes (at most 1,024 entries).
+const MAX_BATCH_BYTES: u32 = 64 << 20;
 /// Compact once the journal holds this many bytes.
 const COMPACT_BYTES: u64 = 64 << 20;
 
@@ -29,6 +31,19 @@ pub enum JournalError {
     Io(#[from] FileError),
     #[error("{}: corrupt snapshot: {message}", path.display())]
     Snapshot { path: PathBuf, message: String },
+    /// Damage before the end of the journal: batches after it were
+    /// acknowledged, so nothing is dropped silently.
+    #[error(
+        "{}: corrupt record at byte offset {offset} with {after} bytes of later records; \
+         refusing to start (`xdpdns registry-repair --config FILE` keeps everything before \
+         the damage and sets the rest aside)",
+        path.display()
+    )]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        after: u64,
+    },
 }
 
 /// One durable batch: entries applied together, and when.
@@ -82,15 +97,28 @@ impl Journal {
             Err(e) => return Err(io_err(&snap_path)(e).into()),
         };
         let path = dir.join(JOURNAL);
+        let existed = path.exists();
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .open(&path)
             .map_err(io_err(&path))?;
+        if !existed {
+            // The new file's directory entry must be durable before the
+            // first acknowledged write is.
+            sync_dir(dir)?;
+        }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io_err(&path))?;
         let (batches, good) = decode(&bytes);
+        if let Damage::Corrupt = damage(&bytes, good) {
+            return Err(JournalError::Corrupt {
+                path,
+                offset: good as u64,
+                after: (bytes.len() - good) as u64,
+            });
+        }
         let discarded = bytes.len() as u64 - good as u64;
         if discarded > 0 {
             warn!(file = %path.display(), offset = good, discarded, "journal: cutting off a torn tail (an unacknowledged write)");
@@ -159,15 +187,97 @@ impl Journal {
         f.write_all(&body).map_err(io_err(&tmp))?;
         f.sync_all().map_err(io_err(&tmp))?;
         std::fs::rename(&tmp, &snap).map_err(io_err(&snap))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(&self.dir))?;
+        sync_dir(&self.dir)?;
         let path = self.dir.join(JOURNAL);
         self.file.set_len(0).map_err(io_err(&path))?;
         self.file.sync_all().map_err(io_err(&path))?;
         self.bytes = 0;
         Ok(())
     }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), JournalError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))?;
+    Ok(())
+}
+
+/// What follows the intact records of a journal.
+#[derive(Debug, PartialEq, Eq)]
+enum Damage {
+    /// Nothing, or the one write in flight when the process died (cut
+    /// short, or its checksum fails with nothing after it): never
+    /// acknowledged, cut off.
+    TornTail,
+    /// A record whose checksum passes but whose batch does not decode, or
+    /// a bad record with more bytes after it: acknowledged batches may
+    /// follow.
+    Corrupt,
+}
+
+fn damage(bytes: &[u8], good: usize) -> Damage {
+    let rest = &bytes[good..];
+    if let Some(head) = rest.get(..8) {
+        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        if rest
+            .get(8..8 + len)
+            .is_some_and(|body| crc32fast::hash(body) == crc)
+        {
+            // Intact, yet not a batch: not a torn write.
+            return Damage::Corrupt;
+        }
+    }
+    // A torn write is the last one: no whole batch may start after it
+    // (this also catches a damaged length that points past the end).
+    let later = (good + 1..bytes.len().saturating_sub(8)).any(|at| {
+        // Skip implausible lengths before hashing (a recovery path, but a
+        // damaged 64 MiB journal must not take minutes).
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        len > 0
+            && len <= MAX_BATCH_BYTES
+            && crate::frames::frames(&bytes[at..])
+                .next()
+                .is_some_and(|(body, _)| serde_json::from_slice::<Batch>(body).is_ok())
+    });
+    if later {
+        Damage::Corrupt
+    } else {
+        Damage::TornTail
+    }
+}
+
+/// `xdpdns registry-repair`: keeps every batch before the first damaged
+/// record of the journal in `dir`, moves the rest to
+/// `registry.journal.damaged-OFFSET`, and says what it kept and set aside.
+pub fn repair(dir: &Path) -> Result<String, JournalError> {
+    let path = dir.join(JOURNAL);
+    let bytes = std::fs::read(&path).map_err(io_err(&path))?;
+    let (batches, good) = decode(&bytes);
+    if good == bytes.len() {
+        return Ok(format!(
+            "{}: {} batches, no damage; nothing changed",
+            path.display(),
+            batches.len()
+        ));
+    }
+    let aside = dir.join(format!("{JOURNAL}.damaged-{good}"));
+    std::fs::write(&aside, &bytes[good..]).map_err(io_err(&aside))?;
+    let file = OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    file.set_len(good as u64).map_err(io_err(&path))?;
+    file.sync_all().map_err(io_err(&path))?;
+    sync_dir(dir)?;
+    Ok(format!(
+        "{}: kept {} batches ({good} bytes); set aside {} bytes from offset {good} in {}",
+        path.display(),
+        batches.len(),
+        bytes.len() - good,
+        aside.display()
+    ))
 }
 
 /// Decodes whole, intact records; returns them and the length they cover.
@@ -284,5 +394,84 @@ mod tests {
         assert_eq!(rec.registry, reg);
         assert_eq!(rec.last_ts, 6);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Damage before the last record is not a torn write: later batches
+    /// were acknowledged. Opening refuses with the file and offset; the
+    /// repair keeps everything before the damage and sets the rest aside.
+    #[test]
+    fn mid_journal_damage_refuses_to_open_and_repair_keeps_what_precedes_it() {
+        let dir = tmpdir("corrupt");
+        let (mut j, _) = Journal::open(&dir).unwrap();
+        let mut reg = Registry::default();
+        let mut ends = Vec::new();
+        for (i, id) in ["a", "b", "c"].iter().enumerate() {
+            let e = put(&reg, id);
+            reg.apply(&e);
+            j.append(&Batch {
+                ts: i as u64 + 1,
+                entries: vec![e],
+            });
+            j.sync().unwrap();
+            ends.push(j.bytes);
+        }
+        drop(j);
+        let path = dir.join(JOURNAL);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let second = ends[0] as usize; // the second record starts here
+        bytes[second + 20] ^= 0x40; // a flipped bit in its payload
+        std::fs::write(&path, &bytes).unwrap();
+
+        match Journal::open(&dir) {
+            Err(JournalError::Corrupt { offset, after, .. }) => {
+                assert_eq!(offset, ends[0]);
+                assert_eq!(after, ends[2] - ends[0]);
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        }
+        let said = repair(&dir).unwrap();
+        assert!(said.contains("kept 1 batches"), "{said}");
+        let aside = dir.join(format!("{JOURNAL}.damaged-{}", ends[0]));
+        assert_eq!(std::fs::read(&aside).unwrap(), bytes[second..]);
+        let (_, rec) = Journal::open(&dir).unwrap();
+        assert_eq!(rec.batches, 1);
+        assert!(rec.registry.instances.contains_key("a"));
+        assert!(repair(&dir).unwrap().contains("no damage"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_the_last_write_may_be_torn() {
+        let batch = br#"{"ts":1,"entries":[]}"#;
+        let mut bytes = crate::frames::frame(batch);
+        let good = bytes.len();
+        let mut last = crate::frames::frame(batch);
+        let n = last.len();
+        last[n - 1] ^= 1;
+        bytes.extend(&last);
+        assert_eq!(damage(&bytes, good), Damage::TornTail, "bad checksum, last");
+        assert_eq!(
+            damage(&bytes[..good + 5], good),
+            Damage::TornTail,
+            "cut short"
+        );
+        let mut more = bytes.clone();
+        more.extend(crate::frames::frame(batch));
+        assert_eq!(
+            damage(&more, good),
+            Damage::Corrupt,
+            "a whole batch after it"
+        );
+        // A damaged length pointing past the end, with batches after it.
+        let mut long = crate::frames::frame(batch);
+        long[1] = 0x7f;
+        let mut far = bytes[..good].to_vec();
+        far.extend(&long);
+        far.extend(crate::frames::frame(batch));
+        assert_eq!(damage(&far, good), Damage::Corrupt, "length past the end");
+        // Intact but not a batch.
+        let mut odd = bytes[..good].to_vec();
+        odd.extend(crate::frames::frame(b"not json"));
+        assert_eq!(damage(&odd, good), Damage::Corrupt);
     }
 }
