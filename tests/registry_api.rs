@@ -740,3 +740,43 @@ fn mid_journal_damage_stops_start_up_and_repair_keeps_what_precedes_it() {
     );
     assert_eq!(code, 200, "the batch before the damage is kept: {r1}");
 }
+
+/// Anonymous readers (public reads) see what DNS shows, nothing more: a
+/// disabled instance is absent from listings and answers 404, as an
+/// unknown one does; with the token it is there.
+#[test]
+fn public_reads_hide_what_dns_hides() {
+    let s = start("");
+    let body = |disabled: bool| {
+        format!(
+            r#"{{"owner":"acme","addresses":["10.7.0.1"],"services":["web"],"lease_secs":600,"disabled":{disabled}}}"#
+        )
+    };
+    assert_eq!(put(&s, "shown", &body(false)).0, 200);
+    assert_eq!(put(&s, "hidden", &body(true)).0, 200);
+    let ids = |token: Option<&str>| -> Vec<String> {
+        let (code, list) = http("GET", &format!("{}/v1/instances", s.api()), token, None);
+        assert_eq!(code, 200);
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(None), ["shown"]);
+    assert_eq!(ids(Some(TOKEN)), ["hidden", "shown"]);
+    let get = |token| {
+        http(
+            "GET",
+            &format!("{}/v1/instances/hidden", s.api()),
+            token,
+            None,
+        )
+        .0
+    };
+    assert_eq!(get(None), 404);
+    assert_eq!(get(Some(TOKEN)), 200);
+    let (_, services) = http("GET", &format!("{}/v1/services", s.api()), None, None);
+    let text = services.to_string();
+    assert!(text.contains("shown") && !text.contains("hidden"), "{text}");
+}

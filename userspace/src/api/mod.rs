@@ -167,6 +167,27 @@ fn authorize(state: &ApiState, headers: &HeaderMap, write: bool) -> Result<(), A
     }
 }
 
+/// Who reads: with the token, everything; anonymously (public reads),
+/// only what DNS shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Token,
+    Public,
+}
+
+fn reader(state: &ApiState, headers: &HeaderMap) -> Result<Reader, ApiError> {
+    match authorize(state, headers, true) {
+        Ok(()) => Ok(Reader::Token),
+        Err(_) if state.public_reads => Ok(Reader::Public),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `reader` may see `inst`.
+fn shows(view: &View, reader: Reader, inst: &Instance) -> bool {
+    reader == Reader::Token || view.naming.in_dns(&view.registry, inst)
+}
+
 /// Parses a JSON body; errors name the offending field by its path.
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
@@ -299,11 +320,13 @@ async fn get_instance(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    authorize(&s, &headers, false)?;
+    let reader = reader(&s, &headers)?;
     let view = s.registry.view();
+    // Hidden from anonymous readers exactly as an unknown id is.
     let inst = view
         .registry
         .get(&id)
+        .filter(|i| shows(&view, reader, i))
         .ok_or_else(|| RegistryError::NotFound(id.to_ascii_lowercase()))?;
     Ok(Json(instance_view(&view, inst)).into_response())
 }
@@ -312,12 +335,13 @@ async fn list_instances(
     State(s): State<ApiState>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    authorize(&s, &headers, false)?;
+    let reader = reader(&s, &headers)?;
     let view = s.registry.view();
     let all: Vec<InstanceView> = view
         .registry
         .instances
         .values()
+        .filter(|i| shows(&view, reader, i))
         .map(|i| instance_view(&view, i))
         .collect();
     Ok(Json(all).into_response())
@@ -327,12 +351,17 @@ async fn list_services(
     State(s): State<ApiState>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    authorize(&s, &headers, false)?;
+    let reader = reader(&s, &headers)?;
     let view = s.registry.view();
     let services: Vec<_> = view
         .registry
         .services()
         .into_iter()
+        .map(|(key, mut members)| {
+            members.retain(|m| shows(&view, reader, m));
+            (key, members)
+        })
+        .filter(|(_, members)| !members.is_empty())
         .map(|(key, members)| {
             let listed = members.iter().filter(|m| m.listed_in(&key)).count();
             json!({

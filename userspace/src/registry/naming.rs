@@ -117,6 +117,19 @@ impl Naming {
         Ok(())
     }
 
+    /// Whether DNS shows the instance at all (not disabled; a CNS owner
+    /// that has opted in, or a Binder record): what anonymous API readers
+    /// may see.
+    pub fn in_dns(&self, reg: &Registry, inst: &Instance) -> bool {
+        !inst.reg.disabled
+            && (inst.reg.binder.is_some()
+                || inst
+                    .reg
+                    .owner
+                    .as_deref()
+                    .is_some_and(|o| self.owner_enabled(reg, o)))
+    }
+
     fn owner_enabled(&self, reg: &Registry, owner: &str) -> bool {
         !self.require_opt_in || reg.owners.get(owner).copied().unwrap_or(false)
     }
