@@ -780,3 +780,40 @@ fn public_reads_hide_what_dns_hides() {
     let text = services.to_string();
     assert!(text.contains("shown") && !text.contains("hidden"), "{text}");
 }
+
+/// Listings come a page at a time, in id order, with a `Link` to the next.
+#[test]
+fn instance_listings_are_paged() {
+    let s = start("");
+    for i in 0..5 {
+        let body = r#"{"owner":"acme","addresses":["10.8.0.1"],"lease_secs":600}"#;
+        assert_eq!(put(&s, &format!("p{i}"), body).0, 200);
+    }
+    let agent = ureq::AgentBuilder::new().build();
+    let mut seen = Vec::new();
+    let mut url = format!("{}/v1/instances?limit=2", s.api());
+    for _ in 0..10 {
+        let resp = agent.get(&url).call().unwrap();
+        let link = resp.header("link").map(str::to_string);
+        let page: Value = serde_json::from_str(&resp.into_string().unwrap()).unwrap();
+        let ids: Vec<String> = page
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_string())
+            .collect();
+        assert!(ids.len() <= 2);
+        seen.extend(ids);
+        let Some(link) = link else { break };
+        let path = link.trim_start_matches('<').split('>').next().unwrap();
+        url = format!("{}{path}", s.api());
+    }
+    assert_eq!(seen, ["p0", "p1", "p2", "p3", "p4"]);
+    let (code, err) = http(
+        "GET",
+        &format!("{}/v1/instances?limit=0", s.api()),
+        None,
+        None,
+    );
+    assert_eq!((code, err["field"].as_str()), (400, Some("limit")));
+}

@@ -10,8 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -331,20 +331,69 @@ async fn get_instance(
     Ok(Json(instance_view(&view, inst)).into_response())
 }
 
+/// Listing pages: at most `limit` instances (default and maximum
+/// [`PAGE_MAX`]) with ids after `after`, in id order.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Page {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// Most instances in one listing response.
+pub const PAGE_MAX: usize = 1000;
+
 async fn list_instances(
     State(s): State<ApiState>,
     headers: HeaderMap,
+    page: Result<Query<Page>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let reader = reader(&s, &headers)?;
+    let Query(page) = page.map_err(|e| ApiError::BadRequest {
+        field: None,
+        message: format!("query string: {}", e.body_text()),
+    })?;
+    let limit = match page.limit {
+        Some(0) => {
+            return Err(ApiError::BadRequest {
+                field: Some("limit".into()),
+                message: format!("must be 1 to {PAGE_MAX}"),
+            })
+        }
+        Some(n) => n.min(PAGE_MAX),
+        None => PAGE_MAX,
+    };
     let view = s.registry.view();
-    let all: Vec<InstanceView> = view
+    let after = page.after.map(|a| a.to_ascii_lowercase());
+    let from = match after {
+        Some(a) => std::ops::Bound::Excluded(a),
+        None => std::ops::Bound::Unbounded,
+    };
+    let mut visible = view
         .registry
         .instances
-        .values()
-        .filter(|i| shows(&view, reader, i))
+        .range((from, std::ops::Bound::Unbounded))
+        .map(|(_, i)| i)
+        .filter(|i| shows(&view, reader, i));
+    let page: Vec<InstanceView> = visible
+        .by_ref()
+        .take(limit)
         .map(|i| instance_view(&view, i))
         .collect();
-    Ok(Json(all).into_response())
+    let mut resp = Json(&page).into_response();
+    // More to come: RFC 8288 `Link` to the next page.
+    if visible.next().is_some() {
+        if let Some(last) = page.last() {
+            let next = format!(
+                "</v1/instances?after={}&limit={limit}>; rel=\"next\"",
+                last.id
+            );
+            if let Ok(v) = next.parse() {
+                resp.headers_mut().insert(header::LINK, v);
+            }
+        }
+    }
+    Ok(resp)
 }
 
 async fn list_services(
