@@ -170,6 +170,9 @@ pub fn udp_reply_limit(req: &Request, server: &ServerEdns) -> usize {
     }
 }
 
+/// The least a resource record takes on the wire.
+const MIN_RECORD_LEN: usize = 11;
+
 /// Encodes `reply` for `req`. If it would exceed `limit` bytes, the reply
 /// becomes the question alone with TC=1 (the client retries over TCP).
 pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerEdns) -> Vec<u8> {
@@ -181,11 +184,18 @@ pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerE
     meta.response_code = reply.rcode;
     msg.queries.push(req.query.clone());
     msg.edns = req.edns.map(|client| reply_edns(client, server));
-    msg.answers.clone_from(&reply.answers);
-    msg.authorities.clone_from(&reply.authority);
-    msg.additionals.clone_from(&reply.additional);
+    // Every record takes at least 11 bytes (a one-byte owner, type, class,
+    // TTL, RDLENGTH): a reply that cannot fit is truncated without
+    // copying and encoding it (a service with thousands of members).
+    let records = reply.answers.len() + reply.authority.len() + reply.additional.len();
+    let fits = DNS_HEADER_LEN + MIN_RECORD_LEN * records <= limit;
+    if fits {
+        msg.answers.clone_from(&reply.answers);
+        msg.authorities.clone_from(&reply.authority);
+        msg.additionals.clone_from(&reply.additional);
+    }
     match msg.to_bytes() {
-        Ok(bytes) if bytes.len() <= limit => return bytes,
+        Ok(bytes) if fits && bytes.len() <= limit => return bytes,
         Ok(_) => {}
         // Only an unencodable record gets here (e.g. an oversized name
         // from a wildcard expansion): the client is told we failed.
@@ -322,5 +332,19 @@ mod tests {
         assert!(m.metadata.truncation);
         assert!(m.answers.is_empty());
         assert_eq!(m.queries.len(), 1);
+        // Far too big to fit even at the least size per record: the same
+        // truncated reply, decided before anything is copied or encoded.
+        let huge = Reply {
+            authoritative: true,
+            answers: (0..10_000).map(|i| rec(i as u8)).collect(),
+            ..Reply::default()
+        };
+        assert_eq!(encode_reply(&req, &huge, 512, &server()), cut);
+        let thousand = Reply {
+            answers: huge.answers[..1000].to_vec(),
+            ..huge
+        };
+        let whole = Message::from_vec(&encode_reply(&req, &thousand, 65535, &server())).unwrap();
+        assert_eq!(whole.answers.len(), 1000, "what fits is sent whole");
     }
 }
