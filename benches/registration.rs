@@ -16,7 +16,7 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ use hickory_proto::rr::{Name, RecordType};
 mod process;
 
 struct Server {
-    child: std::process::Child,
+    child: process::KillOnDrop,
     dns: SocketAddr,
     api: String,
     dir: PathBuf,
@@ -37,21 +37,15 @@ struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 fn start(dir: PathBuf, config: &Path) -> Server {
-    let stderr = if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
-        Stdio::inherit()
-    } else {
-        Stdio::null()
-    };
+    let stderr = process::bench_stderr();
     let l = process::launch(&[], config, stderr, Duration::from_secs(120)).expect("xdpdns starts");
     Server {
-        child: l.child,
+        child: process::KillOnDrop(l.child),
         dns: l.dns[0],
         api: format!("http://{}", l.api.expect("registry API")),
         dir,
@@ -134,7 +128,7 @@ fn main() {
     let reloads = Arc::new(AtomicUsize::new(0));
     let reloader = {
         let (reloading, reloads) = (reloading.clone(), reloads.clone());
-        let pid = server.child.id().to_string();
+        let pid = server.child.0.id().to_string();
         let (dir, dns) = (dir.clone(), server.dns);
         std::thread::spawn(move || {
             let mut version = 1;

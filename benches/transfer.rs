@@ -10,7 +10,6 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use hickory_proto::rr::{Name, Record};
@@ -23,28 +22,17 @@ use xdpdns::transfer::secondary::XfrOutcome;
 mod process;
 
 struct Server {
-    child: Child,
+    _child: process::KillOnDrop,
     addr: SocketAddr,
     ready_after: Duration,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start(config: &Path) -> Server {
     let t0 = Instant::now();
-    let stderr = if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
-        Stdio::inherit()
-    } else {
-        Stdio::null()
-    };
+    let stderr = process::bench_stderr();
     let l = process::launch(&[], config, stderr, Duration::from_secs(300)).expect("xdpdns starts");
     Server {
-        child: l.child,
+        _child: process::KillOnDrop(l.child),
         addr: l.dns[0],
         ready_after: t0.elapsed(),
     }

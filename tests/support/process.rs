@@ -73,3 +73,23 @@ pub fn launch(
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A server process killed (and reaped) when dropped: for benchmarks,
+/// which keep no log.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Where a benchmark's server logs: shown with `XDPDNS_BENCH_LOG` set.
+pub fn bench_stderr() -> Stdio {
+    if std::env::var_os("XDPDNS_BENCH_LOG").is_some() {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    }
+}

@@ -312,12 +312,11 @@ mod tests {
         r.register(id, &spec, 0).unwrap()
     }
 
-    #[test]
-    fn batches_survive_reopen_and_torn_tails_are_cut() {
-        let dir = tmpdir("torn");
-        let (mut j, rec) = Journal::open(&dir).unwrap();
-        assert!(rec.registry.instances.is_empty());
+    /// Journals instances a, b and c, one synced batch each; returns the
+    /// registry they make and the journal's length after each.
+    fn three_batches(j: &mut Journal) -> (Registry, Vec<u64>) {
         let mut reg = Registry::default();
+        let mut ends = Vec::new();
         for (i, id) in ["a", "b", "c"].iter().enumerate() {
             let e = put(&reg, id);
             reg.apply(&e);
@@ -325,8 +324,18 @@ mod tests {
                 ts: i as u64 + 1,
                 entries: vec![e],
             });
+            j.sync().unwrap();
+            ends.push(j.bytes);
         }
-        j.sync().unwrap();
+        (reg, ends)
+    }
+
+    #[test]
+    fn batches_survive_reopen_and_torn_tails_are_cut() {
+        let dir = tmpdir("torn");
+        let (mut j, rec) = Journal::open(&dir).unwrap();
+        assert!(rec.registry.instances.is_empty());
+        let (reg, _) = three_batches(&mut j);
         drop(j);
         // A torn write: half of a fourth record.
         let e = put(&reg, "d");
@@ -403,18 +412,7 @@ mod tests {
     fn mid_journal_damage_refuses_to_open_and_repair_keeps_what_precedes_it() {
         let dir = tmpdir("corrupt");
         let (mut j, _) = Journal::open(&dir).unwrap();
-        let mut reg = Registry::default();
-        let mut ends = Vec::new();
-        for (i, id) in ["a", "b", "c"].iter().enumerate() {
-            let e = put(&reg, id);
-            reg.apply(&e);
-            j.append(&Batch {
-                ts: i as u64 + 1,
-                entries: vec![e],
-            });
-            j.sync().unwrap();
-            ends.push(j.bytes);
-        }
+        let (_, ends) = three_batches(&mut j);
         drop(j);
         let path = dir.join(JOURNAL);
         let mut bytes = std::fs::read(&path).unwrap();
