@@ -2,6 +2,7 @@
 //! --ready-file`, optionally under a command prefix (`ip netns exec NS`),
 //! then wait (bounded) for the ready file, which names the bound
 //! addresses. An early exit fails at once with the process's status.
+//! `XDPDNS_BIN` overrides the binary (to compare two builds).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -30,9 +31,11 @@ pub fn launch(
 ) -> Result<Launched, String> {
     let ready = config.with_extension("ready.json");
     let _ = std::fs::remove_file(&ready);
+    // XDPDNS_BIN runs another build (benchmarks compare two side by side).
+    let bin = std::env::var("XDPDNS_BIN").unwrap_or_else(|_| BIN.to_string());
     let (program, args): (&str, Vec<&str>) = match prefix.split_first() {
-        Some((p, rest)) => (p, rest.iter().copied().chain([BIN]).collect()),
-        None => (BIN, Vec::new()),
+        Some((p, rest)) => (p, rest.iter().copied().chain([bin.as_str()]).collect()),
+        None => (bin.as_str(), Vec::new()),
     };
     let mut child = Command::new(program)
         .args(args)
