@@ -31,6 +31,9 @@ pub enum JournalError {
     Io(#[from] FileError),
     #[error("{}: corrupt snapshot: {message}", path.display())]
     Snapshot { path: PathBuf, message: String },
+    /// The writer's thread or runtime could not run.
+    #[error("registry writer: {0}")]
+    Writer(#[source] io::Error),
     /// Damage before the end of the journal: batches after it were
     /// acknowledged, so nothing is dropped silently.
     #[error(

@@ -155,7 +155,28 @@ pub fn start(
     };
     writer.publish_all();
     let recovered_instances = writer.registry.instances.len();
-    let task = tokio::spawn(writer.run(rx, stop));
+    // The writer runs on a thread of its own (with its own small runtime
+    // for its channels and timers): its fdatasyncs and record derivation
+    // never occupy a thread that answers DNS.
+    let (done_tx, done_rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("registry-writer".into())
+        .spawn(move || {
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(JournalError::Writer)
+                .and_then(|rt| rt.block_on(writer.run(rx, stop)));
+            let _ = done_tx.send(result);
+        })
+        .map_err(JournalError::Writer)?;
+    let task = tokio::spawn(async move {
+        done_rx.await.unwrap_or_else(|_| {
+            Err(JournalError::Writer(std::io::Error::other(
+                "the registry writer stopped unexpectedly",
+            )))
+        })
+    });
     Ok(Started {
         handle: RegistryHandle { tx, view },
         task,
