@@ -76,13 +76,6 @@ impl RegistryHandle {
 
 pub use crate::clock::unix_ms as now_ms;
 
-/// What runs beside the writer on its thread (the HTTP API), made there
-/// from the writer's handle.
-pub type Companion = Box<
-    dyn FnOnce(RegistryHandle) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
-        + Send,
->;
-
 pub struct Started {
     pub handle: RegistryHandle,
     /// Ends with an error when the journal cannot be written: nothing
@@ -100,7 +93,6 @@ pub fn start(
     policy: HealthPolicy,
     batch_delay: Duration,
     store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
-    companion: Option<Companion>,
     stop: watch::Receiver<bool>,
 ) -> Result<Started, JournalError> {
     let (mut journal, rec) = Journal::open(data_dir)?;
@@ -167,10 +159,6 @@ pub fn start(
     // for its channels and timers): its fdatasyncs and record derivation
     // never occupy a thread that answers DNS.
     let (done_tx, done_rx) = oneshot::channel();
-    let handle = RegistryHandle {
-        tx: tx.clone(),
-        view: view.clone(),
-    };
     std::thread::Builder::new()
         .name("registry-writer".into())
         .spawn(move || {
@@ -178,17 +166,7 @@ pub fn start(
                 .enable_all()
                 .build()
                 .map_err(JournalError::Writer)
-                .and_then(|rt| {
-                    // The companion (the HTTP API) shares this thread: a
-                    // write goes from request to fsync to reply without
-                    // crossing threads, and none of it on a DNS thread.
-                    let api = companion.map(|c| rt.spawn(c(handle)));
-                    let result = rt.block_on(writer.run(rx, stop));
-                    if let Some(api) = api {
-                        let _ = rt.block_on(api);
-                    }
-                    result
-                });
+                .and_then(|rt| rt.block_on(writer.run(rx, stop)));
             let _ = done_tx.send(result);
         })
         .map_err(JournalError::Writer)?;

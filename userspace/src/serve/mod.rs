@@ -120,7 +120,8 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let mut registry_task = None;
     let mut api_addr = None;
     if let Some(rc) = &config.registry {
-        let (addr, writer) = start_registry(&config, rc, &router, stop_rx.clone()).await?;
+        let (addr, api, writer) = start_registry(&config, rc, &router, stop_rx.clone()).await?;
+        tasks.push(api);
         registry_task = Some(writer);
         api_addr = Some(addr);
     }
@@ -375,6 +376,7 @@ async fn start_registry(
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<(
     SocketAddr,
+    JoinHandle<()>,
     JoinHandle<Result<(), crate::registry::journal::JournalError>>,
 )> {
     let token = crate::config::read_token(&rc.token, &rc.token_file, "registry.token")
@@ -384,52 +386,38 @@ async fn start_registry(
         .naming
         .clone()
         .context("registry configured without naming")?;
-    // Bound here, so a taken port is an error of start-up; served on the
-    // writer's thread (see `Companion`).
-    let listener = std::net::TcpListener::bind(rc.listen)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .with_context(|| {
-            format!(
-                "{}: registry.listen: cannot bind {}",
-                config.file.display(),
-                rc.listen
-            )
-        })?;
-    let api_addr = listener.local_addr()?;
     let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = router.clone();
-    let (api_store, public_reads, limits, api_stop) =
-        (store.clone(), rc.public_reads, rc.limits, stop.clone());
-    let token: Arc<str> = token.into();
-    let companion: crate::registry::service::Companion = Box::new(move |registry| {
-        Box::pin(async move {
-            let listener = match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => l,
-                Err(e) => return error!("registry API: {e}"),
-            };
-            let state = crate::api::ApiState {
-                registry,
-                store: api_store,
-                token,
-                public_reads,
-                limits,
-            };
-            if let Err(e) = crate::api::serve(listener, state, api_stop).await {
-                error!("registry API stopped: {e}");
-            }
-        })
-    });
     let started = crate::registry::service::start(
         &rc.data_dir,
         naming,
         rc.health,
         std::time::Duration::from_millis(rc.batch_delay_ms),
-        store,
-        Some(companion),
-        stop,
+        store.clone(),
+        stop.clone(),
     )
     .with_context(|| format!("{}: registry.data_dir", config.file.display()))?;
+    let listener = crate::api::bind(rc.listen).await.with_context(|| {
+        format!(
+            "{}: registry.listen: cannot bind {}",
+            config.file.display(),
+            rc.listen
+        )
+    })?;
+    let api_addr = listener.local_addr()?;
     info!(%api_addr, instances = started.recovered_instances, "registry API listening");
-    Ok((api_addr, started.task))
+    let state = crate::api::ApiState {
+        registry: started.handle,
+        store,
+        token: token.into(),
+        public_reads: rc.public_reads,
+        limits: rc.limits,
+    };
+    let api = tokio::spawn(async move {
+        if let Err(e) = crate::api::serve(listener, state, stop).await {
+            error!("registry API stopped: {e}");
+        }
+    });
+    Ok((api_addr, api, started.task))
 }
 
 /// Loads, fills and attaches the XDP program and hands it to the kernel
