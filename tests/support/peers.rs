@@ -346,36 +346,15 @@ pub fn knot_reload(p: &Proc, zone: &str) {
 }
 
 pub fn bind_secondary(zone: &str, port: u16, primary: u16) -> Proc {
-    let dir = TempDir::new("named");
-    let d = dir.0.display();
-    let conf = dir.write(
-        "named.conf",
-        &format!(
-            "options {{\n\
-             \x20   directory \"{d}\";\n\
-             \x20   pid-file \"{d}/named.pid\";\n\
-             \x20   session-keyfile \"{d}/session.key\";\n\
-             \x20   managed-keys-directory \"{d}\";\n\
-             \x20   listen-on port {port} {{ 127.0.0.1; }};\n\
-             \x20   listen-on-v6 {{ none; }};\n\
-             \x20   recursion no;\n\
-             \x20   dnssec-validation no;\n\
-             \x20   notify no;\n\
-             \x20   allow-transfer {{ 127.0.0.0/8; }};\n\
-             }};\n\
-             controls {{ }};\n\
-             zone \"{zone}\" {{\n\
-             \x20   type secondary;\n\
-             \x20   primaries {{ 127.0.0.1 port {primary}; }};\n\
-             \x20   allow-notify {{ 127.0.0.1; }};\n\
-             \x20   file \"{zone}.bk\";\n\
-             }};\n"
-        ),
+    let zone_block = format!(
+        "zone \"{zone}\" {{\n\
+         \x20   type secondary;\n\
+         \x20   primaries {{ 127.0.0.1 port {primary}; }};\n\
+         \x20   allow-notify {{ 127.0.0.1; }};\n\
+         \x20   file \"{zone}.bk\";\n\
+         }};\n"
     );
-    let c = conf.display().to_string();
-    let mut p = Proc::spawn("named", dir, conf, "named", &["-g", "-n", "1", "-c", &c]);
-    wait_answering(&mut p, port);
-    p
+    start_named(TempDir::new("named"), port, "notify no;", &zone_block)
 }
 
 /// BIND as the primary of `zone`, computing IXFR differences from file
@@ -383,6 +362,25 @@ pub fn bind_secondary(zone: &str, port: u16, primary: u16) -> Proc {
 pub fn bind_primary(zone: &str, zone_text: &str, port: u16, notify: u16) -> Proc {
     let dir = TempDir::new("named1");
     dir.write(&format!("{zone}.zone"), zone_text);
+    let options = format!(
+        "notify explicit;\n\
+         \x20   notify-delay 0;\n\
+         \x20   also-notify {{ 127.0.0.1 port {notify}; }};\n\
+         \x20   ixfr-from-differences yes;\n\
+         \x20   max-ixfr-ratio unlimited;"
+    );
+    let zone_block = format!(
+        "zone \"{zone}\" {{\n\
+         \x20   type primary;\n\
+         \x20   file \"{zone}.zone\";\n\
+         }};\n"
+    );
+    start_named(dir, port, &options, &zone_block)
+}
+
+/// named in the foreground on loopback `port`, files in `dir`: the options
+/// every test shares, then `options` and the `zones` blocks.
+fn start_named(dir: TempDir, port: u16, options: &str, zones: &str) -> Proc {
     let d = dir.0.display();
     let conf = dir.write(
         "named.conf",
@@ -397,17 +395,10 @@ pub fn bind_primary(zone: &str, zone_text: &str, port: u16, notify: u16) -> Proc
              \x20   recursion no;\n\
              \x20   dnssec-validation no;\n\
              \x20   allow-transfer {{ 127.0.0.0/8; }};\n\
-             \x20   notify explicit;\n\
-             \x20   notify-delay 0;\n\
-             \x20   also-notify {{ 127.0.0.1 port {notify}; }};\n\
-             \x20   ixfr-from-differences yes;\n\
-             \x20   max-ixfr-ratio unlimited;\n\
+             \x20   {options}\n\
              }};\n\
              controls {{ }};\n\
-             zone \"{zone}\" {{\n\
-             \x20   type primary;\n\
-             \x20   file \"{zone}.zone\";\n\
-             }};\n"
+             {zones}"
         ),
     );
     let c = conf.display().to_string();
