@@ -11,6 +11,8 @@ use xdpdns::handler::{Handler, Transport};
 use xdpdns::wire::tcp_frame;
 use xdpdns::zone::{load_zone_str, ZoneStore};
 
+const PEER: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
+
 fn query(name: &str, rtype: RecordType) -> Vec<u8> {
     let mut m = Message::query();
     m.metadata.id = 7;
@@ -33,14 +35,32 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
 
     let hit = query("wWw.example.COM.", RecordType::A);
-    assert!(handler.handle(&snapshot, &hit, Transport::Udp).is_some());
+    assert!(handler
+        .handle(&snapshot, &hit, Transport::Udp, PEER, 0)
+        .is_some());
     g.bench_function("udp_hit_a", |b| {
-        b.iter(|| handler.handle(&snapshot, std::hint::black_box(&hit), Transport::Udp))
+        b.iter(|| {
+            handler.handle(
+                &snapshot,
+                std::hint::black_box(&hit),
+                Transport::Udp,
+                PEER,
+                0,
+            )
+        })
     });
 
     let miss = query("nope.example.com.", RecordType::A);
     g.bench_function("udp_miss_nxdomain", |b| {
-        b.iter(|| handler.handle(&snapshot, std::hint::black_box(&miss), Transport::Udp))
+        b.iter(|| {
+            handler.handle(
+                &snapshot,
+                std::hint::black_box(&miss),
+                Transport::Udp,
+                PEER,
+                0,
+            )
+        })
     });
 
     let framed = tcp_frame(&hit);
@@ -50,7 +70,7 @@ fn bench(c: &mut Criterion) {
             |f| {
                 let len = u16::from_be_bytes([f[0], f[1]]) as usize;
                 let reply = handler
-                    .handle(&snapshot, &f[2..2 + len], Transport::Tcp)
+                    .handle(&snapshot, &f[2..2 + len], Transport::Tcp, PEER, 0)
                     .unwrap();
                 tcp_frame(&reply)
             },

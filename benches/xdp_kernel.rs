@@ -43,7 +43,7 @@ fn main() {
     let text = include_str!("../examples/example.com.zone");
     let zone = load_zone_str(text, &origin, Path::new("example.com.zone")).unwrap();
     let store = ZoneStore::with_zones(vec![zone]);
-    let mut fp = FastPath::load_for_bench(1024, 53, 1232).unwrap();
+    let mut fp = FastPath::load_for_bench(1024, 53, &xdpdns::wire::ServerEdns::default()).unwrap();
     fp.install(compile(&store.snapshot()).0).unwrap();
     let restore = fp.bench_program_fd("bench_restore").unwrap();
     let answer = fp.bench_program_fd("bench_answer").unwrap();

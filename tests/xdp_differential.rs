@@ -5,17 +5,21 @@
 
 use crate::support::frames;
 
+use std::net::IpAddr;
 use std::path::Path;
 use std::str::FromStr;
 
 use frames::*;
 use hickory_proto::op::{Edns, Message, Query};
-use hickory_proto::rr::rdata::opt::{EdnsOption, NSIDPayload};
+use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RecordType};
+use xdpdns::cookies::CookieSecrets;
 use xdpdns::handler::{Handler, Transport};
+use xdpdns::wire::ServerEdns;
 use xdpdns::xdp::sys::test_run;
 use xdpdns::xdp::{compile, FastPath};
 use xdpdns::zone::{load_zone_str, Snapshot, ZoneStore};
+use xdpdns_common::cookie::{self as cookie, ClientIp};
 
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
@@ -63,6 +67,14 @@ fn zone_text() -> String {
     z
 }
 
+/// The unix second both paths answer at: the kernel's clock is pinned
+/// to it (`Rig::pin_clock`) and the fallback is told it.
+const NOW: u64 = 1_767_225_600;
+
+/// The cookie secrets of RFC 9018 Appendix A: current and previous.
+const SECRET: &str = "e5e973e5a6b2a43f48e7dc849e37bfcf\n445536bcd2513298075a5d379663c962\n";
+const NSID: &[u8] = b"ns1.test";
+
 struct Rig {
     fast: FastPath,
     store: ZoneStore,
@@ -75,15 +87,50 @@ fn rig(text: &str) -> Rig {
         "the XDP tests load BPF programs and need root (CI runs as root)"
     );
     let store = rig_store(text);
-    let mut fast = FastPath::load(1024, 53, UDP_PAYLOAD).expect("load the XDP program");
+    let handler = Handler {
+        edns: ServerEdns {
+            udp_payload: UDP_PAYLOAD,
+            nsid: Some(NSID.to_vec()),
+            cookies: CookieSecrets::parse(SECRET, Path::new("secret")).unwrap(),
+        },
+        ..Handler::default()
+    };
+    let mut fast = FastPath::load(1024, 53, &handler.edns).expect("load the XDP program");
     fast.install(compile(&store.snapshot()).0).unwrap();
-    // The default handler advertises UDP_PAYLOAD, as the loaded program does.
-    let handler = Handler::default();
-    assert_eq!(handler.edns.udp_payload, UDP_PAYLOAD);
-    Rig {
+    let mut r = Rig {
         fast,
         store,
         handler,
+    };
+    r.pin_clock(NOW);
+    r
+}
+
+impl Rig {
+    /// Sets the kernel's wall clock to the middle of second `unix`.
+    fn pin_clock(&mut self, unix: u64) {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+        let mono = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        let offset = (unix * 1_000_000_000 + 500_000_000).wrapping_sub(mono);
+        self.fast.set_clock(offset).unwrap();
+    }
+
+    /// The fallback's reply to `dns` from the test client of `family`.
+    fn expected(&self, snap: &Snapshot, dns: &[u8], family: Family) -> Vec<u8> {
+        self.handler
+            .handle(snap, dns, Transport::Udp, client_ip(family), NOW)
+            .unwrap()
+    }
+}
+
+fn client_ip(family: Family) -> IpAddr {
+    match family {
+        Family::V4 => IpAddr::from(CLIENT_V4),
+        Family::V6 => IpAddr::from(CLIENT_V6),
     }
 }
 
@@ -162,7 +209,7 @@ fn kernel_answers_are_byte_identical_to_the_fallback() {
                         id = id.wrapping_add(1);
                         let qname = randomise_case(name, &mut seed);
                         let dns = query(&qname, qtype, payload.map(edns), id);
-                        let expected = r.handler.handle(&snap, &dns, Transport::Udp).unwrap();
+                        let expected = r.expected(&snap, &dns, family);
                         let f = frame(family, vlans, &dns, Quirks::default());
                         let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
                         total += 1;
@@ -225,13 +272,6 @@ fn mutated(f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
 fn negative_corpus_passes_unchanged() {
     let r = rig(&zone_text());
     let www = Name::from_ascii("www.example.com.").unwrap();
-    let opt_with = |o: EdnsOption| {
-        let mut e = edns(1232);
-        e.options_mut().insert(o);
-        e
-    };
-    let mut do_bit = edns(1232);
-    do_bit.set_dnssec_ok(true);
     let mut v1 = edns(1232);
     v1.set_version(1);
     let long_name = long_label_name(255);
@@ -293,33 +333,6 @@ fn negative_corpus_passes_unchanged() {
         (
             "EDNS version 1",
             query(&www, RecordType::A, Some(v1), 1),
-            Quirks::default(),
-        ),
-        (
-            "DO=1",
-            query(&www, RecordType::A, Some(do_bit), 1),
-            Quirks::default(),
-        ),
-        (
-            "OPT with NSID",
-            query(
-                &www,
-                RecordType::A,
-                Some(opt_with(EdnsOption::NSID(
-                    NSIDPayload::new(vec![]).unwrap(),
-                ))),
-                1,
-            ),
-            Quirks::default(),
-        ),
-        (
-            "OPT with unknown option",
-            query(
-                &www,
-                RecordType::A,
-                Some(opt_with(EdnsOption::Unknown(65001, vec![1]))),
-                1,
-            ),
             Quirks::default(),
         ),
         (
@@ -573,9 +586,7 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
     let names = ["www.example.com.", "api.example.com.", "db.example.com."];
     let expect = |store: &ZoneStore, name: &str| {
         let dns = query(&Name::from_ascii(name).unwrap(), RecordType::A, None, 9);
-        r.handler
-            .handle(&store.snapshot(), &dns, Transport::Udp)
-            .unwrap()
+        r.expected(&store.snapshot(), &dns, Family::V4)
     };
     let want: Vec<[Vec<u8>; 2]> = names
         .iter()
@@ -645,4 +656,361 @@ fn rig_store(text: &str) -> ZoneStore {
     let origin = Name::from_str("example.com.").unwrap();
     let zone = load_zone_str(text, &origin, Path::new("other.zone")).unwrap();
     ZoneStore::with_zones(vec![zone])
+}
+
+/// An OPT record with the given DO bit and raw options (code, payload).
+fn opt(payload: u16, dnssec_ok: bool, options: &[(u16, Vec<u8>)]) -> Edns {
+    let mut e = edns(payload);
+    e.set_dnssec_ok(dnssec_ok);
+    for (code, data) in options {
+        e.options_mut()
+            .insert(EdnsOption::Unknown(*code, data.clone()));
+    }
+    e
+}
+
+const COOKIE: u16 = 10;
+const CLIENT_COOKIE: [u8; 8] = [0x24, 0x64, 0xc4, 0xab, 0xcf, 0x10, 0xc9, 0x57];
+
+fn cookie_ip(family: Family) -> ClientIp {
+    match family {
+        Family::V4 => ClientIp::V4(CLIENT_V4),
+        Family::V6 => ClientIp::V6(CLIENT_V6),
+    }
+}
+
+/// A COOKIE option: our client cookie and a server cookie minted with
+/// `secret` (0 current, 1 previous) at `at`, or `tamper`ed.
+fn server_cookie_option(r: &Rig, family: Family, secret: usize, at: u64, tamper: bool) -> Vec<u8> {
+    let keys = r.handler.edns.cookies.key_words();
+    let mut server = cookie::mint(keys[secret], CLIENT_COOKIE, at as u32, &cookie_ip(family));
+    if tamper {
+        server[15] ^= 1;
+    }
+    [&CLIENT_COOKIE[..], &server[..]].concat()
+}
+
+/// The COOKIE option's payload in a reply, if any.
+fn reply_cookie(reply: &[u8]) -> Option<Vec<u8>> {
+    let m = Message::from_vec(reply).unwrap();
+    match m
+        .edns?
+        .option(hickory_proto::rr::rdata::opt::EdnsCode::Cookie)
+    {
+        Some(EdnsOption::Unknown(_, data)) => Some(data.clone()),
+        _ => None,
+    }
+}
+
+#[test]
+fn resolver_shaped_queries_are_answered_in_kernel_byte_identical() {
+    let mut r = rig(&zone_text());
+    let snap = r.store.snapshot();
+    let ecs4 = vec![0, 1, 24, 0, 198, 51, 100];
+    let ecs6 = vec![0, 2, 56, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0];
+    let padding = vec![0u8; 20];
+    let names = [
+        "www.example.com.",
+        "mail.example.com.",
+        "ab.example.com.",
+        "sixteen.example.com.",
+        &long_label_name(100),
+    ];
+    let mut answered = 0;
+    for family in [Family::V4, Family::V6] {
+        let client_only = (COOKIE, CLIENT_COOKIE.to_vec());
+        let fresh = (COOKIE, server_cookie_option(&r, family, 0, NOW - 10, false));
+        let cases: Vec<(&str, Edns)> = vec![
+            ("DO=1", opt(1232, true, &[])),
+            (
+                "client cookie",
+                opt(1232, false, std::slice::from_ref(&client_only)),
+            ),
+            (
+                "DO + client cookie",
+                opt(1232, true, std::slice::from_ref(&client_only)),
+            ),
+            (
+                "fresh server cookie",
+                opt(1232, true, std::slice::from_ref(&fresh)),
+            ),
+            (
+                "server cookie older than 30 min",
+                opt(
+                    4096,
+                    true,
+                    &[(
+                        COOKIE,
+                        server_cookie_option(&r, family, 0, NOW - 2000, false),
+                    )],
+                ),
+            ),
+            (
+                "expired server cookie",
+                opt(
+                    1232,
+                    true,
+                    &[(
+                        COOKIE,
+                        server_cookie_option(&r, family, 0, NOW - 4000, false),
+                    )],
+                ),
+            ),
+            (
+                "future server cookie",
+                opt(
+                    1232,
+                    true,
+                    &[(
+                        COOKIE,
+                        server_cookie_option(&r, family, 0, NOW + 400, false),
+                    )],
+                ),
+            ),
+            (
+                "wrong server cookie",
+                opt(
+                    1232,
+                    true,
+                    &[(COOKIE, server_cookie_option(&r, family, 0, NOW - 10, true))],
+                ),
+            ),
+            (
+                "server cookie of the previous secret",
+                opt(
+                    1232,
+                    true,
+                    &[(COOKIE, server_cookie_option(&r, family, 1, NOW - 10, false))],
+                ),
+            ),
+            (
+                "another server's 8-byte server cookie",
+                opt(1232, false, &[(COOKIE, [CLIENT_COOKIE, [1; 8]].concat())]),
+            ),
+            ("NSID", opt(1232, false, &[(3, vec![])])),
+            ("ECS v4", opt(1232, true, &[(8, ecs4.clone())])),
+            ("ECS v6", opt(1232, true, &[(8, ecs6.clone())])),
+            ("padding", opt(1232, false, &[(12, padding.clone())])),
+            (
+                "unknown option",
+                opt(1232, false, &[(65001, vec![1, 2, 3])]),
+            ),
+            (
+                "everything at once",
+                opt(
+                    1232,
+                    true,
+                    &[
+                        (8, ecs4.clone()),
+                        (3, vec![]),
+                        fresh.clone(),
+                        (12, padding.clone()),
+                        (65001, vec![]),
+                    ],
+                ),
+            ),
+            (
+                "payload 512 with a cookie",
+                opt(512, true, std::slice::from_ref(&client_only)),
+            ),
+        ];
+        for name in &names {
+            for qtype in [RecordType::A, RecordType::AAAA] {
+                let qname = Name::from_ascii(name).unwrap();
+                for (what, e) in &cases {
+                    let dns = query(&qname, qtype, Some(e.clone()), 4242);
+                    let expected = r.expected(&snap, &dns, family);
+                    r.pin_clock(NOW);
+                    let f = frame(family, 1, &dns, Quirks::default());
+                    let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+                    let hit = is_direct_hit(&snap, &expected, &qname, qtype);
+                    match out.action {
+                        XDP_TX => {
+                            let got = check_reply(family, 1, &f, &out.frame);
+                            assert_eq!(got, expected, "{what}: {qname} {qtype} {family:?}");
+                            answered += 1;
+                        }
+                        XDP_PASS => {
+                            assert!(!hit, "{what}: {qname} {qtype} {family:?} was passed up");
+                            assert_eq!(out.frame, f);
+                        }
+                        other => panic!("XDP action {other}"),
+                    }
+                }
+            }
+        }
+        // The cookie semantics themselves (the fallback's, so the
+        // kernel's too): fresh ones echoed, the rest replaced.
+        let www = Name::from_ascii("www.example.com.").unwrap();
+        let reply_to = |e: Edns| r.expected(&snap, &query(&www, RecordType::A, Some(e), 1), family);
+        assert_eq!(
+            reply_cookie(&reply_to(opt(1232, true, std::slice::from_ref(&fresh)))),
+            Some(fresh.1.clone())
+        );
+        let old = server_cookie_option(&r, family, 0, NOW - 2000, false);
+        let renewed = reply_cookie(&reply_to(opt(1232, true, &[(COOKIE, old.clone())]))).unwrap();
+        assert_ne!(renewed, old);
+        assert_eq!(renewed, fresh_cookie_at(&r, family, NOW));
+    }
+    println!("resolver-shaped: {answered} answered in the kernel");
+    assert!(answered > 0);
+}
+
+fn fresh_cookie_at(r: &Rig, family: Family, at: u64) -> Vec<u8> {
+    server_cookie_option(r, family, 0, at, false)
+}
+
+#[test]
+fn malformed_or_unusual_edns_passes_unchanged() {
+    let r = rig(&zone_text());
+    let www = Name::from_ascii("www.example.com.").unwrap();
+    let mut cases: Vec<(String, Edns)> = Vec::new();
+    for len in [0usize, 1, 7, 9, 15, 41] {
+        cases.push((
+            format!("COOKIE of {len} bytes"),
+            opt(1232, false, &[(COOKIE, vec![7; len])]),
+        ));
+    }
+    cases.push((
+        "two COOKIE options".into(),
+        opt(1232, false, &[(COOKIE, vec![7; 8]), (COOKIE, vec![7; 8])]),
+    ));
+    cases.push((
+        "ECS family 3".into(),
+        opt(1232, false, &[(8, vec![0, 3, 0, 0])]),
+    ));
+    cases.push((
+        "ECS /33 for IPv4".into(),
+        opt(1232, false, &[(8, vec![0, 1, 33, 0, 1, 2, 3, 4, 5])]),
+    ));
+    cases.push((
+        "ECS address too short".into(),
+        opt(1232, false, &[(8, vec![0, 1, 24, 0, 1, 2])]),
+    ));
+    cases.push((
+        "NSID with a payload".into(),
+        opt(1232, false, &[(3, vec![1])]),
+    ));
+    cases.push((
+        "nine options".into(),
+        opt(1232, false, &vec![(65001, vec![]); 9]),
+    ));
+    let mut v1 = edns(1232);
+    v1.set_version(1);
+    cases.push(("EDNS version 1".into(), v1));
+    for (what, e) in &cases {
+        for family in [Family::V4, Family::V6] {
+            let dns = query(&www, RecordType::A, Some(e.clone()), 5);
+            let f = frame(family, 0, &dns, Quirks::default());
+            let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+            assert_eq!(
+                (out.action, &out.frame),
+                (XDP_PASS, &f),
+                "{what} {family:?}"
+            );
+        }
+    }
+    // An option whose length runs past the OPT record.
+    let mut dns = query(
+        &www,
+        RecordType::A,
+        Some(opt(1232, false, &[(65001, vec![0; 4])])),
+        5,
+    );
+    let n = dns.len();
+    dns[n - 5] = 9; // option length 9, only 4 bytes follow
+    let f = frame(Family::V4, 0, &dns, Quirks::default());
+    let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+    assert_eq!(
+        (out.action, &out.frame),
+        (XDP_PASS, &f),
+        "overrunning option"
+    );
+}
+
+/// The kernel's SipHash against RFC 9018 Appendix A.1: the same secret,
+/// client cookie, client address and second give the published cookie.
+#[test]
+fn kernel_cookies_match_the_rfc9018_test_vector() {
+    let mut r = rig(&zone_text());
+    r.pin_clock(1_559_731_985);
+    let www = Name::from_ascii("www.example.com.").unwrap();
+    let dns = query(
+        &www,
+        RecordType::A,
+        Some(opt(1232, false, &[(COOKIE, CLIENT_COOKIE.to_vec())])),
+        1,
+    );
+    let f = frame(
+        Family::V4,
+        0,
+        &dns,
+        Quirks {
+            src_v4: Some([198, 51, 100, 100]),
+            ..Quirks::default()
+        },
+    );
+    let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+    assert_eq!(out.action, XDP_TX);
+    let want = [
+        0x24, 0x64, 0xc4, 0xab, 0xcf, 0x10, 0xc9, 0x57, 0x01, 0x00, 0x00, 0x00, 0x5c, 0xf7, 0x9f,
+        0x11, 0x1f, 0x81, 0x30, 0xc3, 0xee, 0xe2, 0x94, 0x80,
+    ];
+    assert!(
+        out.frame.windows(24).any(|w| w == want),
+        "the reply carries the RFC 9018 A.1 cookie"
+    );
+}
+
+#[test]
+fn nsid_modes_and_signed_zones() {
+    // A zone holding a DNSKEY: DO=1 queries go up (the fallback adds
+    // signatures), DO=0 queries are answered here.
+    let signed =
+        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\n\
+        @ DNSKEY \\# 6 0101030daabb\n\
+        ns1 A 192.0.2.1\nwww A 192.0.2.80\n";
+    let mut r = rig(signed);
+    let www = Name::from_ascii("www.example.com.").unwrap();
+    let run = |r: &Rig, e: Edns| {
+        let f = frame(
+            Family::V4,
+            0,
+            &query(&www, RecordType::A, Some(e), 3),
+            Quirks::default(),
+        );
+        test_run(r.fast.program_fd(), &f, 1).unwrap().action
+    };
+    assert_eq!(run(&r, opt(1232, true, &[])), XDP_PASS, "signed, DO=1");
+    assert_eq!(run(&r, opt(1232, false, &[])), XDP_TX, "signed, DO=0");
+
+    // NSID too long for the kernel: NSID queries go up, others not.
+    let long = vec![b'n'; 100];
+    r.handler.edns.nsid = Some(long);
+    r.fast.set_edns(&r.handler.edns).unwrap();
+    r.pin_clock(NOW);
+    assert_eq!(
+        run(&r, opt(1232, false, &[(3, vec![])])),
+        XDP_PASS,
+        "long NSID"
+    );
+    assert_eq!(run(&r, opt(1232, false, &[])), XDP_TX);
+    // No NSID configured: the request is ignored, in both paths.
+    r.handler.edns.nsid = None;
+    r.fast.set_edns(&r.handler.edns).unwrap();
+    r.pin_clock(NOW);
+    let dns = query(
+        &www,
+        RecordType::A,
+        Some(opt(1232, false, &[(3, vec![])])),
+        3,
+    );
+    let f = frame(Family::V6, 0, &dns, Quirks::default());
+    let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+    assert_eq!(out.action, XDP_TX);
+    let snap = r.store.snapshot();
+    assert_eq!(
+        check_reply(Family::V6, 0, &f, &out.frame),
+        r.expected(&snap, &dns, Family::V6)
+    );
 }

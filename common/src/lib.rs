@@ -6,6 +6,8 @@
 //! `#[repr(C)]` here; `Pod` impls live on the user side only.
 #![no_std]
 
+pub mod cookie;
+
 /// Fixed DNS header length (RFC 1035 §4.1.1).
 pub const DNS_HEADER_LEN: usize = 12;
 /// Largest encoded domain name, in wire bytes (RFC 1035 §2.3.4).
@@ -74,13 +76,43 @@ pub struct LongKey {
 pub struct Answer {
     pub len: u16,
     pub ancount: u16,
-    pub csum: u32,
+    pub csum: u16,
+    /// [`answer_flags`] bits.
+    pub flags: u16,
     pub data: [u8; ANSWER_MAX],
+}
+
+/// Bits of [`Answer::flags`].
+pub mod answer_flags {
+    /// The name is in a signed zone: DO=1 queries go to the fallback,
+    /// which adds the signatures.
+    pub const SIGNED: u16 = 1;
+}
+
+/// Longest NSID payload the kernel sends; a longer configured NSID makes
+/// the kernel pass the queries that ask for it.
+pub const NSID_MAX: usize = 64;
+
+/// EDNS option codes the fast path reads.
+pub mod edns_option {
+    pub const NSID: u16 = 3;
+    pub const ECS: u16 = 8;
+    pub const COOKIE: u16 = 10;
+}
+
+/// What the kernel does with a query asking for NSID.
+pub mod nsid_mode {
+    /// No NSID configured: the option is ignored, as the fallback does.
+    pub const NONE: u16 = 0;
+    /// Answer with `XdpConfig::nsid`.
+    pub const INLINE: u16 = 1;
+    /// Configured but longer than `NSID_MAX`: pass the query up.
+    pub const PASS: u16 = 2;
 }
 
 /// Runtime settings of the XDP program (one-element array map).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XdpConfig {
     /// Generation whose entries are live (0 or 1).
     pub generation: u32,
@@ -88,6 +120,42 @@ pub struct XdpConfig {
     pub port: u16,
     /// EDNS payload size the server advertises (the fallback's value).
     pub udp_payload: u16,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC in nanoseconds: the kernel's
+    /// unix time is `bpf_ktime_get_coarse_ns() + realtime_offset_ns`.
+    /// Refreshed by the controller (the wall clock is slewed by NTP).
+    pub realtime_offset_ns: u64,
+    /// SipHash keys ([`cookie::key_words`]) of the current server secret
+    /// and of the previous one (accepted during a rollover).
+    pub cookie_keys: [[u64; 2]; 2],
+    /// 1 when `cookie_keys[1]` is accepted.
+    pub cookie_previous: u32,
+    /// [`nsid_mode`] value.
+    pub nsid_mode: u16,
+    /// Ones'-complement sum of `nsid[..4 + nsid_len]` at an even offset.
+    pub nsid_sum: u16,
+    /// Payload length of the NSID option.
+    pub nsid_len: u32,
+    /// The whole NSID option (code, length, payload), zero-padded.
+    pub nsid: [u8; NSID_MAX + 4],
+}
+
+impl XdpConfig {
+    /// A configuration answering on `port` with no cookie secret or NSID
+    /// set yet.
+    pub const fn new(port: u16, udp_payload: u16) -> Self {
+        XdpConfig {
+            generation: 0,
+            port,
+            udp_payload,
+            realtime_offset_ns: 0,
+            cookie_keys: [[0; 2]; 2],
+            cookie_previous: 0,
+            nsid_mode: nsid_mode::NONE,
+            nsid_sum: 0,
+            nsid_len: 0,
+            nsid: [0; NSID_MAX + 4],
+        }
+    }
 }
 
 /// Largest frame the benchmark programs can restore.
@@ -176,7 +244,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
         assert_eq!(core::mem::size_of::<LongKey>(), 258);
         assert_eq!(core::mem::size_of::<Answer>(), 8 + ANSWER_MAX);
-        assert_eq!(core::mem::size_of::<XdpConfig>(), 8);
+        assert_eq!(core::mem::size_of::<XdpConfig>(), 128, "no padding");
     }
 
     #[test]

@@ -22,16 +22,6 @@ pub fn at_parity(sum16: u16, odd: bool) -> u64 {
     }
 }
 
-/// Contribution of one byte at offset parity `odd`.
-#[inline(always)]
-pub fn byte(b: u8, odd: bool) -> u64 {
-    if odd {
-        b as u64
-    } else {
-        (b as u64) << 8
-    }
-}
-
 /// Sum of big-endian 16-bit words of `bytes` (even length, even offset).
 #[inline(always)]
 pub fn words<const N: usize>(bytes: &[u8; N]) -> u64 {

@@ -4,6 +4,9 @@
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::PassReason;
 
+use crate::maps::Scratch;
+use crate::question::launder;
+
 const ETH_P_8021Q: u16 = 0x8100;
 const ETH_P_8021AD: u16 = 0x88a8;
 const ETH_P_IP: u16 = 0x0800;
@@ -51,15 +54,29 @@ pub fn be16(b: &[u8], i: usize) -> u16 {
     u16::from_be_bytes([b[i], b[i + 1]])
 }
 
-/// The network headers as received, kept for building the reply.
-pub enum Ip {
-    V4([u8; IPV4_LEN as usize]),
-    V6([u8; IPV6_LEN as usize]),
+/// Copies `N` bytes at `off` into `dst` (map memory: the stack is too
+/// small to hold every header).
+#[inline(always)]
+pub fn load_into<const N: usize>(
+    ctx: &XdpContext,
+    off: u32,
+    dst: &mut [u8; N],
+) -> Result<(), PassReason> {
+    let at = ctx.data() + bounded(off);
+    if at + N > ctx.data_end() {
+        return Err(PassReason::ParseError);
+    }
+    unsafe { core::ptr::copy_nonoverlapping(at as *const u8, dst.as_mut_ptr(), N) };
+    Ok(())
 }
 
+/// Where the packet's parts are; the IP header as received is kept in
+/// `Scratch::ip4`/`ip6` for building the reply.
+#[repr(C)]
+#[derive(Clone, Copy)]
 pub struct Packet {
     pub l3: u32,
-    pub ip: Ip,
+    pub v6: bool,
     pub l4: u32,
     pub udp: [u8; UDP_LEN as usize],
     /// Offset and length of the DNS message.
@@ -76,7 +93,7 @@ fn on_loopback(ctx: &XdpContext) -> bool {
 
 /// Parses down to the DNS payload of a UDP datagram to `port`.
 #[inline(always)]
-pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
+pub fn parse(ctx: &XdpContext, port: u16, s: &mut Scratch) -> Result<Packet, PassReason> {
     let frame_len = (ctx.data_end() - ctx.data()) as u32;
     let eth: [u8; ETH_LEN as usize] = load(ctx, 0).map_err(|_| PassReason::NotDns)?;
     // A group (multicast/broadcast) source MAC: the reply would go to
@@ -93,18 +110,19 @@ pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
             l3 += 4;
         }
     }
-    let (ip, l4, ip_payload) = match ethertype {
+    let (v6, l4, ip_payload) = match ethertype {
         ETH_P_IP => {
-            let h: [u8; IPV4_LEN as usize] = load(ctx, l3).map_err(|_| PassReason::NotDns)?;
+            let h = &mut s.ip4;
+            load_into(ctx, l3, h).map_err(|_| PassReason::NotDns)?;
             // IHL 5 only: options are rare on queries and passed up.
             if h[0] != 0x45 || h[9] != IPPROTO_UDP {
                 return Err(PassReason::NotDns);
             }
             // More-fragments flag or a fragment offset: not ours to answer.
-            if be16(&h, 6) & 0x3fff != 0 {
+            if be16(h, 6) & 0x3fff != 0 {
                 return Err(PassReason::NotDns);
             }
-            let total = be16(&h, 2) as u32;
+            let total = be16(h, 2) as u32;
             if total < IPV4_LEN + UDP_LEN || l3 + total > frame_len {
                 return Err(PassReason::ParseError);
             }
@@ -114,15 +132,16 @@ pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
             if first == 0 || first >= 224 || (first == 127 && !on_loopback(ctx)) {
                 return Err(PassReason::Source);
             }
-            (Ip::V4(h), l3 + IPV4_LEN, total - IPV4_LEN)
+            (false, l3 + IPV4_LEN, total - IPV4_LEN)
         }
         ETH_P_IPV6 => {
-            let h: [u8; IPV6_LEN as usize] = load(ctx, l3).map_err(|_| PassReason::NotDns)?;
+            let h = &mut s.ip6;
+            load_into(ctx, l3, h).map_err(|_| PassReason::NotDns)?;
             // Next header must be UDP itself: extension headers are passed.
             if h[0] >> 4 != 6 || h[6] != IPPROTO_UDP {
                 return Err(PassReason::NotDns);
             }
-            let payload = be16(&h, 4) as u32;
+            let payload = be16(h, 4) as u32;
             if payload < UDP_LEN || l3 + IPV6_LEN + payload > frame_len {
                 return Err(PassReason::ParseError);
             }
@@ -132,7 +151,7 @@ pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
             if h[8] == 0xff {
                 return Err(PassReason::Source);
             }
-            (Ip::V6(h), l3 + IPV6_LEN, payload)
+            (true, l3 + IPV6_LEN, payload)
         }
         _ => return Err(PassReason::NotDns),
     };
@@ -144,12 +163,15 @@ pub fn parse(ctx: &XdpContext, port: u16) -> Result<Packet, PassReason> {
     if udp_len != ip_payload {
         return Err(PassReason::ParseError);
     }
+    // Through map memory, so the verifier sees unknowns: the VLAN and
+    // family variants then go on as one state rather than six (every
+    // packet access is bounds-checked on its own).
     Ok(Packet {
-        l3,
-        ip,
-        l4,
+        l3: launder(s, l3),
+        v6: launder(s, v6 as u32) != 0,
+        l4: launder(s, l4),
         udp,
-        dns: l4 + UDP_LEN,
-        dns_len: udp_len - UDP_LEN,
+        dns: launder(s, l4 + UDP_LEN),
+        dns_len: launder(s, udp_len - UDP_LEN),
     })
 }

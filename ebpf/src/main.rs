@@ -7,17 +7,19 @@
 #[cfg(feature = "bench")]
 mod bench;
 mod csum;
+mod edns;
 mod headers;
 mod maps;
 mod question;
 mod reply;
 
 use aya_ebpf::bindings::xdp_action::{XDP_PASS, XDP_TX};
+use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::{counter, PassReason, SHORT_NAME_MAX};
+use xdpdns_common::{answer_flags, counter, Answer, PassReason, XdpConfig, SHORT_NAME_MAX};
 
-use maps::{CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES};
+use maps::{Scratch, CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES};
 
 #[xdp]
 pub fn xdpdns(ctx: XdpContext) -> u32 {
@@ -55,20 +57,108 @@ fn count(slot: u32) {
 
 #[inline(always)]
 fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
-    let cfg = *CONFIG.get(0).ok_or(PassReason::NotDns)?;
-    let pkt = headers::parse(ctx, cfg.port)?;
-    let s = unsafe { &mut *SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)? };
-    let qn = question::parse(ctx, &pkt, s)?;
-    let generation = cfg.generation as u8;
-    question::finish_keys(s, qn.qtype, generation);
-    let answer = if qn.name_len as usize <= SHORT_NAME_MAX {
+    let cfg = CONFIG.get_ptr(0).ok_or(PassReason::NotDns)?;
+    let s = SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)?;
+    pass_code(unsafe { xdpdns_parse(ctx.ctx, s, cfg) })?;
+    let (s, c) = unsafe { (&*s, &*cfg) };
+    let q = &s.qn;
+    let answer = if q.name_len as usize <= SHORT_NAME_MAX {
         unsafe { SHORT_NAMES.get(&s.short) }
     } else {
         unsafe { LONG_NAMES.get(&s.long) }
     };
     let answer = answer.ok_or(PassReason::Miss)?;
-    reply::build(ctx, &pkt, &qn, answer, &cfg)?;
-    Ok(qn.qtype)
+    if answer.flags & answer_flags::SIGNED != 0 && q.edns.dnssec_ok {
+        // Signatures are the fallback's to add.
+        return Err(PassReason::Edns);
+    }
+    let qtype = q.qtype & 1;
+    let s = s as *const Scratch as *mut Scratch;
+    if q.edns.present {
+        // Not called from `xdpdns_reply`: the two frames would not fit
+        // the 512-byte stack together.
+        let _ = c;
+        unsafe { (*s).opt_len = edns::xdpdns_build_opt(s, cfg) };
+    }
+    pass_code(unsafe { xdpdns_reply(ctx.ctx, s, cfg, answer) })?;
+    Ok(qtype)
+}
+
+/// The two halves of the answer path are global BPF functions: the
+/// verifier checks each once, on its own, instead of following every
+/// path of the parser through the reply builder (the product would
+/// exceed its instruction budget), and each gets its own stack frame.
+/// They return 0, or a [`PassReason`] plus one.
+#[inline(always)]
+fn pass_code(code: u32) -> Result<(), PassReason> {
+    match code {
+        0 => Ok(()),
+        c => Err(match c - 1 {
+            0 => PassReason::NotDns,
+            1 => PassReason::NotQuery,
+            2 => PassReason::Miss,
+            3 => PassReason::QueryType,
+            4 => PassReason::Edns,
+            5 => PassReason::Size,
+            7 => PassReason::Source,
+            _ => PassReason::ParseError,
+        }),
+    }
+}
+
+#[inline(always)]
+fn code_of(r: Result<(), PassReason>) -> u32 {
+    match r {
+        Ok(()) => 0,
+        Err(reason) => reason as u32 + 1,
+    }
+}
+
+/// Parses the frame: headers, question and OPT into `s.pkt` and `s.qn`,
+/// the lookup keys into `s.short`/`s.long`.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_parse(ctx: *mut xdp_md, s: *mut Scratch, cfg: *const XdpConfig) -> u32 {
+    let (Some(s), Some(cfg)) = (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }) else {
+        return code_of(Err(PassReason::ParseError));
+    };
+    let ctx = XdpContext::new(ctx);
+    code_of((|| {
+        let pkt = headers::parse(&ctx, cfg.port, s)?;
+        let qn = question::parse(&ctx, &pkt, s)?;
+        if !edns::answerable(&qn.edns, cfg) {
+            return Err(PassReason::Edns);
+        }
+        question::finish_keys(s, qn.qtype, cfg.generation as u8);
+        if qn.edns.present {
+            edns::prepare(s, &pkt, &qn.edns, cfg);
+        }
+        s.pkt = pkt;
+        s.qn = qn;
+        Ok(())
+    })())
+}
+
+/// Turns the frame into the reply to what `xdpdns_parse` left in `s`.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_reply(
+    ctx: *mut xdp_md,
+    s: *mut Scratch,
+    cfg: *const XdpConfig,
+    answer: *const Answer,
+) -> u32 {
+    let (Some(s), Some(cfg), Some(answer)) =
+        (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }, unsafe {
+            answer.as_ref()
+        })
+    else {
+        return code_of(Err(PassReason::ParseError));
+    };
+    let ctx = XdpContext::new(ctx);
+    let pkt = s.pkt;
+    let qn = s.qn;
+    code_of(reply::build(&ctx, s, &pkt, &qn, answer, cfg))
 }
 
 /// Hides a value from the optimiser so a bounds check written after it is

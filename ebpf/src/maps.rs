@@ -31,6 +31,27 @@ pub struct Scratch {
     /// the verifier, which merges the many exits of the label walk into
     /// one state (see `question::launder`).
     pub launder: u32,
+    /// The query's client cookie and (RFC 9018-sized) server cookie.
+    pub client_cookie: [u8; 8],
+    pub server_cookie: [u8; 16],
+    /// `edns::parse`'s record of the options seen so far.
+    pub seen: u32,
+    /// Inputs of `edns::xdpdns_build_opt`: the client address the cookie
+    /// is bound to, the unix second, the DO bit.
+    pub client_ip: [u8; 16],
+    pub client_v6: u32,
+    pub now: u32,
+    pub opt_dnssec_ok: u32,
+    /// Its output: the reply's OPT record and its checksum.
+    pub opt_sum: u32,
+    pub opt_len: u32,
+    pub opt_reply: [u8; crate::edns::OPT_REPLY_BUF],
+    /// What `xdpdns_parse` found, for `xdpdns_reply`.
+    pub pkt: crate::headers::Packet,
+    pub qn: crate::question::Question,
+    /// The IP header as received, rewritten in place into the reply's.
+    pub ip4: [u8; 20],
+    pub ip6: [u8; 40],
 }
 
 const _: () = assert!(SHORT_NAME_MAX < LONG_NAME_BUF);

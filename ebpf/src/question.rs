@@ -8,20 +8,22 @@ use xdpdns_common::{
 };
 
 use crate::csum;
+use crate::edns::{self, Edns, OPT_LEN, OPT_RDATA_MAX};
 use crate::headers::{be16, load, Packet};
 use crate::maps::Scratch;
 
 /// Longest question section we may answer: name, type, class, one OPT.
-const MAX_REST: u32 = MAX_NAME_WIRE_LEN as u32 + 4 + OPT_LEN;
-pub const OPT_LEN: u32 = 11;
+const MAX_REST: u32 = MAX_NAME_WIRE_LEN as u32 + 4 + OPT_LEN + OPT_RDATA_MAX;
 
+#[repr(C)]
+#[derive(Clone, Copy)]
 pub struct Question {
     pub header: [u8; DNS_HEADER_LEN],
     /// Wire length of the query name, root label included.
     pub name_len: u32,
     pub qtype: u8,
-    /// Client's EDNS payload size, if the query carried an OPT.
-    pub edns_payload: Option<u16>,
+    /// The query's OPT record, if it had one.
+    pub edns: Edns,
     /// Ones'-complement sum of the question section (name, type, class)
     /// taken from an even offset.
     pub sum: u64,
@@ -98,40 +100,26 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
     };
 
     let trailing = rest - (name_len + 4);
-    let edns_payload = match (arcount, trailing) {
-        (0, 0) => None,
-        (1, OPT_LEN) => Some(parse_opt(&load(ctx, qstart + name_len + 4)?)?),
+    let edns = match arcount {
+        0 if trailing == 0 => Edns::ABSENT,
+        1 => edns::parse(ctx, s, qstart + name_len + 4, trailing)?,
         _ => return Err(PassReason::ParseError),
     };
+    let edns = edns.launder(s);
     Ok(Question {
         header,
         name_len,
         qtype,
-        edns_payload,
+        edns,
         sum,
     })
-}
-
-/// An OPT the fast path handles: root owner, version 0, extended RCODE 0,
-/// DO clear, no options. Returns the client's payload size.
-#[inline(always)]
-fn parse_opt(o: &[u8; OPT_LEN as usize]) -> Result<u16, PassReason> {
-    if o[0] != 0 || u16::from_be_bytes([o[1], o[2]]) != rtype::OPT {
-        return Err(PassReason::ParseError);
-    }
-    let (ext_rcode, version, do_bit) = (o[5], o[6], o[7] & 0x80);
-    let rdlen = u16::from_be_bytes([o[9], o[10]]);
-    if ext_rcode != 0 || version != 0 || do_bit != 0 || rdlen != 0 {
-        return Err(PassReason::Edns);
-    }
-    Ok(u16::from_be_bytes([o[3], o[4]]))
 }
 
 /// Passes `v` through map memory so the verifier sees an unknown value:
 /// the label walk can end in up to 128 different states, and without this
 /// every one of them would be verified through the rest of the program.
 #[inline(always)]
-fn launder(s: &mut Scratch, v: u32) -> u32 {
+pub fn launder(s: &mut Scratch, v: u32) -> u32 {
     unsafe {
         core::ptr::write_volatile(&mut s.launder, v);
         core::ptr::read_volatile(&s.launder)
@@ -175,7 +163,9 @@ fn copy_name(
         if w >= words {
             break;
         }
-        unsafe { dst64.add(w).write(0) };
+        // Volatile: as plain stores LLVM turns the loop into a `memset`
+        // call, a byte loop the verifier walks 256 times per state.
+        unsafe { core::ptr::write_volatile(dst64.add(w), 0) };
     }
     let dst = dst64 as *mut u32;
     let mut sum = 0u64;

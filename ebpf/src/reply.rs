@@ -9,18 +9,21 @@ use xdpdns_common::{
 };
 
 use crate::csum;
-use crate::headers::{load, store, Ip, Packet, UDP_LEN};
-use crate::question::{Question, OPT_LEN};
+use crate::edns::{self, Edns};
+use crate::headers::{load, store, Packet, UDP_LEN};
+use crate::maps::Scratch;
+use crate::question::Question;
 
 const REPLY_HOP_LIMIT: u8 = 64;
 
 /// Largest reply the client accepts: 512 without EDNS, else its size
 /// capped by ours, never below 512 (the fallback's rule).
 #[inline(always)]
-fn reply_limit(edns_payload: Option<u16>, ours: u16) -> u32 {
-    match edns_payload {
-        None => CLASSIC_UDP_PAYLOAD as u32,
-        Some(p) => {
+fn reply_limit(e: &Edns, ours: u16) -> u32 {
+    match e.present {
+        false => CLASSIC_UDP_PAYLOAD as u32,
+        true => {
+            let p = e.payload;
             let p = if p < ours { p } else { ours };
             if p < CLASSIC_UDP_PAYLOAD {
                 CLASSIC_UDP_PAYLOAD as u32
@@ -34,6 +37,7 @@ fn reply_limit(edns_payload: Option<u16>, ours: u16) -> u32 {
 #[inline(always)]
 pub fn build(
     ctx: &XdpContext,
+    s: &mut Scratch,
     pkt: &Packet,
     qn: &Question,
     ans: &Answer,
@@ -43,14 +47,14 @@ pub fn build(
     if alen == 0 || alen > ANSWER_MAX as u32 || alen % 4 != 0 {
         return Err(PassReason::Size);
     }
-    let opt_len = if qn.edns_payload.is_some() {
-        OPT_LEN
+    let opt_len = if qn.edns.present {
+        edns::built_len(s)?
     } else {
         0
     };
     let question_len = qn.name_len + 4;
     let dns_len = DNS_HEADER_LEN as u32 + question_len + alen + opt_len;
-    if dns_len > reply_limit(qn.edns_payload, cfg.udp_payload) {
+    if dns_len > reply_limit(&qn.edns, cfg.udp_payload) {
         return Err(PassReason::Size);
     }
     let mut eth: [u8; 12] = load(ctx, 0)?;
@@ -75,12 +79,9 @@ pub fn build(
     }
     let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
 
-    if qn.edns_payload.is_some() {
-        let [hi, lo] = cfg.udp_payload.to_be_bytes();
-        let mut opt = [0u8, 0, 41, hi, lo, 0, 0, 0, 0, 0, 0];
-        let _ = store(ctx, answer_off + alen, &opt);
-        let opt_sum = csum::fold(0x2900 + hi as u64 + ((lo as u64) << 8));
-        sum += csum::at_parity(opt_sum, (question_len + alen) & 1 == 1);
+    if qn.edns.present {
+        let rel = DNS_HEADER_LEN as u32 + question_len + alen;
+        sum += edns::write(ctx, s, opt_len, answer_off + alen, rel);
     }
 
     let mut header = qn.header;
@@ -99,33 +100,28 @@ pub fn build(
     udp[7] = 0;
     sum += csum::words(&udp) + udp_len as u64 + 17;
 
-    match &pkt.ip {
-        Ip::V4(h) => {
-            let mut v4 = *h;
-            v4[12..16].copy_from_slice(&h[16..20]);
-            v4[16..20].copy_from_slice(&h[12..16]);
-            v4[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-            v4[8] = REPLY_HOP_LIMIT;
-            v4[10] = 0;
-            v4[11] = 0;
-            let check = !csum::fold(csum::words(&v4));
-            v4[10..12].copy_from_slice(&check.to_be_bytes());
-            sum += csum::words(&[
-                v4[12], v4[13], v4[14], v4[15], v4[16], v4[17], v4[18], v4[19],
-            ]);
-            let _ = store(ctx, pkt.l3, &v4);
+    if pkt.v6 {
+        let v6 = &mut s.ip6;
+        for i in 8..24 {
+            v6.swap(i, i + 16);
         }
-        Ip::V6(h) => {
-            let mut v6 = *h;
-            v6[8..24].copy_from_slice(&h[24..40]);
-            v6[24..40].copy_from_slice(&h[8..24]);
-            v6[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-            v6[7] = REPLY_HOP_LIMIT;
-            let mut addrs = [0u8; 32];
-            addrs.copy_from_slice(&v6[8..40]);
-            sum += csum::words(&addrs);
-            let _ = store(ctx, pkt.l3, &v6);
+        v6[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        v6[7] = REPLY_HOP_LIMIT;
+        sum += csum::words::<32>(v6[8..40].try_into().unwrap_or(&[0; 32]));
+        let _ = store(ctx, pkt.l3, v6);
+    } else {
+        let v4 = &mut s.ip4;
+        for i in 12..16 {
+            v4.swap(i, i + 4);
         }
+        v4[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+        v4[8] = REPLY_HOP_LIMIT;
+        v4[10] = 0;
+        v4[11] = 0;
+        let check = !csum::fold(csum::words(v4));
+        v4[10..12].copy_from_slice(&check.to_be_bytes());
+        sum += csum::words::<8>(v4[12..20].try_into().unwrap_or(&[0; 8]));
+        let _ = store(ctx, pkt.l3, v4);
     }
     let check = match !csum::fold(sum) {
         0 => 0xffff,

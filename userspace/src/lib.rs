@@ -10,6 +10,7 @@ pub mod agent;
 pub mod api;
 pub mod clock;
 pub mod config;
+pub mod cookies;
 pub mod frames;
 pub mod handler;
 pub mod registry;

@@ -58,6 +58,9 @@ pub struct Config {
     pub transfer: TransferConfig,
     #[serde(default, rename = "tsig_key")]
     pub tsig_keys: Vec<TsigKeyConfig>,
+    /// DNS cookies (RFC 7873/9018), in both paths.
+    #[serde(default)]
+    pub cookies: CookiesConfig,
     /// Directory relative paths in this file are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -77,6 +80,9 @@ pub struct Settings {
     pub transfer: crate::transfer::TransferPolicy,
     pub notify_targets: Vec<crate::transfer::notify::NotifyTargets>,
     pub secondary_zones: Vec<crate::transfer::secondary::SecondaryZone>,
+    /// Read from (or created at) `cookies.secret_file`; `None` when no
+    /// file is configured (a random secret lives as long as the process).
+    pub cookie_secrets: Option<crate::cookies::CookieSecrets>,
 }
 
 // Settings are a function of the sections, which are compared and printed.
@@ -90,6 +96,17 @@ impl std::fmt::Debug for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Settings { .. }")
     }
+}
+
+/// `[cookies]`: where the server secret lives. Without a file the secret
+/// is random per process, so cookies do not survive a restart and are
+/// not shared with other nodes.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CookiesConfig {
+    /// One or two lines of 32 hex digits (current, then previous);
+    /// created with a random secret if absent. Reloaded on SIGHUP.
+    pub secret_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -346,6 +363,14 @@ impl Config {
         {
             *d = config.base_dir.join(&*d);
         }
+        if let Some(f) = config
+            .cookies
+            .secret_file
+            .as_mut()
+            .filter(|f| f.is_relative())
+        {
+            *f = config.base_dir.join(&*f);
+        }
         if let Some(r) = &mut config.registry {
             if r.data_dir.is_relative() {
                 r.data_dir = config.base_dir.join(&r.data_dir);
@@ -362,6 +387,13 @@ impl Config {
             transfer: config.transfer_policy()?,
             notify_targets: config.notify_targets(),
             secondary_zones: config.secondary_zones(),
+            cookie_secrets: match &config.cookies.secret_file {
+                Some(f) => Some(
+                    crate::cookies::CookieSecrets::load_or_create(f)
+                        .map_err(|e| config.invalid("cookies.secret_file", e.to_string()))?,
+                ),
+                None => None,
+            },
         };
         Ok(config)
     }
@@ -586,10 +618,19 @@ impl Config {
         }
     }
 
-    pub fn server_edns(&self) -> ServerEdns {
+    /// The server's EDNS settings. Without a secret file the cookie
+    /// secret of `running` (the settings being replaced on reload) is
+    /// kept, or a random one made.
+    pub fn server_edns(&self, running: Option<&ServerEdns>) -> ServerEdns {
+        let cookies = match (&self.settings.cookie_secrets, running) {
+            (Some(s), _) => s.clone(),
+            (None, Some(r)) => r.cookies.clone(),
+            (None, None) => crate::cookies::CookieSecrets::random(),
+        };
         ServerEdns {
             udp_payload: self.server.udp_payload,
             nsid: self.identity.nsid.as_ref().map(|s| s.as_bytes().to_vec()),
+            cookies,
         }
     }
 }
@@ -685,10 +726,10 @@ mod tests {
         let id = c.identity();
         assert_eq!(id.server_id.as_deref(), Some("ns1"));
         assert_eq!(id.version, None);
-        assert_eq!(c.server_edns().nsid.as_deref(), Some(&b"ns1.fra"[..]));
+        assert_eq!(c.server_edns(None).nsid.as_deref(), Some(&b"ns1.fra"[..]));
         let c = parse("").unwrap();
         assert!(c.identity().version.unwrap().starts_with("xdpdns "));
-        assert_eq!(c.server_edns().nsid, None);
+        assert_eq!(c.server_edns(None).nsid, None);
     }
 
     #[test]

@@ -11,7 +11,11 @@ use hickory_proto::rr::{DNSClass, LowerName, RecordType};
 pub use chaos::Identity;
 pub use lookup::resolve;
 
-use crate::wire::{self, Rejected, Reply, Request, ServerEdns};
+use std::net::IpAddr;
+
+use xdpdns_common::cookie::{self, ClientIp};
+
+use crate::wire::{self, ClientCookie, ClientEdns, Rejected, Reply, Request, ServerEdns};
 use crate::zone::Snapshot;
 
 /// How the query arrived; decides the size limit of the reply.
@@ -29,20 +33,58 @@ pub struct Handler {
 }
 
 impl Handler {
-    /// Answers one DNS message. `None` means send nothing (garbage or a
-    /// response packet).
+    /// Answers one DNS message from `peer` at `now` (unix seconds).
+    /// `None` means send nothing (garbage or a response packet).
     pub fn handle(
         &self,
         snapshot: &Snapshot,
         packet: &[u8],
         transport: Transport,
+        peer: IpAddr,
+        now: u64,
     ) -> Option<Vec<u8>> {
-        let req = match wire::parse_request(packet) {
+        let mut req = match wire::parse_request(packet) {
             Ok(req) => req,
             Err(Rejected::Drop) => return None,
             Err(Rejected::Reply(bytes)) => return Some(bytes),
         };
+        self.stamp(&mut req, peer, now);
         Some(self.reply(snapshot, &req, transport))
+    }
+
+    /// Decides the COOKIE option of the reply to `req` from `peer` at
+    /// `now`: the client cookie with a server cookie echoed or minted by
+    /// the construction the XDP program shares (RFC 9018). Returns
+    /// whether the query carried a valid server cookie.
+    pub fn stamp(&self, req: &mut Request, peer: IpAddr, now: u64) -> bool {
+        let Some(ClientEdns {
+            cookie: ClientCookie::Present { client, server },
+            ..
+        }) = req.edns
+        else {
+            return false;
+        };
+        let ip = match peer {
+            IpAddr::V4(a) => ClientIp::V4(a.octets()),
+            IpAddr::V6(a) => match a.to_ipv4_mapped() {
+                Some(v4) => ClientIp::V4(v4.octets()),
+                None => ClientIp::V6(a.octets()),
+            },
+        };
+        let secrets = &self.edns.cookies;
+        let (server_cookie, valid) = cookie::reply(
+            &secrets.key_words(),
+            secrets.previous.is_some(),
+            client,
+            server.as_ref(),
+            now as u32,
+            &ip,
+        );
+        let mut option = [0u8; 24];
+        option[..8].copy_from_slice(&client);
+        option[8..].copy_from_slice(&server_cookie);
+        req.reply_cookie = Some(option);
+        valid
     }
 
     /// Answers a parsed request and encodes the reply.
@@ -64,6 +106,12 @@ impl Handler {
     pub fn answer(&self, snapshot: &Snapshot, req: &Request) -> Reply {
         if req.edns.is_some_and(|e| e.version > 0) {
             return Reply::error(ResponseCode::BADVERS);
+        }
+        if req
+            .edns
+            .is_some_and(|e| e.cookie == ClientCookie::Malformed)
+        {
+            return Reply::error(ResponseCode::FormErr);
         }
         let q = &req.query;
         match q.query_type() {

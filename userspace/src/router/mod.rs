@@ -135,12 +135,13 @@ impl Router {
         if !replyable(peer) {
             return Response::Drop;
         }
-        let req = match wire::parse_request(packet) {
+        let mut req = match wire::parse_request(packet) {
             Ok(req) => req,
             Err(Rejected::Drop) => return Response::Drop,
             Err(Rejected::Reply(bytes)) => return Response::One(bytes),
         };
         let handler = self.handler.load();
+        handler.stamp(&mut req, peer, now);
         let snapshot = self.store.load();
         let qtype = req.query.query_type();
         let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);

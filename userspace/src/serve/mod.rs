@@ -36,9 +36,11 @@ use crate::transfer::{secondary, IxfrJournal};
 use crate::xdp::{compile, FastPath, KernelTable, XdpError};
 use crate::zone::{Zone, ZoneStore};
 
-pub fn handler_for(config: &Config) -> Handler {
+/// The handler `config` asks for; `running` is the one it replaces (its
+/// cookie secret is kept when no secret file is configured).
+pub fn handler_for(config: &Config, running: Option<&Handler>) -> Handler {
     Handler {
-        edns: config.server_edns(),
+        edns: config.server_edns(running.map(|h| &h.edns)),
         identity: config.identity(),
     }
 }
@@ -76,7 +78,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &config.settings.secondary_zones,
         secondary_dir(&config).as_deref(),
     );
-    let router = Arc::new(Router::new(store, handler_for(&config)).with_journal(journal));
+    let router = Arc::new(Router::new(store, handler_for(&config, None)).with_journal(journal));
     router
         .transfer
         .store(Arc::new(config.settings.transfer.clone()));
@@ -152,8 +154,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                 match in_background("reload", move || reload(&path, &old, &sh)).await? {
                     Some(next) => {
                         if let Some((k, _)) = &kernel {
-                            // The payload size is config; set on reload only.
-                            k.set_udp_payload(next.server.udp_payload).await;
+                            // Payload size, NSID and cookie secrets: the
+                            // kernel answers with the fallback's settings.
+                            k.set_edns(router.handler.load().edns.clone()).await;
                         }
                         current = next;
                     }
@@ -435,7 +438,7 @@ fn start_fast_path(
     }
     let (snapshot, feed) = router.store.subscribe();
     let attempt = || -> Result<FastPath, XdpError> {
-        let mut fp = FastPath::load(x.capacity, port, config.server.udp_payload)?;
+        let mut fp = FastPath::load(x.capacity, port, &router.handler.load().edns)?;
         let (table, skipped) = compile(&snapshot);
         info!(entries = table.len(), ?skipped, "XDP answer table compiled");
         fp.install(table)?;

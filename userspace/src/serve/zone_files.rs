@@ -91,7 +91,10 @@ pub fn reload(path: &Path, old: &Config, router: &Router) -> Option<Config> {
         .filter(|z| !configured.contains(z.origin_key()))
         .map(|z| z.origin().clone())
         .collect();
-    router.handler.store(Arc::new(handler_for(&config)));
+    let running = router.handler.load();
+    router
+        .handler
+        .store(Arc::new(handler_for(&config, Some(&running))));
     let before: Vec<Arc<Zone>> = router.store.snapshot().zones().cloned().collect();
     let diffs = router.store.replace_zones(zones, &removed, unix_secs());
     free_here(before);

@@ -6,7 +6,10 @@ use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode}
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption, NSIDPayload};
 use hickory_proto::rr::Record;
 use hickory_proto::serialize::binary::BinEncodable;
+use xdpdns_common::edns_option::COOKIE as COOKIE_OPTION;
 use xdpdns_common::{CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN};
+
+use crate::cookies::CookieSecrets;
 
 /// A query the server will answer.
 #[derive(Clone, Debug)]
@@ -23,6 +26,9 @@ pub struct Request {
     pub signed: bool,
     /// IXFR: the serial of the SOA the client sent in the authority section.
     pub ixfr_serial: Option<u32>,
+    /// The COOKIE option payload the reply carries (client cookie, then
+    /// server cookie), set by [`crate::handler::Handler::stamp`].
+    pub reply_cookie: Option<[u8; 24]>,
 }
 
 impl Request {
@@ -37,6 +43,7 @@ impl Request {
             op_code: OpCode::Query,
             signed: false,
             ixfr_serial: None,
+            reply_cookie: None,
         }
     }
 }
@@ -48,6 +55,48 @@ pub struct ClientEdns {
     pub payload: u16,
     pub dnssec_ok: bool,
     pub nsid_requested: bool,
+    pub cookie: ClientCookie,
+}
+
+/// The COOKIE option of a query (RFC 7873 §4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientCookie {
+    #[default]
+    Absent,
+    /// Neither 8 bytes nor 16 to 40: answered with FORMERR (§5.2.2).
+    Malformed,
+    /// A client cookie, and the server cookie when it has the length of
+    /// the RFC 9018 construction (other lengths are never ours, so they
+    /// are treated as absent and a new one is minted).
+    Present {
+        client: [u8; 8],
+        server: Option<[u8; 16]>,
+    },
+}
+
+impl ClientCookie {
+    /// Reads the first COOKIE option's payload.
+    fn read(payload: &[u8]) -> ClientCookie {
+        let Some(client) = payload.get(..8) else {
+            return ClientCookie::Malformed;
+        };
+        let client = client.try_into().expect("8 bytes");
+        match payload.len() {
+            8 => ClientCookie::Present {
+                client,
+                server: None,
+            },
+            24 => ClientCookie::Present {
+                client,
+                server: Some(payload[8..].try_into().expect("16 bytes")),
+            },
+            16..=40 => ClientCookie::Present {
+                client,
+                server: None,
+            },
+            _ => ClientCookie::Malformed,
+        }
+    }
 }
 
 /// Why a datagram does not become a [`Request`].
@@ -83,6 +132,10 @@ pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
         payload: e.max_payload(),
         dnssec_ok: e.flags().dnssec_ok,
         nsid_requested: e.option(EdnsCode::NSID).is_some(),
+        cookie: match e.option(EdnsCode::Cookie) {
+            Some(EdnsOption::Unknown(_, payload)) => ClientCookie::read(payload),
+            _ => ClientCookie::Absent,
+        },
     });
     // IXFR carries the client's SOA in authority, NOTIFY the new one in
     // the answer section.
@@ -107,6 +160,7 @@ pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
         op_code: metadata.op_code,
         signed,
         ixfr_serial,
+        reply_cookie: None,
     })
 }
 
@@ -150,6 +204,8 @@ pub struct ServerEdns {
     pub udp_payload: u16,
     /// NSID payload returned to clients that ask (RFC 5001).
     pub nsid: Option<Vec<u8>>,
+    /// Secrets for DNS cookies (RFC 7873, RFC 9018).
+    pub cookies: CookieSecrets,
 }
 
 impl Default for ServerEdns {
@@ -157,6 +213,7 @@ impl Default for ServerEdns {
         ServerEdns {
             udp_payload: DEFAULT_UDP_PAYLOAD,
             nsid: None,
+            cookies: CookieSecrets::random(),
         }
     }
 }
@@ -183,7 +240,9 @@ pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerE
     meta.checking_disabled = req.checking_disabled;
     meta.response_code = reply.rcode;
     msg.queries.push(req.query.clone());
-    msg.edns = req.edns.map(|client| reply_edns(client, server));
+    msg.edns = req
+        .edns
+        .map(|client| reply_edns(client, server, req.reply_cookie));
     // Every record takes at least 11 bytes (a one-byte owner, type, class,
     // TTL, RDLENGTH): a reply that cannot fit is truncated without
     // copying and encoding it (a service with thousands of members).
@@ -212,7 +271,9 @@ pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerE
         .expect("a header, one question and an OPT always encode")
 }
 
-fn reply_edns(client: ClientEdns, server: &ServerEdns) -> Edns {
+/// The reply's OPT record. Options go in a fixed order, NSID then COOKIE,
+/// which the XDP program writes the same way.
+fn reply_edns(client: ClientEdns, server: &ServerEdns, cookie: Option<[u8; 24]>) -> Edns {
     let mut edns = Edns::new();
     edns.set_max_payload(server.udp_payload.max(CLASSIC_UDP_PAYLOAD));
     edns.set_version(0);
@@ -223,6 +284,10 @@ fn reply_edns(client: ClientEdns, server: &ServerEdns) -> Edns {
                 edns.options_mut().insert(EdnsOption::NSID(payload));
             }
         }
+    }
+    if let Some(cookie) = cookie {
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(COOKIE_OPTION, cookie.to_vec()));
     }
     edns
 }
@@ -254,6 +319,7 @@ mod tests {
         ServerEdns {
             udp_payload: 1232,
             nsid: Some(b"node-1".to_vec()),
+            cookies: CookieSecrets::random(),
         }
     }
 
@@ -289,6 +355,52 @@ mod tests {
         assert_eq!(r[3] & 0x0f, 1);
     }
 
+    fn with_cookie(payload: &[u8]) -> ClientCookie {
+        let mut e = Edns::new();
+        e.options_mut()
+            .insert(EdnsOption::Unknown(COOKIE_OPTION, payload.to_vec()));
+        let req = parse_request(&query_bytes("a.example.", Some(e))).unwrap();
+        req.edns.unwrap().cookie
+    }
+
+    #[test]
+    fn cookie_lengths_follow_rfc7873() {
+        let c = [7u8; 40];
+        let client = [7u8; 8];
+        for len in [0, 1, 7, 9, 15, 41] {
+            let payload = vec![7u8; len];
+            assert_eq!(
+                with_cookie(&payload),
+                ClientCookie::Malformed,
+                "length {len}"
+            );
+        }
+        assert_eq!(
+            with_cookie(&c[..8]),
+            ClientCookie::Present {
+                client,
+                server: None
+            }
+        );
+        assert_eq!(
+            with_cookie(&c[..24]),
+            ClientCookie::Present {
+                client,
+                server: Some([7; 16])
+            }
+        );
+        for len in [16, 23, 25, 40] {
+            assert_eq!(
+                with_cookie(&c[..len]),
+                ClientCookie::Present {
+                    client,
+                    server: None
+                },
+                "length {len}: a server cookie not of our construction"
+            );
+        }
+    }
+
     #[test]
     fn edns_fields_are_read() {
         let mut e = Edns::new();
@@ -302,7 +414,8 @@ mod tests {
                 version: 0,
                 payload: 4096,
                 dnssec_ok: true,
-                nsid_requested: true
+                nsid_requested: true,
+                cookie: ClientCookie::Absent,
             })
         );
         assert_eq!(udp_reply_limit(&req, &server()), 1232);

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use hickory_proto::rr::{LowerName, Name, RData, RecordType};
-use xdpdns_common::{qtype_slot, Answer, ANSWER_MAX, MAX_NAME_WIRE_LEN};
+use xdpdns_common::{answer_flags, qtype_slot, Answer, ANSWER_MAX, MAX_NAME_WIRE_LEN};
 
 use crate::zone::{Snapshot, Zone, ZoneDiff};
 
@@ -177,8 +177,15 @@ fn compile_name(
     if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
         return;
     }
+    // Until signatures are served from the kernel, DO=1 queries for a
+    // signed zone's names go to the fallback.
+    let flags = if zone.apex().rrset(RecordType::DNSKEY).is_some() {
+        answer_flags::SIGNED
+    } else {
+        0
+    };
     for (set, slot) in sets {
-        match encode_answer(set.ttl, &set.rdatas) {
+        match encode_answer(set.ttl, &set.rdatas, flags) {
             Some(answer) => {
                 table.insert(
                     EntryKey {
@@ -195,7 +202,7 @@ fn compile_name(
 
 /// The answer section exactly as the fallback encodes it: each record
 /// owned by a pointer to the question name (0xC00C), class IN.
-pub fn encode_answer(ttl: u32, rdatas: &[RData]) -> Option<Answer> {
+pub fn encode_answer(ttl: u32, rdatas: &[RData], flags: u16) -> Option<Answer> {
     let mut data = Vec::with_capacity(ANSWER_MAX);
     for rd in rdatas {
         let (rtype, bytes): (u16, Vec<u8>) = match rd {
@@ -216,7 +223,8 @@ pub fn encode_answer(ttl: u32, rdatas: &[RData]) -> Option<Answer> {
     let mut answer = Answer {
         len: data.len() as u16,
         ancount: rdatas.len() as u16,
-        csum: u32::from(ones_complement_sum(&data)),
+        csum: ones_complement_sum(&data),
+        flags,
         data: [0; ANSWER_MAX],
     };
     answer.data[..data.len()].copy_from_slice(&data);
@@ -321,7 +329,7 @@ mod tests {
             &[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 80],
             "pointer to question, A, IN, TTL 300, RDLEN 4, address"
         );
-        assert_eq!(a.csum as u16, ones_complement_sum(&a.data[..32]));
+        assert_eq!(a.csum, ones_complement_sum(&a.data[..32]));
         let aaaa = table[&key("www.example.com.", qtype_slot::AAAA)];
         assert_eq!(aaaa.len, 28);
     }

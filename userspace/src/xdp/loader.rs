@@ -8,12 +8,13 @@ use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use xdpdns_common::{
-    counter, Answer, BenchFrame, LongKey, PassReason, ShortKey, XdpConfig, BENCH_FRAME_MAX,
-    LONG_NAME_BUF, SHORT_NAME_MAX,
+    counter, edns_option, nsid_mode, Answer, BenchFrame, LongKey, PassReason, ShortKey, XdpConfig,
+    BENCH_FRAME_MAX, LONG_NAME_BUF, NSID_MAX, SHORT_NAME_MAX,
 };
 
-use super::compile::{diff_tables, EntryKey, Table, TableDelta};
+use super::compile::{diff_tables, ones_complement_sum, EntryKey, Table, TableDelta};
 use super::sys::GracePeriod;
+use crate::wire::ServerEdns;
 
 /// The XDP object built from `ebpf/` by `build.rs`: what serves.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpdns.bpf.o"));
@@ -102,21 +103,21 @@ pub struct FastPath {
 impl FastPath {
     /// Loads the program (not yet attached). `capacity` is the number of
     /// (name, type) entries per table generation; the maps hold two.
-    pub fn load(capacity: u32, port: u16, udp_payload: u16) -> Result<Self, XdpError> {
-        Self::load_object(OBJECT, capacity, port, udp_payload)
+    pub fn load(capacity: u32, port: u16, edns: &ServerEdns) -> Result<Self, XdpError> {
+        Self::load_object(OBJECT, capacity, port, edns)
     }
 
     /// [`load`](Self::load) from the benchmark object, whose timing
     /// programs (`bench_program_fd`) share the answer tables.
-    pub fn load_for_bench(capacity: u32, port: u16, udp_payload: u16) -> Result<Self, XdpError> {
-        Self::load_object(BENCH_OBJECT, capacity, port, udp_payload)
+    pub fn load_for_bench(capacity: u32, port: u16, edns: &ServerEdns) -> Result<Self, XdpError> {
+        Self::load_object(BENCH_OBJECT, capacity, port, edns)
     }
 
     fn load_object(
         object: &[u8],
         capacity: u32,
         port: u16,
-        udp_payload: u16,
+        edns: &ServerEdns,
     ) -> Result<Self, XdpError> {
         let short_entries = capacity.max(16).saturating_mul(2);
         let long_entries = (capacity / 16).max(16).saturating_mul(2);
@@ -134,11 +135,9 @@ impl FastPath {
         let short = HashMap::try_from(take("SHORT_NAMES")?)?;
         let long = HashMap::try_from(take("LONG_NAMES")?)?;
         let counters = PerCpuArray::try_from(take("COUNTERS")?)?;
-        let current = XdpConfig {
-            generation: 0,
-            port,
-            udp_payload,
-        };
+        let mut current = XdpConfig::new(port, edns.udp_payload);
+        set_edns_fields(&mut current, edns);
+        current.realtime_offset_ns = realtime_offset_ns();
         config.set(0, current, 0)?;
         Ok(FastPath {
             ebpf,
@@ -357,9 +356,25 @@ impl FastPath {
         Ok(())
     }
 
-    /// Changes the advertised EDNS payload size (kept equal to the fallback's).
-    pub fn set_udp_payload(&mut self, udp_payload: u16) -> Result<(), XdpError> {
-        self.current.udp_payload = udp_payload;
+    /// Takes the fallback's EDNS settings: payload size, NSID, cookie
+    /// secrets (on reload).
+    pub fn set_edns(&mut self, edns: &ServerEdns) -> Result<(), XdpError> {
+        set_edns_fields(&mut self.current, edns);
+        self.config.set(0, self.current, 0)?;
+        Ok(())
+    }
+
+    /// Re-reads the wall clock the kernel mints cookie timestamps from
+    /// (called every second: NTP slews the wall clock, not the monotonic
+    /// one the kernel reads).
+    pub fn refresh_clock(&mut self) -> Result<(), XdpError> {
+        self.set_clock(realtime_offset_ns())
+    }
+
+    /// Sets the kernel's wall clock to CLOCK_MONOTONIC + `offset_ns`
+    /// (tests pin the kernel's time this way).
+    pub fn set_clock(&mut self, offset_ns: u64) -> Result<(), XdpError> {
+        self.current.realtime_offset_ns = offset_ns;
         self.config.set(0, self.current, 0)?;
         Ok(())
     }
@@ -456,4 +471,43 @@ fn split_key(key: &EntryKey, generation: u8) -> Split {
         k.name[..key.name.len()].copy_from_slice(&key.name);
         Split::Long(k)
     }
+}
+
+/// Copies the fallback's EDNS settings into the kernel's configuration.
+fn set_edns_fields(cfg: &mut XdpConfig, edns: &ServerEdns) {
+    cfg.udp_payload = edns.udp_payload;
+    cfg.cookie_keys = edns.cookies.key_words();
+    cfg.cookie_previous = u32::from(edns.cookies.previous.is_some());
+    cfg.nsid = [0; NSID_MAX + 4];
+    cfg.nsid_len = 0;
+    cfg.nsid_sum = 0;
+    cfg.nsid_mode = match &edns.nsid {
+        None => nsid_mode::NONE,
+        Some(id) if id.len() > NSID_MAX => nsid_mode::PASS,
+        Some(id) => {
+            let option = &mut cfg.nsid[..4 + id.len()];
+            option[..2].copy_from_slice(&edns_option::NSID.to_be_bytes());
+            option[2..4].copy_from_slice(&(id.len() as u16).to_be_bytes());
+            option[4..].copy_from_slice(id);
+            cfg.nsid_len = id.len() as u32;
+            cfg.nsid_sum = ones_complement_sum(option);
+            nsid_mode::INLINE
+        }
+    };
+}
+
+/// CLOCK_REALTIME − CLOCK_MONOTONIC, in nanoseconds.
+pub fn realtime_offset_ns() -> u64 {
+    let read = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid clock id and out-pointer.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let mono = read(libc::CLOCK_MONOTONIC);
+    let real = read(libc::CLOCK_REALTIME);
+    real.wrapping_sub(mono)
 }

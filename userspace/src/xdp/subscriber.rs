@@ -15,7 +15,11 @@ use tracing::{error, info, warn};
 
 use super::compile::{compile, compile_diffs};
 use super::loader::{Counters, FastPath, XdpError};
+use crate::wire::ServerEdns;
 use crate::zone::{FeedItem, Snapshot, Subscription, ZoneDiff, ZoneEvent};
+
+/// How often the kernel's wall clock (cookie timestamps) is re-read.
+const CLOCK_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Changes up to this many records are compiled from the diffs alone;
 /// larger ones recompile the whole table (either way the kernel switches
@@ -89,7 +93,7 @@ fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
 
 enum Request {
     Counters(oneshot::Sender<Result<Counters, XdpError>>),
-    UdpPayload(u16),
+    Edns(Box<ServerEdns>),
 }
 
 /// How the rest of the server talks to the kernel table's owner.
@@ -114,16 +118,26 @@ impl KernelTable {
         rx.await.ok()
     }
 
-    /// The EDNS payload size the kernel advertises (config, set on reload).
-    pub async fn set_udp_payload(&self, size: u16) {
-        let _ = self.tx.send(Request::UdpPayload(size)).await;
+    /// The fallback's EDNS settings (payload size, NSID, cookie
+    /// secrets), which the kernel must answer with too (set on reload).
+    pub async fn set_edns(&self, edns: ServerEdns) {
+        let _ = self.tx.send(Request::Edns(Box::new(edns))).await;
     }
 }
 
 async fn run(fp: FastPath, mut feed: Subscription, mut requests: mpsc::Receiver<Request>) {
     let mut fp = Some(fp);
+    let mut clock = tokio::time::interval(CLOCK_REFRESH);
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = clock.tick() => {
+                if let Some(fp) = fp.as_mut() {
+                    if let Err(e) = fp.refresh_clock() {
+                        warn!("XDP: cannot refresh the cookie clock: {e}");
+                    }
+                }
+            }
             item = feed.next() => {
                 let Some(first) = item else { break };
                 let mut burst = vec![first];
@@ -159,9 +173,9 @@ async fn run(fp: FastPath, mut feed: Subscription, mut requests: mpsc::Receiver<
                     Request::Counters(reply) => {
                         let _ = reply.send(fp.counters());
                     }
-                    Request::UdpPayload(size) => {
-                        if let Err(e) = fp.set_udp_payload(size) {
-                            warn!("XDP: cannot set the UDP payload size: {e}");
+                    Request::Edns(edns) => {
+                        if let Err(e) = fp.set_edns(&edns) {
+                            warn!("XDP: cannot set the EDNS settings: {e}");
                         }
                     }
                 }
