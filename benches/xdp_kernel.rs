@@ -13,17 +13,34 @@ use std::path::Path;
 use std::str::FromStr;
 
 use frames::{frame, Family, Quirks};
-use hickory_proto::op::{Message, Query};
+use hickory_proto::op::{Edns, Message, Query};
+use hickory_proto::rr::rdata::opt::EdnsOption;
+use xdpdns_common::cookie;
 use hickory_proto::rr::{Name, RecordType};
 use xdpdns::xdp::sys::test_run;
 use xdpdns::xdp::{compile, FastPath};
 use xdpdns::zone::{load_zone_str, ZoneStore};
 
 fn query(name: &str) -> Vec<u8> {
+    query_with(name, None)
+}
+
+fn query_with(name: &str, edns: Option<Edns>) -> Vec<u8> {
     let mut m = Message::query();
     m.metadata.id = 42;
     m.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    m.edns = edns;
     m.to_vec().unwrap()
+}
+
+/// EDNS0 as a validating resolver sends it: DO set, payload 1232, and a
+/// COOKIE option with `cookie` (a client cookie, or client + server).
+fn resolver_edns(cookie: &[u8]) -> Edns {
+    let mut e = Edns::new();
+    e.set_max_payload(1232).set_dnssec_ok(true);
+    e.options_mut()
+        .insert(EdnsOption::Unknown(10, cookie.to_vec()));
+    e
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -43,7 +60,8 @@ fn main() {
     let text = include_str!("../examples/example.com.zone");
     let zone = load_zone_str(text, &origin, Path::new("example.com.zone")).unwrap();
     let store = ZoneStore::with_zones(vec![zone]);
-    let mut fp = FastPath::load_for_bench(1024, 53, &xdpdns::wire::ServerEdns::default()).unwrap();
+    let edns = xdpdns::wire::ServerEdns::default();
+    let mut fp = FastPath::load_for_bench(1024, 53, &edns).unwrap();
     fp.install(compile(&store.snapshot()).0).unwrap();
     let restore = fp.bench_program_fd("bench_restore").unwrap();
     let answer = fp.bench_program_fd("bench_answer").unwrap();
@@ -66,6 +84,33 @@ fn main() {
         },
     );
 
+    // A resolver's first query (a client cookie: the kernel mints a server
+    // cookie, one SipHash) and its next ones (a valid server cookie: the
+    // kernel checks it, one SipHash, and echoes it).
+    let client = [7u8; 8];
+    let first = frame(
+        Family::V4,
+        0,
+        &query_with("www.example.com.", Some(resolver_edns(&client))),
+        Quirks::default(),
+    );
+    let now = xdpdns::clock::unix_secs() as u32;
+    let server = cookie::mint(
+        edns.cookies.key_words()[0],
+        client,
+        now,
+        &cookie::ClientIp::V4(frames::CLIENT_V4),
+    );
+    let next = frame(
+        Family::V4,
+        0,
+        &query_with(
+            "www.example.com.",
+            Some(resolver_edns(&[&client[..], &server[..]].concat())),
+        ),
+        Quirks::default(),
+    );
+
     let mut time = |fd, f: &[u8], want: u32| -> f64 {
         fp.set_bench_frame(f).unwrap();
         let r = test_run(fd, f, repeat).unwrap();
@@ -73,6 +118,7 @@ fn main() {
         r.duration_ns as f64
     };
     let (mut hit_ns, mut miss_ns, mut other_ns, mut floor_ns) = (vec![], vec![], vec![], vec![]);
+    let (mut first_ns, mut next_ns) = (vec![], vec![]);
     for _ in 0..runs {
         // Interleaved so drift on a shared machine hits all figures alike.
         let base_hit = time(restore, &hit, 3);
@@ -82,6 +128,10 @@ fn main() {
         miss_ns.push(time(answer, &miss, 2) - base_miss);
         let base_other = time(restore, &other, 3);
         other_ns.push(time(answer, &other, 2) - base_other);
+        let base_first = time(restore, &first, 3);
+        first_ns.push(time(answer, &first, 3) - base_first);
+        let base_next = time(restore, &next, 3);
+        next_ns.push(time(answer, &next, 3) - base_next);
     }
     let floor = median(floor_ns);
     println!(
@@ -92,6 +142,8 @@ fn main() {
     println!("| reflector floor (swap + XDP_TX, no lookup) | {floor:.1} | 1.00 |");
     for (what, v) in [
         ("hit (A, answered with XDP_TX)", hit_ns),
+        ("hit, DO + client cookie (server cookie minted)", first_ns),
+        ("hit, DO + valid server cookie (checked, echoed)", next_ns),
         ("miss (passed)", miss_ns),
         ("non-DNS UDP (passed)", other_ns),
     ] {
