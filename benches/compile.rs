@@ -3,18 +3,29 @@
 //! of 100k and (with `cargo bench`) 1M names, each name with two A and one
 //! AAAA record.
 //!
-//! Memory is key + value bytes per entry, summed over both table
-//! generations the maps hold, divided by records; the kernel's own
-//! per-element overhead in a hash map (about 50 bytes) comes on top.
+//! Memory: with `--bench` as root, the table is installed in the kernel
+//! and the kernel's own accounting is read back (`memlock` in each map's
+//! fdinfo: bucket arrays plus every element of both generations, with
+//! the hash map's per-element header), divided by records. Without root,
+//! or in the smoke run, the same sum is computed from the element sizes.
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hickory_proto::rr::rdata::{A, AAAA, NS, SOA};
 use hickory_proto::rr::{Name, RData, Record};
-use xdpdns::xdp::compile;
+use xdpdns::xdp::{compile, FastPath};
 use xdpdns::zone::{Zone, ZoneStore};
-use xdpdns_common::{Answer, LongKey, ShortKey, SHORT_NAME_MAX};
+use xdpdns_common::{
+    Answer, AnswerBlock, LongKey, ShortKey, TinyKey, SHORT_NAME_MAX, TINY_NAME_MAX,
+};
+
+/// `struct htab_elem` before the key, as the kernel lays it out (x86-64).
+const HTAB_ELEM_HEADER: usize = 48;
+
+fn element(key: usize, value: usize) -> usize {
+    HTAB_ELEM_HEADER + key.div_ceil(8) * 8 + value.div_ceil(8) * 8
+}
 
 fn zone(names: u32) -> (Zone, usize) {
     let origin = Name::from_ascii("sd.example.").unwrap();
@@ -76,22 +87,46 @@ fn bench(c: &mut Criterion) {
         let store = ZoneStore::with_zones(vec![z]);
         let snapshot = store.snapshot();
         let (table, _) = compile(&snapshot);
-        let long = table
-            .keys()
-            .filter(|k| k.name.len() > SHORT_NAME_MAX)
-            .count();
-        let short = table.len() - long;
-        let value = std::mem::size_of::<Answer>();
-        let per_gen = short * (std::mem::size_of::<ShortKey>() + value)
-            + long * (std::mem::size_of::<LongKey>() + value);
-        eprintln!(
-            "xdp_compile/{names}_names: {records} records -> {} entries ({short} short-key, {long} long-key); \
-             key+value {:.1} MiB per generation, {:.1} MiB for both; {:.0} bytes per record",
-            table.len(),
-            per_gen as f64 / (1 << 20) as f64,
-            2.0 * per_gen as f64 / (1 << 20) as f64,
-            2.0 * per_gen as f64 / records as f64
+        let count = |lo: usize, hi: usize| {
+            table
+                .keys()
+                .filter(|k| k.name.len() > lo && k.name.len() <= hi)
+                .count()
+        };
+        let (tiny, short, long) = (
+            count(0, TINY_NAME_MAX),
+            count(TINY_NAME_MAX, SHORT_NAME_MAX),
+            count(SHORT_NAME_MAX, 255),
         );
+        let mut sections: Vec<&[u8]> = table.values().filter_map(|c| c.block.as_deref()).collect();
+        sections.sort();
+        sections.dedup();
+        let value = std::mem::size_of::<Answer>();
+        let per_gen = tiny * element(std::mem::size_of::<TinyKey>(), value)
+            + short * element(std::mem::size_of::<ShortKey>(), value)
+            + long * element(std::mem::size_of::<LongKey>(), value);
+        let computed =
+            2 * per_gen + sections.len() * element(4, std::mem::size_of::<AnswerBlock>());
+        eprintln!(
+            "xdp_compile/{names}_names: {records} records -> {} entries ({tiny} tiny-, {short} short-, \
+             {long} long-key; {} blocks); elements of both generations {:.1} MiB, {:.0} bytes per record",
+            table.len(),
+            sections.len(),
+            computed as f64 / (1 << 20) as f64,
+            computed as f64 / records as f64
+        );
+        if full && unsafe { libc::geteuid() } == 0 {
+            let edns = xdpdns::wire::ServerEdns::default();
+            let mut fp = FastPath::load(table.len() as u32, 53, &edns).unwrap();
+            fp.install(table.clone()).unwrap();
+            let maps = fp.table_memory();
+            let total: u64 = maps.iter().map(|(_, b)| b).sum();
+            eprintln!(
+                "xdp_compile/{names}_names: kernel memlock {:.1} MiB ({maps:?}), {:.0} bytes per record",
+                total as f64 / (1 << 20) as f64,
+                total as f64 / records as f64
+            );
+        }
         g.throughput(Throughput::Elements(records as u64));
         g.bench_function(format!("compile_{names}_names"), |b| {
             b.iter(|| compile(&snapshot))

@@ -15,11 +15,11 @@ use std::str::FromStr;
 use frames::{frame, Family, Quirks};
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::rdata::opt::EdnsOption;
-use xdpdns_common::cookie;
 use hickory_proto::rr::{Name, RecordType};
 use xdpdns::xdp::sys::test_run;
 use xdpdns::xdp::{compile, FastPath};
 use xdpdns::zone::{load_zone_str, ZoneStore};
+use xdpdns_common::cookie;
 
 fn query(name: &str) -> Vec<u8> {
     query_with(name, None)

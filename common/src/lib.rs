@@ -31,15 +31,21 @@ pub mod rtype {
     pub const OPT: u16 = 41;
 }
 
-/// Longest name (wire bytes, root label included) kept in the short-key
-/// table; longer names go to the long-key table. Two key sizes keep the
-/// common case's hash and key-zeroing cost low.
+/// Longest name (wire bytes, root label included) kept in the tiny-key
+/// table, the common case of service names. Three key sizes keep the
+/// hash, the key zeroing and the kernel's per-element memory low.
+pub const TINY_NAME_MAX: usize = 32;
+/// Longest name kept in the short-key table (33..=62 bytes); longer names
+/// go to the long-key table.
 pub const SHORT_NAME_MAX: usize = 62;
 /// Name buffer of the long-key table (255 rounded up to a multiple of 8).
 pub const LONG_NAME_BUF: usize = 256;
-/// Largest pre-encoded answer section the kernel can send. Larger RRsets
-/// are left to the fallback server.
-pub const ANSWER_MAX: usize = 256;
+/// Largest answer section kept inside a table entry (two A records, or
+/// one AAAA); larger ones live once in the block table and are referenced.
+pub const INLINE_MAX: usize = 36;
+/// Largest answer section the kernel can send (a block). Larger RRsets,
+/// and answers that do not fit the client's UDP size, are the fallback's.
+pub const BLOCK_MAX: usize = 2048;
 
 /// Query types the table holds, as the `qtype` byte of a key.
 pub mod qtype_slot {
@@ -47,9 +53,18 @@ pub mod qtype_slot {
     pub const AAAA: u8 = 1;
 }
 
-/// Key of the short-name table: the query name in wire form, lower-cased
+/// Key of the tiny-name table: the query name in wire form, lower-cased
 /// and zero-padded (wire names are prefix-free, so padding is unambiguous),
 /// the query-type slot, and the table generation the entry belongs to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TinyKey {
+    pub name: [u8; TINY_NAME_MAX],
+    pub qtype: u8,
+    pub generation: u8,
+}
+
+/// Key of the short-name table (names of 33..=62 wire bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ShortKey {
@@ -67,10 +82,11 @@ pub struct LongKey {
     pub generation: u8,
 }
 
-/// A pre-encoded answer section: `ancount` records, each owned by a
-/// compression pointer to the question (0xC00C), `len` bytes in all.
-/// `csum` is the 16-bit ones'-complement sum of `data[..len]` taken at an
-/// even offset, so the kernel can finish the UDP checksum in O(1).
+/// A table entry: a pre-encoded answer section of `ancount` records, each
+/// owned by a compression pointer to the question (0xC00C), `len` bytes
+/// in all — in `data` when it fits, else in block `block` of the block
+/// table. `csum` is the 16-bit ones'-complement sum of the section taken
+/// at an even offset, so the kernel finishes the UDP checksum in O(1).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Answer {
@@ -79,7 +95,17 @@ pub struct Answer {
     pub csum: u16,
     /// [`answer_flags`] bits.
     pub flags: u16,
-    pub data: [u8; ANSWER_MAX],
+    /// Block id when `len > INLINE_MAX`.
+    pub block: u32,
+    pub data: [u8; INLINE_MAX],
+}
+
+/// An answer section too large to inline, stored once and referenced by
+/// every entry that answers with it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerBlock {
+    pub data: [u8; BLOCK_MAX],
 }
 
 /// Bits of [`Answer::flags`].
@@ -175,7 +201,9 @@ pub struct BenchFrame {
 // pattern valid.
 #[cfg(feature = "user")]
 mod pod {
+    unsafe impl aya::Pod for super::TinyKey {}
     unsafe impl aya::Pod for super::ShortKey {}
+    unsafe impl aya::Pod for super::AnswerBlock {}
     unsafe impl aya::Pod for super::LongKey {}
     unsafe impl aya::Pod for super::Answer {}
     unsafe impl aya::Pod for super::XdpConfig {}
@@ -241,9 +269,10 @@ mod tests {
 
     #[test]
     fn map_layouts_are_stable() {
+        assert_eq!(core::mem::size_of::<TinyKey>(), 34);
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
         assert_eq!(core::mem::size_of::<LongKey>(), 258);
-        assert_eq!(core::mem::size_of::<Answer>(), 8 + ANSWER_MAX);
+        assert_eq!(core::mem::size_of::<Answer>(), 48, "no padding");
         assert_eq!(core::mem::size_of::<XdpConfig>(), 128, "no padding");
     }
 

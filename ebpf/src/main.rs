@@ -17,9 +17,11 @@ use aya_ebpf::bindings::xdp_action::{XDP_PASS, XDP_TX};
 use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::{answer_flags, counter, Answer, PassReason, XdpConfig, SHORT_NAME_MAX};
+use xdpdns_common::{
+    answer_flags, counter, Answer, PassReason, XdpConfig, SHORT_NAME_MAX, TINY_NAME_MAX,
+};
 
-use maps::{Scratch, CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES};
+use maps::{Scratch, CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES, TINY_NAMES};
 
 #[xdp]
 pub fn xdpdns(ctx: XdpContext) -> u32 {
@@ -62,7 +64,9 @@ fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
     pass_code(unsafe { xdpdns_parse(ctx.ctx, s, cfg) })?;
     let (s, c) = unsafe { (&*s, &*cfg) };
     let q = &s.qn;
-    let answer = if q.name_len as usize <= SHORT_NAME_MAX {
+    let answer = if q.name_len as usize <= TINY_NAME_MAX {
+        unsafe { TINY_NAMES.get(&s.tiny) }
+    } else if q.name_len as usize <= SHORT_NAME_MAX {
         unsafe { SHORT_NAMES.get(&s.short) }
     } else {
         unsafe { LONG_NAMES.get(&s.long) }

@@ -3,7 +3,10 @@
 
 use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
-use xdpdns_common::{counter, Answer, LongKey, ShortKey, XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX};
+use xdpdns_common::{
+    counter, Answer, AnswerBlock, LongKey, ShortKey, TinyKey, XdpConfig, LONG_NAME_BUF,
+    SHORT_NAME_MAX, TINY_NAME_MAX,
+};
 
 /// BPF_F_NO_PREALLOC: an updated element is freed only after an RCU grace
 /// period, so a packet reading it never sees it reused mid-copy.
@@ -12,11 +15,18 @@ const NO_PREALLOC: u32 = 1;
 #[map(name = "CONFIG")]
 pub static CONFIG: Array<XdpConfig> = Array::with_max_entries(1, 0);
 
+#[map(name = "TINY_NAMES")]
+pub static TINY_NAMES: HashMap<TinyKey, Answer> = HashMap::with_max_entries(1 << 16, NO_PREALLOC);
+
 #[map(name = "SHORT_NAMES")]
 pub static SHORT_NAMES: HashMap<ShortKey, Answer> = HashMap::with_max_entries(1 << 16, NO_PREALLOC);
 
 #[map(name = "LONG_NAMES")]
 pub static LONG_NAMES: HashMap<LongKey, Answer> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
+
+/// Answer sections too large to inline, by block id.
+#[map(name = "BLOCKS")]
+pub static BLOCKS: HashMap<u32, AnswerBlock> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
 
 #[map(name = "COUNTERS")]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
@@ -25,6 +35,7 @@ pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::C
 /// BPF stack.
 #[repr(C)]
 pub struct Scratch {
+    pub tiny: TinyKey,
     pub short: ShortKey,
     pub long: LongKey,
     /// Round-trip slot: a value read back from map memory is unknown to
@@ -54,7 +65,7 @@ pub struct Scratch {
     pub ip6: [u8; 40],
 }
 
-const _: () = assert!(SHORT_NAME_MAX < LONG_NAME_BUF);
+const _: () = assert!(TINY_NAME_MAX < SHORT_NAME_MAX && SHORT_NAME_MAX < LONG_NAME_BUF);
 
 #[map(name = "SCRATCH")]
 pub static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);

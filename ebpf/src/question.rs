@@ -4,7 +4,8 @@
 
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
-    qtype_slot, rtype, PassReason, DNS_HEADER_LEN, MAX_NAME_WIRE_LEN, SHORT_NAME_MAX,
+    qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
+    SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
 use crate::csum;
@@ -152,13 +153,13 @@ fn copy_name(
     s: &mut Scratch,
     name_len: u32,
 ) -> Result<u64, PassReason> {
-    let short = name_len as usize <= SHORT_NAME_MAX;
-    let dst64 = if short {
-        &mut s.short as *mut _ as *mut u64
+    let (dst64, words) = if name_len as usize <= TINY_NAME_MAX {
+        (&mut s.tiny.name as *mut _ as *mut u64, TINY_NAME_MAX / 8)
+    } else if name_len as usize <= SHORT_NAME_MAX {
+        (&mut s.short as *mut _ as *mut u64, 8)
     } else {
-        &mut s.long.name as *mut _ as *mut u64
+        (&mut s.long.name as *mut _ as *mut u64, LONG_NAME_BUF / 8)
     };
-    let words = if short { 8 } else { 32 };
     for w in 0..32 {
         if w >= words {
             break;
@@ -185,9 +186,11 @@ fn copy_name(
     Ok(sum)
 }
 
-/// Sets the non-name fields of both keys.
+/// Sets the non-name fields of the keys.
 #[inline(always)]
 pub fn finish_keys(s: &mut Scratch, qtype: u8, generation: u8) {
+    s.tiny.qtype = qtype;
+    s.tiny.generation = generation;
     s.short.qtype = qtype;
     s.short.generation = generation;
     s.long.qtype = qtype;

@@ -2,16 +2,16 @@
 //! check has passed; the one step that can fail (growing the frame) comes
 //! first, so a failure leaves the frame unchanged.
 
-use aya_ebpf::helpers::bpf_xdp_adjust_tail;
+use aya_ebpf::helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail};
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
-    Answer, PassReason, XdpConfig, ANSWER_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
+    Answer, PassReason, XdpConfig, BLOCK_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN, INLINE_MAX,
 };
 
 use crate::csum;
 use crate::edns::{self, Edns};
 use crate::headers::{load, store, Packet, UDP_LEN};
-use crate::maps::Scratch;
+use crate::maps::{Scratch, BLOCKS};
 use crate::question::Question;
 
 const REPLY_HOP_LIMIT: u8 = 64;
@@ -34,6 +34,76 @@ fn reply_limit(e: &Edns, ours: u16) -> u32 {
     }
 }
 
+/// Makes the frame `len` bytes long, keeping its first `keep` bytes (the
+/// query up to the end of its question). Grows at the tail when the
+/// buffer has room there; otherwise (native mode hands right-sized
+/// buffers) at the head, moving the kept bytes forward. On failure the
+/// frame is unchanged.
+#[inline(always)]
+fn resize(ctx: &XdpContext, keep: u32, len: u32) -> Result<(), PassReason> {
+    let frame_len = (ctx.data_end() - ctx.data()) as u32;
+    let delta = len as i32 - frame_len as i32;
+    if delta == 0 || unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } == 0 {
+        return Ok(());
+    }
+    if delta < 0 || delta > HEAD_GROWTH_MAX || keep < 8 || keep > frame_len {
+        return Err(PassReason::Size);
+    }
+    if unsafe { bpf_xdp_adjust_head(ctx.ctx, -delta) } != 0 {
+        return Err(PassReason::Size);
+    }
+    // The old bytes now start at `delta`. Moving forward, each chunk is
+    // read before anything is written over it; the last (overlapping)
+    // chunk is read first, as the loop may overwrite its source.
+    let delta = delta as u32;
+    let tail: [u8; 8] = load(ctx, delta + keep - 8).map_err(|_| PassReason::Size)?;
+    for i in 0..(KEEP_MAX / 8) {
+        if i * 8 + 8 > keep {
+            break;
+        }
+        let Ok(chunk) = load::<8>(ctx, delta + i * 8) else {
+            break;
+        };
+        if !store(ctx, i * 8, &chunk) {
+            break;
+        }
+    }
+    let _ = store(ctx, keep - 8, &tail);
+    Ok(())
+}
+
+/// Copies the first `len` bytes of `src` (a multiple of four, at least
+/// eight) to frame offset `off`: eight bytes at a time, then the last
+/// eight once more.
+#[inline(always)]
+fn copy_section<const N: usize>(ctx: &XdpContext, src: &[u8; N], len: u32, off: u32) {
+    let p = src.as_ptr();
+    for i in 0..(N / 8) as u32 {
+        if i * 8 + 8 > len {
+            break;
+        }
+        let chunk = unsafe { (p.add(i as usize * 8) as *const [u8; 8]).read_unaligned() };
+        if !store(ctx, off + i * 8, &chunk) {
+            break;
+        }
+    }
+    // Checked again on a value the optimiser cannot see through, so the
+    // verifier gets the bound on the register it uses.
+    let last = crate::opaque(len.wrapping_sub(8));
+    if last as usize > N - 8 {
+        return;
+    }
+    let chunk = unsafe { (p.add(last as usize) as *const [u8; 8]).read_unaligned() };
+    let _ = store(ctx, off + last, &chunk);
+}
+
+/// Most bytes a reply may grow at the head (XDP guarantees 256 bytes of
+/// headroom; the kernel keeps part of it for its frame metadata).
+const HEAD_GROWTH_MAX: i32 = 192;
+/// Most bytes kept when moving a query forward: headers with two VLAN
+/// tags, IPv6, UDP, the DNS header and the longest question.
+const KEEP_MAX: u32 = 14 + 8 + 40 + 8 + 12 + 255 + 4 + 3;
+
 #[inline(always)]
 pub fn build(
     ctx: &XdpContext,
@@ -44,9 +114,15 @@ pub fn build(
     cfg: &XdpConfig,
 ) -> Result<(), PassReason> {
     let alen = ans.len as u32;
-    if alen == 0 || alen > ANSWER_MAX as u32 || alen % 4 != 0 {
+    if alen < 8 || alen > BLOCK_MAX as u32 || alen % 4 != 0 {
         return Err(PassReason::Size);
     }
+    // The section: inline, or a block of the block table.
+    let block = if alen as usize <= INLINE_MAX {
+        None
+    } else {
+        Some(unsafe { BLOCKS.get(&ans.block) }.ok_or(PassReason::Miss)?)
+    };
     let opt_len = if qn.edns.present {
         edns::built_len(s)?
     } else {
@@ -58,24 +134,13 @@ pub fn build(
         return Err(PassReason::Size);
     }
     let mut eth: [u8; 12] = load(ctx, 0)?;
-    let frame_len = (ctx.data_end() - ctx.data()) as i32;
-    let delta = (pkt.dns + dns_len) as i32 - frame_len;
-    if delta != 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
-        return Err(PassReason::Size);
-    }
+    let answer_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
+    resize(ctx, answer_off, pkt.dns + dns_len)?;
 
     // From here on nothing can fail: the frame is the reply's size.
-    let answer_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
-    // Answer records, four bytes at a time (records are 16 or 28 bytes).
-    let src = ans.data.as_ptr() as *const [u8; 4];
-    for i in 0..(ANSWER_MAX / 4) as u32 {
-        if i * 4 >= alen {
-            break;
-        }
-        let chunk = unsafe { src.add(i as usize).read() };
-        if !store(ctx, answer_off + i * 4, &chunk) {
-            break;
-        }
+    match block {
+        Some(b) => copy_section(ctx, &b.data, alen, answer_off),
+        None => copy_section(ctx, &ans.data, alen, answer_off),
     }
     let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
 

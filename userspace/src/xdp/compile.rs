@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 
 use hickory_proto::rr::{LowerName, Name, RData, RecordType};
-use xdpdns_common::{answer_flags, qtype_slot, Answer, ANSWER_MAX, MAX_NAME_WIRE_LEN};
+use std::sync::Arc;
+
+use xdpdns_common::{answer_flags, qtype_slot, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN};
 
 use crate::zone::{Snapshot, Zone, ZoneDiff};
 
@@ -18,13 +20,32 @@ pub struct EntryKey {
     pub qtype: u8,
 }
 
+/// A compiled entry: the kernel's [`Answer`] (its `block` field is
+/// assigned by the loader), and the section itself when it is too large
+/// to inline (shared by every entry with the same section).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compiled {
+    pub head: Answer,
+    pub block: Option<Arc<[u8]>>,
+}
+
+impl Compiled {
+    /// The answer section's bytes.
+    pub fn section(&self) -> &[u8] {
+        match &self.block {
+            Some(b) => b,
+            None => &self.head.data[..self.head.len as usize],
+        }
+    }
+}
+
 /// The whole table for one snapshot.
-pub type Table = HashMap<EntryKey, Answer>;
+pub type Table = HashMap<EntryKey, Compiled>;
 
 /// What a diff does to the table.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TableDelta {
-    pub upsert: Vec<(EntryKey, Answer)>,
+    pub upsert: Vec<(EntryKey, Compiled)>,
     pub delete: Vec<EntryKey>,
 }
 
@@ -35,7 +56,7 @@ impl TableDelta {
 
     pub fn apply_to(&self, table: &mut Table) {
         for (k, v) in &self.upsert {
-            table.insert(k.clone(), *v);
+            table.insert(k.clone(), v.clone());
         }
         for k in &self.delete {
             table.remove(k);
@@ -49,7 +70,7 @@ pub fn diff_tables(old: &Table, new: &Table) -> TableDelta {
         upsert: new
             .iter()
             .filter(|(k, v)| old.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), *v))
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         delete: old
             .keys()
@@ -201,34 +222,65 @@ fn compile_name(
 }
 
 /// The answer section exactly as the fallback encodes it: each record
-/// owned by a pointer to the question name (0xC00C), class IN.
-pub fn encode_answer(ttl: u32, rdatas: &[RData], flags: u16) -> Option<Answer> {
-    let mut data = Vec::with_capacity(ANSWER_MAX);
+/// owned by a pointer to the question name (0xC00C), class IN. `None`
+/// when it is not A/AAAA or larger than a block.
+pub fn encode_answer(ttl: u32, rdatas: &[RData], flags: u16) -> Option<Compiled> {
+    let mut head = Answer {
+        len: 0,
+        ancount: rdatas.len() as u16,
+        csum: 0,
+        flags,
+        block: 0,
+        data: [0; INLINE_MAX],
+    };
+    let record_len = |rd: &RData| match rd {
+        RData::A(_) => Some(16),
+        RData::AAAA(_) => Some(28),
+        _ => None,
+    };
+    let mut len = 0;
     for rd in rdatas {
-        let (rtype, bytes): (u16, Vec<u8>) = match rd {
-            RData::A(a) => (1, a.0.octets().to_vec()),
-            RData::AAAA(a) => (28, a.0.octets().to_vec()),
-            _ => return None,
-        };
-        data.extend_from_slice(&[0xc0, 0x0c]);
-        data.extend_from_slice(&rtype.to_be_bytes());
-        data.extend_from_slice(&1u16.to_be_bytes());
-        data.extend_from_slice(&ttl.to_be_bytes());
-        data.extend_from_slice(&(bytes.len() as u16).to_be_bytes());
-        data.extend_from_slice(&bytes);
+        len += record_len(rd)?;
     }
-    if data.is_empty() || data.len() > ANSWER_MAX {
+    if len == 0 || len > BLOCK_MAX {
         return None;
     }
-    let mut answer = Answer {
-        len: data.len() as u16,
-        ancount: rdatas.len() as u16,
-        csum: ones_complement_sum(&data),
-        flags,
-        data: [0; ANSWER_MAX],
+    let mut big = Vec::new();
+    let out: &mut [u8] = if len <= INLINE_MAX {
+        &mut head.data[..len]
+    } else {
+        big.resize(len, 0);
+        &mut big
     };
-    answer.data[..data.len()].copy_from_slice(&data);
-    Some(answer)
+    let mut at = 0;
+    for rd in rdatas {
+        let mut buf = [0u8; 16];
+        let (rtype, addr): (u16, &[u8]) = match rd {
+            RData::A(a) => {
+                buf[..4].copy_from_slice(&a.0.octets());
+                (1, &buf[..4])
+            }
+            RData::AAAA(a) => {
+                buf = a.0.octets();
+                (28, &buf[..])
+            }
+            _ => return None,
+        };
+        let rec = &mut out[at..at + 12 + addr.len()];
+        rec[..2].copy_from_slice(&[0xc0, 0x0c]);
+        rec[2..4].copy_from_slice(&rtype.to_be_bytes());
+        rec[4..6].copy_from_slice(&1u16.to_be_bytes());
+        rec[6..10].copy_from_slice(&ttl.to_be_bytes());
+        rec[10..12].copy_from_slice(&(addr.len() as u16).to_be_bytes());
+        rec[12..].copy_from_slice(addr);
+        at += rec.len();
+    }
+    head.len = len as u16;
+    head.csum = ones_complement_sum(out);
+    Some(Compiled {
+        head,
+        block: (!big.is_empty()).then(|| Arc::from(big)),
+    })
 }
 
 /// RFC 1071 sum of `bytes` from an even offset, folded to 16 bits.
@@ -321,28 +373,41 @@ mod tests {
     #[test]
     fn answers_are_encoded_as_the_fallback_encodes_them() {
         let (table, _) = compile(&store_with("").snapshot());
-        let a = table[&key("www.example.com.", qtype_slot::A)];
-        assert_eq!(a.ancount, 2);
-        assert_eq!(a.len, 32);
+        let a = &table[&key("www.example.com.", qtype_slot::A)];
+        assert_eq!(a.head.ancount, 2);
+        assert_eq!(a.head.len, 32);
+        assert!(a.block.is_none(), "two A records are inlined");
         assert_eq!(
-            &a.data[..16],
+            &a.section()[..16],
             &[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 80],
             "pointer to question, A, IN, TTL 300, RDLEN 4, address"
         );
-        assert_eq!(a.csum, ones_complement_sum(&a.data[..32]));
-        let aaaa = table[&key("www.example.com.", qtype_slot::AAAA)];
-        assert_eq!(aaaa.len, 28);
+        assert_eq!(a.head.csum, ones_complement_sum(a.section()));
+        let aaaa = &table[&key("www.example.com.", qtype_slot::AAAA)];
+        assert_eq!(aaaa.head.len, 28);
     }
 
     #[test]
-    fn rrsets_larger_than_the_table_allows_stay_with_the_fallback() {
-        let big: String = (1..=17).map(|i| format!("big A 10.0.0.{i}\n")).collect();
-        let (table, skipped) = compile(&store_with(&big).snapshot());
-        assert!(!table.contains_key(&key("big.example.com.", qtype_slot::A)));
+    fn large_rrsets_go_to_shared_blocks_up_to_the_block_size() {
+        // 60 AAAA records (1,680 bytes) fit a block; 74 (2,072) do not.
+        let sixty: String = (1..=60)
+            .map(|i| format!("big AAAA 2001:db8::{i:x}\n"))
+            .collect();
+        let same: String = (1..=60)
+            .map(|i| format!("same AAAA 2001:db8::{i:x}\n"))
+            .collect();
+        let over: String = (1..=74)
+            .map(|i| format!("over AAAA 2001:db8::{i:x}\n"))
+            .collect();
+        let (table, skipped) = compile(&store_with(&format!("{sixty}{same}{over}")).snapshot());
+        let big = &table[&key("big.example.com.", qtype_slot::AAAA)];
+        assert_eq!((big.head.len, big.head.ancount), (1680, 60));
+        let section = big.block.as_ref().expect("not inlined");
+        assert_eq!(big.head.csum, ones_complement_sum(section));
+        let same = &table[&key("same.example.com.", qtype_slot::AAAA)];
+        assert_eq!(same.block, big.block, "equal sections are equal blocks");
+        assert!(!table.contains_key(&key("over.example.com.", qtype_slot::AAAA)));
         assert_eq!(skipped.too_large, 1);
-        let fits: String = (1..=16).map(|i| format!("fits A 10.0.0.{i}\n")).collect();
-        let (table, _) = compile(&store_with(&fits).snapshot());
-        assert_eq!(table[&key("fits.example.com.", qtype_slot::A)].len, 256);
     }
 
     #[test]

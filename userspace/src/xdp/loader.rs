@@ -4,15 +4,17 @@
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
-use aya::maps::{Array, HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap, IterableMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use xdpdns_common::{
-    counter, edns_option, nsid_mode, Answer, BenchFrame, LongKey, PassReason, ShortKey, XdpConfig,
-    BENCH_FRAME_MAX, LONG_NAME_BUF, NSID_MAX, SHORT_NAME_MAX,
+    counter, edns_option, nsid_mode, Answer, AnswerBlock, BenchFrame, LongKey, PassReason,
+    ShortKey, TinyKey, XdpConfig, BENCH_FRAME_MAX, BLOCK_MAX, LONG_NAME_BUF, NSID_MAX,
+    SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
-use super::compile::{diff_tables, ones_complement_sum, EntryKey, Table, TableDelta};
+use super::blocks::BlockIds;
+use super::compile::{diff_tables, ones_complement_sum, Compiled, EntryKey, Table, TableDelta};
 use super::sys::GracePeriod;
 use crate::wire::ServerEdns;
 
@@ -88,8 +90,11 @@ impl std::fmt::Display for Counters {
 pub struct FastPath {
     ebpf: Ebpf,
     config: Array<MapData, XdpConfig>,
+    tiny: HashMap<MapData, TinyKey, Answer>,
     short: HashMap<MapData, ShortKey, Answer>,
     long: HashMap<MapData, LongKey, Answer>,
+    block_map: HashMap<MapData, u32, AnswerBlock>,
+    blocks: BlockIds,
     counters: PerCpuArray<MapData, u64>,
     grace: GracePeriod,
     current: XdpConfig,
@@ -119,11 +124,17 @@ impl FastPath {
         port: u16,
         edns: &ServerEdns,
     ) -> Result<Self, XdpError> {
-        let short_entries = capacity.max(16).saturating_mul(2);
+        // Both generations in each table. Elements are allocated as they
+        // are inserted (BPF_F_NO_PREALLOC): a table sized for every name
+        // costs only its bucket array until it fills.
+        let entries = capacity.max(16).saturating_mul(2);
         let long_entries = (capacity / 16).max(16).saturating_mul(2);
+        let block_entries = (capacity / 8).max(64).saturating_mul(2);
         let mut ebpf = EbpfLoader::new()
-            .map_max_entries("SHORT_NAMES", short_entries)
+            .map_max_entries("TINY_NAMES", entries)
+            .map_max_entries("SHORT_NAMES", entries)
             .map_max_entries("LONG_NAMES", long_entries)
+            .map_max_entries("BLOCKS", block_entries)
             .load(object)?;
         let prog: &mut Xdp = ebpf
             .program_mut(PROGRAM)
@@ -132,8 +143,10 @@ impl FastPath {
         prog.load()?;
         let mut take = |name: &'static str| ebpf.take_map(name).ok_or(XdpError::MissingMap(name));
         let mut config = Array::try_from(take("CONFIG")?)?;
+        let tiny = HashMap::try_from(take("TINY_NAMES")?)?;
         let short = HashMap::try_from(take("SHORT_NAMES")?)?;
         let long = HashMap::try_from(take("LONG_NAMES")?)?;
+        let block_map = HashMap::try_from(take("BLOCKS")?)?;
         let counters = PerCpuArray::try_from(take("COUNTERS")?)?;
         let mut current = XdpConfig::new(port, edns.udp_payload);
         set_edns_fields(&mut current, edns);
@@ -142,8 +155,11 @@ impl FastPath {
         Ok(FastPath {
             ebpf,
             config,
+            tiny,
             short,
             long,
+            block_map,
+            blocks: BlockIds::default(),
             counters,
             grace: GracePeriod::new().map_err(XdpError::Grace)?,
             current,
@@ -240,6 +256,11 @@ impl FastPath {
         &self.installed
     }
 
+    /// Answer sections held in the block table (each stored once).
+    pub fn blocks_in_use(&self) -> usize {
+        self.blocks.len()
+    }
+
     pub fn generation(&self) -> u32 {
         self.current.generation
     }
@@ -290,6 +311,25 @@ impl FastPath {
     }
 
     fn try_apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+        // Blocks first, so no entry ever points at a missing one; the
+        // blocks the replaced and deleted entries leave unreferenced go
+        // only after both generations stopped pointing at them and a
+        // grace period has passed.
+        for (_, c) in &delta.upsert {
+            if let Some(section) = &c.block {
+                let (id, new) = self.blocks.acquire(section);
+                if new {
+                    self.block_map.insert(id, block_of(section), 0)?;
+                }
+            }
+        }
+        let mut released = Vec::new();
+        let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
+        for key in replaced {
+            if let Some(section) = self.installed.get(key).and_then(|c| c.block.as_ref()) {
+                released.extend(self.blocks.release(section));
+            }
+        }
         let live = self.current.generation as u8;
         let idle = 1 - live;
         self.write(delta, idle)?;
@@ -303,7 +343,15 @@ impl FastPath {
         )?;
         self.current.generation = idle as u32;
         self.grace.wait().map_err(XdpError::Grace)?;
-        self.write(delta, live)
+        self.write(delta, live)?;
+        if !released.is_empty() {
+            self.grace.wait().map_err(XdpError::Grace)?;
+            for id in released {
+                let _ = self.block_map.remove(&id);
+                self.blocks.recycle(id);
+            }
+        }
+        Ok(())
     }
 
     fn write(&mut self, delta: &TableDelta, generation: u8) -> Result<(), XdpError> {
@@ -330,6 +378,15 @@ impl FastPath {
     /// everything, then resumes in-kernel answers.
     fn rebuild(&mut self, table: Table) -> Result<(), XdpError> {
         self.disable();
+        let tiny: Vec<TinyKey> = self.tiny.keys().filter_map(Result::ok).collect();
+        for k in tiny {
+            let _ = self.tiny.remove(&k);
+        }
+        let blocks: Vec<u32> = self.block_map.keys().filter_map(Result::ok).collect();
+        for k in blocks {
+            let _ = self.block_map.remove(&k);
+        }
+        self.blocks.clear();
         let short: Vec<ShortKey> = self.short.keys().filter_map(Result::ok).collect();
         for k in short {
             let _ = self.short.remove(&k);
@@ -340,9 +397,17 @@ impl FastPath {
         }
         self.installed.clear();
         let full = TableDelta {
-            upsert: table.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             delete: Vec::new(),
         };
+        for (_, c) in &full.upsert {
+            if let Some(section) = &c.block {
+                let (id, new) = self.blocks.acquire(section);
+                if new {
+                    self.block_map.insert(id, block_of(section), 0)?;
+                }
+            }
+        }
         self.write(&full, 0)?;
         self.write(&full, 1)?;
         self.current = XdpConfig {
@@ -379,6 +444,30 @@ impl FastPath {
         Ok(())
     }
 
+    /// Kernel memory of the answer tables as the kernel accounts it
+    /// (`memlock` in the maps' fdinfo: bucket arrays plus every element),
+    /// by map name.
+    pub fn table_memory(&self) -> Vec<(&'static str, u64)> {
+        let fds = [
+            ("TINY_NAMES", self.tiny.map().fd().as_fd().as_raw_fd()),
+            ("SHORT_NAMES", self.short.map().fd().as_fd().as_raw_fd()),
+            ("LONG_NAMES", self.long.map().fd().as_fd().as_raw_fd()),
+            ("BLOCKS", self.block_map.map().fd().as_fd().as_raw_fd()),
+        ];
+        fds.into_iter()
+            .map(|(name, fd)| {
+                let info =
+                    std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
+                let memlock = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("memlock:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                (name, memlock)
+            })
+            .collect()
+    }
+
     pub fn counters(&self) -> Result<Counters, XdpError> {
         let sum =
             |slot: u32| -> Result<u64, XdpError> { Ok(self.counters.get(&slot, 0)?.iter().sum()) };
@@ -393,8 +482,16 @@ impl FastPath {
         Ok(c)
     }
 
-    fn put(&mut self, key: &EntryKey, generation: u8, answer: &Answer) -> Result<(), XdpError> {
+    fn put(&mut self, key: &EntryKey, generation: u8, c: &Compiled) -> Result<(), XdpError> {
+        let mut answer = c.head;
+        if let Some(section) = &c.block {
+            answer.block = self
+                .blocks
+                .id(section)
+                .expect("acquired before the entries");
+        }
         match split_key(key, generation) {
+            Split::Tiny(k) => self.tiny.insert(k, answer, 0)?,
             Split::Short(k) => self.short.insert(k, answer, 0)?,
             Split::Long(k) => self.long.insert(k, answer, 0)?,
         }
@@ -403,6 +500,7 @@ impl FastPath {
 
     fn del(&mut self, key: &EntryKey, generation: u8) -> Result<(), XdpError> {
         let r = match split_key(key, generation) {
+            Split::Tiny(k) => self.tiny.remove(&k),
             Split::Short(k) => self.short.remove(&k),
             Split::Long(k) => self.long.remove(&k),
         };
@@ -448,13 +546,22 @@ pub fn attach_helper_program(
 }
 
 enum Split {
+    Tiny(TinyKey),
     Short(ShortKey),
     Long(Box<LongKey>),
 }
 
 /// The kernel key layout for an entry (the compiler guarantees ≤ 255 bytes).
 fn split_key(key: &EntryKey, generation: u8) -> Split {
-    if key.name.len() <= SHORT_NAME_MAX {
+    if key.name.len() <= TINY_NAME_MAX {
+        let mut k = TinyKey {
+            name: [0; TINY_NAME_MAX],
+            qtype: key.qtype,
+            generation,
+        };
+        k.name[..key.name.len()].copy_from_slice(&key.name);
+        Split::Tiny(k)
+    } else if key.name.len() <= SHORT_NAME_MAX {
         let mut k = ShortKey {
             name: [0; SHORT_NAME_MAX],
             qtype: key.qtype,
@@ -471,6 +578,15 @@ fn split_key(key: &EntryKey, generation: u8) -> Split {
         k.name[..key.name.len()].copy_from_slice(&key.name);
         Split::Long(k)
     }
+}
+
+/// A section as the kernel's block value (zero-padded).
+fn block_of(section: &[u8]) -> AnswerBlock {
+    let mut b = AnswerBlock {
+        data: [0; BLOCK_MAX],
+    };
+    b.data[..section.len()].copy_from_slice(section);
+    b
 }
 
 /// Copies the fallback's EDNS settings into the kernel's configuration.

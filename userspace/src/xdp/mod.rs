@@ -2,6 +2,7 @@
 //! answer-table entries, the loader that owns the BPF objects, and the two
 //! raw bpf(2) calls aya does not wrap.
 
+mod blocks;
 pub mod compile;
 pub mod loader;
 pub mod subscriber;
