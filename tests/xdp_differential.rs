@@ -1049,3 +1049,36 @@ fn large_sections_are_stored_once_and_freed_with_their_last_entry() {
         XDP_PASS
     );
 }
+
+#[test]
+fn a_full_table_leaves_the_rest_to_the_fallback() {
+    let names: String = (0..40).map(|i| format!("n{i} A 10.0.5.{i}\n")).collect();
+    let store = rig_store(&format!(
+        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n{names}"
+    ));
+    // Room for 16 entries per generation: the rest are left out, the
+    // table still serves what it holds, and nothing answers wrongly.
+    let mut fast = FastPath::load(16, 53, &ServerEdns::default()).unwrap();
+    fast.install(compile(&store.snapshot()).0).unwrap();
+    assert!(fast.healthy());
+    assert!(fast.entries_left_out() > 0);
+    let mut answered = 0;
+    for i in 0..40 {
+        let dns = query(
+            &Name::from_ascii(format!("n{i}.example.com.")).unwrap(),
+            RecordType::A,
+            None,
+            1,
+        );
+        let f = frame(Family::V4, 0, &dns, Quirks::default());
+        let out = test_run(fast.program_fd(), &f, 1).unwrap();
+        if out.action == XDP_TX {
+            answered += 1;
+            let m = Message::from_vec(&check_reply(Family::V4, 0, &f, &out.frame)).unwrap();
+            assert_eq!(m.answers[0].data.to_string(), format!("10.0.5.{i}"));
+        } else {
+            assert_eq!(out.frame, f);
+        }
+    }
+    assert!(answered > 0 && answered < 40, "{answered} answered");
+}

@@ -35,9 +35,9 @@ pub mod rtype {
 /// table, the common case of service names. Three key sizes keep the
 /// hash, the key zeroing and the kernel's per-element memory low.
 pub const TINY_NAME_MAX: usize = 32;
-/// Longest name kept in the short-key table (33..=62 bytes); longer names
+/// Longest name kept in the short-key table (33..=64 bytes); longer names
 /// go to the long-key table.
-pub const SHORT_NAME_MAX: usize = 62;
+pub const SHORT_NAME_MAX: usize = 64;
 /// Name buffer of the long-key table (255 rounded up to a multiple of 8).
 pub const LONG_NAME_BUF: usize = 256;
 /// Largest answer section kept inside a table entry (two A records, or
@@ -54,32 +54,35 @@ pub mod qtype_slot {
 }
 
 /// Key of the tiny-name table: the query name in wire form, lower-cased
-/// and zero-padded (wire names are prefix-free, so padding is unambiguous),
-/// the query-type slot, and the table generation the entry belongs to.
+/// and zero-padded (wire names are prefix-free, so padding is
+/// unambiguous), its first byte marked by [`key_lead`] with the query-type
+/// slot and the table generation the entry belongs to.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TinyKey {
     pub name: [u8; TINY_NAME_MAX],
-    pub qtype: u8,
-    pub generation: u8,
 }
 
-/// Key of the short-name table (names of 33..=62 wire bytes).
+/// Key of the short-name table (names of 33..=64 wire bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ShortKey {
     pub name: [u8; SHORT_NAME_MAX],
-    pub qtype: u8,
-    pub generation: u8,
 }
 
-/// Key of the long-name table (names of 63..=255 wire bytes).
+/// Key of the long-name table (names of 65..=255 wire bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LongKey {
     pub name: [u8; LONG_NAME_BUF],
-    pub qtype: u8,
-    pub generation: u8,
+}
+
+/// The first byte of a key: the name's first label length (at most 63,
+/// so its top two bits are free) with the query-type slot in bit 7 and
+/// the generation in bit 6. Keys stay a multiple of eight bytes, which
+/// the kernel's hash table rounds them to anyway.
+pub const fn key_lead(label_len: u8, qtype: u8, generation: u8) -> u8 {
+    (label_len & 0x3f) | (qtype & 1) << 7 | (generation & 1) << 6
 }
 
 /// A table entry: a pre-encoded answer section of `ancount` records, each
@@ -269,9 +272,9 @@ mod tests {
 
     #[test]
     fn map_layouts_are_stable() {
-        assert_eq!(core::mem::size_of::<TinyKey>(), 34);
+        assert_eq!(core::mem::size_of::<TinyKey>(), 32);
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
-        assert_eq!(core::mem::size_of::<LongKey>(), 258);
+        assert_eq!(core::mem::size_of::<LongKey>(), 256);
         assert_eq!(core::mem::size_of::<Answer>(), 48, "no padding");
         assert_eq!(core::mem::size_of::<XdpConfig>(), 128, "no padding");
     }

@@ -4,7 +4,7 @@
 
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
-    qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
+    key_lead, qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
     SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
@@ -156,7 +156,7 @@ fn copy_name(
     let (dst64, words) = if name_len as usize <= TINY_NAME_MAX {
         (&mut s.tiny.name as *mut _ as *mut u64, TINY_NAME_MAX / 8)
     } else if name_len as usize <= SHORT_NAME_MAX {
-        (&mut s.short as *mut _ as *mut u64, 8)
+        (&mut s.short.name as *mut _ as *mut u64, SHORT_NAME_MAX / 8)
     } else {
         (&mut s.long.name as *mut _ as *mut u64, LONG_NAME_BUF / 8)
     };
@@ -189,10 +189,9 @@ fn copy_name(
 /// Sets the non-name fields of the keys.
 #[inline(always)]
 pub fn finish_keys(s: &mut Scratch, qtype: u8, generation: u8) {
-    s.tiny.qtype = qtype;
-    s.tiny.generation = generation;
-    s.short.qtype = qtype;
-    s.short.generation = generation;
-    s.long.qtype = qtype;
-    s.long.generation = generation;
+    // Only the key for the name's length holds the name; marking the
+    // others too costs less than choosing.
+    s.tiny.name[0] = key_lead(s.tiny.name[0], qtype, generation);
+    s.short.name[0] = key_lead(s.short.name[0], qtype, generation);
+    s.long.name[0] = key_lead(s.long.name[0], qtype, generation);
 }

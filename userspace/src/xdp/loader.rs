@@ -8,8 +8,8 @@ use aya::maps::{Array, HashMap, IterableMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use xdpdns_common::{
-    counter, edns_option, nsid_mode, Answer, AnswerBlock, BenchFrame, LongKey, PassReason,
-    ShortKey, TinyKey, XdpConfig, BENCH_FRAME_MAX, BLOCK_MAX, LONG_NAME_BUF, NSID_MAX,
+    counter, edns_option, key_lead, nsid_mode, Answer, AnswerBlock, BenchFrame, LongKey,
+    PassReason, ShortKey, TinyKey, XdpConfig, BENCH_FRAME_MAX, BLOCK_MAX, LONG_NAME_BUF, NSID_MAX,
     SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
@@ -95,6 +95,8 @@ pub struct FastPath {
     long: HashMap<MapData, LongKey, Answer>,
     block_map: HashMap<MapData, u32, AnswerBlock>,
     blocks: BlockIds,
+    /// Entry writes refused because their table was full.
+    left_out: u64,
     counters: PerCpuArray<MapData, u64>,
     grace: GracePeriod,
     current: XdpConfig,
@@ -127,12 +129,17 @@ impl FastPath {
         // Both generations in each table. Elements are allocated as they
         // are inserted (BPF_F_NO_PREALLOC): a table sized for every name
         // costs only its bucket array until it fills.
+        // Every map's bucket array is allocated up front (16 bytes per
+        // slot), so the tables for less common name lengths get a share of
+        // `capacity`; an entry that finds its table full is left to the
+        // fallback (`entries_left_out`).
         let entries = capacity.max(16).saturating_mul(2);
+        let short_entries = (capacity / 2).max(16).saturating_mul(2);
         let long_entries = (capacity / 16).max(16).saturating_mul(2);
         let block_entries = (capacity / 8).max(64).saturating_mul(2);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("TINY_NAMES", entries)
-            .map_max_entries("SHORT_NAMES", entries)
+            .map_max_entries("SHORT_NAMES", short_entries)
             .map_max_entries("LONG_NAMES", long_entries)
             .map_max_entries("BLOCKS", block_entries)
             .load(object)?;
@@ -160,6 +167,7 @@ impl FastPath {
             long,
             block_map,
             blocks: BlockIds::default(),
+            left_out: 0,
             counters,
             grace: GracePeriod::new().map_err(XdpError::Grace)?,
             current,
@@ -490,12 +498,29 @@ impl FastPath {
                 .id(section)
                 .expect("acquired before the entries");
         }
-        match split_key(key, generation) {
-            Split::Tiny(k) => self.tiny.insert(k, answer, 0)?,
-            Split::Short(k) => self.short.insert(k, answer, 0)?,
-            Split::Long(k) => self.long.insert(k, answer, 0)?,
+        let r = match split_key(key, generation) {
+            Split::Tiny(k) => self.tiny.insert(k, answer, 0),
+            Split::Short(k) => self.short.insert(k, answer, 0),
+            Split::Long(k) => self.long.insert(k, answer, 0),
+        };
+        match r {
+            Ok(()) => Ok(()),
+            // A full table refuses new keys only (replacing one always
+            // works), so the name is simply absent: the fallback answers.
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(libc::E2BIG) =>
+            {
+                self.left_out += 1;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
         }
-        Ok(())
+    }
+
+    /// Entry writes refused so far because their table was full (raise
+    /// `[xdp] capacity`).
+    pub fn entries_left_out(&self) -> u64 {
+        self.left_out
     }
 
     fn del(&mut self, key: &EntryKey, generation: u8) -> Result<(), XdpError> {
@@ -553,29 +578,29 @@ enum Split {
 
 /// The kernel key layout for an entry (the compiler guarantees ≤ 255 bytes).
 fn split_key(key: &EntryKey, generation: u8) -> Split {
-    if key.name.len() <= TINY_NAME_MAX {
+    let name = &key.name;
+    let lead = key_lead(name[0], key.qtype, generation);
+    let fill = |buf: &mut [u8]| {
+        buf[..name.len()].copy_from_slice(name);
+        buf[0] = lead;
+    };
+    if name.len() <= TINY_NAME_MAX {
         let mut k = TinyKey {
             name: [0; TINY_NAME_MAX],
-            qtype: key.qtype,
-            generation,
         };
-        k.name[..key.name.len()].copy_from_slice(&key.name);
+        fill(&mut k.name);
         Split::Tiny(k)
-    } else if key.name.len() <= SHORT_NAME_MAX {
+    } else if name.len() <= SHORT_NAME_MAX {
         let mut k = ShortKey {
             name: [0; SHORT_NAME_MAX],
-            qtype: key.qtype,
-            generation,
         };
-        k.name[..key.name.len()].copy_from_slice(&key.name);
+        fill(&mut k.name);
         Split::Short(k)
     } else {
         let mut k = Box::new(LongKey {
             name: [0; LONG_NAME_BUF],
-            qtype: key.qtype,
-            generation,
         });
-        k.name[..key.name.len()].copy_from_slice(&key.name);
+        fill(&mut k.name);
         Split::Long(k)
     }
 }

@@ -79,6 +79,12 @@ fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
             let (table, skipped) = compile(snapshot);
             let entries = table.len();
             fp.install(table)?;
+            if fp.entries_left_out() > 0 {
+                warn!(
+                    left_out = fp.entries_left_out(),
+                    "XDP tables full: some names are answered by the fallback only; raise [xdp] capacity"
+                );
+            }
             info!(
                 version = snapshot.version(),
                 entries,
