@@ -173,7 +173,7 @@ impl FastPath {
             current,
             port,
             healthy: true,
-            installed: Table::new(),
+            installed: Table::default(),
             attached: Vec::new(),
         })
     }

@@ -41,6 +41,10 @@ impl Snapshot {
     pub fn zones(&self) -> impl Iterator<Item = &Arc<Zone>> {
         self.zones.values()
     }
+
+    pub fn zone_count(&self) -> usize {
+        self.zones.len()
+    }
 }
 
 /// What one change did to one zone: the records removed and added, SOA
