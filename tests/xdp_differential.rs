@@ -1082,3 +1082,64 @@ fn a_full_table_leaves_the_rest_to_the_fallback() {
     }
     assert!(answered > 0 && answered < 40, "{answered} answered");
 }
+
+#[test]
+fn ipv4_options_are_dropped_and_unserved_destinations_pass() {
+    let mut r = rig(&zone_text());
+    let snap = r.store.snapshot();
+    let www = Name::from_ascii("www.example.com.").unwrap();
+    for (words, vlans) in [(1u8, 0usize), (2, 1), (10, 2)] {
+        for e in [
+            None,
+            Some(opt(1232, true, &[(COOKIE, CLIENT_COOKIE.to_vec())])),
+        ] {
+            let dns = query(&www, RecordType::A, e, 7);
+            let quirks = Quirks {
+                ipv4_option_words: words,
+                ..Quirks::default()
+            };
+            let f = frame(Family::V4, vlans, &dns, quirks);
+            let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+            assert_eq!(out.action, XDP_TX, "{words} option words");
+            // The reply is an ordinary IHL 5 packet, byte-identical to
+            // the fallback's answer.
+            let got = check_reply(Family::V4, vlans, &f, &out.frame);
+            assert_eq!(got, r.expected(&snap, &dns, Family::V4));
+        }
+    }
+
+    // Only the configured addresses are answered.
+    let served: Vec<IpAddr> = vec![IpAddr::from(SERVER_V4), IpAddr::from(SERVER_V6)];
+    r.fast.set_destinations(Some(&served)).unwrap();
+    let dns = query(&www, RecordType::A, None, 8);
+    for family in [Family::V4, Family::V6] {
+        let f = frame(family, 0, &dns, Quirks::default());
+        assert_eq!(test_run(r.fast.program_fd(), &f, 1).unwrap().action, XDP_TX);
+    }
+    let other = frame(
+        Family::V4,
+        0,
+        &dns,
+        Quirks {
+            dst_v4: Some([192, 0, 2, 99]),
+            ..Quirks::default()
+        },
+    );
+    let out = test_run(r.fast.program_fd(), &other, 1).unwrap();
+    assert_eq!((out.action, &out.frame), (XDP_PASS, &other), "not served");
+    r.fast.set_destinations(Some(&served[1..])).unwrap();
+    let f = frame(Family::V4, 0, &dns, Quirks::default());
+    assert_eq!(
+        test_run(r.fast.program_fd(), &f, 1).unwrap().action,
+        XDP_PASS,
+        "v4 removed"
+    );
+    r.fast.set_destinations(None).unwrap();
+    assert_eq!(
+        test_run(r.fast.program_fd(), &other, 1).unwrap().action,
+        XDP_TX,
+        "filter off"
+    );
+    let c = r.fast.counters().unwrap();
+    assert_eq!(c.passed(xdpdns_common::PassReason::Destination), 2);
+}

@@ -166,6 +166,9 @@ pub struct XdpConfig {
     pub nsid_len: u32,
     /// The whole NSID option (code, length, payload), zero-padded.
     pub nsid: [u8; NSID_MAX + 4],
+    /// 1: answer only queries to an address in the ADDRESSES map.
+    pub filter_destination: u32,
+    pub _pad: u32,
 }
 
 impl XdpConfig {
@@ -183,9 +186,15 @@ impl XdpConfig {
             nsid_sum: 0,
             nsid_len: 0,
             nsid: [0; NSID_MAX + 4],
+            filter_destination: 0,
+            _pad: 0,
         }
     }
 }
+
+/// Key of the ADDRESSES map: a destination address served, IPv4 as an
+/// IPv4-mapped IPv6 address (`::ffff:a.b.c.d`).
+pub type AddressKey = [u8; 16];
 
 /// Largest frame the benchmark programs can restore.
 pub const BENCH_FRAME_MAX: usize = 512;
@@ -236,10 +245,12 @@ pub enum PassReason {
     /// A source no reply may go to: unspecified, broadcast, multicast, or
     /// loopback arriving on another interface (reflection).
     Source = 7,
+    /// Sent to an address of the interface that xdpdns does not serve.
+    Destination = 8,
 }
 
 impl PassReason {
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
     pub const ALL: [PassReason; Self::COUNT] = [
         PassReason::NotDns,
         PassReason::NotQuery,
@@ -249,6 +260,7 @@ impl PassReason {
         PassReason::Size,
         PassReason::ParseError,
         PassReason::Source,
+        PassReason::Destination,
     ];
 
     /// Label used for the Prometheus `reason` dimension.
@@ -262,6 +274,7 @@ impl PassReason {
             PassReason::Size => "size",
             PassReason::ParseError => "parse_error",
             PassReason::Source => "source",
+            PassReason::Destination => "destination",
         }
     }
 }
@@ -276,7 +289,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
         assert_eq!(core::mem::size_of::<LongKey>(), 256);
         assert_eq!(core::mem::size_of::<Answer>(), 48, "no padding");
-        assert_eq!(core::mem::size_of::<XdpConfig>(), 128, "no padding");
+        assert_eq!(core::mem::size_of::<XdpConfig>(), 136, "no padding");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::PassReason;
 
-use crate::maps::Scratch;
+use crate::maps::{Scratch, ADDRESSES};
 use crate::question::launder;
 
 const ETH_P_8021Q: u16 = 0x8100;
@@ -77,6 +77,8 @@ pub fn load_into<const N: usize>(
 pub struct Packet {
     pub l3: u32,
     pub v6: bool,
+    /// Bytes of IPv4 options (dropped from the reply).
+    pub ip_options: u32,
     pub l4: u32,
     pub udp: [u8; UDP_LEN as usize],
     /// Offset and length of the DNS message.
@@ -93,7 +95,12 @@ fn on_loopback(ctx: &XdpContext) -> bool {
 
 /// Parses down to the DNS payload of a UDP datagram to `port`.
 #[inline(always)]
-pub fn parse(ctx: &XdpContext, port: u16, s: &mut Scratch) -> Result<Packet, PassReason> {
+pub fn parse(
+    ctx: &XdpContext,
+    port: u16,
+    filter_destination: bool,
+    s: &mut Scratch,
+) -> Result<Packet, PassReason> {
     let frame_len = (ctx.data_end() - ctx.data()) as u32;
     let eth: [u8; ETH_LEN as usize] = load(ctx, 0).map_err(|_| PassReason::NotDns)?;
     // A group (multicast/broadcast) source MAC: the reply would go to
@@ -110,12 +117,13 @@ pub fn parse(ctx: &XdpContext, port: u16, s: &mut Scratch) -> Result<Packet, Pas
             l3 += 4;
         }
     }
-    let (v6, l4, ip_payload) = match ethertype {
+    let (v6, l4, ip_payload, ip_options) = match ethertype {
         ETH_P_IP => {
             let h = &mut s.ip4;
             load_into(ctx, l3, h).map_err(|_| PassReason::NotDns)?;
-            // IHL 5 only: options are rare on queries and passed up.
-            if h[0] != 0x45 || h[9] != IPPROTO_UDP {
+            // Options are allowed: the reply goes without them.
+            let header_len = (h[0] & 0x0f) as u32 * 4;
+            if h[0] >> 4 != 4 || header_len < IPV4_LEN || h[9] != IPPROTO_UDP {
                 return Err(PassReason::NotDns);
             }
             // More-fragments flag or a fragment offset: not ours to answer.
@@ -123,7 +131,7 @@ pub fn parse(ctx: &XdpContext, port: u16, s: &mut Scratch) -> Result<Packet, Pas
                 return Err(PassReason::NotDns);
             }
             let total = be16(h, 2) as u32;
-            if total < IPV4_LEN + UDP_LEN || l3 + total > frame_len {
+            if total < header_len + UDP_LEN || l3 + total > frame_len {
                 return Err(PassReason::ParseError);
             }
             // Sources no reply may go to: 0/8, multicast, reserved and
@@ -132,7 +140,7 @@ pub fn parse(ctx: &XdpContext, port: u16, s: &mut Scratch) -> Result<Packet, Pas
             if first == 0 || first >= 224 || (first == 127 && !on_loopback(ctx)) {
                 return Err(PassReason::Source);
             }
-            (false, l3 + IPV4_LEN, total - IPV4_LEN)
+            (false, l3 + header_len, total - header_len, header_len - IPV4_LEN)
         }
         ETH_P_IPV6 => {
             let h = &mut s.ip6;
@@ -145,13 +153,18 @@ pub fn parse(ctx: &XdpContext, port: u16, s: &mut Scratch) -> Result<Packet, Pas
             if payload < UDP_LEN || l3 + IPV6_LEN + payload > frame_len {
                 return Err(PassReason::ParseError);
             }
-            // Multicast source (ff00::/8). `::` and `::1` are not checked
-            // here (the check does not fit the parser's stack budget); the
-            // reply goes to the sender's unicast MAC either way.
-            if h[8] == 0xff {
+            // Multicast (ff00::/8), unspecified and loopback sources.
+            let src = h.as_ptr();
+            let (hi, lo) = unsafe {
+                (
+                    (src.add(8) as *const u64).read_unaligned(),
+                    (src.add(16) as *const u64).read_unaligned(),
+                )
+            };
+            if h[8] == 0xff || (hi == 0 && u64::from_be(lo) <= 1) {
                 return Err(PassReason::Source);
             }
-            (true, l3 + IPV6_LEN, payload)
+            (true, l3 + IPV6_LEN, payload, 0)
         }
         _ => return Err(PassReason::NotDns),
     };
@@ -163,6 +176,19 @@ pub fn parse(ctx: &XdpContext, port: u16, s: &mut Scratch) -> Result<Packet, Pas
     if udp_len != ip_payload {
         return Err(PassReason::ParseError);
     }
+    if filter_destination {
+        // Only the addresses xdpdns serves on this interface.
+        let key = &mut s.address;
+        if v6 {
+            key.copy_from_slice(&s.ip6[24..40]);
+        } else {
+            *key = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0];
+            key[12..].copy_from_slice(&s.ip4[16..20]);
+        }
+        if unsafe { ADDRESSES.get(&s.address) }.is_none() {
+            return Err(PassReason::Destination);
+        }
+    }
     // Through map memory, so the verifier sees unknowns: the VLAN and
     // family variants then go on as one state rather than six (every
     // packet access is bounds-checked on its own).
@@ -170,6 +196,7 @@ pub fn parse(ctx: &XdpContext, port: u16, s: &mut Scratch) -> Result<Packet, Pas
         l3: launder(s, l3),
         v6: launder(s, v6 as u32) != 0,
         l4: launder(s, l4),
+        ip_options: launder(s, ip_options),
         udp,
         dns: launder(s, l4 + UDP_LEN),
         dns_len: launder(s, udp_len - UDP_LEN),

@@ -105,6 +105,7 @@ fn pass_code(code: u32) -> Result<(), PassReason> {
             4 => PassReason::Edns,
             5 => PassReason::Size,
             7 => PassReason::Source,
+            8 => PassReason::Destination,
             _ => PassReason::ParseError,
         }),
     }
@@ -128,7 +129,7 @@ pub extern "C" fn xdpdns_parse(ctx: *mut xdp_md, s: *mut Scratch, cfg: *const Xd
     };
     let ctx = XdpContext::new(ctx);
     code_of((|| {
-        let pkt = headers::parse(&ctx, cfg.port, s)?;
+        let pkt = headers::parse(&ctx, cfg.port, cfg.filter_destination != 0, s)?;
         let qn = question::parse(&ctx, &pkt, s)?;
         if !edns::answerable(&qn.edns, cfg) {
             return Err(PassReason::Edns);

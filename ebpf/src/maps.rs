@@ -28,6 +28,11 @@ pub static LONG_NAMES: HashMap<LongKey, Answer> = HashMap::with_max_entries(1 <<
 #[map(name = "BLOCKS")]
 pub static BLOCKS: HashMap<u32, AnswerBlock> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
 
+/// Destination addresses answered when `XdpConfig::filter_destination`
+/// is set (IPv4 mapped into IPv6).
+#[map(name = "ADDRESSES")]
+pub static ADDRESSES: HashMap<[u8; 16], u8> = HashMap::with_max_entries(256, 0);
+
 #[map(name = "COUNTERS")]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
@@ -57,6 +62,8 @@ pub struct Scratch {
     pub opt_sum: u32,
     pub opt_len: u32,
     pub opt_reply: [u8; crate::edns::OPT_REPLY_BUF],
+    /// Lookup key for the destination address filter.
+    pub address: [u8; 16],
     /// What `xdpdns_parse` found, for `xdpdns_reply`.
     pub pkt: crate::headers::Packet,
     pub qn: crate::question::Question,

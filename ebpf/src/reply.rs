@@ -179,6 +179,7 @@ pub fn build(
         for i in 12..16 {
             v4.swap(i, i + 4);
         }
+        v4[0] = 0x45; // options, if any, are dropped below
         v4[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
         v4[8] = REPLY_HOP_LIMIT;
         v4[10] = 0;
@@ -201,5 +202,35 @@ pub fn build(
     swapped[6..].copy_from_slice(&eth[..6]);
     eth = swapped;
     let _ = store(ctx, 0, &eth);
+    if !pkt.v6 && pkt.ip_options != 0 {
+        drop_ip_options(ctx, pkt.l3 + 20, pkt.ip_options);
+    }
     Ok(())
+}
+
+/// Removes the `opts` bytes of IPv4 options that follow the first `keep`
+/// bytes (Ethernet, VLAN tags, the fixed IPv4 header): moves those bytes
+/// forward over the options and drops the front of the frame. Copies
+/// eight bytes at a time from the end (the destination lies after the
+/// source); the first eight are read before anything is written.
+#[inline(always)]
+fn drop_ip_options(ctx: &XdpContext, keep: u32, opts: u32) {
+    if opts > 40 || keep < 8 || keep > 14 + 8 + 20 {
+        return;
+    }
+    let Ok(first) = load::<8>(ctx, 0) else {
+        return;
+    };
+    for i in 0..6u32 {
+        let end = keep - 8 * i;
+        if end <= 8 {
+            break;
+        }
+        let Ok(chunk) = load::<8>(ctx, end - 8) else {
+            break;
+        };
+        let _ = store(ctx, end - 8 + opts, &chunk);
+    }
+    let _ = store(ctx, opts, &first);
+    unsafe { bpf_xdp_adjust_head(ctx.ctx, opts as i32) };
 }

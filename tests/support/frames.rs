@@ -30,7 +30,11 @@ pub struct Quirks {
     /// Another client address (the same family as the frame).
     pub src_v4: Option<[u8; 4]>,
     pub src_v6: Option<[u8; 16]>,
+    /// Another server address (not the one xdpdns serves).
+    pub dst_v4: Option<[u8; 4]>,
     pub src_mac: Option<[u8; 6]>,
+    /// IPv4 options: this many 4-byte words (NOPs, then an end marker).
+    pub ipv4_option_words: u8,
 }
 
 pub fn sum16(bytes: &[u8]) -> u64 {
@@ -84,8 +88,9 @@ pub fn frame(family: Family, vlans: usize, dns: &[u8], q: Quirks) -> Vec<u8> {
     match family {
         Family::V4 => {
             f.extend_from_slice(&0x0800u16.to_be_bytes());
-            let mut ip = vec![0x45, 0];
-            ip.extend_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
+            let opts = 4 * q.ipv4_option_words as usize;
+            let mut ip = vec![0x45 + q.ipv4_option_words, 0];
+            ip.extend_from_slice(&((20 + opts + udp.len()) as u16).to_be_bytes());
             ip.extend_from_slice(&[0x12, 0x34]);
             let mut frag: u16 = 0x4000; // DF
             if q.more_fragments {
@@ -97,7 +102,11 @@ pub fn frame(family: Family, vlans: usize, dns: &[u8], q: Quirks) -> Vec<u8> {
             ip.extend_from_slice(&frag.to_be_bytes());
             ip.extend_from_slice(&[17, q.ip_proto.unwrap_or(17), 0, 0]);
             ip.extend_from_slice(&src_v4);
-            ip.extend_from_slice(&SERVER_V4);
+            ip.extend_from_slice(&q.dst_v4.unwrap_or(SERVER_V4));
+            if opts > 0 {
+                ip.extend(std::iter::repeat_n(1u8, opts - 1)); // NOP
+                ip.push(0); // end of options
+            }
             let c = !fold(sum16(&ip));
             ip[10..12].copy_from_slice(&c.to_be_bytes());
             let c = udp_checksum(family, &src_v4, &SERVER_V4, &udp);

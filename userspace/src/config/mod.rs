@@ -197,6 +197,10 @@ pub struct XdpConfig {
     pub mode: AttachMode,
     /// (name, type) entries per table generation (the maps hold two).
     pub capacity: u32,
+    /// Destination addresses the kernel answers for. Empty: the
+    /// `server.listen` addresses, or every address of the interfaces when
+    /// one of those is a wildcard (0.0.0.0 or ::).
+    pub addresses: Vec<std::net::IpAddr>,
 }
 
 impl Default for XdpConfig {
@@ -205,6 +209,7 @@ impl Default for XdpConfig {
             interfaces: Vec::new(),
             mode: AttachMode::Auto,
             capacity: 131_072,
+            addresses: Vec::new(),
         }
     }
 }
@@ -621,6 +626,18 @@ impl Config {
     /// The server's EDNS settings. Without a secret file the cookie
     /// secret of `running` (the settings being replaced on reload) is
     /// kept, or a random one made.
+    /// The destination addresses the kernel answers for (`None`: any).
+    pub fn xdp_destinations(&self) -> Option<Vec<std::net::IpAddr>> {
+        if !self.xdp.addresses.is_empty() {
+            return Some(self.xdp.addresses.clone());
+        }
+        let listen = &self.server.listen;
+        if listen.iter().any(|a| a.ip().is_unspecified()) {
+            return None;
+        }
+        Some(listen.iter().map(|a| a.ip()).collect())
+    }
+
     pub fn server_edns(&self, running: Option<&ServerEdns>) -> ServerEdns {
         let cookies = match (&self.settings.cookie_secrets, running) {
             (Some(s), _) => s.clone(),
@@ -664,6 +681,54 @@ fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xdp_destinations_follow_listen_unless_given() {
+        let c = parse("[server]\nlisten = [\"192.0.2.53:53\", \"[2001:db8::53]:53\"]\n").unwrap();
+        assert_eq!(
+            c.xdp_destinations().unwrap(),
+            vec![
+                "192.0.2.53".parse::<std::net::IpAddr>().unwrap(),
+                "2001:db8::53".parse().unwrap()
+            ]
+        );
+        let any = parse("[server]\nlisten = [\"0.0.0.0:53\"]\n").unwrap();
+        assert_eq!(
+            any.xdp_destinations(),
+            None,
+            "a wildcard serves every address"
+        );
+        let given =
+            parse("[server]\nlisten = [\"0.0.0.0:53\"]\n[xdp]\naddresses = [\"198.51.100.1\"]\n")
+                .unwrap();
+        assert_eq!(given.xdp_destinations().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_cookie_secret_file_is_created_and_a_bad_one_named() {
+        let dir = std::env::temp_dir().join(format!("xdpdns-cfg-cookie-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(&file, "[cookies]\nsecret_file = \"cookie.secret\"\n").unwrap();
+        let c = Config::load(&file).unwrap();
+        assert!(
+            dir.join("cookie.secret").exists(),
+            "relative to the config file"
+        );
+        let again = Config::load(&file).unwrap();
+        assert_eq!(
+            c.server_edns(None).cookies,
+            again.server_edns(None).cookies,
+            "read back, not regenerated"
+        );
+        std::fs::write(dir.join("cookie.secret"), "not hex\n").unwrap();
+        let e = Config::load(&file).unwrap_err().to_string();
+        assert!(
+            e.contains("cookies.secret_file") && e.contains("line 1"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("/etc/xdpdns/xdpdns.toml"))

@@ -157,6 +157,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                             // Payload size, NSID and cookie secrets: the
                             // kernel answers with the fallback's settings.
                             k.set_edns(router.handler.load().edns.clone()).await;
+                            k.set_destinations(next.xdp_destinations()).await;
                         }
                         current = next;
                     }
@@ -442,6 +443,12 @@ fn start_fast_path(
         let (table, skipped) = compile(&snapshot);
         info!(entries = table.len(), ?skipped, "XDP answer table compiled");
         fp.install(table)?;
+        let destinations = config.xdp_destinations();
+        fp.set_destinations(destinations.as_deref())?;
+        match &destinations {
+            Some(a) => info!(addresses = ?a, "XDP answers queries to these addresses only"),
+            None => info!("XDP answers queries to any address of its interfaces (a listen address is a wildcard)"),
+        }
         for iface in &x.interfaces {
             let mode = fp.attach(iface, x.mode)?;
             info!(interface = %iface, mode = %mode, port, "XDP fast path attached");

@@ -2,15 +2,16 @@
 //! tables and reads the counters. The only code here that talks to the
 //! kernel besides `sys`.
 
+use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use aya::maps::{Array, HashMap, IterableMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use xdpdns_common::{
-    counter, edns_option, key_lead, nsid_mode, Answer, AnswerBlock, BenchFrame, LongKey,
-    PassReason, ShortKey, TinyKey, XdpConfig, BENCH_FRAME_MAX, BLOCK_MAX, LONG_NAME_BUF, NSID_MAX,
-    SHORT_NAME_MAX, TINY_NAME_MAX,
+    counter, edns_option, key_lead, nsid_mode, AddressKey, Answer, AnswerBlock, BenchFrame,
+    LongKey, PassReason, ShortKey, TinyKey, XdpConfig, BENCH_FRAME_MAX, BLOCK_MAX, LONG_NAME_BUF,
+    NSID_MAX, SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
 use super::blocks::BlockIds;
@@ -449,6 +450,35 @@ impl FastPath {
     pub fn set_clock(&mut self, offset_ns: u64) -> Result<(), XdpError> {
         self.current.realtime_offset_ns = offset_ns;
         self.config.set(0, self.current, 0)?;
+        Ok(())
+    }
+
+    /// Answers only queries sent to `addresses` (`None`: to any address
+    /// of the attached interfaces).
+    pub fn set_destinations(&mut self, addresses: Option<&[IpAddr]>) -> Result<(), XdpError> {
+        let mut map: HashMap<&mut MapData, AddressKey, u8> = HashMap::try_from(
+            self.ebpf
+                .map_mut("ADDRESSES")
+                .ok_or(XdpError::MissingMap("ADDRESSES"))?,
+        )?;
+        let old: Vec<AddressKey> = map.keys().filter_map(Result::ok).collect();
+        let new: Vec<AddressKey> = addresses
+            .unwrap_or_default()
+            .iter()
+            .map(|a| match a {
+                IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+                IpAddr::V6(v6) => v6.octets(),
+            })
+            .collect();
+        for k in &new {
+            map.insert(k, 1, 0)?;
+        }
+        // Filter on only once the addresses are in; off before removing.
+        self.current.filter_destination = u32::from(addresses.is_some());
+        self.config.set(0, self.current, 0)?;
+        for k in old.iter().filter(|k| !new.contains(k)) {
+            let _ = map.remove(k);
+        }
         Ok(())
     }
 

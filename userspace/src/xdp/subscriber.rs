@@ -100,6 +100,7 @@ fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
 enum Request {
     Counters(oneshot::Sender<Result<Counters, XdpError>>),
     Edns(Box<ServerEdns>),
+    Destinations(Option<Vec<std::net::IpAddr>>),
 }
 
 /// How the rest of the server talks to the kernel table's owner.
@@ -128,6 +129,11 @@ impl KernelTable {
     /// secrets), which the kernel must answer with too (set on reload).
     pub async fn set_edns(&self, edns: ServerEdns) {
         let _ = self.tx.send(Request::Edns(Box::new(edns))).await;
+    }
+
+    /// The destination addresses answered (`None`: any), on reload.
+    pub async fn set_destinations(&self, addresses: Option<Vec<std::net::IpAddr>>) {
+        let _ = self.tx.send(Request::Destinations(addresses)).await;
     }
 }
 
@@ -182,6 +188,11 @@ async fn run(fp: FastPath, mut feed: Subscription, mut requests: mpsc::Receiver<
                     Request::Edns(edns) => {
                         if let Err(e) = fp.set_edns(&edns) {
                             warn!("XDP: cannot set the EDNS settings: {e}");
+                        }
+                    }
+                    Request::Destinations(addresses) => {
+                        if let Err(e) = fp.set_destinations(addresses.as_deref()) {
+                            warn!("XDP: cannot set the destination addresses: {e}");
                         }
                     }
                 }
