@@ -51,6 +51,8 @@ const APT_PACKAGES: &[&str] = &[
     "knot",
     "knot-dnsutils",
     "bind9",
+    // A real recursive resolver in front of the XDP path (veth test)
+    "unbound",
     // The end-to-end benchmark: its harness and its other load generator
     "python3",
     "dnsperf",
