@@ -378,7 +378,12 @@ fn resolvers(tag: &str, mode: &str) {
         out.contains("ANSWER: 60,") && out.contains("10.9.0.60"),
         "{out}"
     );
-    let c4 = counters(&srv);
+    let c5 = counters(&srv);
+    assert_eq!(
+        c5["pass_size"] - c4["pass_size"],
+        1 - (answered(&c5) - answered(&c4)),
+        "the 60-member reply: in the kernel or passed for its size"
+    );
 
     // Unbound, a real recursive resolver, with a stub zone for
     // example.com pointing at xdpdns: what it sends upstream is answered
