@@ -38,9 +38,14 @@ def result(sent, done, m, duration, latencies_ms=None, latency_avg_ms=None):
     }
 
 
-def dnsperf_cmd(queries, duration, rate, tcp=False, verbose=False):
+# What a validating resolver sends (Unbound, Knot Resolver, BIND): EDNS0
+# with the DO bit and a DNS COOKIE option holding a client cookie.
+RESOLVER_SHAPED = ["-D", "-E", "10:0123456789abcdef"]
+
+
+def dnsperf_cmd(queries, duration, rate, tcp=False, verbose=False, extra=()):
     cmd = on_client("dnsperf", "-s", SRV_IP, "-d", queries, "-l", str(duration), "-c", "8" if tcp else "4",
-                    "-T", "1", "-q", "64" if tcp else "500", "-t", "2")
+                    "-T", "1", "-q", "64" if tcp else "500", "-t", "2", *extra)
     if rate:
         cmd += ["-Q", str(int(rate))]
     if tcp:
@@ -58,8 +63,8 @@ def dnsperf_figures(out):
     return sent, done, avg * 1000 if avg is not None else None, latencies
 
 
-def run_dnsperf(queries, duration, rate):
-    m = measured([dnsperf_cmd(queries, duration, rate, verbose=bool(rate))], duration + 30)
+def run_dnsperf(queries, duration, rate, extra=()):
+    m = measured([dnsperf_cmd(queries, duration, rate, verbose=bool(rate), extra=extra)], duration + 30)
     out = m.outs[0]
     sent, done, avg, latencies = dnsperf_figures(out)
     r = result(sent, done, m, duration, latencies, avg)
@@ -112,7 +117,7 @@ def with_counters(server, run):
 
 
 LOADS = ("dnsperf max rate, hits", "dnsperf fixed rate, hits", "dnsperf fixed rate, mix + TCP share",
-         "kxdpgun, hits")
+         "kxdpgun, hits", "dnsperf fixed rate, resolver-shaped hits (EDNS0 + DO + client cookie)")
 
 
 def bench_target(t, a, hits, mix, probe):
@@ -125,6 +130,9 @@ def bench_target(t, a, hits, mix, probe):
         for _ in range(a.repeats):
             runs[LOADS[0]].append(with_counters(server, lambda: run_dnsperf(hits, a.duration, None)))
             runs[LOADS[1]].append(with_counters(server, lambda: run_dnsperf(hits, a.duration, a.rate)))
+            if not t.floor:  # the floor does not parse EDNS
+                runs[LOADS[4]].append(with_counters(
+                    server, lambda: run_dnsperf(hits, a.duration, a.rate, RESOLVER_SHAPED)))
             if not t.floor:  # the floor answers UDP only, and every query alike
                 runs[LOADS[2]].append(with_counters(server, lambda: run_mix(mix, a.duration, a.rate)))
             # kxdpgun brings its own program for the client side.

@@ -28,11 +28,15 @@ def ratios(results):
         ("xdpdns XDP native", "floor (XDP reflector), native"),
         ("xdpdns XDP generic", "NSD"),
         ("xdpdns XDP native", "NSD"),
+        ("xdpdns XDP generic", "Knot DNS XDP"),
+        ("xdpdns XDP native", "Knot DNS XDP"),
         ("xdpdns fallback only", "NSD"),
     ]
     out = []
-    for load in (LOADS[1], LOADS[2]):
+    for load in (LOADS[1], LOADS[4], LOADS[2]):
         for a, b in pairs:
+            if load == LOADS[4] and "floor" in b:
+                continue
             x = median_of(results, a, load, "server_cpu_ns_per_answer")
             y = median_of(results, b, load, "server_cpu_ns_per_answer")
             out.append({"load": load, "ratio": f"{a} / {b}", "value": x / y if x and y else None})

@@ -55,14 +55,21 @@ zone:
     return ["nsd", "-d", "-c", cfg]
 
 
-def knot_config(workdir, zone):
-    d = server_dir(workdir, "knot")
+def knot_config(workdir, zone, xdp=False):
+    d = server_dir(workdir, "knot-xdp" if xdp else "knot")
+    # Knot's own XDP mode (AF_XDP): UDP over XDP on the interface, TCP
+    # through the ordinary listener.
+    xdp_section = f"""xdp:
+    listen: {SRV_IF}@53
+    udp: on
+    tcp: off
+""" if xdp else ""
     cfg = write_file(os.path.join(d, "knot.conf"), f"""server:
     rundir: "{d}"
     listen: {SRV_IP}@53
     udp-workers: {len(SRV_CPUS)}
     tcp-workers: {len(SRV_CPUS)}
-database:
+{xdp_section}database:
     storage: "{d}"
 log:
   - target: stderr
@@ -111,6 +118,7 @@ def targets(workdir, zone, names, xdpdns):
         Target("xdpdns fallback only", [xdpdns, *xdpdns_config(workdir, zone, None, names)]),
         Target("NSD", nsd_config(workdir, zone)),
         Target("Knot DNS", knot_config(workdir, zone)),
+        Target("Knot DNS XDP", knot_config(workdir, zone, xdp=True), native=True),
         Target("BIND 9", bind_config(workdir, zone)),
     ]
 
