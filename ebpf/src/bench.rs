@@ -52,6 +52,50 @@ pub fn bench_answer(ctx: XdpContext) -> u32 {
     crate::handle(&ctx)
 }
 
+/// Restore, then the parse alone (`xdpdns_parse`): the first step of the
+/// cost breakdown.
+#[xdp]
+pub fn bench_parse(ctx: XdpContext) -> u32 {
+    if !restore(&ctx) {
+        return XDP_ABORTED;
+    }
+    let (Some(cfg), Some(s)) = (
+        crate::maps::CONFIG.get_ptr(0),
+        crate::maps::SCRATCH.get_ptr_mut(0),
+    ) else {
+        return XDP_ABORTED;
+    };
+    match unsafe { crate::xdpdns_parse(ctx.ctx, s, cfg) } {
+        0 => XDP_PASS,
+        _ => XDP_ABORTED,
+    }
+}
+
+/// Restore, parse and look up (the reply not built): the second step.
+#[xdp]
+pub fn bench_lookup(ctx: XdpContext) -> u32 {
+    if !restore(&ctx) {
+        return XDP_ABORTED;
+    }
+    match crate::parse_and_lookup(&ctx) {
+        Ok(_) => XDP_PASS,
+        Err(_) => XDP_ABORTED,
+    }
+}
+
+/// Restore, then grow the frame by 64 bytes at the tail: what
+/// `bpf_xdp_adjust_tail` costs on its own.
+#[xdp]
+pub fn bench_grow(ctx: XdpContext) -> u32 {
+    if !restore(&ctx) {
+        return XDP_ABORTED;
+    }
+    if unsafe { bpf_xdp_adjust_tail(ctx.ctx, 64) } != 0 {
+        return XDP_ABORTED;
+    }
+    XDP_TX
+}
+
 /// Restore, then the floor.
 #[xdp]
 pub fn bench_reflect(ctx: XdpContext) -> u32 {

@@ -140,7 +140,12 @@ pub fn parse(
             if first == 0 || first >= 224 || (first == 127 && !on_loopback(ctx)) {
                 return Err(PassReason::Source);
             }
-            (false, l3 + header_len, total - header_len, header_len - IPV4_LEN)
+            (
+                false,
+                l3 + header_len,
+                total - header_len,
+                header_len - IPV4_LEN,
+            )
         }
         ETH_P_IPV6 => {
             let h = &mut s.ip6;

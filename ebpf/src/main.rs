@@ -57,31 +57,46 @@ fn count(slot: u32) {
     }
 }
 
+/// What the parse and the lookup found: the answer, the scratch memory
+/// holding the parsed query, and the configuration.
+pub struct Found {
+    answer: &'static Answer,
+    s: *mut Scratch,
+    cfg: *const XdpConfig,
+}
+
+/// Parses the frame and looks its question up. Separate from the reply so
+/// the timing programs can stop here (the cost breakdown).
 #[inline(always)]
-fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
+pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     let cfg = CONFIG.get_ptr(0).ok_or(PassReason::NotDns)?;
     let s = SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)?;
     pass_code(unsafe { xdpdns_parse(ctx.ctx, s, cfg) })?;
-    let (s, c) = unsafe { (&*s, &*cfg) };
-    let q = &s.qn;
+    let sc = unsafe { &*s };
+    let q = &sc.qn;
     let answer = if q.name_len as usize <= TINY_NAME_MAX {
-        unsafe { TINY_NAMES.get(&s.tiny) }
+        unsafe { TINY_NAMES.get(&sc.tiny) }
     } else if q.name_len as usize <= SHORT_NAME_MAX {
-        unsafe { SHORT_NAMES.get(&s.short) }
+        unsafe { SHORT_NAMES.get(&sc.short) }
     } else {
-        unsafe { LONG_NAMES.get(&s.long) }
+        unsafe { LONG_NAMES.get(&sc.long) }
     };
     let answer = answer.ok_or(PassReason::Miss)?;
     if answer.flags & answer_flags::SIGNED != 0 && q.edns.dnssec_ok {
         // Signatures are the fallback's to add.
         return Err(PassReason::Edns);
     }
+    Ok(Found { answer, s, cfg })
+}
+
+#[inline(always)]
+fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
+    let Found { answer, s, cfg } = parse_and_lookup(ctx)?;
+    let q = unsafe { &(*s).qn };
     let qtype = q.qtype & 1;
-    let s = s as *const Scratch as *mut Scratch;
     if q.edns.present {
         // Not called from `xdpdns_reply`: the two frames would not fit
         // the 512-byte stack together.
-        let _ = c;
         unsafe { (*s).opt_len = edns::xdpdns_build_opt(s, cfg) };
     }
     pass_code(unsafe { xdpdns_reply(ctx.ctx, s, cfg, answer) })?;

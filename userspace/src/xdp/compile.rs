@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use xdpdns_common::{answer_flags, qtype_slot, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN};
 
-use crate::zone::{Snapshot, Zone, ZoneDiff};
+use crate::zone::{Node, Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
 /// it is split into the short/long key layouts.
@@ -89,15 +89,59 @@ pub struct Skipped {
     pub shadowed_by_child_zone: usize,
 }
 
-/// Every entry the kernel may answer in `snapshot`.
+impl Skipped {
+    fn add(&mut self, other: Skipped) {
+        self.below_cut += other.below_cut;
+        self.too_large += other.too_large;
+        self.shadowed_by_child_zone += other.shadowed_by_child_zone;
+    }
+}
+
+/// Names per compile thread below which one thread does it all.
+const PARALLEL_MIN_NAMES: usize = 50_000;
+
+/// Every entry the kernel may answer in `snapshot`. Names are compiled on
+/// every core (a million-name zone is seconds of work on one), then
+/// gathered into the table.
 pub fn compile(snapshot: &Snapshot) -> (Table, Skipped) {
-    let names: usize = snapshot.zones().map(|z| z.node_count()).sum();
-    let mut table = Table::with_capacity_and_hasher(names * 2, Default::default());
-    let mut skipped = Skipped::default();
+    compile_in_parallel(snapshot, PARALLEL_MIN_NAMES)
+}
+
+fn compile_in_parallel(snapshot: &Snapshot, min_names_per_thread: usize) -> (Table, Skipped) {
+    let mut nodes = Vec::new();
     for zone in snapshot.zones() {
-        for (key, _) in zone.nodes() {
-            compile_name(snapshot, zone, key, &mut table, &mut skipped);
-        }
+        let flags = zone_flags(zone);
+        nodes.extend(zone.nodes().map(|(key, node)| (&**zone, flags, key, node)));
+    }
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, (nodes.len() / min_names_per_thread).max(1));
+    let chunk = nodes.len().div_ceil(threads).max(1);
+    let parts: Vec<(Vec<(EntryKey, Compiled)>, Skipped)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = nodes
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut out = Vec::with_capacity(part.len() * 2);
+                    let mut skipped = Skipped::default();
+                    for &(zone, flags, key, node) in part {
+                        compile_node(snapshot, zone, flags, key, node, &mut out, &mut skipped);
+                    }
+                    (out, skipped)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("compile thread"))
+            .collect()
+    });
+    let entries = parts.iter().map(|(e, _)| e.len()).sum();
+    let mut table = Table::with_capacity_and_hasher(entries, Default::default());
+    let mut skipped = Skipped::default();
+    for (part, s) in parts {
+        table.extend(part);
+        skipped.add(s);
     }
     (table, skipped)
 }
@@ -168,11 +212,34 @@ fn compile_name(
     table: &mut Table,
     skipped: &mut Skipped,
 ) {
+    if let Some(node) = zone.node(key) {
+        compile_node(snapshot, zone, zone_flags(zone), key, node, table, skipped);
+    }
+}
+
+/// Entry flags every name of `zone` gets: until signatures are served
+/// from the kernel, DO=1 queries for a signed zone's names go up.
+fn zone_flags(zone: &Zone) -> u16 {
+    if zone.apex().rrset(RecordType::DNSKEY).is_some() {
+        answer_flags::SIGNED
+    } else {
+        0
+    }
+}
+
+fn compile_node(
+    snapshot: &Snapshot,
+    zone: &Zone,
+    flags: u16,
+    key: &LowerName,
+    node: &Node,
+    table: &mut impl Extend<(EntryKey, Compiled)>,
+    skipped: &mut Skipped,
+) {
     // An expired secondary zone answers SERVFAIL, which only the fallback does.
     if zone.is_expired() {
         return;
     }
-    let Some(node) = zone.node(key) else { return };
     let a = node.rrset(RecordType::A);
     let aaaa = node.rrset(RecordType::AAAA);
     if a.is_none() && aaaa.is_none() {
@@ -199,24 +266,15 @@ fn compile_name(
     if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
         return;
     }
-    // Until signatures are served from the kernel, DO=1 queries for a
-    // signed zone's names go to the fallback.
-    let flags = if zone.apex().rrset(RecordType::DNSKEY).is_some() {
-        answer_flags::SIGNED
-    } else {
-        0
-    };
     let sets = [(a, qtype_slot::A), (aaaa, qtype_slot::AAAA)];
     for (set, slot) in sets.into_iter().filter_map(|(s, slot)| Some((s?, slot))) {
         match encode_answer(set.ttl, &set.rdatas, flags) {
             Some(answer) => {
-                table.insert(
-                    EntryKey {
-                        name: wire.clone(),
-                        qtype: slot,
-                    },
-                    answer,
-                );
+                let key = EntryKey {
+                    name: wire.clone(),
+                    qtype: slot,
+                };
+                table.extend(std::iter::once((key, answer)));
             }
             None => skipped.too_large += 1,
         }
@@ -410,6 +468,18 @@ mod tests {
         assert_eq!(same.block, big.block, "equal sections are equal blocks");
         assert!(!table.contains_key(&key("over.example.com.", qtype_slot::AAAA)));
         assert_eq!(skipped.too_large, 1);
+    }
+
+    #[test]
+    fn compiling_on_several_threads_gives_the_same_table() {
+        let many: String = (0..300)
+            .map(|i| format!("n{i} A 10.1.{}.{}\n", i / 256, i % 256))
+            .collect();
+        let store = store_with(&many);
+        let one = compile_in_parallel(&store.snapshot(), usize::MAX);
+        let several = compile_in_parallel(&store.snapshot(), 10);
+        assert_eq!(one, several);
+        assert!(one.0.len() > 300);
     }
 
     #[test]
