@@ -324,14 +324,7 @@ impl FastPath {
         // blocks the replaced and deleted entries leave unreferenced go
         // only after both generations stopped pointing at them and a
         // grace period has passed.
-        for (_, c) in &delta.upsert {
-            if let Some(section) = &c.block {
-                let (id, new) = self.blocks.acquire(section);
-                if new {
-                    self.block_map.insert(id, block_of(section), 0)?;
-                }
-            }
-        }
+        self.acquire_blocks(delta)?;
         let mut released = Vec::new();
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
         for key in replaced {
@@ -363,6 +356,19 @@ impl FastPath {
         Ok(())
     }
 
+    /// Takes a reference to every block `delta` writes, writing new ones.
+    fn acquire_blocks(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+        for (_, c) in &delta.upsert {
+            if let Some(section) = &c.block {
+                let (id, new) = self.blocks.acquire(section);
+                if new {
+                    self.block_map.insert(id, block_of(section), 0)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn write(&mut self, delta: &TableDelta, generation: u8) -> Result<(), XdpError> {
         for (key, answer) in &delta.upsert {
             self.put(key, generation, answer)?;
@@ -387,36 +393,17 @@ impl FastPath {
     /// everything, then resumes in-kernel answers.
     fn rebuild(&mut self, table: Table) -> Result<(), XdpError> {
         self.disable();
-        let tiny: Vec<TinyKey> = self.tiny.keys().filter_map(Result::ok).collect();
-        for k in tiny {
-            let _ = self.tiny.remove(&k);
-        }
-        let blocks: Vec<u32> = self.block_map.keys().filter_map(Result::ok).collect();
-        for k in blocks {
-            let _ = self.block_map.remove(&k);
-        }
+        clear(&mut self.tiny);
+        clear(&mut self.short);
+        clear(&mut self.long);
+        clear(&mut self.block_map);
         self.blocks.clear();
-        let short: Vec<ShortKey> = self.short.keys().filter_map(Result::ok).collect();
-        for k in short {
-            let _ = self.short.remove(&k);
-        }
-        let long: Vec<LongKey> = self.long.keys().filter_map(Result::ok).collect();
-        for k in long {
-            let _ = self.long.remove(&k);
-        }
         self.installed.clear();
         let full = TableDelta {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             delete: Vec::new(),
         };
-        for (_, c) in &full.upsert {
-            if let Some(section) = &c.block {
-                let (id, new) = self.blocks.acquire(section);
-                if new {
-                    self.block_map.insert(id, block_of(section), 0)?;
-                }
-            }
-        }
+        self.acquire_blocks(&full)?;
         self.write(&full, 0)?;
         self.write(&full, 1)?;
         self.current = XdpConfig {
@@ -632,6 +619,15 @@ fn split_key(key: &EntryKey, generation: u8) -> Split {
         });
         fill(&mut k.name);
         Split::Long(k)
+    }
+}
+
+/// Removes every element of `map` (best effort: it runs while the kernel
+/// passes everything).
+fn clear<K: aya::Pod, V: aya::Pod>(map: &mut HashMap<MapData, K, V>) {
+    let keys: Vec<K> = map.keys().filter_map(Result::ok).collect();
+    for k in keys {
+        let _ = map.remove(&k);
     }
 }
 
