@@ -16,7 +16,8 @@ use crate::zone::{Node, Snapshot, Zone, ZoneDiff};
 /// it is split into the short/long key layouts.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EntryKey {
-    pub name: Vec<u8>,
+    /// Shared by a name's A and AAAA entries.
+    pub name: Arc<[u8]>,
     pub qtype: u8,
 }
 
@@ -188,7 +189,7 @@ pub fn compile_diffs(snapshot: &Snapshot, diffs: &[ZoneDiff], installed: &Table)
         if let Some(zone) = snapshot.find_zone(name) {
             compile_name(snapshot, zone, name, &mut fresh, &mut skipped);
         }
-        let wire = lower_wire(name);
+        let wire: Arc<[u8]> = lower_wire(name).into();
         for qtype in [qtype_slot::A, qtype_slot::AAAA] {
             let key = EntryKey {
                 name: wire.clone(),
@@ -260,7 +261,7 @@ fn compile_node(
         skipped.below_cut += 1;
         return;
     }
-    let wire = lower_wire(key);
+    let wire: Arc<[u8]> = lower_wire(key).into();
     // The root has no label to point to: the fallback writes its owner as
     // one zero byte, not as a pointer, so the kernel cannot match it.
     if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
@@ -355,12 +356,13 @@ pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
     sum as u16
 }
 
-/// Lower-cased uncompressed wire form of a name.
+/// Lower-cased uncompressed wire form of a name (a `LowerName`'s labels
+/// are lower-case already).
 pub fn lower_wire(name: &LowerName) -> Vec<u8> {
-    let mut out = Vec::with_capacity(name.len() + 1);
+    let mut out = Vec::with_capacity(name.len() + 2);
     for label in name.iter() {
         out.push(label.len() as u8);
-        out.extend(label.iter().map(u8::to_ascii_lowercase));
+        out.extend_from_slice(label);
     }
     out.push(0);
     out
@@ -404,7 +406,7 @@ mod tests {
 
     fn key(name: &str, qtype: u8) -> EntryKey {
         EntryKey {
-            name: lower_wire(&LowerName::from(Name::from_str(name).unwrap())),
+            name: lower_wire(&LowerName::from(Name::from_str(name).unwrap())).into(),
             qtype,
         }
     }
