@@ -65,7 +65,7 @@ pub fn bench_parse(ctx: XdpContext) -> u32 {
     ) else {
         return XDP_ABORTED;
     };
-    match unsafe { crate::xdpdns_parse(ctx.ctx, s, cfg) } {
+    match crate::xdpdns_parse(ctx.ctx, s, cfg) {
         0 => XDP_PASS,
         _ => XDP_ABORTED,
     }

@@ -71,7 +71,7 @@ pub struct Found {
 pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     let cfg = CONFIG.get_ptr(0).ok_or(PassReason::NotDns)?;
     let s = SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)?;
-    pass_code(unsafe { xdpdns_parse(ctx.ctx, s, cfg) })?;
+    pass_code(xdpdns_parse(ctx.ctx, s, cfg))?;
     let sc = unsafe { &*s };
     let q = &sc.qn;
     let answer = if q.name_len as usize <= TINY_NAME_MAX {
@@ -99,7 +99,7 @@ fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
         // the 512-byte stack together.
         unsafe { (*s).opt_len = edns::xdpdns_build_opt(s, cfg) };
     }
-    pass_code(unsafe { xdpdns_reply(ctx.ctx, s, cfg, answer) })?;
+    pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer))?;
     Ok(qtype)
 }
 
