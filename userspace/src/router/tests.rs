@@ -237,3 +237,46 @@ fn a_tsig_record_out_of_place_gets_formerr_not_an_unsigned_answer() {
         Response::Transfer(_) => panic!("transferred without a verified signature"),
     }
 }
+
+fn reply_cookie(m: &Message) -> Vec<u8> {
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+    match m.edns.as_ref().and_then(|e| e.option(EdnsCode::Cookie)) {
+        Some(EdnsOption::Unknown(_, c)) => c.clone(),
+        other => panic!("no cookie: {other:?}"),
+    }
+}
+
+fn with_cookie(payload: &[u8]) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = 9;
+    m.add_query(Query::query(name("ns1.example.com."), RecordType::A));
+    let mut e = hickory_proto::op::Edns::new();
+    e.options_mut()
+        .insert(hickory_proto::rr::rdata::opt::EdnsOption::Unknown(
+            10,
+            payload.to_vec(),
+        ));
+    m.edns = Some(e);
+    m.to_vec().unwrap()
+}
+
+#[test]
+fn cookies_are_answered_and_malformed_ones_get_formerr() {
+    let (r, _) = router();
+    let peer = ip("198.51.100.9");
+    // A client cookie: the answer, plus client and a fresh server cookie.
+    let (rcode, m) = one(r.respond(&with_cookie(&[7; 8]), Transport::Udp, peer, NOW));
+    assert_eq!(rcode, ResponseCode::NoError);
+    assert_eq!(m.answers.len(), 1);
+    let cookie = reply_cookie(&m);
+    assert_eq!(cookie.len(), 24);
+    assert_eq!(&cookie[..8], &[7; 8]);
+    // Sent back within half an hour from the same address: echoed.
+    let (_, again) = one(r.respond(&with_cookie(&cookie), Transport::Tcp, peer, NOW + 60));
+    assert_eq!(reply_cookie(&again), cookie);
+    // Too short for a client cookie, or between 9 and 15 bytes: FORMERR.
+    for len in [5, 12] {
+        let (rcode, _) = one(r.respond(&with_cookie(&vec![1; len]), Transport::Udp, peer, NOW));
+        assert_eq!(rcode, ResponseCode::FormErr, "{len} bytes");
+    }
+}
