@@ -164,27 +164,6 @@ impl Edns {
         nsid: false,
         cookie: 0,
     };
-
-    /// The same values passed through map memory, so the verifier sees
-    /// unknowns: every combination of options then reaches the rest of
-    /// the program as one state instead of one state each (which would
-    /// exceed its instruction budget several times over).
-    #[inline(always)]
-    pub fn launder(self, s: &mut Scratch) -> Edns {
-        let packed = self.present as u32
-            | (self.dnssec_ok as u32) << 1
-            | (self.nsid as u32) << 2
-            | (self.cookie as u32 & 3) << 3
-            | (self.payload as u32) << 16;
-        let v = launder(s, packed);
-        Edns {
-            present: v & 1 != 0,
-            dnssec_ok: v & 2 != 0,
-            nsid: v & 4 != 0,
-            cookie: ((v >> 3) & 3) as u8,
-            payload: (v >> 16) as u16,
-        }
-    }
 }
 
 /// Whether the kernel can answer `e` at all (checked before the lookup).

@@ -5,7 +5,6 @@ use aya_ebpf::programs::XdpContext;
 use xdpdns_common::PassReason;
 
 use crate::maps::{Scratch, ADDRESSES};
-use crate::question::launder;
 
 const ETH_P_8021Q: u16 = 0x8100;
 const ETH_P_8021AD: u16 = 0x88a8;
@@ -194,16 +193,13 @@ pub fn parse(
             return Err(PassReason::Destination);
         }
     }
-    // Through map memory, so the verifier sees unknowns: the VLAN and
-    // family variants then go on as one state rather than six (every
-    // packet access is bounds-checked on its own).
     Ok(Packet {
-        l3: launder(s, l3),
-        v6: launder(s, v6 as u32) != 0,
-        l4: launder(s, l4),
-        ip_options: launder(s, ip_options),
+        l3,
+        v6,
+        l4,
+        ip_options,
         udp,
-        dns: launder(s, l4 + UDP_LEN),
-        dns_len: launder(s, udp_len - UDP_LEN),
+        dns: l4 + UDP_LEN,
+        dns_len: udp_len - UDP_LEN,
     })
 }

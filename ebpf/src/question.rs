@@ -106,7 +106,6 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
         1 => edns::parse(ctx, s, qstart + name_len + 4, trailing)?,
         _ => return Err(PassReason::ParseError),
     };
-    let edns = edns.launder(s);
     Ok(Question {
         header,
         name_len,
