@@ -103,11 +103,12 @@ fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
     Ok(qtype)
 }
 
-/// The two halves of the answer path are global BPF functions: the
-/// verifier checks each once, on its own, instead of following every
-/// path of the parser through the reply builder (the product would
-/// exceed its instruction budget), and each gets its own stack frame.
-/// They return 0, or a [`PassReason`] plus one.
+/// The parser and the reply builder (and `edns::xdpdns_build_opt`) are
+/// global BPF functions: the verifier checks each once, on its own,
+/// instead of following every path of the parser through the reply
+/// builder (the product would exceed its instruction budget), and each
+/// gets its own stack frame. The parser and the reply builder return 0,
+/// or a [`PassReason`] plus one.
 #[inline(always)]
 fn pass_code(code: u32) -> Result<(), PassReason> {
     match code {
