@@ -540,6 +540,27 @@ fn negative_corpus_passes_unchanged() {
             }
         }
     }
+    // IPv6 sources that are not IPv6 hosts: unspecified, loopback, and
+    // IPv4-mapped.
+    let mut mapped = [0u8; 16];
+    mapped[10] = 0xff;
+    mapped[11] = 0xff;
+    mapped[12..].copy_from_slice(&CLIENT_V4);
+    let mut loopback = [0u8; 16];
+    loopback[15] = 1;
+    for src in [[0u8; 16], loopback, mapped] {
+        let quirks = Quirks {
+            src_v6: Some(src),
+            ..Quirks::default()
+        };
+        let f = frame(Family::V6, 0, &mutated(|_| {}), quirks);
+        let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+        assert_eq!(
+            (out.action, &out.frame),
+            (XDP_PASS, &f),
+            "IPv6 source {src:?}"
+        );
+    }
     // IPv6 extension header, and a non-IP frame.
     let f = frame(
         Family::V6,

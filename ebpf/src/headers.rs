@@ -165,7 +165,10 @@ pub fn parse(
                     (src.add(16) as *const u64).read_unaligned(),
                 )
             };
-            if h[8] == 0xff || (hi == 0 && u64::from_be(lo) <= 1) {
+            // An IPv4-mapped source (::ffff:0:0/96) never belongs on the
+            // wire, and the fallback would see it as IPv4 (its cookie).
+            let lo = u64::from_be(lo);
+            if h[8] == 0xff || (hi == 0 && (lo <= 1 || lo >> 32 == 0xffff)) {
                 return Err(PassReason::Source);
             }
             (true, l3 + IPV6_LEN, payload, 0)
