@@ -311,7 +311,17 @@ fn resolvers(tag: &str, mode: &str) {
 
     // dig with its default client cookie: answered in the kernel with a
     // server cookie; the server cookie sent back is answered there too.
-    let c0 = counters(&srv);
+    // Each step's queries must all have been answered in the kernel.
+    let mut last = counters(&srv);
+    let mut in_kernel = |n: u64, what: &str| {
+        let now = counters(&srv);
+        assert_eq!(
+            answered(&now) - answered(&last),
+            n,
+            "{what}: {last:?} -> {now:?}"
+        );
+        last = now;
+    };
     let out = link.dig(&["www.example.com", "A"]);
     assert!(out.contains("192.0.2.80"), "{out}");
     let cookie = out
@@ -322,20 +332,14 @@ fn resolvers(tag: &str, mode: &str) {
         .to_string();
     assert_eq!(cookie.len(), 48, "client + 16-byte server cookie: {cookie}");
     assert!(out.contains("(good)"), "{out}");
-    let c1 = counters(&srv);
-    assert_eq!(
-        answered(&c1) - answered(&c0),
-        1,
-        "cookie query in kernel: {c1:?}"
-    );
+    in_kernel(1, "cookie query");
     let again = link.dig(&[&format!("+cookie={cookie}"), "www.example.com", "A"]);
     assert!(again.contains("192.0.2.80"), "{again}");
     assert!(
         again.contains(&format!("; COOKIE: {cookie}")),
         "fresh: echoed\n{again}"
     );
-    let c2 = counters(&srv);
-    assert_eq!(answered(&c2) - answered(&c1), 1, "server cookie in kernel");
+    in_kernel(1, "server cookie");
 
     // DO set (+dnssec), and kdig's defaults.
     let out = link.dig(&["+dnssec", "www.example.com", "AAAA"]);
@@ -349,12 +353,7 @@ fn resolvers(tag: &str, mode: &str) {
         &["www.example.com", "A"],
     );
     assert!(out.contains("192.0.2.80"), "{out}");
-    let c3 = counters(&srv);
-    assert_eq!(
-        answered(&c3) - answered(&c2),
-        2,
-        "+dnssec and kdig in kernel: {c3:?}"
-    );
+    in_kernel(2, "+dnssec and kdig");
 
     // An 8-member service is answered in the kernel. A 60-member one
     // (960 bytes of answers) is answered correctly, but on veth its reply
@@ -367,12 +366,8 @@ fn resolvers(tag: &str, mode: &str) {
         out.contains("ANSWER: 8,") && out.contains("10.8.0.8"),
         "{out}"
     );
-    let c4 = counters(&srv);
-    assert_eq!(
-        answered(&c4) - answered(&c3),
-        1,
-        "8 members in kernel: {c3:?} -> {c4:?}"
-    );
+    in_kernel(1, "8 members");
+    let c4 = last;
     let out = link.dig(&["svc.example.com", "A"]);
     assert!(
         out.contains("ANSWER: 60,") && out.contains("10.9.0.60"),
