@@ -161,11 +161,11 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn run(tag: &str, mode: &str) {
-    let link = Link::new(tag);
-    let pass_prog = (mode == "driver").then(|| attach_pass(&link));
-    let dir = TempDir::new("veth");
-    dir.write("zone.db", ZONE);
+/// xdpdns in the server namespace serving `zone` as example.com., XDP
+/// attached to the link in `mode`.
+fn serve_on(link: &Link, mode: &str, tag: &str, zone: &str) -> Server {
+    let dir = TempDir::new(tag);
+    dir.write("zone.db", zone);
     let config = dir.write(
         "xdpdns.toml",
         &format!(
@@ -175,7 +175,13 @@ fn run(tag: &str, mode: &str) {
             link.server_if
         ),
     );
-    let srv = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
+    Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns])
+}
+
+fn run(tag: &str, mode: &str) {
+    let link = Link::new(tag);
+    let pass_prog = (mode == "driver").then(|| attach_pass(&link));
+    let srv = serve_on(&link, mode, "veth", ZONE);
     assert!(
         srv.log().contains(&format!(
             "XDP fast path attached interface={} mode={mode}",
@@ -290,22 +296,11 @@ fn run(tag: &str, mode: &str) {
 fn resolvers(tag: &str, mode: &str) {
     let link = Link::new(tag);
     let _pass = (mode == "driver").then(|| attach_pass(&link));
-    let dir = TempDir::new("veth-resolvers");
     let members: String = (1..=60)
         .map(|i| format!("svc A 10.9.0.{i}\n"))
         .chain((1..=8).map(|i| format!("eight A 10.8.0.{i}\n")))
         .collect();
-    dir.write("zone.db", &format!("{ZONE}{members}"));
-    let config = dir.write(
-        "xdpdns.toml",
-        &format!(
-            "[server]\nlisten = [\"10.211.0.1:53\"]\n\
-             [xdp]\ninterfaces = [\"{}\"]\nmode = \"{mode}\"\n\
-             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
-            link.server_if
-        ),
-    );
-    let srv = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
+    let srv = serve_on(&link, mode, "veth-resolvers", &format!("{ZONE}{members}"));
     let answered =
         |c: &std::collections::HashMap<String, u64>| c["answered_a"] + c["answered_aaaa"];
 
