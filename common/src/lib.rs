@@ -42,7 +42,9 @@ pub const SHORT_NAME_MAX: usize = 64;
 pub const LONG_NAME_BUF: usize = 256;
 /// Largest answer section kept inside a table entry (two A records, or
 /// one AAAA); larger ones live once in the block table and are referenced.
-pub const INLINE_MAX: usize = 36;
+/// With the 8-byte head the value is 40 bytes, so a tiny-key element is
+/// 128 bytes with the kernel's header: one slab object of 128, not 192.
+pub const INLINE_MAX: usize = 32;
 /// Largest answer section the kernel can send (a block). Larger RRsets,
 /// and answers that do not fit the client's UDP size, are the fallback's.
 pub const BLOCK_MAX: usize = 2048;
@@ -93,14 +95,54 @@ pub const fn key_lead(label_len: u8, qtype: u8, generation: u8) -> u8 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Answer {
-    pub len: u16,
-    pub ancount: u16,
+    /// Section length in bits 0..12 (at most [`BLOCK_MAX`]), [`answer_flags`]
+    /// in bits 12..16.
+    len_flags: u16,
     pub csum: u16,
-    /// [`answer_flags`] bits.
-    pub flags: u16,
-    /// Block id when `len > INLINE_MAX`.
-    pub block: u32,
+    /// Block id in bits 0..24 (when the section is not inline), record
+    /// count in bits 24..32 (at most `BLOCK_MAX / 16`).
+    block_count: u32,
     pub data: [u8; INLINE_MAX],
+}
+
+/// Block ids fit in 24 bits of [`Answer`]; the block table never holds more.
+pub const BLOCK_ID_MAX: u32 = (1 << 24) - 1;
+
+impl Answer {
+    /// An entry of `ancount` records, `len` bytes in all, with `flags`
+    /// ([`answer_flags`]); the caller fills `data` or sets a block.
+    pub const fn new(len: u16, ancount: u8, flags: u16) -> Self {
+        Answer {
+            len_flags: (len & 0x0fff) | (flags & 0xf) << 12,
+            csum: 0,
+            block_count: (ancount as u32) << 24,
+            data: [0; INLINE_MAX],
+        }
+    }
+
+    #[inline(always)]
+    pub const fn section_len(&self) -> u16 {
+        self.len_flags & 0x0fff
+    }
+
+    #[inline(always)]
+    pub const fn flags(&self) -> u16 {
+        self.len_flags >> 12
+    }
+
+    #[inline(always)]
+    pub const fn ancount(&self) -> u16 {
+        (self.block_count >> 24) as u16
+    }
+
+    #[inline(always)]
+    pub const fn block(&self) -> u32 {
+        self.block_count & BLOCK_ID_MAX
+    }
+
+    pub fn set_block(&mut self, id: u32) {
+        self.block_count = (self.block_count & !BLOCK_ID_MAX) | (id & BLOCK_ID_MAX);
+    }
 }
 
 /// An answer section too large to inline, stored once and referenced by
@@ -288,8 +330,29 @@ mod tests {
         assert_eq!(core::mem::size_of::<TinyKey>(), 32);
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
         assert_eq!(core::mem::size_of::<LongKey>(), 256);
-        assert_eq!(core::mem::size_of::<Answer>(), 48, "no padding");
+        assert_eq!(core::mem::size_of::<Answer>(), 40, "no padding");
         assert_eq!(core::mem::size_of::<XdpConfig>(), 136, "no padding");
+    }
+
+    #[test]
+    fn answer_head_packs_its_fields_without_overlap() {
+        let max_count = (BLOCK_MAX / 16) as u8;
+        let mut a = Answer::new(BLOCK_MAX as u16, max_count, answer_flags::SIGNED);
+        a.set_block(BLOCK_ID_MAX);
+        assert_eq!(a.section_len() as usize, BLOCK_MAX);
+        assert_eq!(a.ancount(), max_count as u16);
+        assert_eq!(a.flags(), answer_flags::SIGNED);
+        assert_eq!(a.block(), BLOCK_ID_MAX);
+        a.set_block(7);
+        assert_eq!(
+            (a.block(), a.ancount(), a.section_len()),
+            (7, max_count as u16, 2048)
+        );
+        let b = Answer::new(28, 1, 0);
+        assert_eq!(
+            (b.section_len(), b.ancount(), b.flags(), b.block()),
+            (28, 1, 0, 0)
+        );
     }
 
     #[test]

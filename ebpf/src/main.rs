@@ -82,7 +82,7 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
         unsafe { LONG_NAMES.get(&sc.long) }
     };
     let answer = answer.ok_or(PassReason::Miss)?;
-    if answer.flags & answer_flags::SIGNED != 0 && q.edns.dnssec_ok {
+    if answer.flags() & answer_flags::SIGNED != 0 && q.edns.dnssec_ok {
         // Signatures are the fallback's to add.
         return Err(PassReason::Edns);
     }

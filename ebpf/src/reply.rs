@@ -113,7 +113,7 @@ pub fn build(
     ans: &Answer,
     cfg: &XdpConfig,
 ) -> Result<(), PassReason> {
-    let alen = ans.len as u32;
+    let alen = ans.section_len() as u32;
     if alen < 8 || alen > BLOCK_MAX as u32 || alen % 4 != 0 {
         return Err(PassReason::Size);
     }
@@ -121,7 +121,7 @@ pub fn build(
     let block = if alen as usize <= INLINE_MAX {
         None
     } else {
-        Some(unsafe { BLOCKS.get(&ans.block) }.ok_or(PassReason::Miss)?)
+        Some(unsafe { BLOCKS.get(&ans.block()) }.ok_or(PassReason::Miss)?)
     };
     let opt_len = if qn.edns.present {
         edns::built_len(s)?
@@ -152,7 +152,7 @@ pub fn build(
     let mut header = qn.header;
     header[2] = 0x84 | (header[2] & 0x01); // QR, AA, RD copied; opcode 0
     header[3] &= 0x10; // CD copied; RA, Z, AD and RCODE zero
-    header[6..8].copy_from_slice(&ans.ancount.to_be_bytes());
+    header[6..8].copy_from_slice(&ans.ancount().to_be_bytes());
     let _ = store(ctx, pkt.dns, &header);
     sum += csum::words(&header);
 

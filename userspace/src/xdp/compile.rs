@@ -35,7 +35,7 @@ impl Compiled {
     pub fn section(&self) -> &[u8] {
         match &self.block {
             Some(b) => b,
-            None => &self.head.data[..self.head.len as usize],
+            None => &self.head.data[..self.head.section_len() as usize],
         }
     }
 }
@@ -286,14 +286,6 @@ fn compile_node(
 /// owned by a pointer to the question name (0xC00C), class IN. `None`
 /// when it is not A/AAAA or larger than a block.
 pub fn encode_answer(ttl: u32, rdatas: &[RData], flags: u16) -> Option<Compiled> {
-    let mut head = Answer {
-        len: 0,
-        ancount: rdatas.len() as u16,
-        csum: 0,
-        flags,
-        block: 0,
-        data: [0; INLINE_MAX],
-    };
     let record_len = |rd: &RData| match rd {
         RData::A(_) => Some(16),
         RData::AAAA(_) => Some(28),
@@ -306,6 +298,7 @@ pub fn encode_answer(ttl: u32, rdatas: &[RData], flags: u16) -> Option<Compiled>
     if len == 0 || len > BLOCK_MAX {
         return None;
     }
+    let mut head = Answer::new(len as u16, rdatas.len() as u8, flags);
     let mut big = Vec::new();
     let out: &mut [u8] = if len <= INLINE_MAX {
         &mut head.data[..len]
@@ -336,7 +329,6 @@ pub fn encode_answer(ttl: u32, rdatas: &[RData], flags: u16) -> Option<Compiled>
         rec[12..].copy_from_slice(addr);
         at += rec.len();
     }
-    head.len = len as u16;
     head.csum = ones_complement_sum(out);
     Some(Compiled {
         head,
@@ -436,8 +428,8 @@ mod tests {
     fn answers_are_encoded_as_the_fallback_encodes_them() {
         let (table, _) = compile(&store_with("").snapshot());
         let a = &table[&key("www.example.com.", qtype_slot::A)];
-        assert_eq!(a.head.ancount, 2);
-        assert_eq!(a.head.len, 32);
+        assert_eq!(a.head.ancount(), 2);
+        assert_eq!(a.head.section_len(), 32);
         assert!(a.block.is_none(), "two A records are inlined");
         assert_eq!(
             &a.section()[..16],
@@ -446,7 +438,7 @@ mod tests {
         );
         assert_eq!(a.head.csum, ones_complement_sum(a.section()));
         let aaaa = &table[&key("www.example.com.", qtype_slot::AAAA)];
-        assert_eq!(aaaa.head.len, 28);
+        assert_eq!(aaaa.head.section_len(), 28);
     }
 
     #[test]
@@ -463,7 +455,7 @@ mod tests {
             .collect();
         let (table, skipped) = compile(&store_with(&format!("{sixty}{same}{over}")).snapshot());
         let big = &table[&key("big.example.com.", qtype_slot::AAAA)];
-        assert_eq!((big.head.len, big.head.ancount), (1680, 60));
+        assert_eq!((big.head.section_len(), big.head.ancount()), (1680, 60));
         let section = big.block.as_ref().expect("not inlined");
         assert_eq!(big.head.csum, ones_complement_sum(section));
         let same = &table[&key("same.example.com.", qtype_slot::AAAA)];

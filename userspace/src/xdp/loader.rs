@@ -10,8 +10,8 @@ use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use xdpdns_common::{
     counter, edns_option, key_lead, nsid_mode, AddressKey, Answer, AnswerBlock, BenchFrame,
-    LongKey, PassReason, ShortKey, TinyKey, XdpConfig, BENCH_FRAME_MAX, BLOCK_MAX, LONG_NAME_BUF,
-    NSID_MAX, SHORT_NAME_MAX, TINY_NAME_MAX,
+    LongKey, PassReason, ShortKey, TinyKey, XdpConfig, BENCH_FRAME_MAX, BLOCK_ID_MAX, BLOCK_MAX,
+    LONG_NAME_BUF, NSID_MAX, SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
 use super::blocks::BlockIds;
@@ -137,7 +137,11 @@ impl FastPath {
         let entries = capacity.max(16).saturating_mul(2);
         let short_entries = (capacity / 2).max(16).saturating_mul(2);
         let long_entries = (capacity / 16).max(16).saturating_mul(2);
-        let block_entries = (capacity / 8).max(64).saturating_mul(2);
+        // Ids never exceed the block table's size, which fits `Answer`'s 24 bits.
+        let block_entries = (capacity / 8)
+            .max(64)
+            .saturating_mul(2)
+            .min(BLOCK_ID_MAX - 1);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("TINY_NAMES", entries)
             .map_max_entries("SHORT_NAMES", short_entries)
@@ -510,10 +514,11 @@ impl FastPath {
     fn put(&mut self, key: &EntryKey, generation: u8, c: &Compiled) -> Result<(), XdpError> {
         let mut answer = c.head;
         if let Some(section) = &c.block {
-            answer.block = self
-                .blocks
-                .id(section)
-                .expect("acquired before the entries");
+            answer.set_block(
+                self.blocks
+                    .id(section)
+                    .expect("acquired before the entries"),
+            );
         }
         let r = match split_key(key, generation) {
             Split::Tiny(k) => self.tiny.insert(k, answer, 0),
