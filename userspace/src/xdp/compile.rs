@@ -189,7 +189,7 @@ pub fn compile_diffs(snapshot: &Snapshot, diffs: &[ZoneDiff], installed: &Table)
         if let Some(zone) = snapshot.find_zone(name) {
             compile_name(snapshot, zone, name, &mut fresh, &mut skipped);
         }
-        let wire: Arc<[u8]> = lower_wire(name).into();
+        let wire = shared_wire(name);
         for qtype in [qtype_slot::A, qtype_slot::AAAA] {
             let key = EntryKey {
                 name: wire.clone(),
@@ -261,7 +261,7 @@ fn compile_node(
         skipped.below_cut += 1;
         return;
     }
-    let wire: Arc<[u8]> = lower_wire(key).into();
+    let wire = shared_wire(key);
     // The root has no label to point to: the fallback writes its owner as
     // one zero byte, not as a pointer, so the kernel cannot match it.
     if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
@@ -351,13 +351,27 @@ pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
 /// Lower-cased uncompressed wire form of a name (a `LowerName`'s labels
 /// are lower-case already).
 pub fn lower_wire(name: &LowerName) -> Vec<u8> {
-    let mut out = Vec::with_capacity(name.len() + 2);
+    let mut buf = [0u8; 256];
+    wire_into(name, &mut buf).to_vec()
+}
+
+/// `name` in wire form, shared (one allocation, written from a stack
+/// buffer; a million-name compile makes a million of them).
+fn shared_wire(name: &LowerName) -> Arc<[u8]> {
+    let mut buf = [0u8; 256];
+    Arc::from(wire_into(name, &mut buf))
+}
+
+fn wire_into<'b>(name: &LowerName, buf: &'b mut [u8; 256]) -> &'b [u8] {
+    let mut at = 0;
     for label in name.iter() {
-        out.push(label.len() as u8);
-        out.extend_from_slice(label);
+        // A name is at most 255 wire bytes, so this never runs past `buf`.
+        buf[at] = label.len() as u8;
+        buf[at + 1..at + 1 + label.len()].copy_from_slice(label);
+        at += 1 + label.len();
     }
-    out.push(0);
-    out
+    buf[at] = 0;
+    &buf[..at + 1]
 }
 
 fn wire_to_name(wire: &[u8]) -> Option<Name> {
