@@ -8,10 +8,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -20,6 +21,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::watch;
+
+mod listener;
+
+pub use listener::ConnectionLimits;
 
 use crate::registry::model::{BinderSpec, InstanceSpec, Limits, Membership};
 use crate::registry::naming::Networks;
@@ -50,6 +55,8 @@ pub enum ApiError {
     /// The body could not be read: over `registry.limits.max_body_bytes`
     /// (413), or broken off.
     Body(BytesRejection),
+    /// The body did not arrive within `registry.limits.body_timeout_ms`.
+    BodyTimeout,
 }
 
 impl From<BytesRejection> for ApiError {
@@ -82,6 +89,11 @@ impl IntoResponse for ApiError {
                 };
                 (status, None, message)
             }
+            ApiError::BodyTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                None,
+                "request body not received in time (registry.limits.body_timeout_ms)".to_string(),
+            ),
             ApiError::Registry(e) => {
                 let message = e.to_string();
                 match e {
@@ -127,17 +139,39 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-/// Serves `router` on `listener` until `stop` flips.
+/// Serves the API on `listener` until `stop` flips, within the
+/// connection limits of `state.limits`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: ApiState,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })
-        .await
+    let l = state.limits;
+    let limits = ConnectionLimits {
+        max_connections: l.max_connections,
+        max_connections_per_address: l.max_connections_per_address,
+        header_timeout: Duration::from_millis(l.header_timeout_ms),
+    };
+    listener::serve(listener, router(state), limits, stop).await
+}
+
+/// A request body read within `registry.limits.body_timeout_ms` and
+/// `max_body_bytes`. It never rejects by itself, so a handler checks the
+/// token before it looks at the body.
+struct TimedBody(Result<Bytes, ApiError>);
+
+impl FromRequest<ApiState> for TimedBody {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request(req: Request, state: &ApiState) -> Result<Self, Self::Rejection> {
+        let deadline = Duration::from_millis(state.limits.body_timeout_ms);
+        Ok(TimedBody(
+            match tokio::time::timeout(deadline, Bytes::from_request(req, state)).await {
+                Ok(read) => read.map_err(ApiError::Body),
+                Err(_) => Err(ApiError::BodyTimeout),
+            },
+        ))
+    }
 }
 
 pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
@@ -248,7 +282,7 @@ async fn register(
     State(s): State<ApiState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    TimedBody(body): TimedBody,
 ) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
     let spec: InstanceSpec = parse(&body?)?;
@@ -291,7 +325,7 @@ async fn set_status(
     State(s): State<ApiState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    TimedBody(body): TimedBody,
 ) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
     let StatusBody { status } = parse(&body?)?;
@@ -308,7 +342,7 @@ async fn set_owner(
     State(s): State<ApiState>,
     Path(owner): Path<String>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    TimedBody(body): TimedBody,
 ) -> Result<Response, ApiError> {
     authorize(&s, &headers, true)?;
     let OwnerBody { enabled } = parse(&body?)?;

@@ -3,6 +3,7 @@
 //! `journal` is the disk, `service` the tokio shell that ties them to the
 //! zone store.
 
+pub mod census;
 pub mod health;
 pub mod journal;
 pub mod model;

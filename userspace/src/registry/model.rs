@@ -238,6 +238,17 @@ pub struct Limits {
     pub max_aliases: usize,
     /// Largest API request body, in bytes (413 above).
     pub max_body_bytes: usize,
+    /// Instances in the registry (a new one over it gets 422).
+    pub max_instances: usize,
+    /// Instances of one CNS owner.
+    pub max_instances_per_owner: usize,
+    /// Open API connections, in all and from one client address (over
+    /// either, a new connection gets one 503 and is closed).
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
+    /// Time to send a request's headers, and then its body.
+    pub header_timeout_ms: u64,
+    pub body_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -247,6 +258,12 @@ impl Default for Limits {
             max_services: 32,
             max_aliases: 32,
             max_body_bytes: 64 * 1024,
+            max_instances: 100_000,
+            max_instances_per_owner: 10_000,
+            max_connections: 512,
+            max_connections_per_address: 64,
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 10_000,
         }
     }
 }

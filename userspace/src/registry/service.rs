@@ -26,7 +26,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use hickory_proto::rr::{LowerName, Name, RData, Record};
 
+use super::census::Census;
 use super::journal::{Batch, Journal, JournalError};
+use super::model::Limits;
 use super::state::Entry;
 use super::table::{SetChange, Table};
 use super::{HealthPolicy, Instance, InstanceSpec, Naming, Registry, RegistryError, Status};
@@ -91,6 +93,7 @@ pub fn start(
     data_dir: &Path,
     naming: Naming,
     policy: HealthPolicy,
+    limits: Limits,
     batch_delay: Duration,
     store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
     stop: watch::Receiver<bool>,
@@ -138,6 +141,8 @@ pub fn start(
     }));
     let (tx, rx) = mpsc::channel(4096);
     let mut writer = Writer {
+        census: Census::of(&registry),
+        limits,
         registry,
         journal,
         naming,
@@ -186,6 +191,9 @@ pub fn start(
 
 struct Writer {
     registry: Registry,
+    /// Instances in all and per owner, for `limits`.
+    census: Census,
+    limits: Limits,
     journal: Journal,
     naming: Arc<Naming>,
     policy: HealthPolicy,
@@ -260,8 +268,7 @@ impl Writer {
         for (op, reply) in group {
             match self.entry_for(op, now) {
                 Ok(entry) => {
-                    self.registry.apply(&entry);
-                    self.mark_dirty(&entry);
+                    self.apply(&entry);
                     let result = match &entry {
                         Entry::Put { instance } => Some((**instance).clone()),
                         Entry::Renew { id, .. } => self.registry.instances.get(id).cloned(),
@@ -297,8 +304,22 @@ impl Writer {
         };
         if let Entry::Put { instance } = &entry {
             self.naming.check(instance)?;
+            self.census.admit(&self.limits, r, instance)?;
         }
         Ok(entry)
+    }
+
+    /// Applies `entry` to the state, the census and the pending publish.
+    fn apply(&mut self, entry: &Entry) {
+        let id = match entry {
+            Entry::Put { instance } => Some(&instance.id),
+            Entry::Delete { id, .. } => Some(id),
+            Entry::Renew { .. } | Entry::Owner { .. } => None,
+        };
+        let before = id.and_then(|id| self.registry.instances.get(id).cloned());
+        self.registry.apply(entry);
+        self.census.record(before.as_ref(), entry);
+        self.mark_dirty(entry);
     }
 
     /// Journals and syncs a batch. A journal that cannot be written stops
@@ -333,8 +354,7 @@ impl Writer {
                 }
                 _ => {}
             }
-            self.registry.apply(e);
-            self.mark_dirty(e);
+            self.apply(e);
         }
         self.durable(Batch { ts: now, entries })?;
         self.refresh_view();

@@ -45,6 +45,9 @@ pub fn handler_for(config: &Config, running: Option<&Handler>) -> Handler {
     }
 }
 
+/// Worker threads of the control runtime (API, NOTIFY, transfers in).
+const CONTROL_THREADS: usize = 1;
+
 /// Where the propagation state is written, under `transfer.data_dir`.
 pub const STATUS_FILE: &str = "transfer-status.json";
 
@@ -84,9 +87,21 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         .store(Arc::new(config.settings.transfer.clone()));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
+    // Control work (the registry API, NOTIFY, transfers in) runs on a
+    // runtime of its own, so it never holds a thread that answers DNS.
+    let control = ControlRuntime(Some(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(CONTROL_THREADS)
+            .thread_name("xdpdns-control")
+            .enable_all()
+            .build()
+            .context("starting the control runtime")?,
+    ));
+    let control = control.0.as_ref().expect("set above");
 
     // Subscribers before sources, so they see every commit from here on.
     let journaled = start_journal(&router);
+    let in_control = control.enter();
     let notifier = start_notify(
         &config,
         &router,
@@ -94,6 +109,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         stop_rx.clone(),
         &mut tasks,
     );
+    drop(in_control);
     router.store.replace_zones(zones, &[], unix_secs());
     let mut bound_addrs = Vec::new();
     for &addr in &config.server.listen {
@@ -122,12 +138,16 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let mut registry_task = None;
     let mut api_addr = None;
     if let Some(rc) = &config.registry {
-        let (addr, api, writer) = start_registry(&config, rc, &router, stop_rx.clone()).await?;
+        let (addr, api, writer) =
+            start_registry(&config, rc, &router, stop_rx.clone(), control.handle()).await?;
         tasks.push(api);
         registry_task = Some(writer);
         api_addr = Some(addr);
     }
-    start_secondaries(&config, &router, stop_rx.clone(), &mut tasks);
+    {
+        let _in_control = control.enter();
+        start_secondaries(&config, &router, stop_rx.clone(), &mut tasks);
+    }
     // Every zone's secondaries hear of its serial at start-up, once the
     // journal holds it (so their IXFR can be answered from it).
     let version = router.store.snapshot().version();
@@ -197,6 +217,19 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// The control runtime, shut down without blocking when `serve` returns
+/// (a runtime may not be dropped in place inside another one, and on an
+/// error return its tasks are abandoned).
+struct ControlRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for ControlRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
@@ -378,6 +411,7 @@ async fn start_registry(
     rc: &crate::config::RegistryConfig,
     router: &Arc<Router>,
     stop: watch::Receiver<bool>,
+    control: &tokio::runtime::Handle,
 ) -> anyhow::Result<(
     SocketAddr,
     JoinHandle<()>,
@@ -395,6 +429,7 @@ async fn start_registry(
         &rc.data_dir,
         naming,
         rc.health,
+        rc.limits,
         std::time::Duration::from_millis(rc.batch_delay_ms),
         store.clone(),
         stop.clone(),
@@ -416,8 +451,14 @@ async fn start_registry(
         public_reads: rc.public_reads,
         limits: rc.limits,
     };
-    let api = tokio::spawn(async move {
-        if let Err(e) = crate::api::serve(listener, state, stop).await {
+    // Moved to the control runtime's reactor, not served from the DNS one.
+    let listener = listener.into_std()?;
+    let api = control.spawn(async move {
+        let served = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => crate::api::serve(l, state, stop).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = served {
             error!("registry API stopped: {e}");
         }
     });

@@ -1,0 +1,185 @@
+//! The API's accept loop: HTTP/1 (hyper) with a header-read timeout, a
+//! cap on open connections in all and per client address, and a graceful
+//! stop. A connection over a cap gets one `503` in the API's JSON form and
+//! is closed at once, so slow or idle clients cannot pile up file
+//! descriptors (which DNS over TCP shares) nor keep others out.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::debug;
+
+/// How long a stop waits for requests in flight.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
+    /// From a connection's start (or the end of its last response) to the
+    /// end of the next request's headers.
+    pub header_timeout: Duration,
+}
+
+/// Open connections, in all and per client address.
+#[derive(Default)]
+struct Open {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+/// One open connection's place; given back when dropped.
+struct Slot {
+    open: Arc<Mutex<Open>>,
+    address: IpAddr,
+}
+
+impl Slot {
+    fn take(open: &Arc<Mutex<Open>>, address: IpAddr, limits: &ConnectionLimits) -> Option<Slot> {
+        let mut o = open.lock().expect("never held across a panic");
+        let here = o.by_address.get(&address).copied().unwrap_or(0);
+        if o.total >= limits.max_connections || here >= limits.max_connections_per_address {
+            return None;
+        }
+        o.total += 1;
+        *o.by_address.entry(address).or_default() += 1;
+        Some(Slot {
+            open: open.clone(),
+            address,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut o = self.open.lock().expect("never held across a panic");
+        o.total -= 1;
+        if let Some(n) = o.by_address.get_mut(&self.address) {
+            *n -= 1;
+            if *n == 0 {
+                o.by_address.remove(&self.address);
+            }
+        }
+    }
+}
+
+/// The answer to a connection over a cap: written with one non-blocking
+/// send (a fresh socket's buffer takes it whole), then the socket closes.
+const OVER_CAP: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\nconnection: close\r\nretry-after: 1\r\ncontent-length: 103\r\n\r\n\
+{\"error\":\"too many open API connections (registry.limits.max_connections[_per_address])\",\"field\":null}\n";
+
+fn refuse(stream: TcpStream, peer: SocketAddr) {
+    debug!(%peer, "API connection limit reached; refused");
+    let _ = stream.try_write(OVER_CAP);
+}
+
+/// Serves `app` on `listener` until `stop` flips, then lets requests in
+/// flight finish (at most [`STOP_GRACE`]).
+pub(super) async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: ConnectionLimits,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let open = Arc::new(Mutex::new(Open::default()));
+    let mut conns = JoinSet::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset while
+                    // queued: wait a little rather than spin.
+                    debug!(error = %e, "API accept");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            _ = stopped(&mut stop) => break,
+        };
+        let Some(slot) = Slot::take(&open, peer.ip(), &limits) else {
+            refuse(stream, peer);
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let mut stop = stop.clone();
+        conns.spawn(async move {
+            let _slot = slot;
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stopped(&mut stop) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(STOP_GRACE, conn).await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(STOP_GRACE, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refusal_is_one_well_formed_json_response() {
+        let text = std::str::from_utf8(OVER_CAP).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(body.len(), len);
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert!(v["error"].as_str().unwrap().contains("max_connections"));
+    }
+
+    #[test]
+    fn slots_are_counted_in_all_and_per_address_and_given_back() {
+        let limits = ConnectionLimits {
+            max_connections: 3,
+            max_connections_per_address: 2,
+            header_timeout: Duration::from_secs(1),
+        };
+        let open = Arc::new(Mutex::new(Open::default()));
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
+            "127.0.0.1".parse().unwrap(),
+            "127.0.0.2".parse().unwrap(),
+            "127.0.0.3".parse().unwrap(),
+        );
+        let a1 = Slot::take(&open, a, &limits).unwrap();
+        let _a2 = Slot::take(&open, a, &limits).unwrap();
+        assert!(Slot::take(&open, a, &limits).is_none(), "per address");
+        let _b1 = Slot::take(&open, b, &limits).unwrap();
+        assert!(Slot::take(&open, c, &limits).is_none(), "in all");
+        drop(a1);
+        assert!(Slot::take(&open, c, &limits).is_some(), "given back");
+        assert_eq!(open.lock().unwrap().total, 3 - 1);
+    }
+}
