@@ -160,6 +160,86 @@ mod tests {
         assert!(v["error"].as_str().unwrap().contains("max_connections"));
     }
 
+    /// Whether the server closes `stream` within `within` (reading what it
+    /// sends meanwhile).
+    async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 1024];
+        tokio::time::timeout(within, async {
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    #[tokio::test]
+    async fn silent_and_slow_clients_are_cut_off_at_the_header_timeout() {
+        use tokio::io::AsyncWriteExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = ConnectionLimits {
+            max_connections: 8,
+            max_connections_per_address: 8,
+            header_timeout: Duration::from_millis(300),
+        };
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let (_stop_tx, stop) = watch::channel(false);
+        tokio::spawn(serve(listener, app, limits, stop));
+
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        assert!(
+            closed_within(&mut silent, Duration::from_secs(3)).await,
+            "silent client kept"
+        );
+
+        // One header byte every 100 ms, never finishing: cut off at the
+        // header timeout though bytes keep coming.
+        let slow = TcpStream::connect(addr).await.unwrap();
+        let (mut rd, mut wr) = slow.into_split();
+        let drip = tokio::spawn(async move {
+            for _ in 0..100 {
+                if wr.write_all(b"x").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 1024];
+        let eof = tokio::time::timeout(Duration::from_secs(3), async {
+            use tokio::io::AsyncReadExt;
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        drip.abort();
+        assert!(eof.is_ok(), "a client dripping header bytes was kept");
+        assert!(started.elapsed() >= Duration::from_millis(250));
+
+        // A prompt client is served.
+        let mut ok = TcpStream::connect(addr).await.unwrap();
+        ok.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = Vec::new();
+        use tokio::io::AsyncReadExt;
+        ok.read_to_end(&mut reply).await.unwrap();
+        assert!(
+            reply.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+    }
+
     #[test]
     fn slots_are_counted_in_all_and_per_address_and_given_back() {
         let limits = ConnectionLimits {

@@ -1,0 +1,266 @@
+//! Hostile and careless API clients through the real binary: an oversized
+//! registration, the largest one the limits allow, a thousand slow
+//! clients. DNS must keep answering throughout; each test prints the DNS
+//! latency it saw (the figures the closing notes quote) and asserts bounds
+//! loose enough for a shared VM.
+
+use crate::support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hickory_proto::rr::{RData, RecordType};
+
+use support::{eventually, http, query, udp_raw, Server};
+
+const TOKEN: &str = "hostile-token";
+
+fn start() -> Server {
+    Server::start_example(
+        "",
+        &format!(
+            r#"
+[registry]
+listen = "127.0.0.1:0"
+token = "{TOKEN}"
+data_dir = "registry"
+require_opt_in = false
+ns = ["ns1.example.com."]
+hostmaster = "hostmaster.example.com."
+
+[[registry.zone]]
+name = "sd.example."
+networks = ["*"]
+
+[[registry.zone]]
+name = "binder.example."
+"#
+        ),
+    )
+}
+
+fn put(s: &Server, id: &str, body: &str) -> (u16, serde_json::Value) {
+    http(
+        "PUT",
+        &format!("{}/v1/instances/{id}", s.api()),
+        Some(TOKEN),
+        Some(body),
+    )
+}
+
+fn addresses(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("\"10.{}.{}.{}\"", i >> 16 & 255, i >> 8 & 255, i & 255))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// UDP queries to the server every 2 ms, each timed, until stopped.
+struct Probe {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<Duration>>,
+}
+
+impl Probe {
+    fn start(addr: SocketAddr) -> Probe {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let q = query("www.example.com.", RecordType::A, None);
+            let mut seen = Vec::new();
+            // Bounded: at most 60 s of probing.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !flag.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let t = Instant::now();
+                assert!(udp_raw(addr, &q).is_some(), "DNS stopped answering");
+                seen.push(t.elapsed());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            seen
+        });
+        Probe { stop, thread }
+    }
+
+    /// (queries, p99, worst).
+    fn finish(self, what: &str) -> (usize, Duration, Duration) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut seen = self.thread.join().expect("probe");
+        seen.sort();
+        let n = seen.len();
+        assert!(n > 0, "no DNS query completed");
+        let p99 = seen[(n * 99).div_ceil(100) - 1];
+        let worst = seen[n - 1];
+        eprintln!("{what}: {n} DNS queries, p99 {p99:?}, worst {worst:?}");
+        (n, p99, worst)
+    }
+}
+
+#[test]
+fn an_oversized_registration_is_refused_at_once_while_dns_answers() {
+    let s = start();
+    let probe = Probe::start(s.addr);
+    std::thread::sleep(Duration::from_millis(100));
+    let body = format!(
+        r#"{{"owner":"acme","addresses":[{}],"services":["web:80"],"lease_secs":60}}"#,
+        addresses(50_000)
+    );
+    let started = Instant::now();
+    let (code, err) = put(&s, "huge", &body);
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_millis(100));
+    let (_, p99, _) = probe.finish("50,000-address PUT");
+    eprintln!("50,000-address PUT refused in {took:?}");
+    assert_eq!(code, 413, "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("registry.limits.max_body_bytes"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    assert!(p99 < Duration::from_millis(250), "DNS p99 {p99:?}");
+}
+
+#[test]
+fn the_largest_allowed_registration_is_accepted_and_answered() {
+    let s = start();
+    // Every per-registration limit at once: 64 addresses, 32 services,
+    // 32 Binder aliases.
+    let services = (0..32)
+        .map(|i| format!("\"svc{i}:80\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    let aliases = (0..32)
+        .map(|i| format!("\"alias{i}.big.binder.example\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    let body = format!(
+        r#"{{"owner":"acme","addresses":[{}],"services":[{services}],"lease_secs":60,
+            "binder":{{"domain":"big.binder.example","type":"host","aliases":[{aliases}]}}}}"#,
+        addresses(64)
+    );
+    let probe = Probe::start(s.addr);
+    std::thread::sleep(Duration::from_millis(100));
+    let (code, resp) = put(&s, "largest", &body);
+    assert_eq!(code, 200, "{resp}");
+    let count_a = |name: &str| {
+        s.tcp(name, RecordType::A)
+            .answers
+            .iter()
+            .filter(|r| matches!(r.data, RData::A(_)))
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            count_a("largest.inst.acme.sd.example.") == 64
+                && count_a("svc31.svc.acme.sd.example.") == 64
+                && count_a("alias31.big.binder.example.") == 64
+        }),
+        "the instance, its last service and its last alias answer all 64 addresses"
+    );
+    let (_, p99, _) = probe.finish("largest allowed registration");
+    assert!(p99 < Duration::from_millis(250), "DNS p99 {p99:?}");
+    // One over any limit is refused naming it.
+    let (code, err) = put(
+        &s,
+        "over",
+        &body.replace("\"svc0:80\"", "\"svc0:80\",\"svc32:80\""),
+    );
+    assert_eq!(
+        (code, err["field"].as_str()),
+        (422, Some("services")),
+        "{err}"
+    );
+}
+
+/// A connection from `source` (a loopback address of the test's choice).
+fn connect_from(source: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    sock.bind(&format!("{source}:0").parse::<SocketAddr>().unwrap().into())?;
+    sock.connect(&to.into())?;
+    Ok(sock.into())
+}
+
+/// Raises this process's open-file limit to its hard limit (1,000 client
+/// sockets do not fit the usual soft 1,024 beside everything else).
+fn raise_nofile() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain getrlimit/setrlimit on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 {
+            l.rlim_cur = l.rlim_max.min(65_536);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
+#[test]
+fn a_thousand_slow_api_clients_stop_neither_registrations_nor_dns_over_tcp() {
+    raise_nofile();
+    let s = start();
+    let api: SocketAddr = s.api().trim_start_matches("http://").parse().unwrap();
+    // 1,000 clients from four addresses, each sending one byte of a
+    // request a second.
+    let mut slow = Vec::new();
+    for i in 0..1000 {
+        let source = format!("127.0.0.{}", 2 + i % 4);
+        if let Ok(c) = connect_from(&source, api) {
+            slow.push(c);
+        }
+    }
+    assert_eq!(slow.len(), 1000, "every slow client connected");
+    let request = b"PUT /v1/instances/slow HTTP/1.1\r\nHost: x\r\n";
+    let started = Instant::now();
+    let mut registered = 0;
+    let mut tcp_answers = 0;
+    for round in 0..5 {
+        for c in &mut slow {
+            let _ = c.write(&request[round..round + 1]);
+        }
+        let body = format!(
+            r#"{{"owner":"acme","addresses":["10.9.0.{round}"],"services":["web:80"],"lease_secs":60}}"#
+        );
+        let t = Instant::now();
+        let (code, err) = put(&s, &format!("fast{round}"), &body);
+        assert_eq!(
+            code, 200,
+            "registration {round} during the slow clients: {err}"
+        );
+        eprintln!(
+            "registration {round} with 1,000 slow clients open: {:?}",
+            t.elapsed()
+        );
+        registered += 1;
+        let answer = s.tcp(&format!("fast{round}.inst.acme.sd.example."), RecordType::A);
+        if !answer.answers.is_empty() {
+            tcp_answers += 1;
+        }
+        std::thread::sleep(Duration::from_secs(1).saturating_sub(t.elapsed()));
+    }
+    assert_eq!(registered, 5);
+    assert!(tcp_answers >= 4, "DNS over TCP answered {tcp_answers} of 5");
+    // Over the per-address cap, the rest were told so and closed.
+    let mut refused = 0;
+    for c in &mut slow {
+        c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = [0u8; 512];
+        if let Ok(n) = c.read(&mut buf) {
+            if buf[..n].starts_with(b"HTTP/1.1 503") {
+                refused += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{refused} of 1,000 slow clients refused at the per-address cap; {:?} in all",
+        started.elapsed()
+    );
+    assert!(refused >= 1000 - 4 * 64, "{refused} refused");
+}
