@@ -58,6 +58,7 @@ fn axfr(rt: &tokio::runtime::Runtime, addr: SocketAddr, zone: &Name) -> (Vec<Rec
             None,
             None,
             Duration::from_secs(300),
+            usize::MAX,
         ))
         .expect("AXFR");
     let took = t0.elapsed();

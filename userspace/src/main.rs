@@ -131,10 +131,38 @@ fn init_logging(level: &str) {
 fn run_serve(config: PathBuf, ready_file: Option<PathBuf>) -> anyhow::Result<()> {
     // Parse once up front so logging uses the configured level.
     init_logging(&Config::load(&config)?.log.level);
+    raise_open_file_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(serve(config, ready_file))
+}
+
+/// DNS over TCP, the API and transfers all hold sockets: the soft limit
+/// on open files (often 1,024) goes up to the hard one, as NSD and Knot
+/// do, so the configured connection caps are what limits them.
+fn raise_open_file_limit() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && {
+            l.rlim_cur = if l.rlim_max == libc::RLIM_INFINITY {
+                1 << 20
+            } else {
+                l.rlim_max
+            };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0
+        }
+    };
+    if !raised {
+        tracing::warn!(
+            "cannot raise the open-file limit: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 fn run_agent(config: PathBuf) -> anyhow::Result<()> {

@@ -35,6 +35,15 @@ pub struct TransferConfig {
     pub poll_timeout_secs: u64,
     /// Secondary zones: timeout of each query/transfer to a primary.
     pub primary_timeout_ms: u64,
+    /// Outgoing transfers (AXFR/IXFR served) at once; more are REFUSED
+    /// (BIND's `transfers-out`).
+    pub max_transfers_out: usize,
+    /// Incoming transfers (secondary zones refreshing) at once; more wait
+    /// (BIND's `transfers-in`).
+    pub max_transfers_in: usize,
+    /// Records one incoming transfer may carry; a larger one is abandoned
+    /// and the zone keeps what it served (BIND's `max-records`).
+    pub max_transfer_in_records: usize,
 }
 
 impl Default for TransferConfig {
@@ -55,6 +64,9 @@ impl Default for TransferConfig {
             poll_interval_ms: 500,
             poll_timeout_secs: 300,
             primary_timeout_ms: 10_000,
+            max_transfers_out: crate::transfer::MAX_TRANSFERS_OUT,
+            max_transfers_in: 10,
+            max_transfer_in_records: 10_000_000,
         }
     }
 }
@@ -211,6 +223,7 @@ impl Config {
             default_acl,
             zone_acl,
             notify_acl,
+            max_transfers_out: self.transfer.max_transfers_out,
         })
     }
 

@@ -5,6 +5,7 @@
 //! [`Transfer`] the socket shell writes message by message.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -37,6 +38,8 @@ pub struct Router {
     pub notify_sink: OnceLock<Box<dyn NotifySink>>,
     /// Per-packet log lines (refusals, bad signatures), rate-limited.
     log_limit: LogLimit,
+    /// Outgoing transfers being written.
+    transfers_out: Arc<AtomicUsize>,
 }
 
 impl AsRef<ZoneStore> for Router {
@@ -56,6 +59,7 @@ impl Router {
             journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
             notify_sink: OnceLock::new(),
             log_limit: LogLimit::default(),
+            transfers_out: Arc::default(),
         }
     }
     /// The same router answering IXFR from `journal`.
@@ -101,6 +105,27 @@ pub struct Transfer {
     req: Request,
     signer: Option<ReplySigner>,
     now: u64,
+    _slot: OutgoingSlot,
+}
+
+/// One of `max_transfers_out` places, held while a transfer is written.
+struct OutgoingSlot(Arc<AtomicUsize>);
+
+impl OutgoingSlot {
+    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<OutgoingSlot> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| OutgoingSlot(count.clone()))
+    }
+}
+
+impl Drop for OutgoingSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Transfer {
@@ -203,11 +228,23 @@ impl Router {
         match outbound::plan(&snapshot, &self.journal, &req, transport) {
             Plan::Reply(r) => one(handler.encode(&req, &r, transport)),
             plan => {
+                let Some(slot) = OutgoingSlot::take(&self.transfers_out, policy.max_transfers_out)
+                else {
+                    if let Some(held_back) = self.log_limit.admit("transfers_out", now) {
+                        warn!(%peer, zone = %req.query.name(), max = policy.max_transfers_out, held_back, "transfer refused: transfer.max_transfers_out are running");
+                    }
+                    return one(handler.encode(
+                        &req,
+                        &Reply::error(ResponseCode::Refused),
+                        transport,
+                    ));
+                };
                 let t = Transfer {
                     plan,
                     req,
                     signer,
                     now,
+                    _slot: slot,
                 };
                 let (kind, records) = t.describe();
                 info!(%peer, zone = %t.req.query.name(), asked = %qtype, kind, records, from_serial = t.req.ixfr_serial, "outgoing transfer");

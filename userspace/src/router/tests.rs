@@ -280,3 +280,23 @@ fn cookies_are_answered_and_malformed_ones_get_formerr() {
         assert_eq!(rcode, ResponseCode::FormErr, "{len} bytes");
     }
 }
+
+#[test]
+fn transfers_over_max_transfers_out_are_refused_until_one_ends() {
+    let (r, _) = router();
+    let mut policy = (**r.transfer.load()).clone();
+    policy.max_transfers_out = 1;
+    r.transfer.store(Arc::new(policy));
+    let axfr = bytes(&message(OpCode::Query, "example.com.", RecordType::AXFR));
+    let local = ip("127.0.0.1");
+    let Response::Transfer(first) = r.respond(&axfr, Transport::Tcp, local, NOW) else {
+        panic!("the first transfer runs");
+    };
+    let (rcode, _) = one(r.respond(&axfr, Transport::Tcp, local, NOW));
+    assert_eq!(rcode, ResponseCode::Refused, "a second one at once is refused");
+    assert!(first.write(&mut |_| true), "written whole");
+    assert!(
+        matches!(r.respond(&axfr, Transport::Tcp, local, NOW), Response::Transfer(_)),
+        "once it ended, the next one runs"
+    );
+}

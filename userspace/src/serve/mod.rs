@@ -397,6 +397,8 @@ fn start_secondaries(
             store,
             state_dir,
             timeout: config.transfer.primary_timeout(),
+            max_transfers: config.transfer.max_transfers_in,
+            max_records: config.transfer.max_transfer_in_records,
         },
         stop,
     );

@@ -171,6 +171,7 @@ pub async fn transfer(
     our_soa: Option<Record>,
     key: Option<&TSigner>,
     timeout: Duration,
+    max_records: usize,
 ) -> Result<XfrOutcome, ClientError> {
     let io = |e| ClientError::Io(server, e);
     let (qtype, authority) = match (kind, &our_soa) {
@@ -187,7 +188,7 @@ pub async fn transfer(
             RData::SOA(s) => Some(s.serial),
             _ => None,
         });
-        let mut reader = XfrReader::new(zone.clone(), ours);
+        let mut reader = XfrReader::new(zone.clone(), ours).with_max_records(max_records);
         let mut buf = Vec::new();
         loop {
             let mut len = [0u8; 2];

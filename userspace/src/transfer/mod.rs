@@ -30,7 +30,7 @@ pub use tsig::Keyring;
 
 /// Who may transfer which zone and who may NOTIFY which secondary zone;
 /// swapped whole on reload.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct TransferPolicy {
     pub keyring: Keyring,
     /// For zones without their own `allow_transfer`.
@@ -38,6 +38,23 @@ pub struct TransferPolicy {
     pub zone_acl: HashMap<LowerName, Acl>,
     /// Secondary zones, each with the ACL its NOTIFYs must pass.
     pub notify_acl: HashMap<LowerName, Acl>,
+    /// Outgoing transfers at once (`[transfer] max_transfers_out`).
+    pub max_transfers_out: usize,
+}
+
+/// `[transfer] max_transfers_out` by default (BIND's default too).
+pub const MAX_TRANSFERS_OUT: usize = 10;
+
+impl Default for TransferPolicy {
+    fn default() -> Self {
+        TransferPolicy {
+            keyring: Keyring::default(),
+            default_acl: Acl::default(),
+            zone_acl: HashMap::new(),
+            notify_acl: HashMap::new(),
+            max_transfers_out: MAX_TRANSFERS_OUT,
+        }
+    }
 }
 
 impl TransferPolicy {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
 use super::client::{self, ClientError, XfrKind};
@@ -35,6 +35,10 @@ pub struct Secondaries {
     /// Where the time of each zone's last good refresh is kept.
     pub state_dir: Option<PathBuf>,
     pub timeout: Duration,
+    /// Transfers in at once, over all zones (`transfer.max_transfers_in`).
+    pub max_transfers: usize,
+    /// Records one transfer may carry (`transfer.max_transfer_in_records`).
+    pub max_records: usize,
 }
 
 /// Starts one task per secondary zone; returns the sender that accepted
@@ -49,6 +53,7 @@ pub fn start(
     let (tx, mut rx) = mpsc::unbounded_channel::<Name>();
     let mut senders = HashMap::new();
     let mut tasks = Vec::new();
+    let transfers = Arc::new(Semaphore::new(s.max_transfers.max(1)));
     for zone in s.zones {
         let (ztx, zrx) = mpsc::channel(1);
         senders.insert(LowerName::new(&zone.zone), ztx);
@@ -57,6 +62,8 @@ pub fn start(
             store: s.store.clone(),
             state_dir: s.state_dir.clone(),
             timeout: s.timeout,
+            transfers: transfers.clone(),
+            max_records: s.max_records,
         };
         tasks.push(tokio::spawn(task.run(zrx, stop.clone())));
     }
@@ -105,6 +112,9 @@ struct ZoneTask {
     store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
     state_dir: Option<PathBuf>,
     timeout: Duration,
+    /// Shared by every zone: transfers in at once.
+    transfers: Arc<Semaphore>,
+    max_records: usize,
 }
 
 impl ZoneTask {
@@ -194,11 +204,14 @@ impl ZoneTask {
         } else {
             XfrKind::Axfr
         };
+        // The SOA check above is cheap; only the transfer waits its turn.
+        let _turn = self.transfers.acquire().await.expect("never closed");
+        let (timeout, max) = (self.timeout, self.max_records);
         let outcome =
-            match client::transfer(primary, zone, kind, ours.clone(), key, self.timeout).await {
+            match client::transfer(primary, zone, kind, ours.clone(), key, timeout, max).await {
                 // Some primaries refuse IXFR outright; fall back to AXFR.
                 Err(ClientError::Rcode(_, _)) if kind == XfrKind::Ixfr => {
-                    client::transfer(primary, zone, XfrKind::Axfr, None, key, self.timeout).await?
+                    client::transfer(primary, zone, XfrKind::Axfr, None, key, timeout, max).await?
                 }
                 other => other?,
             };

@@ -16,6 +16,8 @@ pub enum XfrError {
     AfterEnd,
     #[error("an incremental transfer diff lacks its new SOA")]
     DiffWithoutSoa,
+    #[error("the transfer carries more than {0} records (transfer.max_transfer_in_records)")]
+    TooLarge(usize),
 }
 
 /// What a transfer carried.
@@ -42,6 +44,9 @@ enum State {
 pub struct XfrReader {
     zone: Name,
     ours: Option<u32>,
+    /// Records read so far, and how many may come.
+    records: usize,
+    max_records: usize,
     first: Option<Record>,
     diffs: Vec<ZoneDiff>,
     state: State,
@@ -59,10 +64,18 @@ impl XfrReader {
         XfrReader {
             zone,
             ours,
+            records: 0,
+            max_records: usize::MAX,
             first: None,
             diffs: Vec::new(),
             state: State::Start,
         }
+    }
+
+    /// Refuses a transfer of more than `max` records as it arrives.
+    pub fn with_max_records(mut self, max: usize) -> XfrReader {
+        self.max_records = max;
+        self
     }
 
     fn final_serial(&self) -> u32 {
@@ -70,6 +83,10 @@ impl XfrReader {
     }
 
     pub fn push(&mut self, r: Record) -> Result<(), XfrError> {
+        self.records += 1;
+        if self.records > self.max_records {
+            return Err(XfrError::TooLarge(self.max_records));
+        }
         let end = self.final_serial();
         let soa = soa_serial(&r).filter(|_| r.name == self.zone);
         self.state = match std::mem::replace(&mut self.state, State::Start) {

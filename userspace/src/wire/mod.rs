@@ -227,11 +227,17 @@ pub fn udp_reply_limit(req: &Request, server: &ServerEdns) -> usize {
     }
 }
 
+/// TC in the third header byte.
+const TC_BIT: u8 = 0x02;
+
 /// The least a resource record takes on the wire.
 const MIN_RECORD_LEN: usize = 11;
 
 /// Encodes `reply` for `req`. If it would exceed `limit` bytes, the reply
-/// becomes the question alone with TC=1 (the client retries over TCP).
+/// becomes the question alone (and OPT) with TC=1: over UDP the client
+/// retries over TCP; over TCP (limit 65,535) this is what NSD sends for an
+/// answer that no DNS message can hold (Knot sends SERVFAIL). A partial
+/// RRset is never sent.
 pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerEdns) -> Vec<u8> {
     let mut msg = Message::new(req.id, MessageType::Response, req.op_code);
     let meta = &mut msg.metadata;
@@ -254,7 +260,9 @@ pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerE
         msg.additionals.clone_from(&reply.additional);
     }
     match msg.to_bytes() {
-        Ok(bytes) if fits && bytes.len() <= limit => return bytes,
+        // The encoder cuts at 65,535 bytes by itself, setting TC: that
+        // partial reply (without its OPT) is not sent either.
+        Ok(bytes) if fits && bytes.len() <= limit && bytes[2] & TC_BIT == 0 => return bytes,
         Ok(_) => {}
         // Only an unencodable record gets here (e.g. an oversized name
         // from a wildcard expansion): the client is told we failed.
@@ -459,5 +467,35 @@ mod tests {
         };
         let whole = Message::from_vec(&encode_reply(&req, &thousand, 65535, &server())).unwrap();
         assert_eq!(whole.answers.len(), 1000, "what fits is sent whole");
+    }
+
+    #[test]
+    fn an_answer_no_message_can_hold_is_the_question_with_tc_over_tcp_too() {
+        let mut edns = Edns::new();
+        edns.set_max_payload(1232);
+        let req = parse_request(&query_bytes("a.example.", Some(edns))).unwrap();
+        // 5,000 A records: 80 KB, over the 65,535 bytes of any message,
+        // though not over it at the least size per record.
+        let reply = Reply {
+            authoritative: true,
+            answers: (0..5000u32)
+                .map(|i| {
+                    Record::from_rdata(
+                        Name::from_str("a.example.").unwrap(),
+                        60,
+                        hickory_proto::rr::RData::A(hickory_proto::rr::rdata::A::from(
+                            std::net::Ipv4Addr::from(0x0a00_0000 + i),
+                        )),
+                    )
+                })
+                .collect(),
+            ..Reply::default()
+        };
+        let bytes = encode_reply(&req, &reply, u16::MAX as usize, &server());
+        let m = Message::from_vec(&bytes).unwrap();
+        assert!(m.metadata.truncation);
+        assert!(m.answers.is_empty(), "no partial RRset");
+        assert_eq!(m.queries.len(), 1);
+        assert!(m.edns.is_some(), "OPT kept, as NSD does");
     }
 }

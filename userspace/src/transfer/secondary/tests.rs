@@ -139,3 +139,12 @@ fn soa_timers_decide_refresh_retry_and_expiry() {
     );
     assert!(!schedule(None, false, None).expired, "nothing to expire");
 }
+
+#[test]
+fn a_transfer_over_the_record_limit_is_abandoned_as_it_arrives() {
+    let mut r = XfrReader::new(name("example.net."), None).with_max_records(3);
+    for rec in [soa(1), a(1), a(2)] {
+        r.push(rec).unwrap();
+    }
+    assert_eq!(r.push(a(3)), Err(XfrError::TooLarge(3)));
+}
