@@ -265,3 +265,110 @@ fn sigterm_drains_and_exits_cleanly() {
     assert!(srv.log().contains("stopped"));
     assert!(tcp_closed_within(&mut open, Duration::from_secs(1)));
 }
+
+/// Every key the README lists as reloadable takes effect on SIGHUP:
+/// `[identity]` (server id, NSID), `server.udp_payload`, the cookie
+/// secret file, and the transfer ACL (zone files: the test above).
+#[test]
+fn sighup_applies_every_reloadable_key() {
+    use hickory_proto::op::Message;
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption, NSIDPayload};
+    use hickory_proto::rr::DNSClass;
+
+    let config = |id: &str, nsid: &str, payload: u16, xfr_from: &str| {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_payload = {payload}\n\
+             [identity]\nserver_id = \"{id}\"\nnsid = \"{nsid}\"\n\
+             [cookies]\nsecret_file = \"cookie.secret\"\n\
+             [transfer]\nallow_transfer = [{{ from = [\"{xfr_from}\"] }}]\n\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n"
+        )
+    };
+    let dir = TempDir::new("reload-keys");
+    dir.write("zone.db", &zone(1, "192.0.2.80"));
+    dir.write("cookie.secret", "000102030405060708090a0b0c0d0e0f\n");
+    let path = dir.write("xdpdns.toml", &config("one", "n-one", 1232, "192.0.2.0/24"));
+    let srv = Server::start_with_config(dir, path.clone());
+
+    let ask = |q: &[u8]| Message::from_vec(&udp_raw(srv.addr, q).expect("UDP reply")).unwrap();
+    // What the server says now: id.server, NSID, payload, the COOKIE it
+    // returns for `cookie`, and its answer to an AXFR from loopback.
+    let observe = |cookie: &[u8]| {
+        let id = match &ask(&query_class(
+            "id.server.",
+            RecordType::TXT,
+            DNSClass::CH,
+            None,
+        ))
+        .answers[..]
+        {
+            [r] => match &r.data {
+                RData::TXT(t) => t.to_string(),
+                d => panic!("{d:?}"),
+            },
+            other => panic!("{other:?}"),
+        };
+        let mut e = edns(1232);
+        e.options_mut()
+            .insert(EdnsOption::NSID(NSIDPayload::new(Vec::new()).unwrap()));
+        e.options_mut()
+            .insert(EdnsOption::Unknown(10, cookie.to_vec()));
+        let opt = ask(&query("www.example.com.", RecordType::A, Some(e)))
+            .edns
+            .expect("OPT");
+        let nsid = match opt.option(EdnsCode::NSID) {
+            Some(EdnsOption::NSID(p)) => String::from_utf8(p.as_ref().to_vec()).unwrap(),
+            other => panic!("NSID: {other:?}"),
+        };
+        let cookie = match opt.option(EdnsCode::Cookie) {
+            Some(EdnsOption::Unknown(_, c)) => c.clone(),
+            other => panic!("COOKIE: {other:?}"),
+        };
+        let mut tcp = srv.tcp_connect();
+        tcp_send(&mut tcp, &query("example.com.", RecordType::AXFR, None));
+        let axfr = Message::from_vec(&tcp_recv(&mut tcp).expect("AXFR reply")).unwrap();
+        (
+            id,
+            nsid,
+            opt.max_payload(),
+            cookie,
+            axfr.metadata.response_code,
+        )
+    };
+    let (id, nsid, payload, cookie, xfr) = observe(b"clientck");
+    assert_eq!(
+        (id.as_str(), nsid.as_str(), payload),
+        ("one", "n-one", 1232)
+    );
+    assert_eq!(
+        xfr,
+        ResponseCode::Refused,
+        "loopback not in the transfer ACL"
+    );
+    assert_eq!(cookie.len(), 24);
+    // A valid server cookie comes back as it was sent.
+    assert_eq!(observe(&cookie).3, cookie);
+
+    std::fs::write(&path, config("two", "n-two", 1400, "127.0.0.0/8")).unwrap();
+    // A new secret with no previous one: cookies made before are invalid.
+    std::fs::write(
+        srv.dir.0.join("cookie.secret"),
+        "f0e0d0c0b0a090807060504030201000\n",
+    )
+    .unwrap();
+    srv.signal("HUP");
+    assert!(
+        srv.wait_log("reload done", Duration::from_secs(10)),
+        "{}",
+        srv.log()
+    );
+    let (id2, nsid2, payload2, cookie2, xfr2) = observe(&cookie);
+    assert_eq!(
+        (id2.as_str(), nsid2.as_str(), payload2),
+        ("two", "n-two", 1400)
+    );
+    assert_eq!(xfr2, ResponseCode::NoError, "loopback now allowed");
+    assert_eq!(cookie2[..8], cookie[..8], "the client cookie is echoed");
+    assert_ne!(cookie2, cookie, "the old server cookie no longer validates");
+    assert_eq!(observe(&cookie2).3, cookie2, "the new one does");
+}

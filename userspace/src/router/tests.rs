@@ -293,10 +293,17 @@ fn transfers_over_max_transfers_out_are_refused_until_one_ends() {
         panic!("the first transfer runs");
     };
     let (rcode, _) = one(r.respond(&axfr, Transport::Tcp, local, NOW));
-    assert_eq!(rcode, ResponseCode::Refused, "a second one at once is refused");
+    assert_eq!(
+        rcode,
+        ResponseCode::Refused,
+        "a second one at once is refused"
+    );
     assert!(first.write(&mut |_| true), "written whole");
     assert!(
-        matches!(r.respond(&axfr, Transport::Tcp, local, NOW), Response::Transfer(_)),
+        matches!(
+            r.respond(&axfr, Transport::Tcp, local, NOW),
+            Response::Transfer(_)
+        ),
         "once it ended, the next one runs"
     );
 }
