@@ -53,6 +53,10 @@ pub struct History {
     records: usize,
     /// Diff frames in the zone's file since its snapshot.
     pub file_diffs: usize,
+    /// The file could not be written: its end may be damaged, so nothing
+    /// is appended to it until a rewrite succeeds (an append after damage
+    /// would be lost at the next start, which stops reading there).
+    pub file_damaged: bool,
 }
 
 /// What the zone's file needs after a diff was pushed.

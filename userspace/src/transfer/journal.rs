@@ -128,8 +128,8 @@ impl IxfrJournal {
             };
             let history = zones.entry(key).or_default();
             match history.push(diff, zone.record_count(), now, &self.limits) {
-                Persist::Append => self.append(zone, history, diff, now),
-                Persist::Rewrite => self.rewrite(zone, history),
+                Persist::Append if !history.file_damaged => self.append(zone, history, diff, now),
+                Persist::Append | Persist::Rewrite => self.rewrite(zone, history),
             }
         }
     }
@@ -181,7 +181,15 @@ impl IxfrJournal {
         let wrote = OpenOptions::new()
             .append(true)
             .open(&path)
-            .and_then(|mut f| f.write_all(&frame).and_then(|_| f.sync_data()));
+            .and_then(|mut f| {
+                let end = f.metadata()?.len();
+                let written = f.write_all(&frame).and_then(|_| f.sync_data());
+                if written.is_err() {
+                    // Best effort: cut a partial frame off again.
+                    let _ = f.set_len(end).and_then(|_| f.sync_data());
+                }
+                written
+            });
         match wrote {
             Ok(()) => history.file_diffs += 1,
             Err(e) => {
@@ -213,9 +221,14 @@ impl IxfrJournal {
             Ok(())
         })();
         match result {
-            Ok(()) => history.file_diffs = 0,
+            Ok(()) => {
+                history.file_diffs = 0;
+                history.file_damaged = false;
+            }
             Err(e) => {
-                warn!(file = %path.display(), "journal: cannot write ({e}); IXFR history after a restart may be lost")
+                history.file_damaged = true;
+                let _ = std::fs::remove_file(&tmp);
+                warn!(file = %path.display(), "journal: cannot write ({e}); the next change rewrites the file, IXFR history after a restart may be lost until then")
             }
         }
     }

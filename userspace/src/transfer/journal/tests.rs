@@ -336,3 +336,83 @@ fn a_serial_that_does_not_move_forward_restarts_the_history() {
         "history before the reset is unusable"
     );
 }
+
+/// A tmpfs of `kib` KiB at `dir`, unmounted when dropped: a file system
+/// that fills up, so writes fail part-way as on a full disk.
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    fn mount(dir: &Path, kib: u32) -> SmallFs {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mounting a tmpfs needs root (as the rest of the suite)");
+        SmallFs(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A diff whose append fails part-way (disk full), then a rewrite that
+/// fails too: the change after them, once there is space again, must not
+/// be appended behind the damage (a restart stops reading there) but
+/// rewrite the file, so a restart recovers every change.
+#[test]
+fn after_a_failed_append_and_rewrite_the_next_change_is_not_lost() {
+    let dir = tmpdir("full");
+    let fs = SmallFs::mount(&dir, 64);
+    let journal_dir = dir.join("journal");
+    let (journal, _) = IxfrJournal::open(&journal_dir, JournalLimits::default()).unwrap();
+    let s = store_with(Arc::new(journal));
+    s.replace_zones(vec![base_zone()], &[]);
+    let origin = name("example.com.");
+    s.update(&origin, &change(1)).unwrap();
+
+    // Fill the file system to the last byte.
+    let filler = dir.join("filler");
+    {
+        let mut f = File::create(&filler).unwrap();
+        while f.write_all(&[0u8; 512]).is_ok() {}
+        while f.write_all(&[0u8; 1]).is_ok() {}
+    }
+    let big = Record::from_rdata(
+        name("big.example.com."),
+        60,
+        RData::TXT(TXT::new((0..40).map(|i| format!("{i:0>200}")).collect())),
+    );
+    s.update(&origin, &[Change::Add(big)]).unwrap();
+    assert!(
+        s.journal.zones.lock().unwrap()[&LowerName::new(&origin)].file_damaged,
+        "the append and the rewrite failed"
+    );
+
+    std::fs::remove_file(&filler).unwrap();
+    s.update(&origin, &change(2)).unwrap();
+    let serial = s
+        .snapshot()
+        .zone(&LowerName::new(&origin))
+        .unwrap()
+        .serial();
+
+    let (reopened, recovered) = IxfrJournal::open(&journal_dir, JournalLimits::default()).unwrap();
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(recovered[0].serial(), serial, "the last change survives");
+    assert_eq!(
+        set(&recovered[0]),
+        set(&s.snapshot().zone(&LowerName::new(&origin)).unwrap())
+    );
+    assert!(
+        matches!(reopened.ixfr(&recovered[0], 1), Ixfr::Diff(_)),
+        "and the history from serial 1"
+    );
+    drop(fs);
+}
