@@ -408,7 +408,7 @@ fn after_a_failed_append_and_rewrite_the_next_change_is_not_lost() {
     assert_eq!(recovered[0].serial(), serial, "the last change survives");
     assert_eq!(
         set(&recovered[0]),
-        set(&s.snapshot().zone(&LowerName::new(&origin)).unwrap())
+        set(s.snapshot().zone(&LowerName::new(&origin)).unwrap())
     );
     assert!(
         matches!(reopened.ixfr(&recovered[0], 1), Ixfr::Diff(_)),
