@@ -734,6 +734,32 @@ mod tests {
         Config::parse(text, Path::new("/etc/xdpdns/xdpdns.toml"))
     }
 
+    /// The README's configuration reference is TOML this server reads:
+    /// every key it shows exists (unknown keys are errors), with the
+    /// defaults it states.
+    #[test]
+    fn the_readme_configuration_block_parses_with_its_stated_defaults() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("## Configuration").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+        let block = &section[start..start + section[start..].find("```").unwrap()];
+        // The placeholders become values that pass validation.
+        let block = block
+            .replace("\"…base64…\"", "\"c2VjcmV0LXNlY3JldC1zZWNyZXQ=\"")
+            .replace("token = \"…\"", "token = \"t\"");
+        let c = match parse(&block) {
+            Ok(c) => c,
+            Err(e) => panic!("README configuration block: {e}"),
+        };
+        let limits = c.registry.as_ref().unwrap().limits;
+        assert_eq!(limits, crate::registry::model::Limits::default());
+        assert_eq!(c.server, ServerConfig::default());
+        assert_eq!(
+            c.transfer.max_transfers_out,
+            transfer::TransferConfig::default().max_transfers_out
+        );
+    }
+
     #[test]
     fn defaults_and_relative_zone_paths() {
         let c = parse("[[zone]]\norigin = \"example.com\"\nfile = \"zones/example.com.zone\"\n")

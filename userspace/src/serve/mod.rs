@@ -134,7 +134,10 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         tasks.push(tokio::spawn(tcp.run(router.clone(), stop_rx.clone())));
     }
     let port = bound_addrs.first().map_or(0, |a| a.port());
-    let mut kernel = start_fast_path(&config, port, &router);
+    let mut kernel = {
+        let _in_control = control.enter();
+        start_fast_path(&config, port, &router)
+    };
     let mut registry_task = None;
     let mut api_addr = None;
     if let Some(rc) = &config.registry {
@@ -152,7 +155,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     // journal holds it (so their IXFR can be answered from it).
     let version = router.store.snapshot().version();
     let (r, n, mut j) = (router.clone(), notifier.clone(), journaled.clone());
-    tasks.push(tokio::spawn(async move {
+    tasks.push(control.spawn(async move {
         if j.reached(version).await {
             n.announce_all(&r.store.snapshot());
         }
