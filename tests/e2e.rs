@@ -7,6 +7,7 @@ mod support;
 mod architecture;
 mod config_and_reload;
 mod fallback_server;
+mod fuzz;
 mod hostile_input;
 mod malformed_input;
 mod registry_api;

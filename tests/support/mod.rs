@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod frames;
+pub mod mutate;
 pub mod peers;
 pub mod process;
 

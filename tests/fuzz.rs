@@ -1,0 +1,247 @@
+//! Fuzzing in CI, bounded: mutated DNS messages through the request
+//! router (UDP and TCP, transfers and NOTIFY included), mutated zone
+//! files through the parser and checks, mutated registration JSON through
+//! validation and the registry. `XDPDNS_FUZZ_EXECS` sets the executions
+//! per target (default 20,000; the closing notes quote longer runs). The
+//! kernel program's fuzzer is `xdp_differential::fuzzed_queries_*`.
+
+use crate::support::mutate::{executions, mutate, Rng};
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::rr::rdata::opt::EdnsOption;
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use xdpdns::handler::{Handler, Transport};
+use xdpdns::registry::{InstanceSpec, Registry};
+use xdpdns::router::{Response, Router};
+use xdpdns::zone::{load_zone_str, ZoneStore};
+
+const ZONE: &str = include_str!("support/example.com.zone");
+
+fn origin() -> Name {
+    Name::from_ascii("example.com.").unwrap()
+}
+
+fn zone_text() -> String {
+    // The shared test zone without its $INCLUDE (no files here).
+    ZONE.replace("$INCLUDE big.inc", "")
+}
+
+fn message(name: &str, rtype: RecordType, op: OpCode, edns: Option<Edns>) -> Vec<u8> {
+    let mut m = Message::new(0x4242, MessageType::Query, op);
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
+    m.edns = edns;
+    m.to_vec().unwrap()
+}
+
+fn dns_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    let resolver = || {
+        let mut e = Edns::new();
+        e.set_max_payload(1232).set_dnssec_ok(true);
+        e.options_mut()
+            .insert(EdnsOption::Unknown(10, b"clientck".to_vec()));
+        e
+    };
+    let options = || {
+        let mut e = Edns::new();
+        e.set_max_payload(4096);
+        e.options_mut().insert(EdnsOption::Unknown(3, Vec::new())); // NSID
+        e.options_mut()
+            .insert(EdnsOption::Unknown(8, vec![0, 1, 24, 0, 192, 0, 2])); // ECS
+        e.options_mut().insert(EdnsOption::Unknown(12, vec![0; 8])); // padding
+        e.options_mut().insert(EdnsOption::Unknown(
+            10,
+            [
+                b"clientck".as_slice(),
+                &[1, 0, 0, 0, 0x65, 0x5e, 0x8c, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+            ]
+            .concat(),
+        ));
+        e
+    };
+    for name in [
+        "www.example.com.",
+        "alias.example.com.",
+        "x.wild.example.com.",
+        "a.b.ent.example.com.",
+        "host.sub.example.com.",
+        "nope.example.com.",
+        "example.com.",
+        "_sip._udp.example.com.",
+        "other.test.",
+    ] {
+        for rtype in [
+            RecordType::A,
+            RecordType::AAAA,
+            RecordType::MX,
+            RecordType::ANY,
+            RecordType::SRV,
+            RecordType::TXT,
+            RecordType::NS,
+            RecordType::DS,
+        ] {
+            seeds.push(message(name, rtype, OpCode::Query, None));
+        }
+        seeds.push(message(
+            name,
+            RecordType::A,
+            OpCode::Query,
+            Some(resolver()),
+        ));
+        seeds.push(message(
+            name,
+            RecordType::AAAA,
+            OpCode::Query,
+            Some(options()),
+        ));
+    }
+    seeds.push(message(
+        "example.com.",
+        RecordType::AXFR,
+        OpCode::Query,
+        None,
+    ));
+    seeds.push(message(
+        "example.com.",
+        RecordType::SOA,
+        OpCode::Notify,
+        None,
+    ));
+    let mut ixfr = Message::new(7, MessageType::Query, OpCode::Query);
+    ixfr.add_query(Query::query(origin(), RecordType::IXFR));
+    let soa = SOA::new(origin(), origin(), 2026010100, 1, 1, 1, 1);
+    ixfr.authorities
+        .push(Record::from_rdata(origin(), 0, RData::SOA(soa)));
+    seeds.push(ixfr.to_vec().unwrap());
+    seeds
+}
+
+/// Mutated messages through the router: it never panics, every reply is
+/// a DNS message with the query's ID and QR set that fits the transport,
+/// and every transfer writes well-formed messages.
+#[test]
+fn fuzzed_dns_messages_get_well_formed_replies_or_none() {
+    let zone = load_zone_str(&zone_text(), &origin(), Path::new("t.zone")).unwrap();
+    let router = Router::new(ZoneStore::with_zones(vec![zone]), Handler::default());
+    let seeds = dns_seeds();
+    let runs = executions(20_000);
+    let mut rng = Rng::new(0x5eed_d115);
+    let (mut replies, mut transfers) = (0u64, 0u64);
+    let peer: IpAddr = "127.0.0.1".parse().unwrap();
+    for n in 0..runs {
+        let seed = &seeds[rng.below(seeds.len())];
+        let other = &seeds[rng.below(seeds.len())];
+        let input = mutate(&mut rng, seed, other, 1024);
+        let transport = if n % 4 == 0 {
+            Transport::Tcp
+        } else {
+            Transport::Udp
+        };
+        let context = || format!("execution {n}: {input:02x?}");
+        match router.respond(&input, transport, peer, 1_767_225_600) {
+            Response::Drop => {}
+            Response::One(reply) => {
+                replies += 1;
+                let limit = match transport {
+                    Transport::Udp => 1232,
+                    Transport::Tcp => 65535,
+                };
+                assert!(reply.len() <= limit, "{} bytes; {}", reply.len(), context());
+                assert_eq!(reply[..2], input[..2], "reply ID; {}", context());
+                assert!(reply[2] & 0x80 != 0, "QR set; {}", context());
+                if let Err(e) = Message::from_vec(&reply) {
+                    panic!("reply does not parse ({e}); {}", context());
+                }
+            }
+            Response::Transfer(t) => {
+                transfers += 1;
+                let mut bad = None;
+                t.write(&mut |m| {
+                    if let Err(e) = Message::from_vec(&m) {
+                        bad = Some(e.to_string());
+                    }
+                    true
+                });
+                assert!(bad.is_none(), "transfer message: {bad:?}; {}", context());
+            }
+        }
+    }
+    eprintln!("fuzz dns: {runs} executions, {replies} replies, {transfers} transfers, no failure");
+    assert!(replies > runs / 4, "mutations still reach the handler");
+}
+
+/// Mutated zone files: the parser and the checks never panic, and every
+/// error names the file.
+#[test]
+fn fuzzed_zone_files_load_or_fail_with_file_and_line() {
+    let seeds: Vec<Vec<u8>> = vec![
+        zone_text().into_bytes(),
+        b"$ORIGIN example.com.\n$TTL 60\n@ SOA ns1 h ( 1 2 3 4 5 )\n@ NS ns1\nns1 A 192.0.2.1\n\
+          t TXT \"a\\\"b\" \"c\\010d\"\ncaa CAA 0 issue \"ca.example\"\nx \\# 4 0a000001\n\
+          srv SRV 1 2 3 t\nmx MX 10 ns1\nv6 AAAA 2001:db8::1\n"
+            .to_vec(),
+    ];
+    let runs = executions(20_000);
+    let mut rng = Rng::new(0x20_9e5);
+    let (mut loaded, mut refused) = (0u64, 0u64);
+    for n in 0..runs {
+        let seed = &seeds[rng.below(seeds.len())];
+        let other = &seeds[rng.below(seeds.len())];
+        let input = mutate(&mut rng, seed, other, 8192);
+        let text = String::from_utf8_lossy(&input);
+        match load_zone_str(&text, &origin(), Path::new("t.zone")) {
+            Ok(_) => loaded += 1,
+            Err(e) => {
+                refused += 1;
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("t.zone"),
+                    "execution {n}: error without the file: {msg}"
+                );
+            }
+        }
+    }
+    eprintln!("fuzz zone files: {runs} executions, {loaded} loaded, {refused} refused, no failure");
+    assert!(loaded > 0 && refused > 0);
+}
+
+/// Mutated registration JSON: parsing, validation and the registry never
+/// panic, and what validates registers.
+#[test]
+fn fuzzed_registrations_validate_or_are_refused() {
+    let seeds: Vec<Vec<u8>> = [
+        r#"{"owner":"acme","addresses":["10.0.0.1","2001:db8::1"],"services":["web:80","db"],"lease_secs":30}"#,
+        r#"{"owner":"a","addresses":["10.0.0.2"],"status":"down","lease_secs":5,"disabled":true}"#,
+        r#"{"addresses":["10.0.0.3"],"lease_secs":60,"binder":{"domain":"x.binder.example","type":"load_balancer","aliases":["y.binder.example"],"ports":[80,443],"ttl":30,"service":{"type":"service","service":{"srvce":"_http","proto":"_tcp","port":80,"ttl":60}}}}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let runs = executions(20_000);
+    let mut rng = Rng::new(0x7e9);
+    let registry = Registry::default();
+    let (mut parsed, mut registered) = (0u64, 0u64);
+    for n in 0..runs {
+        let seed = &seeds[rng.below(seeds.len())];
+        let other = &seeds[rng.below(seeds.len())];
+        let input = mutate(&mut rng, seed, other, 4096);
+        let Ok(spec) = serde_json::from_slice::<InstanceSpec>(&input) else {
+            continue;
+        };
+        parsed += 1;
+        let id = format!("i{n}");
+        if let Ok(entry) = registry.register(&id, &spec, 1_000) {
+            registered += 1;
+            let json = serde_json::to_string(&entry).expect("an entry serializes");
+            let back: xdpdns::registry::Entry =
+                serde_json::from_str(&json).expect("and reads back");
+            assert_eq!(back, entry, "execution {n}");
+        }
+    }
+    eprintln!("fuzz registrations: {runs} executions, {parsed} parsed, {registered} registered, no failure");
+    assert!(registered > 0);
+}
