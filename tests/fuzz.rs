@@ -209,6 +209,66 @@ fn fuzzed_zone_files_load_or_fail_with_file_and_line() {
     assert!(loaded > 0 && refused > 0);
 }
 
+/// Replaces one node of `v` (chosen at random) with an awkward value, or
+/// repeats or drops array elements and object keys.
+fn mutate_json(rng: &mut Rng, v: &mut serde_json::Value) {
+    use serde_json::{json, Value};
+    let descend = rng.below(3) != 0;
+    match v {
+        Value::Object(m) if descend && !m.is_empty() => {
+            let keys: Vec<String> = m.keys().cloned().collect();
+            let k = &keys[rng.below(keys.len())];
+            match rng.below(8) {
+                0 => {
+                    m.remove(k);
+                }
+                1 => {
+                    m.insert(format!("{k}_x"), json!(1));
+                }
+                _ => mutate_json(rng, m.get_mut(k).unwrap()),
+            }
+        }
+        Value::Array(a) if descend && !a.is_empty() => match rng.below(6) {
+            0 => {
+                let e = a[rng.below(a.len())].clone();
+                let n = 1 + rng.below(100);
+                a.extend(std::iter::repeat_n(e, n));
+            }
+            1 => {
+                a.remove(rng.below(a.len()));
+            }
+            _ => {
+                let i = rng.below(a.len());
+                mutate_json(rng, &mut a[i]);
+            }
+        },
+        _ => {
+            let awkward = [
+                json!(""),
+                json!("a".repeat(300)),
+                json!("10.0.0.1"),
+                json!("::ffff:10.0.0.1"),
+                json!("255.255.255.255"),
+                json!("x..y"),
+                json!("-a-"),
+                json!("ÿ.example"),
+                json!("web:0"),
+                json!("web:65536"),
+                json!("web:80:tcp"),
+                json!(0),
+                json!(-1),
+                json!(4_294_967_296u64),
+                json!(65_536),
+                json!(true),
+                json!(null),
+                json!([]),
+                json!({}),
+            ];
+            *v = awkward[rng.below(awkward.len())].clone();
+        }
+    }
+}
+
 /// Mutated registration JSON: parsing, validation and the registry never
 /// panic, and what validates registers.
 #[test]
@@ -228,7 +288,16 @@ fn fuzzed_registrations_validate_or_are_refused() {
     for n in 0..runs {
         let seed = &seeds[rng.below(seeds.len())];
         let other = &seeds[rng.below(seeds.len())];
-        let input = mutate(&mut rng, seed, other, 4096);
+        // Half the time bytes, half the time values in the JSON tree.
+        let input = if n % 2 == 0 {
+            mutate(&mut rng, seed, other, 4096)
+        } else {
+            let mut v: serde_json::Value = serde_json::from_slice(seed).unwrap();
+            for _ in 0..1 + rng.below(3) {
+                mutate_json(&mut rng, &mut v);
+            }
+            serde_json::to_vec(&v).unwrap()
+        };
         let Ok(spec) = serde_json::from_slice::<InstanceSpec>(&input) else {
             continue;
         };
