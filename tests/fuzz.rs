@@ -5,7 +5,7 @@
 //! per target (default 20,000; the closing notes quote longer runs). The
 //! kernel program's fuzzer is `xdp_differential::fuzzed_queries_*`.
 
-use crate::support::mutate::{executions, mutate, Rng};
+use crate::support::mutate::{executions, mutate, rng, Rng};
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -129,7 +129,7 @@ fn fuzzed_dns_messages_get_well_formed_replies_or_none() {
     let router = Router::new(ZoneStore::with_zones(vec![zone]), Handler::default());
     let seeds = dns_seeds();
     let runs = executions(20_000);
-    let mut rng = Rng::new(0x5eed_d115);
+    let mut rng = rng(0x5eed_d115);
     let (mut replies, mut transfers) = (0u64, 0u64);
     let peer: IpAddr = "127.0.0.1".parse().unwrap();
     for n in 0..runs {
@@ -186,7 +186,7 @@ fn fuzzed_zone_files_load_or_fail_with_file_and_line() {
             .to_vec(),
     ];
     let runs = executions(20_000);
-    let mut rng = Rng::new(0x20_9e5);
+    let mut rng = rng(0x20_9e5);
     let (mut loaded, mut refused) = (0u64, 0u64);
     for n in 0..runs {
         let seed = &seeds[rng.below(seeds.len())];
@@ -282,7 +282,7 @@ fn fuzzed_registrations_validate_or_are_refused() {
     .map(|s| s.as_bytes().to_vec())
     .collect();
     let runs = executions(20_000);
-    let mut rng = Rng::new(0x7e9);
+    let mut rng = rng(0x7e9);
     let registry = Registry::default();
     let (mut parsed, mut registered) = (0u64, 0u64);
     for n in 0..runs {

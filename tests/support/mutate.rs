@@ -12,6 +12,16 @@ pub fn executions(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The generator of one fuzz target: `default_seed`, varied by
+/// `XDPDNS_FUZZ_SEED` for another campaign.
+pub fn rng(default_seed: u64) -> Rng {
+    let extra = std::env::var("XDPDNS_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    Rng::new(default_seed ^ extra.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
 /// SplitMix64: fast, seedable, good enough to drive mutations.
 pub struct Rng(u64);
 
