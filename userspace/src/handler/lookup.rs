@@ -1,6 +1,8 @@
 //! Authoritative resolution inside one zone (RFC 1034 §4.3.2, RFC 4592
 //! wildcards, RFC 8482 minimal ANY), producing a [`Reply`]. Pure.
 
+use std::collections::HashSet;
+
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
@@ -25,8 +27,40 @@ enum Found<'z> {
 /// Answers `qname`/`qtype` from `zone`, which must contain `qname`.
 ///
 /// Owner names of answers keep the case the client sent; CNAME targets and
-/// additional records keep the zone's case.
-pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType) -> Reply {
+/// additional records keep the zone's case. A reply that would hold more
+/// than `max_records` records is returned `oversized` as soon as that is
+/// known, without copying the rest.
+pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType, max_records: usize) -> Reply {
+    let mut reply = resolve_unbounded(zone, qname, qtype, &mut Budget(max_records));
+    if reply.answers.len() + reply.authority.len() + reply.additional.len() > max_records {
+        reply.oversized = true;
+    }
+    if reply.oversized {
+        reply.answers.clear();
+        reply.authority.clear();
+        reply.additional.clear();
+    }
+    reply
+}
+
+/// Records a reply may still take; pushing past it marks the reply
+/// oversized instead.
+struct Budget(usize);
+
+impl Budget {
+    /// Takes `n` records from the budget, or says they do not fit.
+    fn take(&mut self, n: usize) -> bool {
+        match self.0.checked_sub(n) {
+            Some(left) => {
+                self.0 = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn resolve_unbounded(zone: &Zone, qname: &Name, qtype: RecordType, budget: &mut Budget) -> Reply {
     let mut reply = Reply {
         authoritative: true,
         ..Reply::default()
@@ -39,8 +73,8 @@ pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType) -> Reply {
                 // A referral is only authoritative if we already answered
                 // part of it (a CNAME leading into the delegation).
                 reply.authoritative = !reply.answers.is_empty();
-                push_rrset(&mut reply.authority, &Name::from(&cut), ns);
-                push_addresses_for(zone, &ns.rdatas, &mut reply.additional, true);
+                reply.oversized = !push_rrset(&mut reply.authority, &Name::from(&cut), ns, budget)
+                    || !push_addresses_for(zone, &ns.rdatas, &mut reply.additional, true, budget);
                 return reply;
             }
             Found::NxDomain => {
@@ -54,15 +88,24 @@ pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType) -> Reply {
                     t => node.rrset(t),
                 };
                 if let Some(set) = rrset {
-                    push_rrset(&mut reply.answers, &owner, set);
-                    push_addresses_for(zone, &set.rdatas, &mut reply.additional, false);
+                    reply.oversized = !push_rrset(&mut reply.answers, &owner, set, budget)
+                        || !push_addresses_for(
+                            zone,
+                            &set.rdatas,
+                            &mut reply.additional,
+                            false,
+                            budget,
+                        );
                     return reply;
                 }
                 let Some(cname) = node.rrset(RecordType::CNAME) else {
                     push_negative_soa(zone, &mut reply);
                     return reply;
                 };
-                push_rrset(&mut reply.answers, &owner, cname);
+                if !push_rrset(&mut reply.answers, &owner, cname, budget) {
+                    reply.oversized = true;
+                    return reply;
+                }
                 let Some(RData::CNAME(target)) = cname.rdatas.first() else {
                     return reply;
                 };
@@ -121,12 +164,17 @@ fn wildcard<'z>(zone: &'z Zone, closest_name: &LowerName) -> Found<'z> {
     }
 }
 
-fn push_rrset(out: &mut Vec<Record>, owner: &Name, set: &RRset) {
+/// Copies `set` into `out` if the budget holds it; false if not.
+fn push_rrset(out: &mut Vec<Record>, owner: &Name, set: &RRset, budget: &mut Budget) -> bool {
+    if !budget.take(set.rdatas.len()) {
+        return false;
+    }
     out.extend(
         set.rdatas
             .iter()
             .map(|d| Record::from_rdata(owner.clone(), set.ttl, d.clone())),
     );
+    true
 }
 
 /// SOA in authority for NXDOMAIN/NODATA, with the negative-caching TTL
@@ -144,7 +192,16 @@ fn push_negative_soa(zone: &Zone, reply: &mut Reply) {
 /// A/AAAA records for the in-zone targets of MX, SRV and NS data: the
 /// only additional data a client needs. With `glue`, targets below a zone
 /// cut count too (they are glue for the referral).
-fn push_addresses_for(zone: &Zone, rdatas: &[RData], out: &mut Vec<Record>, glue: bool) {
+fn push_addresses_for(
+    zone: &Zone,
+    rdatas: &[RData],
+    out: &mut Vec<Record>,
+    glue: bool,
+    budget: &mut Budget,
+) -> bool {
+    // Two MX records to one host must not list it twice (a set: a large
+    // SRV RRset must not cost a quadratic search).
+    let mut seen = HashSet::new();
     for d in rdatas {
         let target = match d {
             RData::MX(mx) => &mx.exchange,
@@ -159,18 +216,16 @@ fn push_addresses_for(zone: &Zone, rdatas: &[RData], out: &mut Vec<Record>, glue
         let Some(node) = zone.node(&key) else {
             continue;
         };
+        if !seen.insert(key) {
+            continue;
+        }
         for t in [RecordType::A, RecordType::AAAA] {
             if let Some(set) = node.rrset(t) {
-                let before = out.len();
-                push_rrset(out, target, set);
-                // Two MX records to one host must not list it twice.
-                let added: Vec<Record> = out.drain(before..).collect();
-                for r in added {
-                    if !out.contains(&r) {
-                        out.push(r);
-                    }
+                if !push_rrset(out, target, set, budget) {
+                    return false;
                 }
             }
         }
     }
+    true
 }

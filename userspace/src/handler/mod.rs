@@ -89,21 +89,33 @@ impl Handler {
 
     /// Answers a parsed request and encodes the reply.
     pub fn reply(&self, snapshot: &Snapshot, req: &Request, transport: Transport) -> Vec<u8> {
-        let reply = self.answer(snapshot, req);
+        // No more records are gathered than could fit at their least
+        // size: an RRset of thousands is never copied only to be dropped.
+        let max_records = wire::max_records(self.limit(req, transport));
+        let reply = self.answer_within(snapshot, req, max_records);
         self.encode(req, &reply, transport)
+    }
+
+    fn limit(&self, req: &Request, transport: Transport) -> usize {
+        match transport {
+            Transport::Udp => wire::udp_reply_limit(req, &self.edns),
+            Transport::Tcp => u16::MAX as usize,
+        }
     }
 
     /// Encodes `reply` within the size limit of `transport`.
     pub fn encode(&self, req: &Request, reply: &Reply, transport: Transport) -> Vec<u8> {
-        let limit = match transport {
-            Transport::Udp => wire::udp_reply_limit(req, &self.edns),
-            Transport::Tcp => u16::MAX as usize,
-        };
-        wire::encode_reply(req, reply, limit, &self.edns)
+        wire::encode_reply(req, reply, self.limit(req, transport), &self.edns)
     }
 
-    /// The decision, before encoding.
+    /// The decision, before encoding, whatever its size.
     pub fn answer(&self, snapshot: &Snapshot, req: &Request) -> Reply {
+        self.answer_within(snapshot, req, usize::MAX)
+    }
+
+    /// The decision, gathering at most `max_records` records (a reply
+    /// with more is marked oversized and left unfilled).
+    pub fn answer_within(&self, snapshot: &Snapshot, req: &Request, max_records: usize) -> Reply {
         if req.edns.is_some_and(|e| e.version > 0) {
             return Reply::error(ResponseCode::BADVERS);
         }
@@ -130,7 +142,7 @@ impl Handler {
         let key = LowerName::new(q.name());
         match snapshot.find_zone(&key) {
             Some(zone) if zone.is_expired() => Reply::error(ResponseCode::ServFail),
-            Some(zone) => resolve(zone, q.name(), q.query_type()),
+            Some(zone) => resolve(zone, q.name(), q.query_type(), max_records),
             None => Reply::error(ResponseCode::Refused),
         }
     }
@@ -163,6 +175,51 @@ mod tests {
         let (store, h) = setup();
         let req = Request::new(1, Query::query(Name::from_ascii(name).unwrap(), t));
         h.answer(&store.snapshot(), &req)
+    }
+
+    #[test]
+    fn records_are_gathered_only_up_to_what_the_size_can_hold() {
+        let origin = Name::from_str("example.com.").unwrap();
+        let mut text = String::from(ZONE);
+        for i in 0..3000u32 {
+            text += &format!("many A 10.{}.{}.1\n", i >> 8, i & 255);
+            let t = i % 500;
+            text += &format!(
+                "srv SRV {} 0 80 t{t}\nt{t} A 10.9.{}.{}\n",
+                i / 500,
+                t >> 8,
+                t & 255
+            );
+        }
+        let zone = load_zone_str(&text, &origin, Path::new("t.zone")).unwrap();
+        let store = ZoneStore::with_zones(vec![zone]);
+        let h = Handler::default();
+        let ask = |name: &str, t, max| {
+            let req = Request::new(1, Query::query(Name::from_ascii(name).unwrap(), t));
+            h.answer_within(&store.snapshot(), &req, max)
+        };
+        let r = ask("many.example.com.", RecordType::A, 100);
+        assert!(r.oversized);
+        assert!(r.answers.is_empty() && r.additional.is_empty());
+        let r = ask("many.example.com.", RecordType::A, 3000);
+        assert!(!r.oversized);
+        assert_eq!(r.answers.len(), 3000);
+        // SRV: 3,000 records to 500 targets, each target's A once.
+        let r = ask("srv.example.com.", RecordType::SRV, usize::MAX);
+        assert_eq!((r.answers.len(), r.additional.len()), (3000, 500));
+        let r = ask("srv.example.com.", RecordType::SRV, 3499);
+        assert!(r.oversized, "the additional section counts too");
+        // Over UDP the oversized reply is the question with TC.
+        let req = Request::new(
+            1,
+            Query::query(
+                Name::from_ascii("many.example.com.").unwrap(),
+                RecordType::A,
+            ),
+        );
+        let bytes = h.reply(&store.snapshot(), &req, Transport::Udp);
+        assert_eq!(bytes.len(), 12 + 17 + 5);
+        assert!(bytes[2] & 0x02 != 0, "TC");
     }
 
     #[test]

@@ -182,6 +182,9 @@ pub struct Reply {
     pub answers: Vec<Record>,
     pub authority: Vec<Record>,
     pub additional: Vec<Record>,
+    /// More records than the size limit can hold at their least size;
+    /// the sections were not filled (encoded as TC, question only).
+    pub oversized: bool,
 }
 
 impl Reply {
@@ -233,6 +236,11 @@ const TC_BIT: u8 = 0x02;
 /// The least a resource record takes on the wire.
 const MIN_RECORD_LEN: usize = 11;
 
+/// Most records a reply of `limit` bytes can hold.
+pub fn max_records(limit: usize) -> usize {
+    limit.saturating_sub(DNS_HEADER_LEN) / MIN_RECORD_LEN
+}
+
 /// Encodes `reply` for `req`. If it would exceed `limit` bytes, the reply
 /// becomes the question alone (and OPT) with TC=1: over UDP the client
 /// retries over TCP; over TCP (limit 65,535) this is what NSD sends for an
@@ -253,7 +261,7 @@ pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerE
     // TTL, RDLENGTH): a reply that cannot fit is truncated without
     // copying and encoding it (a service with thousands of members).
     let records = reply.answers.len() + reply.authority.len() + reply.additional.len();
-    let fits = DNS_HEADER_LEN + MIN_RECORD_LEN * records <= limit;
+    let fits = !reply.oversized && records <= max_records(limit);
     if fits {
         msg.answers.clone_from(&reply.answers);
         msg.authorities.clone_from(&reply.authority);
