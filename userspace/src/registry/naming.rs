@@ -14,7 +14,7 @@
 //! at the service name = the minimum of the SRV TTL and the members' host
 //! TTLs; unset TTLs take the configured default.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 use std::str::FromStr;
 
@@ -320,15 +320,18 @@ pub fn binder_service<'r>(reg: &'r Registry, domain: &str) -> Option<&'r BinderS
 }
 
 /// One record an instance contributes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Contribution {
     pub name: Name,
     pub ttl: u32,
     pub data: RData,
 }
 
+/// An instance's records in the order first contributed, each once (a
+/// set beside the list: an instance at every limit contributes thousands,
+/// and a linear search per record was quadratic).
 #[derive(Default)]
-struct Records(Vec<Contribution>);
+struct Records(Vec<Contribution>, HashSet<Contribution>);
 
 impl Records {
     fn add(&mut self, name: &Name, ttl: u32, data: RData) {
@@ -337,7 +340,7 @@ impl Records {
             ttl,
             data,
         };
-        if !self.0.contains(&c) {
+        if self.1.insert(c.clone()) {
             self.0.push(c);
         }
     }
