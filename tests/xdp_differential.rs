@@ -8,6 +8,7 @@ use crate::support::frames;
 use std::net::IpAddr;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use frames::*;
 use hickory_proto::op::{Edns, Message, Query};
@@ -1261,4 +1262,236 @@ fn fuzzed_queries_are_answered_exactly_or_passed_unchanged() {
         "fuzz kernel: {runs} executions, {tx} answered in the kernel, {passed} passed, no mismatch"
     );
     assert!(tx > runs / 20, "hits stay in the mix");
+}
+
+/// A scripted primary for example.com.: SOA queries get serial 12; an
+/// IXFR from 10 gets diff 10→11 (adds x) and then 11→12, which adds an
+/// out-of-zone record unless `valid` is set (then it adds y).
+struct ScriptedPrimary {
+    addr: std::net::SocketAddr,
+    valid: Arc<std::sync::atomic::AtomicBool>,
+    ixfrs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn soa_record(serial: u32) -> hickory_proto::rr::Record {
+    use hickory_proto::rr::rdata::SOA;
+    let origin = Name::from_ascii("example.com.").unwrap();
+    let ns = Name::from_ascii("ns1.example.com.").unwrap();
+    hickory_proto::rr::Record::from_rdata(
+        origin,
+        300,
+        hickory_proto::rr::RData::SOA(SOA::new(ns.clone(), ns, serial, 3600, 600, 86400, 60)),
+    )
+}
+
+fn a_record(name: &str, last: u8) -> hickory_proto::rr::Record {
+    hickory_proto::rr::Record::from_rdata(
+        Name::from_ascii(name).unwrap(),
+        300,
+        hickory_proto::rr::RData::A(hickory_proto::rr::rdata::A::new(192, 0, 2, last)),
+    )
+}
+
+impl ScriptedPrimary {
+    fn start() -> ScriptedPrimary {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let udp = std::net::UdpSocket::bind(addr).unwrap();
+        let valid = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ixfrs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let reply_to = |q: &Message| {
+            let mut m = Message::new(q.id, hickory_proto::op::MessageType::Response, q.op_code);
+            m.metadata.authoritative = true;
+            m.add_query(q.queries[0].clone());
+            m
+        };
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while let Ok((n, peer)) = udp.recv_from(&mut buf) {
+                let Ok(q) = Message::from_vec(&buf[..n]) else {
+                    continue;
+                };
+                let mut m = reply_to(&q);
+                m.add_answer(soa_record(12));
+                let _ = udp.send_to(&m.to_vec().unwrap(), peer);
+            }
+        });
+        let (v, count) = (valid.clone(), ixfrs.clone());
+        std::thread::spawn(move || {
+            for conn in tcp.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let mut len = [0u8; 2];
+                if c.read_exact(&mut len).is_err() {
+                    continue;
+                }
+                let mut q = vec![0u8; u16::from_be_bytes(len) as usize];
+                if c.read_exact(&mut q).is_err() {
+                    continue;
+                }
+                let q = Message::from_vec(&q).unwrap();
+                let mut m = reply_to(&q);
+                if q.queries[0].query_type() == RecordType::IXFR {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    let second = if v.load(Ordering::SeqCst) {
+                        a_record("y.example.com.", 12)
+                    } else {
+                        a_record("www.example.org.", 12)
+                    };
+                    for r in [
+                        soa_record(12),
+                        soa_record(10),
+                        soa_record(11),
+                        a_record("x.example.com.", 11),
+                        soa_record(11),
+                        soa_record(12),
+                        second,
+                        soa_record(12),
+                    ] {
+                        m.add_answer(r);
+                    }
+                } else {
+                    m.metadata.response_code = hickory_proto::op::ResponseCode::Refused;
+                }
+                let bytes = m.to_vec().unwrap();
+                let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
+                framed.extend_from_slice(&bytes);
+                let _ = c.write_all(&framed);
+            }
+        });
+        ScriptedPrimary { addr, valid, ixfrs }
+    }
+}
+
+/// An IXFR whose later diff does not apply leaves the store and the
+/// kernel table at the old serial (nothing of its first diff either); the
+/// same IXFR made valid moves both, the kernel answering the new names.
+#[test]
+fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    use xdpdns::router::Router;
+    use xdpdns::transfer::secondary::{self, Secondaries, SecondaryZone};
+    use xdpdns::xdp::KernelTable;
+
+    let primary = ScriptedPrimary::start();
+    let origin = Name::from_ascii("example.com.").unwrap();
+    let zone = load_zone_str(
+        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 ns1 10 3600 600 86400 60\n@ NS ns1\n\
+         ns1 A 192.0.2.1\nwww A 192.0.2.80\n",
+        &origin,
+        Path::new("sec.zone"),
+    )
+    .unwrap();
+    let router = Arc::new(Router::new(
+        ZoneStore::with_zones(vec![zone]),
+        Handler::default(),
+    ));
+    let mut fast = FastPath::load(1024, 53, &Handler::default().edns).expect("load");
+    let (snapshot, feed) = router.store.subscribe();
+    fast.install(compile(&snapshot).0).unwrap();
+    let prog = fast.program_fd();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _in_rt = rt.enter();
+    let (kernel, _task) = KernelTable::start(fast, feed);
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    // The copy at serial 10 was refreshed just now (as after an AXFR), so
+    // a failed refresh is not an expiry.
+    let state = crate::support::TempDir::new("ixfr-state");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    state.write("example.com.refreshed", &now.to_string());
+    let (notify, _tasks) = secondary::start(
+        Secondaries {
+            zones: vec![SecondaryZone {
+                zone: origin.clone(),
+                primaries: vec![primary.addr],
+                key: None,
+            }],
+            store: router.clone(),
+            state_dir: Some(state.0.clone()),
+            timeout: Duration::from_secs(5),
+            max_transfers: 1,
+            max_records: 1000,
+        },
+        stop,
+    );
+    // What the kernel does with an A query for `name`: the answer's last
+    // address byte, or None when it passes the query up.
+    let kernel_answer = |name: &str| -> Option<u8> {
+        let dns = query(&Name::from_ascii(name).unwrap(), RecordType::A, None, 9);
+        let f = frame(Family::V4, 0, &dns, Quirks::default());
+        let out = test_run(prog, &f, 1).unwrap();
+        (out.action == XDP_TX).then(|| {
+            let reply = check_reply(Family::V4, 0, &f, &out.frame);
+            *reply.last().unwrap()
+        })
+    };
+    let serial = || {
+        router
+            .store
+            .snapshot()
+            .zone(&LowerName::new(&origin))
+            .unwrap()
+            .serial()
+    };
+    let wait = |what: &str, cond: &dyn Fn() -> bool| {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(Instant::now() < end, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+
+    wait("the IXFR", &|| primary.ixfrs.load(Ordering::SeqCst) >= 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(serial(), Some(10), "the store stays at the old serial");
+    assert!(
+        !router
+            .store
+            .snapshot()
+            .zone(&LowerName::new(&origin))
+            .unwrap()
+            .is_expired(),
+        "and keeps serving it"
+    );
+    assert!(
+        router
+            .store
+            .snapshot()
+            .zone(&LowerName::new(&origin))
+            .unwrap()
+            .node(&LowerName::from(
+                Name::from_ascii("x.example.com.").unwrap()
+            ))
+            .is_none(),
+        "nothing of the first diff is applied"
+    );
+    assert_eq!(kernel_answer("www.example.com."), Some(80));
+    assert_eq!(
+        kernel_answer("x.example.com."),
+        None,
+        "the kernel never saw x"
+    );
+
+    primary.valid.store(true, Ordering::SeqCst);
+    use xdpdns::router::NotifySink;
+    notify.notified(&origin);
+    wait("serial 12", &|| serial() == Some(12));
+    wait("the kernel table to follow", &|| {
+        kernel_answer("y.example.com.") == Some(12)
+    });
+    assert_eq!(
+        kernel_answer("x.example.com."),
+        Some(11),
+        "both diffs, one commit"
+    );
+    drop(kernel);
 }
