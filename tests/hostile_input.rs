@@ -20,6 +20,11 @@ use support::{eventually, http, query, udp_raw, Server};
 const TOKEN: &str = "hostile-token";
 
 fn start() -> Server {
+    start_with_limits("")
+}
+
+/// With `limits` as the body of `[registry.limits]`.
+fn start_with_limits(limits: &str) -> Server {
     Server::start_example(
         "",
         &format!(
@@ -31,6 +36,9 @@ data_dir = "registry"
 require_opt_in = false
 ns = ["ns1.example.com."]
 hostmaster = "hostmaster.example.com."
+
+[registry.limits]
+{limits}
 
 [[registry.zone]]
 name = "sd.example."
@@ -273,4 +281,62 @@ fn a_thousand_slow_api_clients_stop_neither_registrations_nor_dns_over_tcp() {
         started.elapsed()
     );
     assert!(refused >= 1000 - 4 * 64, "{refused} refused");
+}
+
+/// A client that sends its headers but not its body within
+/// `body_timeout_ms` gets 408 in the JSON form; one that does not finish
+/// its headers within `header_timeout_ms` is disconnected. Others are
+/// served meanwhile.
+#[test]
+fn request_bodies_and_headers_have_deadlines() {
+    let s = start_with_limits("header_timeout_ms = 500\nbody_timeout_ms = 500");
+    let api: SocketAddr = s.api().trim_start_matches("http://").parse().unwrap();
+
+    let mut body_late = TcpStream::connect(api).unwrap();
+    body_late
+        .write_all(
+            format!(
+                "PUT /v1/instances/late HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"owner\":"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut headers_late = TcpStream::connect(api).unwrap();
+    headers_late
+        .write_all(b"PUT /v1/instances/late HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+
+    // Meanwhile a prompt client is served.
+    let (code, _) = put(
+        &s,
+        "prompt",
+        r#"{"owner":"acme","addresses":["10.0.0.9"],"lease_secs":60}"#,
+    );
+    assert_eq!(code, 200);
+
+    let started = Instant::now();
+    body_late
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut reply = String::new();
+    let _ = body_late.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("registry.limits.body_timeout_ms"), "{reply}");
+
+    headers_late
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = headers_late.read_to_end(&mut rest).is_ok();
+    assert!(closed, "closed by the server, not by our read timeout");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    // Nothing was registered by the late clients.
+    let (code, _) = http(
+        "GET",
+        &format!("{}/v1/instances/late", s.api()),
+        Some(TOKEN),
+        None,
+    );
+    assert_eq!(code, 404);
 }
