@@ -340,3 +340,36 @@ fn request_bodies_and_headers_have_deadlines() {
     );
     assert_eq!(code, 404);
 }
+
+/// Instances in all and per owner are capped, through the API, with the
+/// limit's key in the error; re-registering one held is not a new one.
+#[test]
+fn instance_counts_are_capped_in_all_and_per_owner() {
+    let s = start_with_limits("max_instances = 3\nmax_instances_per_owner = 2");
+    let body =
+        |owner: &str| format!(r#"{{"owner":"{owner}","addresses":["10.0.0.1"],"lease_secs":60}}"#);
+    assert_eq!(put(&s, "a1", &body("a")).0, 200);
+    assert_eq!(put(&s, "a2", &body("a")).0, 200);
+    let (code, err) = put(&s, "a3", &body("a"));
+    assert_eq!((code, err["field"].as_str()), (422, Some("owner")), "{err}");
+    assert!(err["error"]
+        .as_str()
+        .unwrap()
+        .contains("registry.limits.max_instances_per_owner"));
+    assert_eq!(put(&s, "a2", &body("a")).0, 200, "a renewal of one held");
+    assert_eq!(put(&s, "b1", &body("b")).0, 200);
+    let (code, err) = put(&s, "c1", &body("c"));
+    assert_eq!((code, err["field"].as_str()), (422, Some("id")), "{err}");
+    assert!(err["error"]
+        .as_str()
+        .unwrap()
+        .contains("registry.limits.max_instances"));
+    let del = http(
+        "DELETE",
+        &format!("{}/v1/instances/b1", s.api()),
+        Some(TOKEN),
+        None,
+    );
+    assert_eq!(del.0, 204);
+    assert_eq!(put(&s, "c1", &body("c")).0, 200, "a place freed");
+}
