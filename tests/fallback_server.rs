@@ -353,3 +353,84 @@ fn dig_is_a_client_too() {
     assert!(out.contains("status: NOERROR"), "{out}");
     assert!(out.contains("udp: 1232"), "{out}");
 }
+
+/// Sends `n` queries back to back from one socket, then collects replies
+/// for up to `wait`; returns how many distinct IDs were answered.
+fn burst(srv: &Server, n: u16, wait: std::time::Duration) -> usize {
+    use std::collections::HashSet;
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+    // Our side must hold every reply too (root: past rmem_max).
+    let big: libc::c_int = 16 << 20;
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&sock),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&big as *const libc::c_int).cast(),
+            4,
+        );
+    }
+    sock.bind(
+        &"127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
+            .into(),
+    )
+    .unwrap();
+    let sock: std::net::UdpSocket = sock.into();
+    let mut q = query("www.example.com.", RecordType::A, None);
+    for id in 0..n {
+        q[..2].copy_from_slice(&id.to_be_bytes());
+        sock.send_to(&q, srv.addr).unwrap();
+    }
+    let mut seen = HashSet::new();
+    let end = std::time::Instant::now() + wait;
+    let mut buf = [0u8; 1500];
+    while seen.len() < n as usize {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        sock.set_read_timeout(Some(left)).unwrap();
+        match sock.recv(&mut buf) {
+            Ok(len) if len >= 2 => {
+                seen.insert(u16::from_be_bytes([buf[0], buf[1]]));
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    seen.len()
+}
+
+#[test]
+fn three_thousand_queries_back_to_back_are_all_answered_three_times() {
+    let srv = Server::start_example("", "");
+    for round in 0..3 {
+        let answered = burst(&srv, 3000, std::time::Duration::from_secs(10));
+        assert_eq!(
+            answered, 3000,
+            "round {round}: {answered} of 3,000 answered"
+        );
+    }
+}
+
+#[test]
+fn receive_queue_drops_are_counted_and_logged() {
+    // A receive buffer far too small for the burst: the kernel drops, and
+    // the server says so.
+    let srv = Server::start_example("udp_receive_buffer = 4096", "");
+    let mut answered = 0;
+    for _ in 0..5 {
+        answered = burst(&srv, 3000, std::time::Duration::from_secs(2));
+        if srv.log().contains("UDP receive queue full") {
+            break;
+        }
+    }
+    assert!(answered < 3000, "a 4 KiB buffer cannot hold the burst");
+    assert!(
+        srv.wait_log("UDP receive queue full", std::time::Duration::from_secs(5)),
+        "{}",
+        srv.log()
+    );
+}

@@ -125,6 +125,11 @@ pub struct ServerConfig {
     pub tcp_max_pipelined: usize,
     /// How long SIGTERM waits for open TCP connections.
     pub shutdown_grace_ms: u64,
+    /// Receive and send buffer of each UDP socket, in bytes (set past the
+    /// system maximum when running privileged): a burst of queries waits
+    /// here instead of being dropped.
+    pub udp_receive_buffer: usize,
+    pub udp_send_buffer: usize,
 }
 
 impl Default for ServerConfig {
@@ -137,6 +142,8 @@ impl Default for ServerConfig {
             tcp_max_connections: 1024,
             tcp_max_pipelined: 32,
             shutdown_grace_ms: 5_000,
+            udp_receive_buffer: 4 << 20,
+            udp_send_buffer: 1 << 20,
         }
     }
 }

@@ -516,6 +516,10 @@ fn start_fast_path(
 }
 
 async fn log_counters(kernel: Option<&KernelTable>) {
+    info!(
+        udp_receive_drops = crate::server::udp_receive_drops(),
+        "fallback counters"
+    );
     let Some(k) = kernel else { return };
     match k.counters().await {
         Some(Ok(c)) => info!("xdp counters {c}"),

@@ -27,7 +27,15 @@ pub(crate) struct RecvBatch {
     addrs: Vec<SockAddrStorage>,
     lens: [usize; BATCH],
     addr_lens: [libc::socklen_t; BATCH],
+    /// Ancillary data per datagram (the `SO_RXQ_OVFL` drop count).
+    control: [[u64; CONTROL_WORDS]; BATCH],
+    /// The socket's drop count carried by the last batch, if any.
+    drops: Option<u32>,
 }
+
+/// Room for one `cmsghdr` with a `u32` (16 + 4 bytes, aligned), as words
+/// so the buffer is aligned for `cmsghdr`.
+const CONTROL_WORDS: usize = 4;
 
 impl Default for RecvBatch {
     fn default() -> Self {
@@ -39,6 +47,8 @@ impl Default for RecvBatch {
             addrs: (0..BATCH).map(|_| SockAddrStorage::zeroed()).collect(),
             lens: [0; BATCH],
             addr_lens: [0; BATCH],
+            control: [[0; CONTROL_WORDS]; BATCH],
+            drops: None,
         }
     }
 }
@@ -50,13 +60,16 @@ impl RecvBatch {
         // SAFETY: all-zero bytes are a valid iovec and mmsghdr.
         let mut iovs: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
-        for (i, ((buf, addr), (iov, hdr))) in self
+        for (i, (((buf, addr), control), (iov, hdr))) in self
             .bufs
             .iter_mut()
             .zip(self.addrs.iter_mut())
+            .zip(self.control.iter_mut())
             .zip(iovs.iter_mut().zip(hdrs.iter_mut()))
             .enumerate()
         {
+            hdr.msg_hdr.msg_control = control.as_mut_ptr().cast();
+            hdr.msg_hdr.msg_controllen = mem::size_of_val(control) as _;
             *iov = libc::iovec {
                 iov_base: buf.as_mut_ptr().cast(),
                 iov_len: SLOT,
@@ -87,7 +100,20 @@ impl RecvBatch {
             self.lens[i] = (hdr.msg_len as usize).min(SLOT);
             self.addr_lens[i] = hdr.msg_hdr.msg_namelen;
         }
+        if let Some(last) = n.checked_sub(1) {
+            // SAFETY: the kernel filled the header's control buffer (ours,
+            // still alive) with `msg_controllen` bytes of cmsgs.
+            if let Some(d) = unsafe { rxq_overflow(&hdrs[last].msg_hdr) } {
+                self.drops = Some(d);
+            }
+        }
         Ok(n)
+    }
+
+    /// The socket's count of datagrams dropped for a full receive queue,
+    /// as of the last datagram received (`None` before any carried it).
+    pub(crate) fn drops(&self) -> Option<u32> {
+        self.drops
     }
 
     /// The datagrams of the last `recv` that returned `n`, with their
@@ -102,6 +128,21 @@ impl RecvBatch {
             Some((&self.bufs[i][..self.lens[i]], addr.as_socket()?))
         })
     }
+}
+
+/// The `SO_RXQ_OVFL` count in a received message's ancillary data.
+///
+/// # Safety
+/// `msg` must be a header the kernel filled, whose control buffer is live.
+unsafe fn rxq_overflow(msg: &libc::msghdr) -> Option<u32> {
+    let mut c = libc::CMSG_FIRSTHDR(msg);
+    while !c.is_null() {
+        if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
+            return Some(ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
+        }
+        c = libc::CMSG_NXTHDR(msg, c);
+    }
+    None
 }
 
 /// Replies waiting to be sent, oldest first.

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::config::ServerConfig;
 pub use tcp::TcpServer;
-pub use udp::{bind_udp, run_udp};
+pub use udp::{bind_udp, run_udp, udp_receive_drops};
 
 /// Resolves to `true` once shutdown has been requested.
 pub type ShutdownRx = watch::Receiver<bool>;
@@ -30,7 +30,11 @@ pub fn bind_address(
     let attempts = if addr.port() == 0 { 16 } else { 1 };
     let mut last_err = None;
     for _ in 0..attempts {
-        let udp = match bind_udp(addr, limits.udp_socket_count()) {
+        let buffers = udp::Buffers {
+            receive: limits.udp_receive_buffer,
+            send: limits.udp_send_buffer,
+        };
+        let udp = match bind_udp(addr, limits.udp_socket_count(), buffers) {
             Ok(u) => u,
             Err(e) => {
                 last_err = Some(e);

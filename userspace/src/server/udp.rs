@@ -7,26 +7,94 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::mmsg::{RecvBatch, SendBatch};
 use super::{reuse_socket, ShutdownRx};
 use crate::handler::Transport;
 use crate::router::{Response, Router};
 
+/// Socket buffer sizes, in bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Buffers {
+    pub receive: usize,
+    pub send: usize,
+}
+
 /// Binds `count` sockets to `addr`; with port 0 the first picks the port.
-pub fn bind_udp(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket>> {
+pub fn bind_udp(addr: SocketAddr, count: usize, buffers: Buffers) -> io::Result<Vec<UdpSocket>> {
     let first = reuse_socket(addr, socket2::Type::DGRAM)?;
     let bound = first.local_addr()?.as_socket().expect("inet socket");
-    let mut out = vec![UdpSocket::from_std(first.into())?];
+    let mut socks = vec![first];
     for _ in 1..count.max(1) {
-        let s = reuse_socket(bound, socket2::Type::DGRAM)?;
+        socks.push(reuse_socket(bound, socket2::Type::DGRAM)?);
+    }
+    let mut out = Vec::with_capacity(socks.len());
+    for s in socks {
+        set_buffer(&s, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, buffers.receive)?;
+        set_buffer(&s, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, buffers.send)?;
+        // Each datagram then carries the socket's drop count (`mmsg`).
+        set_int(&s, libc::SO_RXQ_OVFL, 1)?;
         out.push(UdpSocket::from_std(s.into())?);
+    }
+    if let Some(s) = out.first() {
+        let got = socket2::SockRef::from(s).recv_buffer_size()?;
+        if got < buffers.receive {
+            warn!(
+                wanted = buffers.receive,
+                got, "UDP receive buffer capped by net.core.rmem_max (run privileged or raise it)"
+            );
+        }
     }
     Ok(out)
 }
+
+fn set_int(s: &socket2::Socket, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: a plain int socket option on a socket we own.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            option,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets a socket buffer past `net.core.[rw]mem_max` when privileged
+/// (`force`), else up to it.
+fn set_buffer(
+    s: &socket2::Socket,
+    force: libc::c_int,
+    plain: libc::c_int,
+    bytes: usize,
+) -> io::Result<()> {
+    // The kernel doubles the value for its bookkeeping; ask for half.
+    let half = (bytes / 2).min(libc::c_int::MAX as usize) as libc::c_int;
+    set_int(s, force, half).or_else(|_| set_int(s, plain, half))
+}
+
+/// Queries the kernel dropped because a UDP socket's receive queue was
+/// full, over every socket, since start (what `SO_RXQ_OVFL` reports).
+static RECEIVE_DROPS: AtomicU64 = AtomicU64::new(0);
+
+pub fn udp_receive_drops() -> u64 {
+    RECEIVE_DROPS.load(Ordering::Relaxed)
+}
+
+/// Least time between two log lines about receive-queue drops.
+const DROP_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Batches read before the loop checks for shutdown again (and lets
 /// other tasks on this worker run).
@@ -38,6 +106,8 @@ pub async fn run_udp(socket: UdpSocket, shared: Arc<Router>, mut shutdown: Shutd
     let fd = socket.as_raw_fd();
     let mut rx = RecvBatch::default();
     let mut tx = SendBatch::default();
+    // This socket's drop count as last seen, and what is not logged yet.
+    let (mut seen_drops, mut unlogged, mut logged_at) = (0u32, 0u64, None::<Instant>);
     loop {
         tokio::select! {
             r = socket.readable() => if let Err(e) = r {
@@ -67,6 +137,21 @@ pub async fn run_udp(socket: UdpSocket, shared: Arc<Router>, mut shutdown: Shutd
                 }
             }
             send_all(&socket, &mut tx).await;
+            if let Some(d) = rx.drops().filter(|d| *d != seen_drops) {
+                let new = u64::from(d.wrapping_sub(seen_drops));
+                seen_drops = d;
+                RECEIVE_DROPS.fetch_add(new, Ordering::Relaxed);
+                unlogged += new;
+            }
+            if unlogged > 0 && logged_at.is_none_or(|t| t.elapsed() >= DROP_LOG_INTERVAL) {
+                warn!(
+                    dropped = unlogged,
+                    total = udp_receive_drops(),
+                    "UDP receive queue full: queries dropped (raise server.udp_receive_buffer or add cores)"
+                );
+                unlogged = 0;
+                logged_at = Some(Instant::now());
+            }
         }
     }
 }
