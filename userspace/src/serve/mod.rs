@@ -29,7 +29,7 @@ use crate::clock::unix_secs;
 use crate::config::Config;
 use crate::handler::Handler;
 use crate::router::Router;
-use crate::server::{bind_address, run_udp, TcpServer};
+use crate::server::{bind_address, spawn_udp_worker, TcpServer};
 use crate::transfer::journal_subscriber::{self, Journaled};
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
@@ -117,6 +117,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     drop(in_control);
     router.store.replace_zones(zones, &[], unix_secs());
     let mut bound_addrs = Vec::new();
+    let mut udp_workers = Vec::new();
     for &addr in &config.server.listen {
         let (udp, listener, bound) = bind_address(addr, &config.server).with_context(|| {
             format!(
@@ -126,8 +127,14 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         })?;
         info!(addr = %bound, udp_sockets = udp.len(), "listening (udp+tcp)");
         bound_addrs.push(bound);
-        for sock in udp {
-            tasks.push(tokio::spawn(run_udp(sock, router.clone(), stop_rx.clone())));
+        for (i, sock) in udp.into_iter().enumerate() {
+            let name = format!("udp-{}-{i}", bound.port());
+            udp_workers.push(spawn_udp_worker(
+                sock,
+                router.clone(),
+                stop_rx.clone(),
+                name,
+            )?);
         }
         let tcp = TcpServer {
             listener,
@@ -215,6 +222,13 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     for t in tasks {
         let _ = t.await;
     }
+    // UDP workers see the flag within their idle check.
+    let _ = tokio::task::spawn_blocking(move || {
+        for w in udp_workers {
+            let _ = w.join();
+        }
+    })
+    .await;
     if let Some(t) = registry_task {
         if let Ok(Err(e)) = t.await {
             failure.get_or_insert(anyhow::anyhow!("registry journal: {e}"));

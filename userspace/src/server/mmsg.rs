@@ -3,8 +3,8 @@
 //! same). Besides the system calls this saves, replies leave in bursts, so
 //! the kernel wakes the next hop once per burst rather than per reply.
 //!
-//! Both calls are non-blocking; the tokio shell in `udp.rs` waits for
-//! readiness.
+//! Receiving blocks until the first datagram (`MSG_WAITFORONE`, on a
+//! worker thread of `udp.rs`); sending never blocks.
 
 use std::io;
 use std::mem;
@@ -54,9 +54,13 @@ impl Default for RecvBatch {
 }
 
 impl RecvBatch {
-    /// Receives up to [`BATCH`] queued datagrams without blocking; returns
-    /// how many (WouldBlock when none is queued).
-    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+    /// Waits for the first datagram (up to the socket's receive timeout),
+    /// then takes what else is queued, up to [`BATCH`].
+    pub(crate) fn recv_blocking(&mut self, fd: RawFd) -> io::Result<usize> {
+        self.recv_with(fd, libc::MSG_WAITFORONE)
+    }
+
+    fn recv_with(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<usize> {
         // SAFETY: all-zero bytes are a valid iovec and mmsghdr.
         let mut iovs: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
@@ -88,7 +92,7 @@ impl RecvBatch {
                 fd,
                 hdrs.as_mut_ptr(),
                 BATCH as libc::c_uint,
-                libc::MSG_DONTWAIT,
+                flags,
                 ptr::null_mut(),
             )
         };
@@ -225,9 +229,12 @@ mod tests {
         let mut rx = RecvBatch::default();
         let mut tx = SendBatch::default();
         let mut received = Vec::new();
+        server
+            .set_read_timeout(Some(std::time::Duration::from_millis(100)))
+            .unwrap();
         // Bounded: the datagrams are already queued on loopback.
         for _ in 0..100 {
-            let n = match rx.recv(server.as_raw_fd()) {
+            let n = match rx.recv_blocking(server.as_raw_fd()) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => panic!("{e}"),
@@ -256,9 +263,15 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_queue_would_block() {
+    fn an_empty_queue_returns_at_the_receive_timeout() {
         let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let err = RecvBatch::default().recv(server.as_raw_fd()).unwrap_err();
+        let wait = std::time::Duration::from_millis(50);
+        server.set_read_timeout(Some(wait)).unwrap();
+        let started = std::time::Instant::now();
+        let err = RecvBatch::default()
+            .recv_blocking(server.as_raw_fd())
+            .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert!(started.elapsed() >= wait, "it waited for the timeout");
     }
 }

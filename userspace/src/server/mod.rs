@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::config::ServerConfig;
 pub use tcp::TcpServer;
-pub use udp::{bind_udp, run_udp, udp_receive_drops};
+pub use udp::{bind_udp, spawn_udp_worker, udp_receive_drops};
 
 /// Resolves to `true` once shutdown has been requested.
 pub type ShutdownRx = watch::Receiver<bool>;
@@ -22,7 +22,7 @@ pub fn bind_address(
     addr: SocketAddr,
     limits: &ServerConfig,
 ) -> std::io::Result<(
-    Vec<tokio::net::UdpSocket>,
+    Vec<std::net::UdpSocket>,
     tokio::net::TcpListener,
     SocketAddr,
 )> {
