@@ -31,7 +31,7 @@ enum Found<'z> {
 /// than `max_records` records is returned `oversized` as soon as that is
 /// known, without copying the rest.
 pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType, max_records: usize) -> Reply {
-    let mut reply = resolve_unbounded(zone, qname, qtype, &mut Budget(max_records));
+    let mut reply = gather(zone, qname, qtype, &mut Budget(max_records));
     if reply.answers.len() + reply.authority.len() + reply.additional.len() > max_records {
         reply.oversized = true;
     }
@@ -60,7 +60,7 @@ impl Budget {
     }
 }
 
-fn resolve_unbounded(zone: &Zone, qname: &Name, qtype: RecordType, budget: &mut Budget) -> Reply {
+fn gather(zone: &Zone, qname: &Name, qtype: RecordType, budget: &mut Budget) -> Reply {
     let mut reply = Reply {
         authoritative: true,
         ..Reply::default()

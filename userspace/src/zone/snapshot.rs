@@ -11,7 +11,7 @@ use super::Zone;
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub(super) version: u64,
-    pub(super) zones: imbl::HashMap<LowerName, Arc<Zone>>,
+    pub(super) zones: super::FastMap<LowerName, Arc<Zone>>,
 }
 
 impl Snapshot {
