@@ -1,5 +1,7 @@
 //! Query parse + answer build through the request handler (no sockets):
-//! a hit, a miss (NXDOMAIN) and a TCP-framed query.
+//! a hit, a miss (NXDOMAIN) and a TCP-framed query; and the hit through
+//! the router, the path the UDP workers really call (source check, the
+//! handler, then the transfer/NOTIFY dispatch it skips for a query).
 
 use std::path::Path;
 use std::str::FromStr;
@@ -48,6 +50,18 @@ fn bench(c: &mut Criterion) {
                 0,
             )
         })
+    });
+
+    let router = xdpdns::router::Router::new(
+        ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()),
+        handler.clone(),
+    );
+    assert!(matches!(
+        router.respond(&hit, Transport::Udp, PEER, 0),
+        xdpdns::router::Response::One(_)
+    ));
+    g.bench_function("router_udp_hit_a", |b| {
+        b.iter(|| router.respond(std::hint::black_box(&hit), Transport::Udp, PEER, 0))
     });
 
     let miss = query("nope.example.com.", RecordType::A);
