@@ -91,9 +91,9 @@ impl Handler {
     pub fn reply(&self, snapshot: &Snapshot, req: &Request, transport: Transport) -> Vec<u8> {
         // No more records are gathered than could fit at their least
         // size: an RRset of thousands is never copied only to be dropped.
-        let max_records = wire::max_records(self.limit(req, transport));
-        let reply = self.answer_within(snapshot, req, max_records);
-        self.encode(req, &reply, transport)
+        let limit = self.limit(req, transport);
+        let reply = self.answer_within(snapshot, req, wire::max_records(limit));
+        wire::encode_reply(req, &reply, limit, &self.edns)
     }
 
     fn limit(&self, req: &Request, transport: Transport) -> usize {

@@ -5,14 +5,11 @@
 //! q/s by a fifth (README, Benchmarks).
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
-
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use std::net::UdpSocket;
 
 use tracing::{debug, warn};
 
