@@ -1,7 +1,8 @@
-//! Query parse + answer build through the request handler (no sockets):
-//! a hit, a miss (NXDOMAIN) and a TCP-framed query; and the hit through
-//! the router, the path the UDP workers really call (source check, the
-//! handler, then the transfer/NOTIFY dispatch it skips for a query).
+//! Query parse + answer build through the full request handler (no
+//! sockets): a hit, a miss (NXDOMAIN) and a TCP-framed query; and the
+//! hits through the router, the path the UDP workers really call (source
+//! check, then the hot answer from the compiled table), beside the full
+//! handler in one run: plain, and resolver-shaped (EDNS, DO, a cookie).
 
 use std::path::Path;
 use std::str::FromStr;
@@ -20,6 +21,16 @@ fn query(name: &str, rtype: RecordType) -> Vec<u8> {
     m.metadata.id = 7;
     m.add_query(Query::query(Name::from_str(name).unwrap(), rtype));
     m.to_vec().unwrap()
+}
+
+/// `plain` with what a validating resolver adds: EDNS (1232), DO and a
+/// client cookie.
+fn resolver_shaped(plain: &[u8]) -> Vec<u8> {
+    let mut q = plain.to_vec();
+    q[11] = 1;
+    q.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8]);
+    q.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    q
 }
 
 fn setup() -> (ZoneStore, Handler) {
@@ -56,12 +67,35 @@ fn bench(c: &mut Criterion) {
         ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()),
         handler.clone(),
     );
-    assert!(matches!(
-        router.respond(&hit, Transport::Udp, PEER, 0),
-        xdpdns::router::Response::One(_)
-    ));
-    g.bench_function("router_udp_hit_a", |b| {
-        b.iter(|| router.respond(std::hint::black_box(&hit), Transport::Udp, PEER, 0))
+    xdpdns::hot::fill(&router.hot, &router.store.snapshot());
+    let resolver = resolver_shaped(&hit);
+    for (name, q) in [
+        ("router_udp_hit_a", &hit),
+        ("router_udp_hit_a_resolver", &resolver),
+    ] {
+        let xdpdns::router::Response::One(bytes) = router.respond(q, Transport::Udp, PEER, 0)
+        else {
+            panic!("no reply")
+        };
+        assert_eq!(
+            Some(bytes),
+            handler.handle(&snapshot, q, Transport::Udp, PEER, 0),
+            "the hot answer is the full handler's"
+        );
+        g.bench_function(name, |b| {
+            b.iter(|| router.respond(std::hint::black_box(q), Transport::Udp, PEER, 0))
+        });
+    }
+    g.bench_function("udp_hit_a_resolver", |b| {
+        b.iter(|| {
+            handler.handle(
+                &snapshot,
+                std::hint::black_box(&resolver),
+                Transport::Udp,
+                PEER,
+                0,
+            )
+        })
     });
 
     let miss = query("nope.example.com.", RecordType::A);

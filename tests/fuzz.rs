@@ -174,6 +174,74 @@ fn fuzzed_dns_messages_get_well_formed_replies_or_none() {
     assert!(replies > runs / 4, "mutations still reach the handler");
 }
 
+/// Mutated queries through the hot path and the full handler: whenever
+/// the hot path answers, it sends the full handler's bytes.
+#[test]
+fn fuzzed_queries_get_the_same_bytes_hot_or_full() {
+    let zone = load_zone_str(&zone_text(), &origin(), Path::new("t.zone")).unwrap();
+    let store = ZoneStore::with_zones(vec![zone]);
+    let snapshot = store.snapshot();
+    let table = xdpdns::hot::HotTable::default();
+    xdpdns::hot::fill(&table, &snapshot);
+    let handler = Handler {
+        edns: xdpdns::wire::ServerEdns {
+            nsid: Some(b"fuzz-node".to_vec()),
+            ..Default::default()
+        },
+        ..Handler::default()
+    };
+    // Seeds: A/AAAA queries for every compiled name, plain, with EDNS,
+    // and resolver-shaped (DO, a client cookie); the general router
+    // target above covers every other kind of message.
+    let mut seeds = Vec::new();
+    let (compiled, _) = xdpdns::xdp::compile(&snapshot);
+    for key in compiled.keys() {
+        let mut q = vec![0x42, 0x42, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        q.extend_from_slice(&key.name);
+        q.extend_from_slice(&[0, if key.qtype == 0 { 1 } else { 28 }, 0, 1]);
+        seeds.push(q.clone());
+        q[11] = 1;
+        q.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8]);
+        q.extend_from_slice(b"clientck");
+        seeds.push(q);
+    }
+    let runs = executions(20_000);
+    let mut rng = rng(0x407_5eed);
+    let peers: [IpAddr; 2] = ["192.0.2.7".parse().unwrap(), "2001:db8::7".parse().unwrap()];
+    let mut hot = 0u64;
+    for n in 0..runs {
+        let seed = &seeds[rng.below(seeds.len())];
+        let other = &seeds[rng.below(seeds.len())];
+        let input = mutate(&mut rng, seed, other, 1024);
+        let transport = if n % 4 == 0 {
+            Transport::Tcp
+        } else {
+            Transport::Udp
+        };
+        let peer = peers[(n % 2) as usize];
+        let now = 1_767_225_600;
+        let fast = xdpdns::hot::answer(
+            &table,
+            snapshot.version(),
+            &input,
+            transport,
+            peer,
+            now,
+            &handler.edns,
+        );
+        if let Some(fast) = fast {
+            hot += 1;
+            let full = handler.handle(&snapshot, &input, transport, peer, now);
+            assert_eq!(Some(fast), full, "execution {n}: {input:02x?}");
+        }
+    }
+    eprintln!("fuzz hot: {runs} executions, {hot} answered hot, all equal to the full handler");
+    assert!(
+        hot > runs / 50,
+        "mutations still reach the hot path ({hot})"
+    );
+}
+
 /// Mutated zone files: the parser and the checks never panic, and every
 /// error names the file.
 #[test]

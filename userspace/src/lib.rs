@@ -13,6 +13,7 @@ pub mod config;
 pub mod cookies;
 pub mod frames;
 pub mod handler;
+pub mod hot;
 pub mod registry;
 pub mod router;
 pub mod serve;

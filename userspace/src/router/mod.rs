@@ -19,6 +19,7 @@ mod log_limit;
 use log_limit::LogLimit;
 
 use crate::handler::{Handler, Transport};
+use crate::hot::{self, HotTable};
 use crate::transfer::outbound::{self, Plan};
 use crate::transfer::tsig::{self, ReplySigner};
 use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
@@ -33,6 +34,9 @@ pub struct Router {
     pub handler: ArcSwap<Handler>,
     pub transfer: ArcSwap<TransferPolicy>,
     pub journal: Arc<IxfrJournal>,
+    /// Compiled A/AAAA answers, kept in step with `store` by
+    /// [`crate::hot::start`]; empty (and unused) until then.
+    pub hot: Arc<HotTable>,
     /// Where accepted NOTIFYs for secondary zones go (set once the
     /// secondary zones run).
     pub notify_sink: OnceLock<Box<dyn NotifySink>>,
@@ -57,6 +61,7 @@ impl Router {
             handler: ArcSwap::from_pointee(handler),
             transfer: ArcSwap::from_pointee(TransferPolicy::loopback_only()),
             journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
+            hot: Arc::default(),
             notify_sink: OnceLock::new(),
             log_limit: LogLimit::default(),
             transfers_out: Arc::default(),
@@ -160,14 +165,26 @@ impl Router {
         if !replyable(peer) {
             return Response::Drop;
         }
+        let handler = self.handler.load();
+        let snapshot = self.store.load();
+        let version = snapshot.version();
+        if let Some(bytes) = hot::answer(
+            &self.hot,
+            version,
+            packet,
+            transport,
+            peer,
+            now,
+            &handler.edns,
+        ) {
+            return Response::One(bytes);
+        }
         let mut req = match wire::parse_request(packet) {
             Ok(req) => req,
             Err(Rejected::Drop) => return Response::Drop,
             Err(Rejected::Reply(bytes)) => return Response::One(bytes),
         };
-        let handler = self.handler.load();
         handler.stamp(&mut req, peer, now);
-        let snapshot = self.store.load();
         let qtype = req.query.query_type();
         let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
         if !req.signed && req.op_code == OpCode::Query && !transfer {

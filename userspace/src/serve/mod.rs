@@ -134,6 +134,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                 router.clone(),
                 stop_rx.clone(),
                 name,
+                config.server.udp_coalesce(),
             )?);
         }
         let tcp = TcpServer {
@@ -146,6 +147,12 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         tasks.push(tokio::spawn(tcp.run(router.clone(), stop_rx.clone())));
     }
     let port = bound_addrs.first().map_or(0, |a| a.port());
+    // The hot answer table follows the store on the control runtime; the
+    // UDP workers use it once it has caught up.
+    let _hot = {
+        let _in_control = control.enter();
+        crate::hot::start(router.hot.clone(), &router.store)
+    };
     let mut kernel = {
         let _in_control = control.enter();
         start_fast_path(&config, port, &router)

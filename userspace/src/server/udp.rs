@@ -101,11 +101,16 @@ const IDLE_CHECK: Duration = Duration::from_millis(200);
 /// Answers datagrams on `socket` on a thread of its own, as NSD and Knot
 /// do: a blocking `recvmmsg` wakes the thread straight from the socket,
 /// with no readiness poll and no task scheduling in between.
+///
+/// While queries come faster than one per `coalesce`, the thread waits
+/// `coalesce` after each batch: the queries that arrive meanwhile cost one
+/// wake-up together instead of one each (see [`Coalescer`]).
 pub fn spawn_udp_worker(
     socket: UdpSocket,
     shared: Arc<Router>,
     shutdown: ShutdownRx,
     name: String,
+    coalesce: Duration,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     socket.set_nonblocking(false)?;
     socket.set_read_timeout(Some(IDLE_CHECK))?;
@@ -114,8 +119,12 @@ pub fn spawn_udp_worker(
         let mut rx = RecvBatch::default();
         let mut tx = SendBatch::default();
         let mut drops = DropLog::default();
+        let coalescer = Coalescer::new(coalesce);
         while !*shutdown.borrow() {
-            let n = match rx.recv_blocking(fd) {
+            let waiting = Instant::now();
+            let received = rx.recv_blocking(fd);
+            let waited = waiting.elapsed();
+            let n = match received {
                 Ok(n) => n,
                 Err(e)
                     if matches!(
@@ -139,8 +148,41 @@ pub fn spawn_udp_worker(
             }
             send_all_blocking(fd, &mut tx);
             drops.follow(rx.drops());
+            if let Some(pause) = coalescer.pause_after(n, waited) {
+                std::thread::sleep(pause);
+            }
         }
     })
+}
+
+/// Decides when a worker pauses between batches. A pause pays only when
+/// at least one query is expected during it: when the last wait for a
+/// query was shorter than the pause itself. A full batch means more are
+/// queued already. Below that rate nothing waits, so a lone query is
+/// never delayed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Coalescer {
+    window: Duration,
+}
+
+impl Coalescer {
+    pub(crate) fn new(window: Duration) -> Self {
+        if !window.is_zero() {
+            // The kernel may stretch a sleep by the thread's timer slack
+            // (50 µs by default); keep it a tenth of the window.
+            let slack = (window.as_nanos() / 10).max(1) as libc::c_ulong;
+            // SAFETY: PR_SET_TIMERSLACK takes one integer, this thread only.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack, 0, 0, 0) };
+        }
+        Coalescer { window }
+    }
+
+    /// The pause after a batch of `received` datagrams that took `waited`
+    /// to arrive, if any.
+    pub(crate) fn pause_after(&self, received: usize, waited: Duration) -> Option<Duration> {
+        let busy = received > 0 && received < super::mmsg::BATCH && waited < self.window;
+        busy.then_some(self.window)
+    }
 }
 
 /// Sends every queued reply; when the socket's buffer is full, waits for

@@ -147,9 +147,31 @@ fn compile_in_parallel(snapshot: &Snapshot, min_names_per_thread: usize) -> (Tab
     (table, skipped)
 }
 
+/// A table as a subscriber holds it: what [`compile_diffs`] compares with.
+pub trait Installed {
+    /// The entry under `key`, if any.
+    fn entry(&self, key: &EntryKey) -> Option<Compiled>;
+    /// Calls `f` with every key.
+    fn each_key(&self, f: &mut dyn FnMut(&EntryKey));
+}
+
+impl Installed for Table {
+    fn entry(&self, key: &EntryKey) -> Option<Compiled> {
+        self.get(key).cloned()
+    }
+
+    fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
+        self.keys().for_each(f);
+    }
+}
+
 /// The table changes `diffs` cause, given the snapshot they produced and
 /// the table currently installed.
-pub fn compile_diffs(snapshot: &Snapshot, diffs: &[ZoneDiff], installed: &Table) -> TableDelta {
+pub fn compile_diffs(
+    snapshot: &Snapshot,
+    diffs: &[ZoneDiff],
+    installed: &dyn Installed,
+) -> TableDelta {
     let mut touched: Vec<LowerName> = Vec::new();
     let mut subtrees: Vec<LowerName> = Vec::new();
     for d in diffs {
@@ -170,10 +192,13 @@ pub fn compile_diffs(snapshot: &Snapshot, diffs: &[ZoneDiff], installed: &Table)
     let mut skipped = Skipped::default();
     let mut names: Vec<LowerName> = touched;
     for top in &subtrees {
-        names.extend(installed.keys().filter_map(|k| {
-            let n = LowerName::new(&wire_to_name(&k.name)?);
-            top.zone_of(&n).then_some(n)
-        }));
+        installed.each_key(&mut |k| {
+            if let Some(n) = wire_to_name(&k.name).map(|n| LowerName::new(&n)) {
+                if top.zone_of(&n) {
+                    names.push(n);
+                }
+            }
+        });
         for zone in snapshot.zones() {
             names.extend(
                 zone.nodes()
@@ -195,8 +220,8 @@ pub fn compile_diffs(snapshot: &Snapshot, diffs: &[ZoneDiff], installed: &Table)
                 name: wire.clone(),
                 qtype,
             };
-            match (fresh.remove(&key), installed.get(&key)) {
-                (Some(new), Some(old)) if new == *old => {}
+            match (fresh.remove(&key), installed.entry(&key)) {
+                (Some(new), Some(old)) if new == old => {}
                 (Some(new), _) => delta.upsert.push((key, new)),
                 (None, Some(_)) => delta.delete.push(key),
                 (None, None) => {}

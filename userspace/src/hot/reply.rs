@@ -1,0 +1,279 @@
+//! The hot answer: an A/AAAA query answered from the compiled table by
+//! copying bytes, the way the XDP program answers it (`ebpf/src/question.rs`,
+//! `edns.rs`, `reply.rs`): the same conditions, the same reply. Anything
+//! else returns `None` and goes to the full handler, which stays the
+//! reference (the differential tests in `tests.rs` compare the two).
+
+use std::net::IpAddr;
+
+use xdpdns_common::cookie::{self, ClientIp};
+use xdpdns_common::{
+    answer_flags, edns_option, qtype_slot, rtype, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
+    MAX_NAME_WIRE_LEN, NSID_MAX,
+};
+
+use super::HotTable;
+use crate::handler::Transport;
+use crate::wire::ServerEdns;
+
+/// The OPT record without options.
+const OPT_LEN: usize = 11;
+/// Most option bytes and options walked (the kernel's limits).
+const OPT_RDATA_MAX: usize = 256;
+const MAX_OPTIONS: usize = 8;
+
+/// The COOKIE option as the query carried it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cookie {
+    Absent,
+    Client([u8; 8]),
+    /// A client cookie and a server cookie of our construction's length.
+    Both([u8; 8], [u8; 16]),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Edns {
+    payload: u16,
+    dnssec_ok: bool,
+    nsid: bool,
+    cookie: Cookie,
+}
+
+/// What the reply needs from the query.
+struct Question {
+    /// Bytes of the question section (name, type, class) as sent.
+    end: usize,
+    /// The name, lower-cased, in wire form.
+    lower: [u8; MAX_NAME_WIRE_LEN],
+    name_len: usize,
+    qtype: u8,
+    edns: Option<Edns>,
+}
+
+/// The reply to `packet` from `table` at store version `version`, or
+/// `None` when the full handler must answer.
+pub fn answer(
+    table: &HotTable,
+    version: u64,
+    packet: &[u8],
+    transport: Transport,
+    peer: IpAddr,
+    now: u64,
+    server: &ServerEdns,
+) -> Option<Vec<u8>> {
+    let q = parse(packet)?;
+    if q.edns.is_some_and(|e| e.nsid) && server.nsid.as_ref().is_some_and(|n| n.len() > NSID_MAX) {
+        return None;
+    }
+    let limit = match (transport, q.edns) {
+        (Transport::Tcp, _) => u16::MAX as usize,
+        (Transport::Udp, None) => CLASSIC_UDP_PAYLOAD as usize,
+        (Transport::Udp, Some(e)) => {
+            e.payload.min(server.udp_payload).max(CLASSIC_UDP_PAYLOAD) as usize
+        }
+    };
+    let name = &q.lower[..q.name_len];
+    table.read(version, name, q.qtype, |entry| {
+        let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
+        if entry.head.flags() & answer_flags::SIGNED != 0 && dnssec_ok {
+            // Signatures are the full handler's to add.
+            return None;
+        }
+        let section = entry.section();
+        let opt_len = q.edns.map_or(0, |e| opt_len(&e, server));
+        let len = q.end + section.len() + opt_len;
+        if len > limit {
+            return None;
+        }
+        let mut out = Vec::with_capacity(len);
+        out.extend_from_slice(&packet[..q.end]);
+        out[2] = 0x84 | (packet[2] & 0x01); // QR, AA, RD copied; opcode 0
+        out[3] = packet[3] & 0x10; // CD copied; RA, Z, AD, RCODE zero
+        out[6..8].copy_from_slice(&entry.head.ancount().to_be_bytes());
+        out[8..10].fill(0);
+        out[10..12].copy_from_slice(&u16::from(q.edns.is_some()).to_be_bytes());
+        out.extend_from_slice(section);
+        if let Some(e) = q.edns {
+            write_opt(&mut out, &e, server, peer, now);
+        }
+        Some(out)
+    })?
+}
+
+/// Checks the query the way the kernel does and reads its question and
+/// OPT record.
+fn parse(p: &[u8]) -> Option<Question> {
+    if p.len() < DNS_HEADER_LEN + 5 || p[2] & 0xf8 != 0 {
+        return None;
+    }
+    let count = |at: usize| u16::from_be_bytes([p[at], p[at + 1]]);
+    let arcount = count(10);
+    if count(4) != 1 || count(6) != 0 || count(8) != 0 || arcount > 1 {
+        return None;
+    }
+    let mut lower = [0u8; MAX_NAME_WIRE_LEN];
+    let mut pos = DNS_HEADER_LEN;
+    loop {
+        let len = *p.get(pos)? as usize;
+        let at = pos - DNS_HEADER_LEN;
+        if at >= MAX_NAME_WIRE_LEN {
+            return None;
+        }
+        if len == 0 {
+            pos += 1;
+            break;
+        }
+        // No compression pointers (or the reserved 0x40/0x80 forms).
+        if len > 63 || at + 1 + len >= MAX_NAME_WIRE_LEN {
+            return None;
+        }
+        let label = p.get(pos + 1..pos + 1 + len)?;
+        lower[at] = len as u8;
+        for (d, s) in lower[at + 1..at + 1 + len].iter_mut().zip(label) {
+            *d = s.to_ascii_lowercase();
+        }
+        pos += 1 + len;
+    }
+    let name_len = pos - DNS_HEADER_LEN;
+    let tc = p.get(pos..pos + 4)?;
+    if u16::from_be_bytes([tc[2], tc[3]]) != 1 {
+        return None;
+    }
+    let qtype = match u16::from_be_bytes([tc[0], tc[1]]) {
+        rtype::A => qtype_slot::A,
+        rtype::AAAA => qtype_slot::AAAA,
+        _ => return None,
+    };
+    let end = pos + 4;
+    let edns = match (arcount, p.len() - end) {
+        (0, 0) => None,
+        (1, _) => Some(parse_opt(&p[end..])?),
+        _ => return None,
+    };
+    Some(Question {
+        end,
+        lower,
+        name_len,
+        qtype,
+        edns,
+    })
+}
+
+/// Reads the OPT record filling the rest of the message (the kernel's
+/// rules: version 0, at most 8 options in 256 bytes, NSID and COOKIE at
+/// most once, well-formed COOKIE and ECS; others ignored).
+fn parse_opt(o: &[u8]) -> Option<Edns> {
+    if o.len() < OPT_LEN || o.len() > OPT_LEN + OPT_RDATA_MAX {
+        return None;
+    }
+    if o[0] != 0 || u16::from_be_bytes([o[1], o[2]]) != rtype::OPT || o[5] != 0 || o[6] != 0 {
+        return None;
+    }
+    let rdata = &o[OPT_LEN..];
+    if u16::from_be_bytes([o[9], o[10]]) as usize != rdata.len() {
+        return None;
+    }
+    let mut edns = Edns {
+        payload: u16::from_be_bytes([o[3], o[4]]),
+        dnssec_ok: o[7] & 0x80 != 0,
+        nsid: false,
+        cookie: Cookie::Absent,
+    };
+    let mut pos = 0;
+    for _ in 0..MAX_OPTIONS {
+        if pos >= rdata.len() {
+            break;
+        }
+        let h = rdata.get(pos..pos + 4)?;
+        let code = u16::from_be_bytes([h[0], h[1]]);
+        let len = u16::from_be_bytes([h[2], h[3]]) as usize;
+        let data = rdata.get(pos + 4..pos + 4 + len)?;
+        match code {
+            edns_option::NSID => {
+                if len != 0 || edns.nsid {
+                    return None;
+                }
+                edns.nsid = true;
+            }
+            edns_option::COOKIE => {
+                if edns.cookie != Cookie::Absent || !(len == 8 || (16..=40).contains(&len)) {
+                    return None;
+                }
+                let client = data[..8].try_into().expect("8 bytes");
+                edns.cookie = match len {
+                    24 => Cookie::Both(client, data[8..].try_into().expect("16 bytes")),
+                    _ => Cookie::Client(client),
+                };
+            }
+            edns_option::ECS => {
+                let max = match data.get(..2).map(|f| u16::from_be_bytes([f[0], f[1]])) {
+                    Some(1) => 32,
+                    Some(2) => 128,
+                    _ => return None,
+                };
+                let source = *data.get(2)? as usize;
+                if len < 4 || source > max || len < 4 + source.div_ceil(8) {
+                    return None;
+                }
+            }
+            _ => {}
+        }
+        pos += 4 + len;
+    }
+    (pos == rdata.len()).then_some(edns)
+}
+
+fn nsid<'a>(e: &Edns, server: &'a ServerEdns) -> Option<&'a [u8]> {
+    server.nsid.as_deref().filter(|_| e.nsid)
+}
+
+fn opt_len(e: &Edns, server: &ServerEdns) -> usize {
+    let nsid = nsid(e, server).map_or(0, |n| 4 + n.len());
+    let cookie = if e.cookie == Cookie::Absent {
+        0
+    } else {
+        4 + 24
+    };
+    OPT_LEN + nsid + cookie
+}
+
+/// The reply's OPT record as `wire::reply_edns` encodes it: root owner,
+/// our payload size, DO echoed, then NSID, then COOKIE.
+fn write_opt(out: &mut Vec<u8>, e: &Edns, server: &ServerEdns, peer: IpAddr, now: u64) {
+    let rdlen = (opt_len(e, server) - OPT_LEN) as u16;
+    out.extend_from_slice(&[0, 0, 41]);
+    out.extend_from_slice(&server.udp_payload.max(CLASSIC_UDP_PAYLOAD).to_be_bytes());
+    out.extend_from_slice(&[0, 0, if e.dnssec_ok { 0x80 } else { 0 }, 0]);
+    out.extend_from_slice(&rdlen.to_be_bytes());
+    if let Some(id) = nsid(e, server) {
+        out.extend_from_slice(&edns_option::NSID.to_be_bytes());
+        out.extend_from_slice(&(id.len() as u16).to_be_bytes());
+        out.extend_from_slice(id);
+    }
+    let (client, received) = match &e.cookie {
+        Cookie::Absent => return,
+        Cookie::Client(c) => (*c, None),
+        Cookie::Both(c, s) => (*c, Some(s)),
+    };
+    // As `Handler::stamp`: a mapped IPv4 peer is hashed as IPv4.
+    let ip = match peer {
+        IpAddr::V4(a) => ClientIp::V4(a.octets()),
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => ClientIp::V4(v4.octets()),
+            None => ClientIp::V6(a.octets()),
+        },
+    };
+    let secrets = &server.cookies;
+    let (server_cookie, _) = cookie::reply(
+        &secrets.key_words(),
+        secrets.previous.is_some(),
+        client,
+        received,
+        now as u32,
+        &ip,
+    );
+    out.extend_from_slice(&edns_option::COOKIE.to_be_bytes());
+    out.extend_from_slice(&24u16.to_be_bytes());
+    out.extend_from_slice(&client);
+    out.extend_from_slice(&server_cookie);
+}

@@ -1,0 +1,412 @@
+//! Differential tests: every query the hot path answers gets exactly the
+//! full handler's bytes, over every query shape it answers (0x20 case,
+//! EDNS sizes, DO, cookies, NSID, ECS and other options, truncation,
+//! both transports, IPv4/IPv6/mapped peers); everything else is left to
+//! the full handler; a table behind the store never answers.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use hickory_proto::rr::Name;
+
+use super::*;
+use crate::cookies::CookieSecrets;
+use crate::handler::{Handler, Transport};
+use crate::wire::ServerEdns;
+use crate::zone::{load_zone_str, ZoneStore};
+
+const NOW: u64 = 1_700_000_000;
+
+fn zone(origin: &str, text: &str) -> crate::zone::Zone {
+    load_zone_str(
+        text,
+        &Name::from_ascii(origin).unwrap(),
+        Path::new("t.zone"),
+    )
+    .unwrap()
+}
+
+/// example.com.: single and dual-stack names, a 60-member set (a block),
+/// a delegation, a wildcard, a CNAME, an empty non-terminal; signed.test.:
+/// a zone with a DNSKEY (DO=1 queries are not hot).
+fn store() -> ZoneStore {
+    let mut text = String::from(
+        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n@ NS ns1\n\
+         ns1 A 192.0.2.53\nwww A 192.0.2.1\nwww AAAA 2001:db8::1\nv6 AAAA 2001:db8::6\n\
+         two A 192.0.2.2\ntwo A 192.0.2.3\nsub NS ns.sub\nns.sub A 192.0.2.54\n\
+         *.wild A 192.0.2.9\nalias CNAME www\na.b.ent A 192.0.2.10\ntxt TXT hello\n",
+    );
+    for i in 0..60 {
+        text += &format!("big A 10.0.0.{i}\n");
+    }
+    let signed = "$ORIGIN signed.test.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\n\
+        @ DNSKEY \\# 6 0101030daabb\n\
+        ns1 A 192.0.2.1\nhost A 192.0.2.7\n";
+    ZoneStore::with_zones(vec![
+        zone("example.com.", &text),
+        zone("signed.test.", signed),
+    ])
+}
+
+fn handler(nsid: Option<&[u8]>) -> Handler {
+    Handler {
+        edns: ServerEdns {
+            udp_payload: 1232,
+            nsid: nsid.map(<[u8]>::to_vec),
+            cookies: CookieSecrets {
+                current: [7; 16],
+                previous: Some([8; 16]),
+            },
+        },
+        ..Handler::default()
+    }
+}
+
+/// An OPT record: payload size, DO, version, the options' bytes.
+type Opt<'a> = (u16, bool, u8, &'a [u8]);
+
+/// A query in wire form: header flags byte 2/3, one question, and an OPT
+/// record built from `opt` (payload, DO, version, options) if given.
+fn query(name: &str, qtype: u16, flags: [u8; 2], opt: Option<Opt>) -> Vec<u8> {
+    let mut q = vec![
+        0xab,
+        0xcd,
+        flags[0],
+        flags[1],
+        0,
+        1,
+        0,
+        0,
+        0,
+        0,
+        0,
+        opt.is_some() as u8,
+    ];
+    for label in name
+        .trim_end_matches('.')
+        .split('.')
+        .filter(|l| !l.is_empty())
+    {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.push(0);
+    q.extend_from_slice(&qtype.to_be_bytes());
+    q.extend_from_slice(&1u16.to_be_bytes());
+    if let Some((payload, dnssec_ok, version, options)) = opt {
+        q.extend_from_slice(&[0, 0, 41]);
+        q.extend_from_slice(&payload.to_be_bytes());
+        q.extend_from_slice(&[0, version, if dnssec_ok { 0x80 } else { 0 }, 0]);
+        q.extend_from_slice(&(options.len() as u16).to_be_bytes());
+        q.extend_from_slice(options);
+    }
+    q
+}
+
+fn option(code: u16, data: &[u8]) -> Vec<u8> {
+    let mut o = code.to_be_bytes().to_vec();
+    o.extend_from_slice(&(data.len() as u16).to_be_bytes());
+    o.extend_from_slice(data);
+    o
+}
+
+/// A valid server cookie for `peer` from the handler's current secret.
+fn server_cookie(h: &Handler, client: [u8; 8], peer: IpAddr) -> Vec<u8> {
+    let q = query(
+        "www.example.com.",
+        1,
+        [0, 0],
+        Some((1232, false, 0, &option(10, &client))),
+    );
+    let store = store();
+    let reply = h
+        .handle(&store.snapshot(), &q, Transport::Udp, peer, NOW)
+        .unwrap();
+    reply[reply.len() - 24..].to_vec()
+}
+
+/// Every option list a resolver or a fuzzer might send.
+fn option_sets(h: &Handler, peer: IpAddr) -> Vec<Vec<u8>> {
+    let client = [1, 2, 3, 4, 5, 6, 7, 8];
+    let good = server_cookie(h, client, peer);
+    let mut wrong = good.clone();
+    wrong[20] ^= 1;
+    let ecs4 = option(8, &[0, 1, 24, 0, 198, 51, 100]);
+    let nsid = option(3, &[]);
+    let mut sets = vec![
+        vec![],
+        nsid.clone(),
+        option(10, &client),
+        option(10, &good),
+        option(10, &wrong),
+        option(10, &[9; 16]),
+        option(10, &[9; 40]),
+        option(10, &[9; 7]),
+        option(10, &[9; 12]),
+        option(10, &[9; 41]),
+        ecs4.clone(),
+        option(8, &[0, 1, 33, 0, 1, 2, 3, 4, 5]),
+        option(8, &[0, 3, 8, 0, 1]),
+        option(8, &[0, 1]),
+        option(12, &[0; 40]),
+        option(65001, b"unknown"),
+        option(3, b"x"),
+        [nsid.clone(), nsid.clone()].concat(),
+        [option(10, &client), option(10, &client)].concat(),
+        [
+            nsid.clone(),
+            ecs4.clone(),
+            option(10, &good),
+            option(12, &[0; 8]),
+        ]
+        .concat(),
+        [option(10, &client), nsid.clone()].concat(),
+        (0..9).flat_map(|_| option(12, &[])).collect(),
+        option(12, &[0; 300]),
+    ];
+    let mut cut = option(10, &client);
+    cut.truncate(6);
+    sets.push(cut);
+    sets
+}
+
+/// The full handler's reply, and the hot path's.
+fn both(
+    store: &ZoneStore,
+    table: &HotTable,
+    h: &Handler,
+    q: &[u8],
+    transport: Transport,
+    peer: IpAddr,
+) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let snapshot = store.snapshot();
+    let full = h.handle(&snapshot, q, transport, peer, NOW);
+    let hot = answer(table, snapshot.version(), q, transport, peer, NOW, &h.edns);
+    (full, hot)
+}
+
+#[test]
+fn every_hot_answer_is_the_full_handlers_bytes() {
+    let store = store();
+    let table = HotTable::default();
+    fill(&table, &store.snapshot());
+    let peers: [IpAddr; 3] = [
+        "192.0.2.99".parse().unwrap(),
+        "2001:db8::99".parse().unwrap(),
+        "::ffff:192.0.2.99".parse().unwrap(),
+    ];
+    let names = [
+        "www.example.com.",
+        "WwW.ExAmPlE.cOm.",
+        "v6.example.com.",
+        "two.example.com.",
+        "BIG.example.com.",
+        "ns1.example.com.",
+        "a.b.ent.example.com.",
+        "b.ent.example.com.",
+        "x.wild.example.com.",
+        "alias.example.com.",
+        "ns.sub.example.com.",
+        "missing.example.com.",
+        "txt.example.com.",
+        "host.signed.test.",
+        "HOST.Signed.Test.",
+        "example.net.",
+        ".",
+    ];
+    let (mut hot_count, mut total) = (0, 0);
+    let mut hot_shapes = std::collections::BTreeSet::new();
+    for nsid in [None, Some(&b"node-1"[..]), Some(&[b'n'; 65][..])] {
+        let h = handler(nsid);
+        for peer in peers {
+            let sets = option_sets(&h, peer);
+            for name in names {
+                for qtype in [1u16, 28, 16, 255] {
+                    for flags in [
+                        [0, 0],
+                        [1, 0],
+                        [1, 0x10],
+                        [0x07, 0xef],
+                        [0x08, 0],
+                        [0x80, 0],
+                    ] {
+                        let mut shapes: Vec<(&str, Option<Opt>)> = vec![("no EDNS", None)];
+                        for payload in [0, 512, 1232, 4096] {
+                            for dnssec_ok in [false, true] {
+                                shapes.push(("EDNS", Some((payload, dnssec_ok, 0, &[][..]))));
+                            }
+                        }
+                        shapes.push(("EDNS version 1", Some((1232, false, 1, &[][..]))));
+                        for set in &sets {
+                            shapes.push(("options", Some((1232, true, 0, &set[..]))));
+                        }
+                        for (shape, opt) in shapes {
+                            let q = query(name, qtype, flags, opt);
+                            for transport in [Transport::Udp, Transport::Tcp] {
+                                let (full, hot) = both(&store, &table, &h, &q, transport, peer);
+                                total += 1;
+                                if let Some(hot) = hot {
+                                    assert_eq!(
+                                        Some(&hot),
+                                        full.as_ref(),
+                                        "{name} type {qtype} flags {flags:?} {opt:?} {transport:?} from {peer} nsid {nsid:?}"
+                                    );
+                                    hot_count += 1;
+                                    hot_shapes.insert(shape);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The hot path must carry its share, over every kind of EDNS.
+    assert!(hot_count > total / 20, "{hot_count} of {total} hot");
+    assert_eq!(hot_shapes.len(), 3, "{hot_shapes:?}");
+}
+
+#[test]
+fn what_the_hot_path_answers_and_what_it_leaves() {
+    let store = store();
+    let table = HotTable::default();
+    fill(&table, &store.snapshot());
+    let h = handler(Some(b"node-1"));
+    let peer: IpAddr = "192.0.2.99".parse().unwrap();
+    let hot = |q: &[u8], t| both(&store, &table, &h, q, t, peer).1.is_some();
+    let udp = Transport::Udp;
+    assert!(
+        hot(&query("WWW.example.com.", 1, [1, 0], None), udp),
+        "0x20 hit"
+    );
+    assert!(
+        hot(&query("www.example.com.", 28, [0, 0], None), udp),
+        "AAAA"
+    );
+    let nsid = option(3, &[]);
+    assert!(hot(
+        &query("www.example.com.", 1, [0, 0], Some((1232, true, 0, &nsid))),
+        udp
+    ));
+    let cookie = option(10, &[1; 8]);
+    assert!(hot(
+        &query(
+            "host.signed.test.",
+            1,
+            [0, 0],
+            Some((1232, false, 0, &cookie))
+        ),
+        udp
+    ));
+    assert!(
+        !hot(
+            &query(
+                "host.signed.test.",
+                1,
+                [0, 0],
+                Some((1232, true, 0, &cookie))
+            ),
+            udp
+        ),
+        "signed zone, DO=1"
+    );
+    // 60 A records (972 bytes): over 512 truncated by the full handler.
+    let big = |payload| {
+        query(
+            "big.example.com.",
+            1,
+            [0, 0],
+            Some((payload, false, 0, &[][..])),
+        )
+    };
+    assert!(!hot(&big(512), udp));
+    let (full, _) = both(&store, &table, &h, &big(512), udp, peer);
+    assert_ne!(full.unwrap()[2] & 0x02, 0, "TC from the full handler");
+    assert!(hot(&big(4096), udp));
+    assert!(hot(&big(512), Transport::Tcp));
+    for q in [
+        query("missing.example.com.", 1, [0, 0], None),
+        query("txt.example.com.", 1, [0, 0], None),
+        query("www.example.com.", 16, [0, 0], None),
+        query("alias.example.com.", 1, [0, 0], None),
+        query("x.wild.example.com.", 1, [0, 0], None),
+        query("ns.sub.example.com.", 1, [0, 0], None),
+        query("www.example.com.", 1, [0x08, 0], None),
+        query(
+            "www.example.com.",
+            1,
+            [0, 0],
+            Some((1232, false, 1, &[][..])),
+        ),
+        query(
+            "www.example.com.",
+            1,
+            [0, 0],
+            Some((1232, false, 0, &option(10, &[1; 9]))),
+        ),
+    ] {
+        assert!(!hot(&q, udp), "{q:?}");
+    }
+}
+
+#[test]
+fn a_table_behind_the_store_never_answers() {
+    let store = store();
+    let table = HotTable::default();
+    let h = handler(None);
+    let peer: IpAddr = "192.0.2.99".parse().unwrap();
+    let q = query("www.example.com.", 1, [0, 0], None);
+    assert_eq!(
+        both(&store, &table, &h, &q, Transport::Udp, peer).1,
+        None,
+        "empty"
+    );
+    fill(&table, &store.snapshot());
+    let before = both(&store, &table, &h, &q, Transport::Udp, peer)
+        .1
+        .unwrap();
+    // The store moves on; the table has not caught up.
+    let text = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 8 3600 600 86400 60\n@ NS ns1\n\
+                ns1 A 192.0.2.53\nwww A 192.0.2.200\n";
+    store.replace_zones(vec![zone("example.com.", text)], &[], NOW);
+    let (full, hot) = both(&store, &table, &h, &q, Transport::Udp, peer);
+    assert_eq!(hot, None, "stale table");
+    assert_ne!(full.as_ref(), Some(&before));
+    fill(&table, &store.snapshot());
+    let (full, hot) = both(&store, &table, &h, &q, Transport::Udp, peer);
+    assert_eq!(hot, full);
+}
+
+#[tokio::test]
+async fn the_subscriber_follows_the_store() {
+    let store = store();
+    let table = std::sync::Arc::new(HotTable::default());
+    let _task = start(table.clone(), &store);
+    let wait_for = |version: u64| {
+        let table = table.clone();
+        async move {
+            for _ in 0..500 {
+                if table.version() == Some(version) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("hot table never reached version {version}");
+        }
+    };
+    wait_for(store.snapshot().version()).await;
+    let text = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 8 3600 600 86400 60\n@ NS ns1\n\
+                ns1 A 192.0.2.53\nnew A 192.0.2.201\n";
+    store.replace_zones(vec![zone("example.com.", text)], &[], NOW);
+    wait_for(store.snapshot().version()).await;
+    let h = handler(None);
+    let peer: IpAddr = "192.0.2.99".parse().unwrap();
+    for (name, hot) in [("new.example.com.", true), ("www.example.com.", false)] {
+        let q = query(name, 1, [0, 0], None);
+        let (full, got) = both(&store, &table, &h, &q, Transport::Udp, peer);
+        assert_eq!(got.is_some(), hot, "{name}");
+        if hot {
+            assert_eq!(got, full);
+        }
+    }
+}
