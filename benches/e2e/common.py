@@ -21,6 +21,10 @@ GEN_CPU = NPROC - 1
 SRV_CPUS = list(range(NPROC - 1))
 SRV_CPU_LIST = ",".join(map(str, SRV_CPUS))
 TCP_SHARE = 0.05
+# The TCP load: this many connections at once, each with this many
+# queries in flight.
+TCP_CLIENTS = 1000
+TCP_PIPELINED = 8
 
 
 def sh(*args, check=True, timeout=60, **kw):

@@ -89,6 +89,21 @@ def run_mix(queries, duration, rate):
     return r
 
 
+def run_tcp_many(queries, duration, rate):
+    """Hits over TCP from TCP_CLIENTS connections at once, each with
+    several queries in flight (pipelined, RFC 7766 §6.2.1.1)."""
+    cmd = on_client("dnsperf", "-s", SRV_IP, "-d", queries, "-l", str(duration), "-m", "tcp",
+                    "-c", str(TCP_CLIENTS), "-T", "1", "-q", str(TCP_CLIENTS * TCP_PIPELINED), "-t", "5",
+                    "-Q", str(int(rate)), "-v")
+    m = measured([cmd], duration + 30)
+    out = m.outs[0]
+    sent, done, avg, latencies = dnsperf_figures(out)
+    r = result(sent, done, m, duration, latencies, avg)
+    if not done:
+        r["raw"] = out[-800:]
+    return r
+
+
 def run_kxdpgun(queries, duration, rate):
     dig_ok(f"svc0.svc.u0.{ORIGIN}")  # kxdpgun needs the server's MAC in the neighbour table
     cmd = on_client("kxdpgun", "-t", str(duration), "-Q", str(rate), "-i", queries, "-I", CLI_IF,
@@ -117,7 +132,8 @@ def with_counters(server, run):
 
 
 LOADS = ("dnsperf max rate, hits", "dnsperf fixed rate, hits", "dnsperf fixed rate, mix + TCP share",
-         "kxdpgun, hits", "dnsperf fixed rate, resolver-shaped hits (EDNS0 + DO + client cookie)")
+         "kxdpgun, hits", "dnsperf fixed rate, resolver-shaped hits (EDNS0 + DO + client cookie)",
+         f"dnsperf fixed rate, hits over TCP, {TCP_CLIENTS:,} connections pipelined")
 
 
 def bench_target(t, a, hits, mix, probe):
@@ -135,6 +151,7 @@ def bench_target(t, a, hits, mix, probe):
                     server, lambda: run_dnsperf(hits, a.duration, a.rate, RESOLVER_SHAPED)))
             if not t.floor:  # the floor answers UDP only, and every query alike
                 runs[LOADS[2]].append(with_counters(server, lambda: run_mix(mix, a.duration, a.rate)))
+                runs[LOADS[5]].append(with_counters(server, lambda: run_tcp_many(hits, a.duration, a.rate)))
             # kxdpgun brings its own program for the client side.
             stop(peer)
             runs[LOADS[3]].append(with_counters(server, lambda: run_kxdpgun(hits, a.duration, a.kxdpgun_rate)))

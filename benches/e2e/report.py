@@ -33,9 +33,9 @@ def ratios(results):
         ("xdpdns fallback only", "NSD"),
     ]
     out = []
-    for load in (LOADS[1], LOADS[4], LOADS[2]):
+    for load in (LOADS[1], LOADS[4], LOADS[2], LOADS[5]):
         for a, b in pairs:
-            if load == LOADS[4] and "floor" in b:
+            if load in (LOADS[4], LOADS[5]) and "floor" in b:
                 continue
             x = median_of(results, a, load, "server_cpu_ns_per_answer")
             y = median_of(results, b, load, "server_cpu_ns_per_answer")

@@ -9,8 +9,10 @@ generic and native mode; xdpdns with its fallback server only; NSD; Knot
 DNS; BIND 9.
 
 Per target: a maximum-rate dnsperf run, a fixed-rate dnsperf run on hits, a
-fixed-rate mixed run (UDP mix plus a concurrent TCP share), and a kxdpgun
-run; each repeated, reported as medians with min-max.
+fixed-rate mixed run (UDP mix plus a concurrent TCP share), the same
+resolver-shaped (EDNS, DO, a client cookie), hits over 1,000 TCP connections
+with queries pipelined, and a kxdpgun run; each repeated, reported as medians
+with min-max.
 
 Server CPU per answered query. The machine's CPUs are split: the load
 generator and all client-side kernel work run on the last CPU, the server and
@@ -36,6 +38,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shutil
 import sys
 import tempfile
@@ -76,6 +79,10 @@ def main():
 
     # The harness itself counts as load generator.
     os.sched_setaffinity(0, [GEN_CPU])
+    # Every server and dnsperf hold TCP_CLIENTS connections: lift the
+    # open-file limit (1,024 by default) for all of them.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     workdir = tempfile.mkdtemp(prefix="xdpdns-bench-")
     results = []
     pinner = NapiPinner()

@@ -20,7 +20,7 @@ def write_file(path, text):
 
 
 def xdpdns_config(workdir, zone, xdp_mode, names):
-    text = f'[server]\nlisten = ["{SRV_IP}:53"]\n[log]\nlevel = "info"\n'
+    text = f'[server]\nlisten = ["{SRV_IP}:53"]\ntcp_max_connections = {TCP_CLIENTS + 100}\n[log]\nlevel = "info"\n'
     if xdp_mode:
         text += f'[xdp]\ninterfaces = ["{SRV_IF}"]\nmode = "{xdp_mode}"\ncapacity = {max(1 << 16, 2 * names)}\n'
     text += f'[[zone]]\norigin = "{ORIGIN}."\nfile = "{zone}"\n'
@@ -42,6 +42,8 @@ def nsd_config(workdir, zone):
     pidfile: "{d}/nsd.pid"
     server-count: {len(SRV_CPUS)}
     verbosity: 0
+    # The TCP load opens TCP_CLIENTS connections (the default is 100).
+    tcp-count: {TCP_CLIENTS + 100}
     # Debian builds NSD with response rate limiting on: one client at tens
     # of thousands of q/s would be throttled (NXDOMAINs dropped).
     rrl-ratelimit: 0
@@ -69,6 +71,7 @@ def knot_config(workdir, zone, xdp=False):
     listen: {SRV_IP}@53
     udp-workers: {len(SRV_CPUS)}
     tcp-workers: {len(SRV_CPUS)}
+    tcp-max-clients: {TCP_CLIENTS + 100}
 {xdp_section}database:
     storage: "{d}"
 log:
@@ -95,6 +98,7 @@ def bind_config(workdir, zone):
     listen-on-v6 {{ none; }};
     recursion no;
     minimal-responses yes;
+    tcp-clients {TCP_CLIENTS + 100};
 }};
 zone "{ORIGIN}" {{ type primary; file "{zone}"; }};
 """)

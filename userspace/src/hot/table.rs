@@ -21,7 +21,63 @@ use crate::xdp::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
 /// The version of a table being changed, or not yet filled.
 const UNSETTLED: u64 = u64::MAX;
 
-type Map = DashMap<Arc<[u8]>, Compiled, foldhash::fast::RandomState>;
+type Map = DashMap<NameKey, Compiled, foldhash::fast::RandomState>;
+
+/// Longest name kept inside the map's slot; longer ones are referenced.
+const INLINE_NAME: usize = 30;
+
+/// A table key: the lower-cased wire name, inline when short (most
+/// service names), so a lookup reads the slot and not a second
+/// allocation. Hashed and compared as the bytes it holds, so a query's
+/// name looks it up as a plain `&[u8]`.
+#[derive(Clone)]
+enum NameKey {
+    Inline { len: u8, bytes: [u8; INLINE_NAME] },
+    Shared(Arc<[u8]>),
+}
+
+impl NameKey {
+    fn new(name: &Arc<[u8]>) -> Self {
+        match name.len() {
+            len @ 0..=INLINE_NAME => {
+                let mut bytes = [0; INLINE_NAME];
+                bytes[..len].copy_from_slice(name);
+                NameKey::Inline {
+                    len: len as u8,
+                    bytes,
+                }
+            }
+            _ => NameKey::Shared(name.clone()),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            NameKey::Inline { len, bytes } => &bytes[..*len as usize],
+            NameKey::Shared(b) => b,
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for NameKey {
+    fn borrow(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+impl std::hash::Hash for NameKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bytes().hash(state)
+    }
+}
+
+impl PartialEq for NameKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for NameKey {}
 
 pub struct HotTable {
     /// The store version the entries match, or [`UNSETTLED`].
@@ -96,7 +152,8 @@ impl HotTable {
     /// Applies a change (between [`HotTable::unsettle`] and `settle`).
     pub fn apply(&self, delta: &TableDelta) {
         for (key, entry) in &delta.upsert {
-            self.map(key.qtype).insert(key.name.clone(), entry.clone());
+            self.map(key.qtype)
+                .insert(NameKey::new(&key.name), entry.clone());
         }
         for key in &delta.delete {
             self.map(key.qtype).remove(&*key.name);
@@ -108,7 +165,8 @@ impl HotTable {
         self.a.clear();
         self.aaaa.clear();
         for (key, entry) in table {
-            self.map(key.qtype).insert(key.name.clone(), entry.clone());
+            self.map(key.qtype)
+                .insert(NameKey::new(&key.name), entry.clone());
         }
         self.a.shrink_to_fit();
         self.aaaa.shrink_to_fit();
@@ -123,10 +181,11 @@ impl Installed for HotTable {
     fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
         for qtype in [qtype_slot::A, qtype_slot::AAAA] {
             for e in self.map(qtype).iter() {
-                f(&EntryKey {
-                    name: e.key().clone(),
-                    qtype,
-                });
+                let name = match e.key() {
+                    NameKey::Shared(b) => b.clone(),
+                    inline => inline.bytes().into(),
+                };
+                f(&EntryKey { name, qtype });
             }
         }
     }

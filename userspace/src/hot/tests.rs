@@ -34,7 +34,8 @@ fn store() -> ZoneStore {
         "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n@ NS ns1\n\
          ns1 A 192.0.2.53\nwww A 192.0.2.1\nwww AAAA 2001:db8::1\nv6 AAAA 2001:db8::6\n\
          two A 192.0.2.2\ntwo A 192.0.2.3\nsub NS ns.sub\nns.sub A 192.0.2.54\n\
-         *.wild A 192.0.2.9\nalias CNAME www\na.b.ent A 192.0.2.10\ntxt TXT hello\n",
+         *.wild A 192.0.2.9\nalias CNAME www\na.b.ent A 192.0.2.10\ntxt TXT hello\n\
+         a-rather-long-service-name AAAA 2001:db8::42\n",
     );
     for i in 0..60 {
         text += &format!("big A 10.0.0.{i}\n");
@@ -203,6 +204,7 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
         "BIG.example.com.",
         "ns1.example.com.",
         "a.b.ent.example.com.",
+        "A-Rather-Long-Service-Name.example.com.",
         "b.ent.example.com.",
         "x.wild.example.com.",
         "alias.example.com.",
