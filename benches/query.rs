@@ -86,6 +86,53 @@ fn bench(c: &mut Criterion) {
             b.iter(|| router.respond(std::hint::black_box(q), Transport::Udp, PEER, 0))
         });
     }
+    // 100,000 names asked in turn, so each lookup reads a table far
+    // larger than the caches near the core: what a busy server sees.
+    let mut text = String::from(
+        "$ORIGIN big.test.\n$TTL 60\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n",
+    );
+    for i in 0..100_000u32 {
+        text += &format!(
+            "i{i}.inst A 10.{}.{}.{}\n",
+            i >> 16,
+            (i >> 8) & 255,
+            i & 255
+        );
+    }
+    let big = load_zone_str(
+        &text,
+        &Name::from_str("big.test.").unwrap(),
+        Path::new("big"),
+    )
+    .unwrap();
+    let big = xdpdns::router::Router::new(ZoneStore::with_zones(vec![big]), handler.clone());
+    xdpdns::hot::fill(&big.hot, &big.store.snapshot());
+    let mut order: Vec<u32> = (0..100_000).collect();
+    let mut x = 0x9e37_79b9u32;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        order.swap(i, x as usize % (i + 1));
+    }
+    let queries: Vec<Vec<u8>> = order
+        .iter()
+        .map(|i| query(&format!("i{i}.inst.big.test."), RecordType::A))
+        .collect();
+    let mut next = 0;
+    g.bench_function("router_udp_hit_a_100k_names", |b| {
+        b.iter(|| {
+            next = (next + 1) % queries.len();
+            big.respond(&queries[next], Transport::Udp, PEER, 0)
+        })
+    });
+    let big_snapshot = big.store.snapshot();
+    g.bench_function("udp_hit_a_100k_names", |b| {
+        b.iter(|| {
+            next = (next + 1) % queries.len();
+            handler.handle(&big_snapshot, &queries[next], Transport::Udp, PEER, 0)
+        })
+    });
     g.bench_function("udp_hit_a_resolver", |b| {
         b.iter(|| {
             handler.handle(

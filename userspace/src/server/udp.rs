@@ -242,3 +242,29 @@ impl DropLog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::mmsg::BATCH;
+
+    #[test]
+    fn a_pause_only_while_queries_come_faster_than_the_window() {
+        let window = Duration::from_micros(100);
+        let c = Coalescer::new(window);
+        // Queries 30 µs apart: wait, so the next wake-up takes several.
+        assert_eq!(c.pause_after(1, Duration::from_micros(30)), Some(window));
+        // Queries already queued (no wait at all): keep gathering.
+        assert_eq!(c.pause_after(3, Duration::ZERO), Some(window));
+        // A lone query after a quiet spell is answered with no delay added.
+        assert_eq!(c.pause_after(1, Duration::from_millis(5)), None);
+        assert_eq!(c.pause_after(1, window), None);
+        // A full batch: more are waiting already.
+        assert_eq!(c.pause_after(BATCH, Duration::ZERO), None);
+        // Nothing received (timeout, error).
+        assert_eq!(c.pause_after(0, Duration::ZERO), None);
+        // Off.
+        let off = Coalescer::new(Duration::ZERO);
+        assert_eq!(off.pause_after(1, Duration::ZERO), None);
+    }
+}
