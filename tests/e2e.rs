@@ -10,6 +10,7 @@ mod fallback_server;
 mod fuzz;
 mod hostile_input;
 mod malformed_input;
+mod operations;
 mod registry_api;
 mod transfer_interop;
 mod xdp_differential;

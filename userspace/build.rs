@@ -25,6 +25,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    println!("cargo:rustc-env=XDPDNS_GIT_COMMIT={}", git_commit(&root));
 
     if !Path::new(DEBIAN_RUSTC).exists() || which("bpf-linker").is_none() {
         panic!(
@@ -80,4 +81,36 @@ fn which(cmd: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(cmd))
         .find(|p| p.is_file())
+}
+
+/// The commit being built (`-dirty` with uncommitted changes), or
+/// `unknown` outside a git checkout. Rebuilt when HEAD moves.
+fn git_commit(root: &Path) -> String {
+    let git = root.join(".git");
+    for f in ["HEAD", "packed-refs"] {
+        println!("cargo:rerun-if-changed={}", git.join(f).display());
+    }
+    if let Ok(head) = std::fs::read_to_string(git.join("HEAD")) {
+        if let Some(r) = head.strip_prefix("ref: ") {
+            println!("cargo:rerun-if-changed={}", git.join(r.trim()).display());
+        }
+    }
+    let out = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match out(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(commit) => {
+            let dirty = out(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            format!("{commit}{}", if dirty { "-dirty" } else { "" })
+        }
+        None => "unknown".into(),
+    }
 }

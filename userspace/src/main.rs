@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use hickory_proto::rr::Name;
 use std::str::FromStr;
 
-use xdpdns::config::Config;
+use xdpdns::config::{Config, LogConfig, LogFormat};
 use xdpdns::serve::{load_zones, serve};
 use xdpdns::zone::load_zone_file;
 
@@ -97,8 +97,26 @@ enum Command {
     },
 }
 
+/// What `--version` prints: the package version, the git commit it was
+/// built from, and the SHA-256 of the embedded XDP object (which two
+/// builds share exactly when they load the same kernel program).
+fn long_version() -> String {
+    format!(
+        "{} (commit {}, eBPF object sha256 {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("XDPDNS_GIT_COMMIT"),
+        xdpdns::xdp::loader::object_sha256()
+    )
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Computed at run time (the object's hash), once: leaked for clap.
+    let version: &'static str = Box::leak(long_version().into_boxed_str());
+    let command = Cli::command().version(version);
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Serve { config, ready_file } => run_serve(config, ready_file),
         Command::CheckConfig { config } => check_config(config),
@@ -118,19 +136,26 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr at `level`; RUST_LOG overrides.
-fn init_logging(level: &str) {
+/// Logs to stderr at `level`; RUST_LOG overrides. Text has colour only
+/// on a terminal (a file or a journal gets plain lines); JSON is one
+/// object per line (`timestamp`, `level`, `target`, `fields`).
+fn init_logging(log: &LogConfig) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match log.format {
+        LogFormat::Text => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => fmt.json().with_ansi(false).init(),
+    }
 }
 
 fn run_serve(config: PathBuf, ready_file: Option<PathBuf>) -> anyhow::Result<()> {
     // Parse once up front so logging uses the configured level.
-    init_logging(&Config::load(&config)?.log.level);
+    init_logging(&Config::load(&config)?.log);
     raise_open_file_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -167,7 +192,7 @@ fn raise_open_file_limit() {
 
 fn run_agent(config: PathBuf) -> anyhow::Result<()> {
     let config = xdpdns::agent::AgentConfig::load(&config)?;
-    init_logging("info");
+    init_logging(&LogConfig::default());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

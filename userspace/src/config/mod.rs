@@ -196,14 +196,25 @@ pub struct IdentityConfig {
 pub struct LogConfig {
     /// tracing filter, e.g. "info" or "xdpdns=debug"; RUST_LOG overrides.
     pub level: String,
+    /// `text` (colour only on a terminal) or `json` (one event per line).
+    pub format: LogFormat,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             level: "info".into(),
+            format: LogFormat::Text,
         }
     }
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// The XDP fast path. With no interfaces the server answers everything

@@ -21,6 +21,12 @@ use crate::wire::ServerEdns;
 
 /// The XDP object built from `ebpf/` by `build.rs`: what serves.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdpdns.bpf.o"));
+
+/// SHA-256 of the embedded XDP object, in hex (`xdpdns --version`).
+pub fn object_sha256() -> String {
+    use sha2::Digest;
+    data_encoding::HEXLOWER.encode(&sha2::Sha256::digest(OBJECT))
+}
 /// The same program built with its `bench` feature: plus the timing
 /// programs and the benchmark floor (`xdp_reflect`). Never loaded to serve.
 static BENCH_OBJECT: &[u8] =

@@ -1,0 +1,104 @@
+//! What an operator reads: logs written to a file carry no terminal
+//! escapes, JSON logs parse line by line, `--version` names the build.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::process::BIN;
+use hickory_proto::rr::RecordType;
+
+use crate::support::{query, udp_query, TempDir};
+
+/// Serves the example zone with `log` as the `[log]` table, stderr to a
+/// file (not a terminal, and without NO_COLOR: the server must decide by
+/// itself), asks one query, stops it; returns what it logged.
+fn logged(log: &str) -> String {
+    let dir = TempDir::new("logs");
+    dir.write("zone.db", include_str!("support/example.com.zone"));
+    dir.write("big.inc", include_str!("support/big.inc"));
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n[log]\n{log}\n\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n"
+        ),
+    );
+    let log_path = dir.0.join("stderr.log");
+    let ready = dir.0.join("ready.json");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--ready-file")
+        .arg(&ready)
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addr: std::net::SocketAddr = loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            break v["dns"][0].as_str().unwrap().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "not ready");
+        assert!(child.try_wait().unwrap().is_none(), "exited early");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let reply = udp_query(addr, &query("www.example.com.", RecordType::A, None));
+    assert!(reply.is_some_and(|m| !m.answers.is_empty()));
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    read(&log_path)
+}
+
+fn read(p: &Path) -> String {
+    String::from_utf8(std::fs::read(p).unwrap()).unwrap()
+}
+
+#[test]
+fn text_logs_in_a_file_have_no_escape_sequences() {
+    let text = logged("level = \"info\"");
+    assert!(text.contains("listening"), "{text}");
+    assert!(!text.contains('\u{1b}'), "escape sequences in:\n{text}");
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let text = logged("level = \"info\"\nformat = \"json\"");
+    let mut events = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        for key in ["timestamp", "level", "target", "fields"] {
+            assert!(v.get(key).is_some(), "no {key}: {line}");
+        }
+        events += 1;
+    }
+    assert!(events >= 3, "{text}");
+    assert!(text.contains("\"message\":\"listening"), "{text}");
+    assert!(!text.contains('\u{1b}'));
+}
+
+#[test]
+fn version_names_the_commit_and_the_kernel_object() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+    let commit = text
+        .split("commit ")
+        .nth(1)
+        .and_then(|r| r.split(',').next());
+    assert!(commit.is_some_and(|c| !c.is_empty()), "{text}");
+    let hash = text
+        .split("sha256 ")
+        .nth(1)
+        .map(|h| h.trim_end_matches([')', '\n']));
+    assert!(
+        hash.is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{text}"
+    );
+}
