@@ -64,7 +64,11 @@ def dnsperf_figures(out):
 
 
 def run_dnsperf(queries, duration, rate, extra=()):
-    m = measured([dnsperf_cmd(queries, duration, rate, verbose=bool(rate), extra=extra)], duration + 30)
+    return measured_dnsperf(dnsperf_cmd(queries, duration, rate, verbose=bool(rate), extra=extra), duration)
+
+
+def measured_dnsperf(cmd, duration):
+    m = measured([cmd], duration + 30)
     out = m.outs[0]
     sent, done, avg, latencies = dnsperf_figures(out)
     r = result(sent, done, m, duration, latencies, avg)
@@ -95,13 +99,7 @@ def run_tcp_many(queries, duration, rate):
     cmd = on_client("dnsperf", "-s", SRV_IP, "-d", queries, "-l", str(duration), "-m", "tcp",
                     "-c", str(TCP_CLIENTS), "-T", "1", "-q", str(TCP_CLIENTS * TCP_PIPELINED), "-t", "5",
                     "-Q", str(int(rate)), "-v")
-    m = measured([cmd], duration + 30)
-    out = m.outs[0]
-    sent, done, avg, latencies = dnsperf_figures(out)
-    r = result(sent, done, m, duration, latencies, avg)
-    if not done:
-        r["raw"] = out[-800:]
-    return r
+    return measured_dnsperf(cmd, duration)
 
 
 def run_kxdpgun(queries, duration, rate):
