@@ -102,3 +102,71 @@ fn version_names_the_commit_and_the_kernel_object() {
         "{text}"
     );
 }
+
+/// Receives the next notification (bounded).
+fn next_state(sock: &std::os::unix::net::UnixDatagram) -> String {
+    let mut buf = [0u8; 512];
+    let n = sock
+        .recv(&mut buf)
+        .expect("a notification within the timeout");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[test]
+fn readiness_reload_and_stop_are_signalled_to_systemd() {
+    let dir = TempDir::new("notify");
+    dir.write("zone.db", include_str!("support/example.com.zone"));
+    dir.write("big.inc", include_str!("support/big.inc"));
+    let config = dir.write(
+        "xdpdns.toml",
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n\
+         [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
+    );
+    let socket_path = dir.0.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let signal = |sig: &str| {
+        let _ = Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status();
+    };
+    assert_eq!(
+        next_state(&sock),
+        format!("READY=1\nMAINPID={}", child.id())
+    );
+    signal("-HUP");
+    assert_eq!(next_state(&sock), "RELOADING=1");
+    assert_eq!(next_state(&sock), "READY=1");
+    signal("-TERM");
+    assert_eq!(next_state(&sock), "STOPPING=1");
+    assert!(child.wait().unwrap().success());
+}
+
+/// `systemd-analyze verify` on the shipped unit (with the binary path
+/// pointed at this build, which verify requires to exist).
+#[test]
+fn the_systemd_unit_verifies() {
+    let unit = include_str!("../dist/xdpdns.service").replace("/usr/bin/xdpdns", BIN);
+    let dir = TempDir::new("unit");
+    let path = dir.write("xdpdns.service", &unit);
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze (Debian package systemd, installed by cargo xtask deps)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("xdpdns.service"),
+        "warnings about the unit:\n{stderr}"
+    );
+}

@@ -53,6 +53,8 @@ const APT_PACKAGES: &[&str] = &[
     "bind9",
     // A real recursive resolver in front of the XDP path (veth test)
     "unbound",
+    // systemd-analyze, which verifies the shipped unit (dist/)
+    "systemd",
     // The end-to-end benchmark: its harness and its other load generator
     "python3",
     "dnsperf",

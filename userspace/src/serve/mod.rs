@@ -11,6 +11,7 @@
 //! journal recovery ────┘    one Commit event)
 //! ```
 
+mod systemd;
 mod zone_files;
 
 use std::net::SocketAddr;
@@ -184,12 +185,14 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             .with_context(|| format!("--ready-file {}", path.display()))?;
     }
     info!("ready");
+    systemd::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
 
     let mut current = config;
     let mut failure = None;
     loop {
         tokio::select! {
             _ = hup.recv() => {
+                systemd::notify("RELOADING=1");
                 let path = config_path.clone();
                 let old = current.clone();
                 let sh = router.clone();
@@ -205,6 +208,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                     }
                     None => warn!("reload failed; still serving the previous configuration"),
                 }
+                systemd::notify("READY=1");
             }
             _ = usr1.recv() => log_counters(kernel.as_ref().map(|(k, _)| k)).await,
             result = wait_for(&mut registry_task) => {
@@ -219,6 +223,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             _ = int.recv() => break,
         }
     }
+    systemd::notify("STOPPING=1");
     // The kernel table's task detaches the program once its handle is gone.
     if let Some((k, task)) = kernel.take() {
         drop(k);
