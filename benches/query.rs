@@ -145,6 +145,17 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    // What counting an answer for /metrics adds to each one: reading the
+    // reply's question type and RCODE, one relaxed add.
+    let metrics = xdpdns::metrics::Metrics::default();
+    let counts = metrics.counts();
+    let reply = handler
+        .handle(&snapshot, &hit, Transport::Udp, PEER, 0)
+        .unwrap();
+    g.bench_function("count_reply_for_metrics", |b| {
+        b.iter(|| counts.count(Transport::Udp, std::hint::black_box(&reply)))
+    });
+
     let miss = query("nope.example.com.", RecordType::A);
     g.bench_function("udp_miss_nxdomain", |b| {
         b.iter(|| {

@@ -170,3 +170,91 @@ fn the_systemd_unit_verifies() {
         "warnings about the unit:\n{stderr}"
     );
 }
+
+/// The value of the series `name{labels}` in a scrape, 0 when absent.
+fn series(scrape: &str, name: &str, labels: &str) -> u64 {
+    let key = format!("{name}{{{labels}}} ");
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+fn scrape(addr: std::net::SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
+}
+
+#[test]
+fn metrics_count_each_answer_once_by_transport_type_and_rcode() {
+    use crate::support::{tcp_recv, tcp_send};
+    let dir = TempDir::new("metrics");
+    dir.write("zone.db", include_str!("support/example.com.zone"));
+    dir.write("big.inc", include_str!("support/big.inc"));
+    let config = dir.write(
+        "xdpdns.toml",
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n[metrics]\nlisten = \"127.0.0.1:0\"\n\
+         [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
+    );
+    let launched =
+        crate::support::process::launch(&[], &config, Stdio::null(), Duration::from_secs(20))
+            .unwrap();
+    let _server = crate::support::process::KillOnDrop(launched.child);
+    let ready: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(config.with_extension("ready.json")).unwrap(),
+    )
+    .unwrap();
+    let metrics: std::net::SocketAddr = ready["metrics"].as_str().unwrap().parse().unwrap();
+    let dns = launched.dns[0];
+    let before = scrape(metrics);
+    for _ in 0..3 {
+        udp_query(dns, &query("www.example.com.", RecordType::A, None)).unwrap();
+    }
+    for _ in 0..2 {
+        udp_query(dns, &query("nope.example.com.", RecordType::AAAA, None)).unwrap();
+    }
+    udp_query(dns, &query("example.com.", RecordType::SOA, None)).unwrap();
+    let mut tcp = std::net::TcpStream::connect(dns).unwrap();
+    tcp_send(&mut tcp, &query("www.example.com.", RecordType::A, None));
+    assert!(tcp_recv(&mut tcp).is_some());
+    let after = scrape(metrics);
+    let delta = |labels: &str| {
+        series(&after, "xdpdns_queries_total", labels)
+            - series(&before, "xdpdns_queries_total", labels)
+    };
+    let l = |transport: &str, t: &str, rcode: &str| {
+        format!("path=\"fallback\",transport=\"{transport}\",type=\"{t}\",rcode=\"{rcode}\"")
+    };
+    assert_eq!(delta(&l("udp", "A", "NOERROR")), 3, "{after}");
+    assert_eq!(delta(&l("udp", "AAAA", "NXDOMAIN")), 2, "{after}");
+    assert_eq!(delta(&l("udp", "SOA", "NOERROR")), 1, "{after}");
+    assert_eq!(delta(&l("tcp", "A", "NOERROR")), 1, "{after}");
+    let total: u64 = after
+        .lines()
+        .filter(|l| l.starts_with("xdpdns_queries_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 7, "every answer counted once:\n{after}");
+    let zone = "zone=\"example.com.\"";
+    assert!(series(&after, "xdpdns_zone_records", zone) > 0, "{after}");
+    let soa = udp_query(dns, &query("example.com.", RecordType::SOA, None)).unwrap();
+    let serial = match &soa.answers[0].data {
+        hickory_proto::rr::RData::SOA(s) => u64::from(s.serial),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(series(&after, "xdpdns_zone_serial", zone), serial);
+    assert!(
+        after.contains("xdpdns_udp_receive_drops_total 0"),
+        "{after}"
+    );
+}

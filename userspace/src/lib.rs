@@ -14,6 +14,7 @@ pub mod cookies;
 pub mod frames;
 pub mod handler;
 pub mod hot;
+pub mod metrics;
 pub mod registry;
 pub mod router;
 pub mod serve;

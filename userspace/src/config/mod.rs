@@ -47,6 +47,8 @@ pub struct Config {
     #[serde(default)]
     pub log: LogConfig,
     #[serde(default)]
+    pub metrics: MetricsConfig,
+    #[serde(default)]
     pub xdp: XdpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
@@ -189,6 +191,14 @@ pub struct IdentityConfig {
     pub version: Option<String>,
     /// EDNS NSID (RFC 5001) payload; absent = NSID off.
     pub nsid: Option<String>,
+}
+
+/// `[metrics]`: Prometheus metrics over HTTP (`GET /metrics`); off
+/// without `listen`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    pub listen: Option<SocketAddr>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]

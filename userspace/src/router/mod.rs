@@ -37,6 +37,8 @@ pub struct Router {
     /// Compiled A/AAAA answers, kept in step with `store` by
     /// [`crate::hot::start`]; empty (and unused) until then.
     pub hot: Arc<HotTable>,
+    /// Query counters, one block per answering thread (`/metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Where accepted NOTIFYs for secondary zones go (set once the
     /// secondary zones run).
     pub notify_sink: OnceLock<Box<dyn NotifySink>>,
@@ -62,6 +64,7 @@ impl Router {
             transfer: ArcSwap::from_pointee(TransferPolicy::loopback_only()),
             journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
             hot: Arc::default(),
+            metrics: Arc::default(),
             notify_sink: OnceLock::new(),
             log_limit: LogLimit::default(),
             transfers_out: Arc::default(),

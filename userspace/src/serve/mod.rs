@@ -180,8 +180,20 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             n.announce_all(&r.store.snapshot());
         }
     }));
+    let metrics_addr = match config.metrics.listen {
+        Some(addr) => Some(start_metrics(
+            &config,
+            addr,
+            &router,
+            &kernel,
+            control,
+            stop_rx.clone(),
+            &mut tasks,
+        )?),
+        None => None,
+    };
     if let Some(path) = &ready_file {
-        write_ready_file(path, &bound_addrs, api_addr)
+        write_ready_file(path, &bound_addrs, api_addr, metrics_addr)
             .with_context(|| format!("--ready-file {}", path.display()))?;
     }
     info!("ready");
@@ -273,10 +285,12 @@ fn write_ready_file(
     path: &Path,
     dns: &[SocketAddr],
     api: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
 ) -> std::io::Result<()> {
     let body = serde_json::json!({
         "dns": dns.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
         "api": api.map(|a| a.to_string()),
+        "metrics": metrics.map(|a| a.to_string()),
     });
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, body.to_string())?;
@@ -499,6 +513,42 @@ async fn start_registry(
         }
     });
     Ok((api_addr, api, started.task))
+}
+
+/// Binds `[metrics] listen` and serves `/metrics` on the control runtime.
+fn start_metrics(
+    config: &Config,
+    addr: SocketAddr,
+    router: &Arc<Router>,
+    kernel: &Option<(KernelTable, JoinHandle<()>)>,
+    control: &tokio::runtime::Runtime,
+    stop: crate::server::ShutdownRx,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind(addr).with_context(|| {
+        format!(
+            "{}: metrics.listen: cannot bind {addr}",
+            config.file.display()
+        )
+    })?;
+    listener.set_nonblocking(true)?;
+    let bound = listener.local_addr()?;
+    let scrape = crate::metrics::Scrape {
+        metrics: router.metrics.clone(),
+        router: router.clone(),
+        kernel: kernel.as_ref().map(|(k, _)| k.clone()),
+    };
+    tasks.push(control.spawn(async move {
+        let served = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => crate::metrics::serve(l, scrape, stop).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = served {
+            error!("metrics listener stopped: {e}");
+        }
+    }));
+    info!(addr = %bound, "metrics listening (GET /metrics)");
+    Ok(bound)
 }
 
 /// Loads, fills and attaches the XDP program and hands it to the kernel

@@ -15,6 +15,7 @@ use tracing::debug;
 
 use super::{reuse_socket, ShutdownRx};
 use crate::handler::Transport;
+use crate::metrics::QueryCounts;
 use crate::router::{Response, Router};
 use crate::wire::tcp_frame;
 
@@ -38,6 +39,8 @@ impl TcpServer {
     /// to finish their queries before closing them.
     pub async fn run(self, shared: Arc<Router>, mut shutdown: ShutdownRx) {
         let slots = Arc::new(Semaphore::new(self.max_connections));
+        // One block of counters for every connection of this listener.
+        let counts = shared.metrics.counts();
         let mut conns = JoinSet::new();
         loop {
             let (stream, peer) = tokio::select! {
@@ -54,11 +57,11 @@ impl TcpServer {
                 debug!(%peer, "tcp connection limit reached; closing");
                 continue;
             };
-            let shared = shared.clone();
+            let (shared, counts) = (shared.clone(), counts.clone());
             let shutdown = shutdown.clone();
             let (idle, depth) = (self.idle_timeout, self.max_pipelined);
             conns.spawn(async move {
-                serve_connection(stream, peer, shared, shutdown, idle, depth).await;
+                serve_connection(stream, peer, shared, counts, shutdown, idle, depth).await;
                 drop(permit);
             });
         }
@@ -80,6 +83,7 @@ async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     shared: Arc<Router>,
+    counts: Arc<QueryCounts>,
     mut shutdown: ShutdownRx,
     idle: Duration,
     depth: usize,
@@ -109,6 +113,7 @@ async fn serve_connection(
         match shared.respond(&buf, Transport::Tcp, peer.ip(), crate::clock::unix_secs()) {
             Response::Drop => {}
             Response::One(reply) => {
+                counts.count(Transport::Tcp, &reply);
                 if tx.send(tcp_frame(&reply)).await.is_err() {
                     break;
                 }

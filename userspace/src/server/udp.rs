@@ -120,6 +120,7 @@ pub fn spawn_udp_worker(
         let mut tx = SendBatch::default();
         let mut drops = DropLog::default();
         let coalescer = Coalescer::new(coalesce);
+        let counts = shared.metrics.counts();
         while !*shutdown.borrow() {
             let waiting = Instant::now();
             let received = rx.recv_blocking(fd);
@@ -143,6 +144,7 @@ pub fn spawn_udp_worker(
             for (query, peer) in rx.datagrams(n) {
                 if let Response::One(reply) = shared.respond(query, Transport::Udp, peer.ip(), now)
                 {
+                    counts.count(Transport::Udp, &reply);
                     tx.push(reply, peer);
                 }
             }
