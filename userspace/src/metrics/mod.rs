@@ -1,14 +1,11 @@
 //! Counters for `/metrics`. The query path counts into per-thread slots
 //! (each UDP worker owns one block of atomics, TCP shares one), so
 //! counting is a relaxed add on a cache line no other thread writes; a
-//! scrape sums them.
-
-mod http;
+//! scrape sums them. The HTTP endpoint is `serve/metrics_http.rs`; this
+//! module depends on nothing that serves.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-pub use http::{serve, Scrape};
 
 use crate::handler::Transport;
 

@@ -11,6 +11,7 @@
 //! journal recovery ────┘    one Commit event)
 //! ```
 
+mod metrics_http;
 mod systemd;
 mod zone_files;
 
@@ -533,14 +534,14 @@ fn start_metrics(
     })?;
     listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
-    let scrape = crate::metrics::Scrape {
+    let scrape = metrics_http::Scrape {
         metrics: router.metrics.clone(),
         router: router.clone(),
         kernel: kernel.as_ref().map(|(k, _)| k.clone()),
     };
     tasks.push(control.spawn(async move {
         let served = match tokio::net::TcpListener::from_std(listener) {
-            Ok(l) => crate::metrics::serve(l, scrape, stop).await,
+            Ok(l) => metrics_http::serve(l, scrape, stop).await,
             Err(e) => Err(e),
         };
         if let Err(e) = served {

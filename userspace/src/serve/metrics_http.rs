@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use xdpdns_common::PassReason;
 
-use super::{rcode_name, Metrics};
+use crate::metrics::{rcode_name, Metrics};
 use crate::server::ShutdownRx;
 use crate::xdp::KernelTable;
 use crate::zone::ZoneStore;
@@ -21,14 +21,14 @@ use crate::zone::ZoneStore;
 type Labels = Vec<(&'static str, String)>;
 
 #[derive(Clone)]
-pub struct Scrape {
+pub(super) struct Scrape {
     pub metrics: Arc<Metrics>,
     pub router: Arc<crate::router::Router>,
     pub kernel: Option<KernelTable>,
 }
 
 /// Serves `/metrics` on `listener` until `stop`.
-pub async fn serve(
+pub(super) async fn serve(
     listener: tokio::net::TcpListener,
     scrape: Scrape,
     mut stop: ShutdownRx,
