@@ -120,6 +120,20 @@ fn dns_seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
+/// One mutated message from `seeds`, and the transport it goes over
+/// (every fourth over TCP).
+fn mutated(rng: &mut Rng, seeds: &[Vec<u8>], n: u64) -> (Vec<u8>, Transport) {
+    let seed = &seeds[rng.below(seeds.len())];
+    let other = &seeds[rng.below(seeds.len())];
+    let input = mutate(rng, seed, other, 1024);
+    let transport = if n.is_multiple_of(4) {
+        Transport::Tcp
+    } else {
+        Transport::Udp
+    };
+    (input, transport)
+}
+
 /// Mutated messages through the router: it never panics, every reply is
 /// a DNS message with the query's ID and QR set that fits the transport,
 /// and every transfer writes well-formed messages.
@@ -133,14 +147,7 @@ fn fuzzed_dns_messages_get_well_formed_replies_or_none() {
     let (mut replies, mut transfers) = (0u64, 0u64);
     let peer: IpAddr = "127.0.0.1".parse().unwrap();
     for n in 0..runs {
-        let seed = &seeds[rng.below(seeds.len())];
-        let other = &seeds[rng.below(seeds.len())];
-        let input = mutate(&mut rng, seed, other, 1024);
-        let transport = if n % 4 == 0 {
-            Transport::Tcp
-        } else {
-            Transport::Udp
-        };
+        let (input, transport) = mutated(&mut rng, &seeds, n);
         let context = || format!("execution {n}: {input:02x?}");
         match router.respond(&input, transport, peer, 1_767_225_600) {
             Response::Drop => {}
@@ -210,14 +217,7 @@ fn fuzzed_queries_get_the_same_bytes_hot_or_full() {
     let peers: [IpAddr; 2] = ["192.0.2.7".parse().unwrap(), "2001:db8::7".parse().unwrap()];
     let mut hot = 0u64;
     for n in 0..runs {
-        let seed = &seeds[rng.below(seeds.len())];
-        let other = &seeds[rng.below(seeds.len())];
-        let input = mutate(&mut rng, seed, other, 1024);
-        let transport = if n % 4 == 0 {
-            Transport::Tcp
-        } else {
-            Transport::Udp
-        };
+        let (input, transport) = mutated(&mut rng, &seeds, n);
         let peer = peers[(n % 2) as usize];
         let now = 1_767_225_600;
         let fast = xdpdns::hot::answer(

@@ -10,20 +10,27 @@ use hickory_proto::rr::RecordType;
 
 use crate::support::{query, udp_query, TempDir};
 
-/// Serves the example zone with `log` as the `[log]` table, stderr to a
-/// file (not a terminal, and without NO_COLOR: the server must decide by
-/// itself), asks one query, stops it; returns what it logged.
-fn logged(log: &str) -> String {
-    let dir = TempDir::new("logs");
+/// A directory with the shared example zone and a config serving it on
+/// an ephemeral port, `extra` appended (e.g. a `[log]` table).
+fn example_config(tag: &str, extra: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = TempDir::new(tag);
     dir.write("zone.db", include_str!("support/example.com.zone"));
     dir.write("big.inc", include_str!("support/big.inc"));
     let config = dir.write(
         "xdpdns.toml",
         &format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\n[log]\n{log}\n\
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n{extra}\n\
              [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n"
         ),
     );
+    (dir, config)
+}
+
+/// Serves the example zone with `log` as the `[log]` table, stderr to a
+/// file (not a terminal, and without NO_COLOR: the server must decide by
+/// itself), asks one query, stops it; returns what it logged.
+fn logged(log: &str) -> String {
+    let (dir, config) = example_config("logs", &format!("[log]\n{log}"));
     let log_path = dir.0.join("stderr.log");
     let ready = dir.0.join("ready.json");
     let mut child = Command::new(BIN)
@@ -114,14 +121,7 @@ fn next_state(sock: &std::os::unix::net::UnixDatagram) -> String {
 
 #[test]
 fn readiness_reload_and_stop_are_signalled_to_systemd() {
-    let dir = TempDir::new("notify");
-    dir.write("zone.db", include_str!("support/example.com.zone"));
-    dir.write("big.inc", include_str!("support/big.inc"));
-    let config = dir.write(
-        "xdpdns.toml",
-        "[server]\nlisten = [\"127.0.0.1:0\"]\n\
-         [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
-    );
+    let (dir, config) = example_config("notify", "");
     let socket_path = dir.0.join("notify.sock");
     let sock = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(20)))
@@ -198,14 +198,7 @@ fn scrape(addr: std::net::SocketAddr) -> String {
 #[test]
 fn metrics_count_each_answer_once_by_transport_type_and_rcode() {
     use crate::support::{tcp_recv, tcp_send};
-    let dir = TempDir::new("metrics");
-    dir.write("zone.db", include_str!("support/example.com.zone"));
-    dir.write("big.inc", include_str!("support/big.inc"));
-    let config = dir.write(
-        "xdpdns.toml",
-        "[server]\nlisten = [\"127.0.0.1:0\"]\n[metrics]\nlisten = \"127.0.0.1:0\"\n\
-         [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
-    );
+    let (_dir, config) = example_config("metrics", "[metrics]\nlisten = \"127.0.0.1:0\"");
     let launched =
         crate::support::process::launch(&[], &config, Stdio::null(), Duration::from_secs(20))
             .unwrap();
