@@ -1420,6 +1420,7 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
             timeout: Duration::from_secs(5),
             max_transfers: 1,
             max_records: 1000,
+            log: Default::default(),
         },
         stop,
     );

@@ -9,12 +9,14 @@
 pub mod agent;
 pub mod api;
 pub mod clock;
+pub mod control;
 pub mod config;
 pub mod cookies;
 pub mod frames;
 pub mod handler;
 pub mod hot;
 pub mod metrics;
+pub mod privileges;
 pub mod registry;
 pub mod router;
 pub mod serve;

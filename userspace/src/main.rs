@@ -76,15 +76,16 @@ enum Command {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Print how far each secondary has got with each zone (NOTIFY out and
-    /// SOA polling), as the running server last recorded it under
-    /// `transfer.data_dir`. Exit 1 if any secondary is out of sync.
-    TransferStatus {
+    /// Ask the running server what it is doing, over its control socket
+    /// (`[control] socket`; root, the server's user or `control.group`).
+    Ctl {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
-        /// Print the raw JSON.
-        #[arg(long)]
+        /// Print the reply as JSON (one object per line for `top`).
+        #[arg(long, global = true)]
         json: bool,
+        #[command(subcommand)]
+        command: CtlCommand,
     },
     /// Parse and check one zone file, like named-checkzone; exit 1 on error.
     CheckZone {
@@ -94,6 +95,42 @@ enum Command {
         /// Zone origin, e.g. example.com.
         #[arg(value_name = "ORIGIN")]
         origin: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum CtlCommand {
+    /// Version, uptime, XDP attachment and table, answers so far, zones.
+    Status,
+    /// Every zone: serial, records, source, signed, expiry, last load.
+    Zones,
+    /// Zone actions.
+    Zone {
+        #[command(subcommand)]
+        action: ZoneAction,
+    },
+    /// Each secondary's propagation state (NOTIFY, polls, lag); exit 1 if
+    /// any is out of sync.
+    Secondaries,
+    /// Registered instances by status, services, pending withdrawals.
+    Registry,
+    /// Live answers per second (kernel, fallback, by RCODE), one line per
+    /// interval until interrupted or `--count` lines.
+    Top {
+        /// Seconds between lines.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        #[arg(long)]
+        count: Option<u64>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ZoneAction {
+    /// Read a zone file again (a secondary zone: ask its primaries now).
+    Reload {
+        #[arg(value_name = "ZONE")]
+        zone: String,
     },
 }
 
@@ -121,7 +158,11 @@ fn main() -> ExitCode {
         Command::Serve { config, ready_file } => run_serve(config, ready_file),
         Command::CheckConfig { config } => check_config(config),
         Command::CheckZone { file, origin } => check_zone(file, &origin),
-        Command::TransferStatus { config, json } => transfer_status(config, json),
+        Command::Ctl {
+            config,
+            json,
+            command,
+        } => ctl(config, json, command),
         Command::RegistryRepair { config } => registry_repair(config),
         Command::Register { config } => run_agent(config),
         Command::XdpPass { interface } => hold(&interface, "xdp_pass", "driver"),
@@ -208,55 +249,73 @@ fn registry_repair(config: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn transfer_status(config: PathBuf, json: bool) -> anyhow::Result<()> {
-    use xdpdns::transfer::notify::PeerStatus;
+fn ctl(config: PathBuf, json: bool, command: CtlCommand) -> anyhow::Result<()> {
+    use xdpdns::control::client::{self, Client};
+    use xdpdns::control::protocol as p;
+    use xdpdns::control::Request;
     let config = Config::load(&config)?;
-    let Some(dir) = &config.transfer.data_dir else {
-        anyhow::bail!(
-            "{}: transfer.data_dir is not set, so no status is recorded",
-            config.file.display()
-        );
-    };
-    let path = dir.join(xdpdns::serve::STATUS_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            println!(
-                "no secondaries notified yet ({} does not exist)",
-                path.display()
-            );
-            return Ok(());
+    let client = Client::new(&config.control_socket());
+    let show = |request: &Request, text: &dyn Fn(serde_json::Value) -> anyhow::Result<String>| {
+        let reply = client.raw(request)?;
+        if json {
+            println!("{reply}");
+        } else {
+            print!("{}", text(reply)?);
         }
-        Err(e) => anyhow::bail!("{}: {e}", path.display()),
+        anyhow::Ok(())
     };
-    let peers: Vec<PeerStatus> =
-        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    if json {
-        println!("{text}");
-    } else {
-        println!(
-            "{:<28} {:<24} {:>10} {:>10} {:>10} {:>8} {:>9}  last error",
-            "zone", "secondary", "serial", "notified", "seen", "in sync", "lag ms"
-        );
-        let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
-        for p in &peers {
-            println!(
-                "{:<28} {:<24} {:>10} {:>10} {:>10} {:>8} {:>9}  {}",
-                p.zone,
-                p.secondary,
-                opt(p.serial),
-                opt(p.notified),
-                opt(p.serial_seen),
-                if p.in_sync { "yes" } else { "NO" },
-                p.lag_ms.map_or("-".into(), |l| l.to_string()),
-                p.last_error.as_deref().unwrap_or(""),
-            );
+    fn parse<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> anyhow::Result<T> {
+        Ok(serde_json::from_value(v)?)
+    }
+    match command {
+        CtlCommand::Status => show(&Request::Status, &|v| Ok(client::status_text(&parse(v)?))),
+        CtlCommand::Zones => show(&Request::Zones, &|v| {
+            let zones: Vec<p::ZoneInfo> = parse(v)?;
+            Ok(client::zones_text(&zones, xdpdns::clock::unix_secs()))
+        }),
+        CtlCommand::Zone {
+            action: ZoneAction::Reload { zone },
+        } => show(&Request::ZoneReload { zone }, &|v| {
+            Ok(client::reloaded_text(&parse(v)?))
+        }),
+        CtlCommand::Registry => show(&Request::Registry, &|v| {
+            Ok(client::registry_text(&parse(v)?))
+        }),
+        CtlCommand::Secondaries => {
+            let peers: p::Secondaries = client.get(&Request::Secondaries)?;
+            if json {
+                println!("{}", serde_json::to_string(&peers)?);
+            } else {
+                print!("{}", client::secondaries_text(&peers));
+            }
+            if peers.iter().any(|p| !p.in_sync) {
+                anyhow::bail!("some secondaries are not in sync");
+            }
+            Ok(())
+        }
+        CtlCommand::Top { interval, count } => {
+            let interval = std::time::Duration::from_secs_f64(interval.max(0.1));
+            let mut before: p::Counters = client.get(&Request::Counters)?;
+            let mut at = std::time::Instant::now();
+            let mut lines = 0;
+            while count.is_none_or(|c| lines < c) {
+                std::thread::sleep(interval);
+                let now: p::Counters = client.get(&Request::Counters)?;
+                let rates = client::rates(&before, &now, at.elapsed().as_secs_f64());
+                at = std::time::Instant::now();
+                before = now;
+                if json {
+                    println!("{}", serde_json::to_string(&rates)?);
+                } else {
+                    print!("{}", client::rates_text(&rates));
+                }
+                use std::io::Write;
+                std::io::stdout().flush()?;
+                lines += 1;
+            }
+            Ok(())
         }
     }
-    if peers.iter().any(|p| !p.in_sync) {
-        anyhow::bail!("some secondaries are not in sync");
-    }
-    Ok(())
 }
 
 fn check_config(path: PathBuf) -> anyhow::Result<()> {

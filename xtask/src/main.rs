@@ -55,6 +55,10 @@ const APT_PACKAGES: &[&str] = &[
     "unbound",
     // systemd-analyze, which verifies the shipped unit (dist/)
     "systemd",
+    // promtool, which checks the /metrics exposition; curl scrapes it
+    // from inside a test's network namespace
+    "prometheus",
+    "curl",
     // The end-to-end benchmark: its harness and its other load generator
     "python3",
     "dnsperf",

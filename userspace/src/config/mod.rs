@@ -49,6 +49,8 @@ pub struct Config {
     #[serde(default)]
     pub metrics: MetricsConfig,
     #[serde(default)]
+    pub control: ControlConfig,
+    #[serde(default)]
     pub xdp: XdpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
@@ -136,6 +138,11 @@ pub struct ServerConfig {
     /// UDP worker waits this long after each batch so the next wake-up
     /// takes several queries at once (0 = never wait).
     pub udp_coalesce_us: u64,
+    /// Started as root, the server drops to this user (and `group`, or
+    /// the user's primary group) once its sockets are bound and the XDP
+    /// program attached, keeping only the capabilities it still needs.
+    pub user: Option<String>,
+    pub group: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -151,6 +158,8 @@ impl Default for ServerConfig {
             udp_receive_buffer: 4 << 20,
             udp_send_buffer: 1 << 20,
             udp_coalesce_us: DEFAULT_UDP_COALESCE_US,
+            user: None,
+            group: None,
         }
     }
 }
@@ -191,6 +200,18 @@ pub struct IdentityConfig {
     pub version: Option<String>,
     /// EDNS NSID (RFC 5001) payload; absent = NSID off.
     pub nsid: Option<String>,
+}
+
+/// `[control]`: the Unix socket `xdpdns ctl` talks to.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// Default: `xdpdns.sock` in `transfer.data_dir`, else in
+    /// `registry.data_dir`, else `/run/xdpdns/xdpdns.sock`.
+    pub socket: Option<PathBuf>,
+    /// Members of this group may use the socket besides root and the
+    /// server's own user.
+    pub group: Option<String>,
 }
 
 /// `[metrics]`: Prometheus metrics over HTTP (`GET /metrics`); off
@@ -417,6 +438,14 @@ impl Config {
         {
             *f = config.base_dir.join(&*f);
         }
+        if let Some(f) = config
+            .control
+            .socket
+            .as_mut()
+            .filter(|f| f.is_relative())
+        {
+            *f = config.base_dir.join(&*f);
+        }
         if let Some(r) = &mut config.registry {
             if r.data_dir.is_relative() {
                 r.data_dir = config.base_dir.join(&r.data_dir);
@@ -442,6 +471,20 @@ impl Config {
             },
         };
         Ok(config)
+    }
+
+    /// Where the control socket lives (see [`ControlConfig::socket`]).
+    pub fn control_socket(&self) -> PathBuf {
+        if let Some(s) = &self.control.socket {
+            return s.clone();
+        }
+        let dir = self
+            .transfer
+            .data_dir
+            .clone()
+            .or_else(|| self.registry.as_ref().map(|r| r.data_dir.clone()))
+            .unwrap_or_else(|| PathBuf::from("/run/xdpdns"));
+        dir.join("xdpdns.sock")
     }
 
     /// The zones the registry generates.

@@ -115,6 +115,16 @@ pub fn withdrawals(reg: &Registry, now: u64, p: &HealthPolicy) -> Vec<(String, S
         .collect()
 }
 
+/// Instances reported `down` that hysteresis still keeps in some
+/// service's answers (each will be withdrawn when the policy allows).
+pub fn held_down(reg: &Registry) -> usize {
+    reg.instances
+        .values()
+        .filter(|i| i.status == Status::Down && !i.reg.disabled)
+        .filter(|i| i.service_keys().iter().any(|k| i.listed_in(k)))
+        .count()
+}
+
 pub fn next_deadline(reg: &Registry, now: u64, p: &HealthPolicy) -> Option<u64> {
     pending(reg)
         .iter()

@@ -171,6 +171,11 @@ impl Journal {
         Ok(())
     }
 
+    /// Bytes in the journal file (the snapshot aside).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     pub fn wants_compaction(&self) -> bool {
         self.bytes >= COMPACT_BYTES
     }

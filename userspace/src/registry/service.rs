@@ -14,6 +14,7 @@
 //! `batch_delay` optionally spaces publishes further apart.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,22 +58,39 @@ pub struct View {
 pub struct RegistryHandle {
     tx: mpsc::Sender<(Op, Reply)>,
     view: Arc<ArcSwap<View>>,
+    stats: Arc<Stats>,
+}
+
+/// What `/metrics` and `xdpdns ctl registry` report beside the view.
+#[derive(Default)]
+pub struct Stats {
+    /// From submitting a write to its acknowledgement (journal synced).
+    pub write_latency: crate::metrics::Histogram,
+    pub lease_expiries: AtomicU64,
+    pub journal_bytes: AtomicU64,
 }
 
 impl RegistryHandle {
     /// Submits a write and waits until it is durable. Returns the
     /// instance as it now stands (`None` for deletions and owner flags).
     pub async fn write(&self, op: Op) -> Result<Option<Instance>, RegistryError> {
+        let started = std::time::Instant::now();
         let (tx, rx) = oneshot::channel();
         self.tx
             .send((op, tx))
             .await
             .map_err(|_| RegistryError::Unavailable)?;
-        rx.await.map_err(|_| RegistryError::Unavailable)?
+        let result = rx.await.map_err(|_| RegistryError::Unavailable)?;
+        self.stats.write_latency.observe(started.elapsed());
+        result
     }
 
     pub fn view(&self) -> Arc<View> {
         self.view.load_full()
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 }
 
@@ -140,7 +158,10 @@ pub fn start(
         policy,
     }));
     let (tx, rx) = mpsc::channel(4096);
+    let stats = Arc::new(Stats::default());
+    stats.journal_bytes.store(journal.bytes(), Ordering::Relaxed);
     let mut writer = Writer {
+        stats: stats.clone(),
         census: Census::of(&registry),
         limits,
         registry,
@@ -183,13 +204,14 @@ pub fn start(
         })
     });
     Ok(Started {
-        handle: RegistryHandle { tx, view },
+        handle: RegistryHandle { tx, view, stats },
         task,
         recovered_instances,
     })
 }
 
 struct Writer {
+    stats: Arc<Stats>,
     registry: Registry,
     /// Instances in all and per owner, for `limits`.
     census: Census,
@@ -337,6 +359,9 @@ impl Writer {
                 return Err(e);
             }
         }
+        self.stats
+            .journal_bytes
+            .store(self.journal.bytes(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -348,7 +373,12 @@ impl Writer {
         }
         for e in &entries {
             match e {
-                Entry::Delete { id, reason } => info!(instance = %id, ?reason, "instance removed"),
+                Entry::Delete { id, reason } => {
+                    if *reason == super::state::RemovalReason::LeaseExpired {
+                        self.stats.lease_expiries.fetch_add(1, Ordering::Relaxed);
+                    }
+                    info!(instance = %id, ?reason, "instance removed")
+                }
                 Entry::Put { instance } => {
                     info!(instance = %instance.id, withdrawn = ?instance.withdrawn.keys().collect::<Vec<_>>(), "self-reported down: withdrawn from service")
                 }

@@ -1,41 +1,38 @@
 //! `GET /metrics` in the text exposition format (prometheus-client),
-//! built at each scrape from the live counters.
+//! built at each scrape from the live counters (see [`Live`]).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use xdpdns_common::PassReason;
 
-use crate::metrics::{rcode_name, Metrics};
+use super::live::Live;
+use crate::handler::Transport;
+use crate::metrics::{rcode_name, HistogramSnapshot};
 use crate::server::ShutdownRx;
-use crate::xdp::KernelTable;
-use crate::zone::ZoneStore;
+use crate::xdp::KernelState;
 
 type Labels = Vec<(&'static str, String)>;
-
-#[derive(Clone)]
-pub(super) struct Scrape {
-    pub metrics: Arc<Metrics>,
-    pub router: Arc<crate::router::Router>,
-    pub kernel: Option<KernelTable>,
-}
 
 /// Serves `/metrics` on `listener` until `stop`.
 pub(super) async fn serve(
     listener: tokio::net::TcpListener,
-    scrape: Scrape,
+    live: Arc<Live>,
     mut stop: ShutdownRx,
 ) -> std::io::Result<()> {
     let app = axum::Router::new()
         .route("/metrics", axum::routing::get(metrics))
-        .with_state(scrape);
+        .with_state(live);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;
@@ -43,12 +40,9 @@ pub(super) async fn serve(
         .await
 }
 
-async fn metrics(State(s): State<Scrape>) -> impl IntoResponse {
-    let kernel = match &s.kernel {
-        Some(k) => k.counters().await.and_then(Result::ok),
-        None => None,
-    };
-    let text = render(&s.metrics, &s.router.store, kernel.as_ref());
+async fn metrics(State(live): State<Arc<Live>>) -> impl IntoResponse {
+    let kernel = live.kernel_state().await;
+    let text = render(&live, kernel.as_ref());
     (
         [(
             CONTENT_TYPE,
@@ -58,35 +52,95 @@ async fn metrics(State(s): State<Scrape>) -> impl IntoResponse {
     )
 }
 
-fn render(m: &Metrics, store: &ZoneStore, kernel: Option<&crate::xdp::Counters>) -> String {
+/// A histogram read from counters kept elsewhere.
+#[derive(Debug, Default)]
+struct Histogram(std::sync::Mutex<Option<HistogramSnapshot>>);
+
+impl Histogram {
+    fn of(s: HistogramSnapshot) -> Self {
+        Histogram(std::sync::Mutex::new(Some(s)))
+    }
+}
+
+impl TypedMetric for Histogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for Histogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let s = self.0.lock().expect("histogram lock");
+        let s = s.clone().unwrap_or_default();
+        encoder.encode_histogram::<NoLabelSet>(s.sum_secs, s.count, &s.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+fn gauge(reg: &mut Registry, name: &str, help: &str, value: i64) {
+    let g = Gauge::<i64>::default();
+    g.set(value);
+    reg.register(name, help, g);
+}
+
+fn counter(reg: &mut Registry, name: &str, help: &str, value: u64) {
+    let c = Counter::<u64>::default();
+    c.inc_by(value);
+    reg.register(name, help, c);
+}
+
+fn render(live: &Live, kernel: Option<&KernelState>) -> String {
     let mut reg = Registry::default();
+    let info = Family::<Labels, Gauge>::default();
+    info.get_or_create(&vec![
+        ("version", env!("CARGO_PKG_VERSION").into()),
+        ("commit", env!("XDPDNS_GIT_COMMIT").into()),
+    ])
+    .set(1);
+    reg.register("xdpdns_build_info", "Version and git commit of this build", info);
+    gauge(
+        &mut reg,
+        "xdpdns_start_time_seconds",
+        "When the server started, in Unix seconds",
+        live.start_unix as i64,
+    );
+    queries(&mut reg, live, kernel);
+    if let Some(k) = kernel {
+        kernel_table(&mut reg, k);
+    }
+    fallback(&mut reg, live);
+    zones(&mut reg, live);
+    if let Some(r) = &live.registry {
+        registry(&mut reg, live, r);
+    }
+    transfers(&mut reg, live);
+    let mut out = String::new();
+    encode(&mut out, &reg).expect("writing to a String");
+    out
+}
+
+fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     let queries = Family::<Labels, Counter>::default();
-    for q in m.queries() {
+    let series = |path: &str, transport: &str, qtype: &str, rcode: String| {
+        vec![
+            ("path", path.into()),
+            ("transport", transport.into()),
+            ("type", qtype.into()),
+            ("rcode", rcode),
+        ]
+    };
+    for q in live.router.metrics.queries() {
         queries
-            .get_or_create(&vec![
-                ("path", "fallback".into()),
-                ("transport", q.transport.into()),
-                ("type", q.qtype.into()),
-                ("rcode", rcode_name(q.rcode)),
-            ])
+            .get_or_create(&series("fallback", q.transport, q.qtype, rcode_name(q.rcode)))
             .inc_by(q.count);
     }
-    let passed = Family::<Labels, Counter>::default();
     if let Some(k) = kernel {
-        for (qtype, n) in [("A", k.answered_a), ("AAAA", k.answered_aaaa)] {
+        let c = &k.counters;
+        for (qtype, n) in [("A", c.answered_a), ("AAAA", c.answered_aaaa)] {
             queries
-                .get_or_create(&vec![
-                    ("path", "kernel".into()),
-                    ("transport", "udp".into()),
-                    ("type", qtype.into()),
-                    ("rcode", "NOERROR".into()),
-                ])
+                .get_or_create(&series("kernel", "udp", qtype, rcode_name(0)))
                 .inc_by(n);
-        }
-        for (i, reason) in PASS_REASONS.iter().enumerate() {
-            passed
-                .get_or_create(&vec![("reason", (*reason).into())])
-                .inc_by(k.passed[i]);
         }
     }
     reg.register(
@@ -94,40 +148,244 @@ fn render(m: &Metrics, store: &ZoneStore, kernel: Option<&crate::xdp::Counters>)
         "Queries answered, by where (kernel or fallback), transport, type and RCODE",
         queries,
     );
-    if kernel.is_some() {
+    if let Some(k) = kernel {
+        let passed = Family::<Labels, Counter>::default();
+        for (i, reason) in PASS_REASONS.iter().enumerate() {
+            passed
+                .get_or_create(&vec![("reason", (*reason).into())])
+                .inc_by(k.counters.passed[i]);
+        }
         reg.register(
             "xdpdns_kernel_passed",
             "Queries the XDP program passed to the fallback, by reason",
             passed,
         );
     }
-    let drops = Counter::<u64>::default();
-    drops.inc_by(crate::server::udp_receive_drops());
-    reg.register(
-        "xdpdns_udp_receive_drops",
-        "Queries dropped because a UDP socket's receive queue was full",
-        drops,
+}
+
+fn kernel_table(reg: &mut Registry, k: &KernelState) {
+    gauge(
+        reg,
+        "xdpdns_kernel_table_generation",
+        "Generation of the kernel answer table in service",
+        i64::from(k.generation),
     );
-    let serial = Family::<Labels, Gauge>::default();
-    let records = Family::<Labels, Gauge>::default();
-    for zone in store.snapshot().zones() {
-        let label = vec![("zone", zone.origin().to_string())];
-        if let Some(n) = zone.serial() {
-            serial.get_or_create(&label).set(i64::from(n));
-        }
-        records
-            .get_or_create(&label)
-            .set(zone.record_count() as i64);
+    gauge(
+        reg,
+        "xdpdns_kernel_table_entries",
+        "(name, type) entries in the kernel answer table",
+        k.entries as i64,
+    );
+    gauge(
+        reg,
+        "xdpdns_kernel_table_bytes",
+        "Kernel memory of the answer maps",
+        k.bytes as i64,
+    );
+    let attached = Family::<Labels, Gauge>::default();
+    for (iface, mode) in &k.attached {
+        attached
+            .get_or_create(&vec![("interface", iface.clone()), ("mode", (*mode).into())])
+            .set(1);
     }
     reg.register(
-        "xdpdns_zone_serial",
-        "The SOA serial served, per zone",
-        serial,
+        "xdpdns_xdp_attached",
+        "Interfaces the XDP program is attached to, with its mode",
+        attached,
     );
+}
+
+fn fallback(reg: &mut Registry, live: &Live) {
+    let m = &live.router.metrics;
+    let (udp, tcp) = m.truncated();
+    let truncated = Family::<Labels, Counter>::default();
+    truncated
+        .get_or_create(&vec![("transport", "udp".into())])
+        .inc_by(udp);
+    truncated
+        .get_or_create(&vec![("transport", "tcp".into())])
+        .inc_by(tcp);
+    reg.register(
+        "xdpdns_truncated",
+        "Replies sent with TC set (the client retries over TCP)",
+        truncated,
+    );
+    counter(
+        reg,
+        "xdpdns_udp_receive_drops",
+        "Queries dropped because a UDP socket's receive queue was full",
+        crate::server::udp_receive_drops(),
+    );
+    let t = &m.tcp;
+    gauge(
+        reg,
+        "xdpdns_tcp_connections",
+        "DNS over TCP connections open",
+        t.open.load(Ordering::Relaxed),
+    );
+    for (name, help, v) in [
+        ("accepted", "accepted", &t.accepted),
+        ("refused", "closed at once at server.tcp_max_connections", &t.refused),
+        ("idle_closed", "closed after server.tcp_idle_timeout_ms without a query", &t.idle_closed),
+    ] {
+        counter(
+            reg,
+            &format!("xdpdns_tcp_connections_{name}"),
+            &format!("DNS over TCP connections {help}"),
+            v.load(Ordering::Relaxed),
+        );
+    }
+    let latency = Family::<Labels, Histogram>::new_with_constructor(Histogram::default);
+    for (label, transport) in [("udp", Transport::Udp), ("tcp", Transport::Tcp)] {
+        *latency
+            .get_or_create(&vec![("transport", label.into())])
+            .0
+            .lock()
+            .expect("histogram lock") = Some(m.latency(transport));
+    }
+    reg.register(
+        "xdpdns_answer_duration_seconds",
+        "Fallback: time from reading a query to handing its answer to the socket",
+        latency,
+    );
+}
+
+fn zones(reg: &mut Registry, live: &Live) {
+    let serial = Family::<Labels, Gauge>::default();
+    let records = Family::<Labels, Gauge>::default();
+    let loaded_at = Family::<Labels, Gauge>::default();
+    let loaded_ok = Family::<Labels, Gauge>::default();
+    let expires = Family::<Labels, Gauge>::default();
+    for z in live.zones() {
+        let label = vec![("zone", z.origin.clone())];
+        if let Some(n) = z.serial {
+            serial.get_or_create(&label).set(i64::from(n));
+        }
+        records.get_or_create(&label).set(z.records as i64);
+        if let Some(l) = &z.last_load {
+            loaded_at.get_or_create(&label).set(l.at as i64);
+            loaded_ok.get_or_create(&label).set(i64::from(l.ok));
+        }
+        if let Some(s) = z.expires_in_secs {
+            expires.get_or_create(&label).set(s);
+        }
+    }
+    reg.register("xdpdns_zone_serial", "The SOA serial served, per zone", serial);
     reg.register("xdpdns_zone_records", "Records served, per zone", records);
-    let mut out = String::new();
-    encode(&mut out, &reg).expect("writing to a String");
-    out
+    reg.register(
+        "xdpdns_zone_last_load_timestamp_seconds",
+        "When the zone's file was last loaded or its primaries last asked (Unix seconds)",
+        loaded_at,
+    );
+    reg.register(
+        "xdpdns_zone_last_load_success",
+        "1 if that last load or refresh succeeded, 0 if it failed (the old version serves)",
+        loaded_ok,
+    );
+    reg.register(
+        "xdpdns_zone_expires_in_seconds",
+        "Secondary zones: time left before the copy expires without a refresh",
+        expires,
+    );
+}
+
+fn registry(reg: &mut Registry, live: &Live, handle: &crate::registry::service::RegistryHandle) {
+    let Some(info) = live.registry_info() else {
+        return;
+    };
+    let instances = Family::<Labels, Gauge>::default();
+    for status in ["up", "down", "disabled"] {
+        instances
+            .get_or_create(&vec![("status", status.into())])
+            .set(info.instances.get(status).copied().unwrap_or(0) as i64);
+    }
+    reg.register(
+        "xdpdns_registry_instances",
+        "Registered instances by status",
+        instances,
+    );
+    gauge(
+        reg,
+        "xdpdns_registry_services",
+        "Services with at least one instance",
+        info.services as i64,
+    );
+    gauge(
+        reg,
+        "xdpdns_registry_pending_withdrawals",
+        "Instances reported down that hysteresis still keeps in answers",
+        info.pending_withdrawals as i64,
+    );
+    gauge(
+        reg,
+        "xdpdns_registry_journal_bytes",
+        "Size of the registry journal",
+        info.journal_bytes as i64,
+    );
+    counter(
+        reg,
+        "xdpdns_registry_lease_expiries",
+        "Instances removed because their lease ran out",
+        info.lease_expiries,
+    );
+    reg.register(
+        "xdpdns_registry_write_duration_seconds",
+        "Registry API writes: submission to acknowledgement (journal synced)",
+        Histogram::of(handle.stats().write_latency.snapshot()),
+    );
+}
+
+fn transfers(reg: &mut Registry, live: &Live) {
+    let in_sync = Family::<Labels, Gauge>::default();
+    let lag = Family::<Labels, prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    let failures = Family::<Labels, Gauge>::default();
+    for p in live.propagation.statuses() {
+        let label = vec![("zone", p.zone.clone()), ("secondary", p.secondary.clone())];
+        in_sync.get_or_create(&label).set(i64::from(p.in_sync));
+        if let Some(ms) = p.lag_ms {
+            lag.get_or_create(&label).set(ms as f64 / 1e3);
+        }
+        failures.get_or_create(&label).set(i64::from(p.failures));
+    }
+    reg.register(
+        "xdpdns_secondary_in_sync",
+        "1 when the secondary serves our serial",
+        in_sync,
+    );
+    reg.register(
+        "xdpdns_secondary_lag_seconds",
+        "Publish-to-served time of the last serial that reached the secondary",
+        lag,
+    );
+    reg.register(
+        "xdpdns_secondary_failures",
+        "Failed NOTIFYs and polls since the last success",
+        failures,
+    );
+    let p = &live.propagation;
+    counter(
+        reg,
+        "xdpdns_notify_sent",
+        "NOTIFY messages sent to secondaries, retries included",
+        p.notifies_sent.load(Ordering::Relaxed),
+    );
+    counter(
+        reg,
+        "xdpdns_notify_acknowledged",
+        "NOTIFY messages secondaries acknowledged",
+        p.notifies_acknowledged.load(Ordering::Relaxed),
+    );
+    let incoming = Family::<Labels, Counter>::default();
+    for (zone, outcome, n) in live.loads.transfers() {
+        incoming
+            .get_or_create(&vec![("zone", zone), ("outcome", outcome.label().into())])
+            .inc_by(n);
+    }
+    reg.register(
+        "xdpdns_transfers_in",
+        "Secondary zones' refreshes from their primaries, by outcome",
+        incoming,
+    );
 }
 
 /// Label values of [`PassReason`], in its order.

@@ -11,6 +11,7 @@
 //! journal recovery ────┘    one Commit event)
 //! ```
 
+mod live;
 mod metrics_http;
 mod systemd;
 mod zone_files;
@@ -36,7 +37,11 @@ use crate::transfer::journal_subscriber::{self, Journaled};
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
 use crate::xdp::{compile, FastPath, KernelTable, XdpError};
-use crate::zone::{Zone, ZoneStore};
+use crate::zone::{LoadLog, Zone, ZoneStore};
+use crate::control::ControlSocket;
+use crate::registry::service::RegistryHandle;
+use crate::transfer::notify::Propagation;
+use live::Live;
 
 /// The handler `config` asks for; `running` is the one it replaces (its
 /// cookie secret is kept when no secret file is configured).
@@ -73,8 +78,10 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     if let Some((_, e)) = failed.first() {
         bail!("{e}");
     }
+    let loads = Arc::new(LoadLog::default());
     for z in &zones {
         info!(zone = %z.origin(), serial = z.serial(), records = z.record_count(), "zone loaded");
+        zone_files::record_loaded(&loads, z);
     }
     let (journal, recovered) = open_journal(&config)?;
     let store = ZoneStore::new();
@@ -109,7 +116,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     // Subscribers before sources, so they see every commit from here on.
     let journaled = start_journal(&router);
     let in_control = control.enter();
-    let notifier = start_notify(
+    let (notifier, propagation) = start_notify(
         &config,
         &router,
         journaled.clone(),
@@ -155,22 +162,27 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         let _in_control = control.enter();
         crate::hot::start(router.hot.clone(), &router.store)
     };
-    let mut kernel = {
+    let (mut kernel, xdp_off_reason) = {
         let _in_control = control.enter();
-        start_fast_path(&config, port, &router)
+        match start_fast_path(&config, port, &router) {
+            Ok(k) => (Some(k), None),
+            Err(why) => (None, Some(why)),
+        }
     };
     let mut registry_task = None;
     let mut api_addr = None;
+    let mut registry = None;
     if let Some(rc) = &config.registry {
-        let (addr, api, writer) =
+        let (addr, api, writer, handle) =
             start_registry(&config, rc, &router, stop_rx.clone(), control.handle()).await?;
         tasks.push(api);
         registry_task = Some(writer);
         api_addr = Some(addr);
+        registry = Some(handle);
     }
     {
         let _in_control = control.enter();
-        start_secondaries(&config, &router, stop_rx.clone(), &mut tasks);
+        start_secondaries(&config, &router, &loads, stop_rx.clone(), &mut tasks);
     }
     // Every zone's secondaries hear of its serial at start-up, once the
     // journal holds it (so their IXFR can be answered from it).
@@ -181,18 +193,34 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             n.announce_all(&r.store.snapshot());
         }
     }));
+    let live = Arc::new(Live {
+        started: std::time::Instant::now(),
+        start_unix: unix_secs(),
+        router: router.clone(),
+        kernel: kernel.as_ref().map(|(k, _)| k.clone()),
+        xdp_off_reason,
+        registry,
+        propagation,
+        loads: loads.clone(),
+        config: arc_swap::ArcSwap::from_pointee(config.clone()),
+        listen: bound_addrs.clone(),
+    });
     let metrics_addr = match config.metrics.listen {
         Some(addr) => Some(start_metrics(
             &config,
             addr,
-            &router,
-            &kernel,
+            &live,
             control,
             stop_rx.clone(),
             &mut tasks,
         )?),
         None => None,
     };
+    let control_socket = start_control(&config, &live, control, stop_rx.clone(), &mut tasks)?;
+    if let Some(user) = &config.server.user {
+        drop_privileges(&config, user, kernel.is_some())
+            .with_context(|| format!("{}: server.user = {user:?}", config.file.display()))?;
+    }
     if let Some(path) = &ready_file {
         write_ready_file(path, &bound_addrs, api_addr, metrics_addr)
             .with_context(|| format!("--ready-file {}", path.display()))?;
@@ -208,9 +236,10 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                 systemd::notify("RELOADING=1");
                 let path = config_path.clone();
                 let old = current.clone();
-                let sh = router.clone();
-                match in_background("reload", move || reload(&path, &old, &sh)).await? {
+                let (sh, log) = (router.clone(), loads.clone());
+                match in_background("reload", move || reload(&path, &old, &sh, &log)).await? {
                     Some(next) => {
+                        live.config.store(Arc::new(next.clone()));
                         if let Some((k, _)) = &kernel {
                             // Payload size, NSID and cookie secrets: the
                             // kernel answers with the fallback's settings.
@@ -260,6 +289,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         }
     }
     drain_journal(&router, journaled).await;
+    drop(control_socket);
     info!("stopped");
     match failure {
         Some(e) => Err(e),
@@ -384,7 +414,7 @@ fn start_notify(
     journaled: Journaled,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
-) -> Arc<Notifier> {
+) -> (Arc<Notifier>, Arc<Propagation>) {
     let t = &config.transfer;
     let settings = NotifySettings {
         retries: t.notify_retries,
@@ -396,7 +426,7 @@ fn start_notify(
     if let Some(d) = &t.data_dir {
         let _ = std::fs::create_dir_all(d);
     }
-    let (notifier, _propagation, started) = notify::start(
+    let (notifier, propagation, started) = notify::start(
         config.settings.notify_targets.clone(),
         settings,
         status_file,
@@ -413,7 +443,7 @@ fn start_notify(
             _ = stop.changed() => {}
         }
     }));
-    notifier
+    (notifier, propagation)
 }
 
 fn secondary_dir(config: &Config) -> Option<PathBuf> {
@@ -428,6 +458,7 @@ fn secondary_dir(config: &Config) -> Option<PathBuf> {
 fn start_secondaries(
     config: &Config,
     router: &Arc<Router>,
+    loads: &Arc<LoadLog>,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) {
@@ -448,6 +479,7 @@ fn start_secondaries(
             timeout: config.transfer.primary_timeout(),
             max_transfers: config.transfer.max_transfers_in,
             max_records: config.transfer.max_transfer_in_records,
+            log: loads.clone(),
         },
         stop,
     );
@@ -456,7 +488,7 @@ fn start_secondaries(
 }
 
 /// Starts the registry (recovering it from disk and publishing its zones)
-/// and its HTTP API; returns the API task and the writer task.
+/// and its HTTP API; returns the API task, the writer task and a handle.
 async fn start_registry(
     config: &Config,
     rc: &crate::config::RegistryConfig,
@@ -467,6 +499,7 @@ async fn start_registry(
     SocketAddr,
     JoinHandle<()>,
     JoinHandle<Result<(), crate::registry::journal::JournalError>>,
+    RegistryHandle,
 )> {
     let token = crate::config::read_token(&rc.token, &rc.token_file, "registry.token")
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
@@ -495,6 +528,7 @@ async fn start_registry(
     })?;
     let api_addr = listener.local_addr()?;
     info!(%api_addr, instances = started.recovered_instances, "registry API listening");
+    let handle = started.handle.clone();
     let state = crate::api::ApiState {
         registry: started.handle,
         store,
@@ -513,15 +547,14 @@ async fn start_registry(
             error!("registry API stopped: {e}");
         }
     });
-    Ok((api_addr, api, started.task))
+    Ok((api_addr, api, started.task, handle))
 }
 
 /// Binds `[metrics] listen` and serves `/metrics` on the control runtime.
 fn start_metrics(
     config: &Config,
     addr: SocketAddr,
-    router: &Arc<Router>,
-    kernel: &Option<(KernelTable, JoinHandle<()>)>,
+    live: &Arc<Live>,
     control: &tokio::runtime::Runtime,
     stop: crate::server::ShutdownRx,
     tasks: &mut Vec<JoinHandle<()>>,
@@ -534,14 +567,10 @@ fn start_metrics(
     })?;
     listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
-    let scrape = metrics_http::Scrape {
-        metrics: router.metrics.clone(),
-        router: router.clone(),
-        kernel: kernel.as_ref().map(|(k, _)| k.clone()),
-    };
+    let live = live.clone();
     tasks.push(control.spawn(async move {
         let served = match tokio::net::TcpListener::from_std(listener) {
-            Ok(l) => metrics_http::serve(l, scrape, stop).await,
+            Ok(l) => metrics_http::serve(l, live, stop).await,
             Err(e) => Err(e),
         };
         if let Err(e) = served {
@@ -552,18 +581,104 @@ fn start_metrics(
     Ok(bound)
 }
 
+/// Becomes `[server] user` (and `group`) with only the capability still
+/// needed: `CAP_BPF` for the kernel table's map updates, or without XDP
+/// `CAP_NET_BIND_SERVICE`. The state directories the server writes
+/// (created by root before this) are handed to that user first.
+fn drop_privileges(config: &Config, user: &str, xdp: bool) -> anyhow::Result<()> {
+    use crate::privileges::{self, CAP_BPF, CAP_NET_BIND_SERVICE};
+    let (uid, primary_gid) = privileges::user_ids(user)?;
+    let gid = match &config.server.group {
+        Some(g) => privileges::group_id(g)
+            .map_err(|e| anyhow::anyhow!("server.group: {e}"))?,
+        None => primary_gid,
+    };
+    let state = [
+        config.transfer.data_dir.clone(),
+        config.registry.as_ref().map(|r| r.data_dir.clone()),
+    ];
+    for dir in state.into_iter().flatten() {
+        chown_tree(&dir, uid, gid).with_context(|| format!("handing {} to {user}", dir.display()))?;
+    }
+    if let Some(f) = &config.cookies.secret_file {
+        let _ = std::os::unix::fs::chown(f, Some(uid), Some(gid));
+    }
+    let keep = if xdp {
+        vec![CAP_BPF]
+    } else {
+        vec![CAP_NET_BIND_SERVICE]
+    };
+    privileges::drop_to(uid, gid, &keep)?;
+    info!(user, uid, gid, capabilities = ?privileges::names(&keep), "dropped privileges");
+    Ok(())
+}
+
+/// `chown -R` without following symbolic links.
+fn chown_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
+/// Binds the control socket (`xdpdns ctl`) and answers it on the
+/// control runtime; the socket file goes when the returned value does.
+fn start_control(
+    config: &Config,
+    live: &Arc<Live>,
+    control: &tokio::runtime::Runtime,
+    stop: crate::server::ShutdownRx,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<Arc<ControlSocket>> {
+    let path = config.control_socket();
+    let group = match &config.control.group {
+        Some(g) => Some(
+            crate::privileges::group_id(g)
+                .map_err(|e| anyhow::anyhow!("{}: control.group: {e}", config.file.display()))?,
+        ),
+        None => None,
+    };
+    let owner = match &config.server.user {
+        Some(u) => Some(
+            crate::privileges::user_ids(u)
+                .map_err(|e| anyhow::anyhow!("{}: server.user: {e}", config.file.display()))?
+                .0,
+        ),
+        None => None,
+    };
+    let socket = {
+        let _in_control = control.enter();
+        Arc::new(
+            ControlSocket::bind(&path, owner, group)
+                .with_context(|| format!("{}: control.socket", config.file.display()))?,
+        )
+    };
+    info!(socket = %path.display(), "control socket listening (xdpdns ctl)");
+    let (s, backend) = (socket.clone(), Arc::new(live::Control(live.clone())));
+    tasks.push(control.spawn(async move { s.serve(backend, stop).await }));
+    Ok(socket)
+}
+
 /// Loads, fills and attaches the XDP program and hands it to the kernel
-/// table's subscriber, or says in one line why the server runs on the
-/// fallback alone.
+/// table's subscriber, or says why the server runs on the fallback alone
+/// (also logged, in one line).
 fn start_fast_path(
     config: &Config,
     port: u16,
     router: &Router,
-) -> Option<(KernelTable, JoinHandle<()>)> {
+) -> Result<(KernelTable, JoinHandle<()>), String> {
     let x = &config.xdp;
     if x.interfaces.is_empty() {
         info!("XDP fast path off (no [xdp] interfaces configured): every query is answered by the fallback server");
-        return None;
+        return Err("no [xdp] interfaces configured".into());
     }
     let (snapshot, feed) = router.store.subscribe();
     let attempt = || -> Result<FastPath, XdpError> {
@@ -584,10 +699,10 @@ fn start_fast_path(
         Ok(fp)
     };
     match attempt() {
-        Ok(fp) => Some(KernelTable::start(fp, feed)),
+        Ok(fp) => Ok(KernelTable::start(fp, feed)),
         Err(e) => {
             warn!("XDP fast path unavailable, serving through the fallback only: {e}");
-            None
+            Err(e.to_string())
         }
     }
 }

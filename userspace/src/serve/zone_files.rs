@@ -12,7 +12,7 @@ use super::handler_for;
 use crate::clock::unix_secs;
 use crate::config::{Config, ZoneConfig};
 use crate::router::Router;
-use crate::zone::{load_zone_file, LoadError, Zone};
+use crate::zone::{load_zone_file, LoadError, LoadLog, Zone};
 
 /// Loads every configured zone file; returns the zones that loaded and
 /// the errors of those that did not. Secondary zones (no file) come from
@@ -29,6 +29,16 @@ pub fn load_zones(zones: &[ZoneConfig]) -> (Vec<Zone>, Vec<(Name, LoadError)>) {
         }
     }
     (ok, failed)
+}
+
+/// Notes a zone file's successful load in `log`.
+pub(super) fn record_loaded(log: &LoadLog, zone: &Zone) {
+    let detail = format!(
+        "loaded serial {}, {} records",
+        zone.serial().unwrap_or(0),
+        zone.record_count()
+    );
+    log.record(zone.origin(), unix_secs(), Ok(detail));
 }
 
 /// Every zone the config serves: files, secondaries and registry zones.
@@ -62,7 +72,7 @@ fn free_here(mut zones: Vec<Arc<Zone>>) {
 /// that fails to load keeps serving its previous version; a config that
 /// fails to parse changes nothing. Returns the config now in force. What
 /// follows (journal, NOTIFY, kernel table) follows the store's feed.
-pub fn reload(path: &Path, old: &Config, router: &Router) -> Option<Config> {
+pub fn reload(path: &Path, old: &Config, router: &Router, log: &LoadLog) -> Option<Config> {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -76,6 +86,10 @@ pub fn reload(path: &Path, old: &Config, router: &Router) -> Option<Config> {
     let (zones, failed) = load_zones(&config.zones);
     for (origin, e) in &failed {
         error!(zone = %origin, "reload: {e}; keeping the previous version");
+        log.record(origin, unix_secs(), Err(e.to_string()));
+    }
+    for z in &zones {
+        record_loaded(log, z);
     }
     // Registry zones are the registry's; a reload leaves them alone (their
     // set changes with a restart).

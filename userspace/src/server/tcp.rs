@@ -4,6 +4,7 @@
 //! replies being written).
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,15 +54,20 @@ impl TcpServer {
             };
             // Over the cap: close at once rather than leave the client
             // waiting in the backlog.
+            let tcp = &shared.metrics.tcp;
             let Ok(permit) = slots.clone().try_acquire_owned() else {
+                tcp.refused.fetch_add(1, Ordering::Relaxed);
                 debug!(%peer, "tcp connection limit reached; closing");
                 continue;
             };
+            tcp.accepted.fetch_add(1, Ordering::Relaxed);
+            tcp.open.fetch_add(1, Ordering::Relaxed);
             let (shared, counts) = (shared.clone(), counts.clone());
             let shutdown = shutdown.clone();
             let (idle, depth) = (self.idle_timeout, self.max_pipelined);
             conns.spawn(async move {
-                serve_connection(stream, peer, shared, counts, shutdown, idle, depth).await;
+                serve_connection(stream, peer, &shared, counts, shutdown, idle, depth).await;
+                shared.metrics.tcp.open.fetch_sub(1, Ordering::Relaxed);
                 drop(permit);
             });
         }
@@ -82,7 +88,7 @@ impl TcpServer {
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    shared: Arc<Router>,
+    shared: &Router,
     counts: Arc<QueryCounts>,
     mut shutdown: ShutdownRx,
     idle: Duration,
@@ -107,13 +113,19 @@ async fn serve_connection(
         };
         match read {
             Ok(Ok(true)) => {}
-            // Idle timeout, EOF, a zero-length frame or a truncated one.
+            Err(_) => {
+                shared.metrics.tcp.idle_closed.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            // EOF, a zero-length frame or a truncated one.
             _ => break,
         }
+        let read_at = std::time::Instant::now();
         match shared.respond(&buf, Transport::Tcp, peer.ip(), crate::clock::unix_secs()) {
             Response::Drop => {}
             Response::One(reply) => {
                 counts.count(Transport::Tcp, &reply);
+                counts.answered_in(Transport::Tcp, read_at.elapsed(), 1);
                 if tx.send(tcp_frame(&reply)).await.is_err() {
                     break;
                 }
@@ -122,9 +134,17 @@ async fn serve_connection(
             // queued; encoding runs off the async threads and the bounded
             // queue holds it to the client's reading speed.
             Response::Transfer(t) => {
-                let tx = tx.clone();
+                let (tx, counts) = (tx.clone(), counts.clone());
                 let job = tokio::task::spawn_blocking(move || {
-                    t.write(&mut |msg| tx.blocking_send(tcp_frame(&msg)).is_ok())
+                    let mut first = true;
+                    t.write(&mut |msg| {
+                        // One transfer, one answer: counted by its first
+                        // message (the question, the RCODE).
+                        if std::mem::take(&mut first) {
+                            counts.count(Transport::Tcp, &msg);
+                        }
+                        tx.blocking_send(tcp_frame(&msg)).is_ok()
+                    })
                 });
                 if !matches!(job.await, Ok(true)) {
                     debug!(%peer, "transfer ended early");

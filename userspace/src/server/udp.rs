@@ -124,7 +124,8 @@ pub fn spawn_udp_worker(
         while !*shutdown.borrow() {
             let waiting = Instant::now();
             let received = rx.recv_blocking(fd);
-            let waited = waiting.elapsed();
+            let read_at = Instant::now();
+            let waited = read_at - waiting;
             let n = match received {
                 Ok(n) => n,
                 Err(e)
@@ -141,14 +142,19 @@ pub fn spawn_udp_worker(
                 }
             };
             let now = crate::clock::unix_secs();
+            let mut answered = 0;
             for (query, peer) in rx.datagrams(n) {
                 if let Response::One(reply) = shared.respond(query, Transport::Udp, peer.ip(), now)
                 {
                     counts.count(Transport::Udp, &reply);
                     tx.push(reply, peer);
+                    answered += 1;
                 }
             }
             send_all_blocking(fd, &mut tx);
+            // Every answer of a batch is written by one sendmmsg: each
+            // waited as long as the batch took.
+            counts.answered_in(Transport::Udp, read_at.elapsed(), answered);
             drops.follow(rx.drops());
             if let Some(pause) = coalescer.pause_after(n, waited) {
                 std::thread::sleep(pause);

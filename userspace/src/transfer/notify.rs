@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -53,10 +54,14 @@ pub struct PeerStatus {
 }
 
 /// Propagation state of every (zone, secondary), also written as JSON to
-/// `status_file` (what `xdpdns transfer-status` prints).
+/// `status_file` (readable after a stop; `xdpdns ctl secondaries` asks
+/// the running server).
 pub struct Propagation {
     peers: Mutex<BTreeMap<(String, String), PeerStatus>>,
     status_file: Option<PathBuf>,
+    /// NOTIFY messages sent (retries included) and acknowledged.
+    pub notifies_sent: AtomicU64,
+    pub notifies_acknowledged: AtomicU64,
 }
 
 impl Propagation {
@@ -189,6 +194,8 @@ pub fn start(
     let propagation = Arc::new(Propagation {
         peers: Mutex::new(BTreeMap::new()),
         status_file,
+        notifies_sent: AtomicU64::new(0),
+        notifies_acknowledged: AtomicU64::new(0),
     });
     let mut notifier = Notifier::default();
     let mut tasks = Vec::new();
@@ -257,11 +264,15 @@ impl PeerWorker {
             match round.next(now) {
                 Step::Wait(until) => tokio::time::sleep_until(until.into()).await,
                 Step::Notify(timeout) => {
+                    self.status.notifies_sent.fetch_add(1, Ordering::Relaxed);
                     let result =
                         client::notify(peer, zone, Some(t.soa.clone()), key, timeout).await;
                     let attempt = attempt.unwrap_or(0);
                     match &result {
                         Ok(()) => {
+                            self.status
+                                .notifies_acknowledged
+                                .fetch_add(1, Ordering::Relaxed);
                             info!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY acknowledged");
                             self.status
                                 .update(zone, peer, |s| s.notified = Some(t.serial));

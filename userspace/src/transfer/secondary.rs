@@ -18,7 +18,7 @@ use super::tsig::TSigner;
 pub use super::xfr_reader::{XfrError, XfrOutcome, XfrReader};
 use crate::clock::unix_secs;
 use crate::zone::serial::is_newer;
-use crate::zone::{Change, Zone, ZoneStore};
+use crate::zone::{Change, LoadLog, TransferOutcome, Zone, ZoneStore};
 use std::net::SocketAddr;
 
 /// One secondary zone's settings.
@@ -39,6 +39,8 @@ pub struct Secondaries {
     pub max_transfers: usize,
     /// Records one transfer may carry (`transfer.max_transfer_in_records`).
     pub max_records: usize,
+    /// Where each attempt's outcome is recorded.
+    pub log: Arc<LoadLog>,
 }
 
 /// Starts one task per secondary zone; returns the sender that accepted
@@ -64,6 +66,7 @@ pub fn start(
             timeout: s.timeout,
             transfers: transfers.clone(),
             max_records: s.max_records,
+            log: s.log.clone(),
         };
         tasks.push(tokio::spawn(task.run(zrx, stop.clone())));
     }
@@ -115,6 +118,7 @@ struct ZoneTask {
     /// Shared by every zone: transfers in at once.
     transfers: Arc<Semaphore>,
     max_records: usize,
+    log: Arc<LoadLog>,
 }
 
 impl ZoneTask {
@@ -147,21 +151,38 @@ impl ZoneTask {
             }
             let result = self.refresh().await;
             let now = unix_secs();
+            let serial = self.current().and_then(|z| z.serial());
             match &result {
-                Ok(changed) => {
-                    if *changed {
-                        info!(%zone, serial = self.current().and_then(|z| z.serial()), "secondary zone updated");
+                Ok(outcome) => {
+                    if *outcome != TransferOutcome::UpToDate {
+                        info!(%zone, serial, "secondary zone updated");
                     }
                     if let Some(f) = self.ok_file() {
                         let _ = std::fs::write(f, now.to_string());
                     }
+                    self.log.count_transfer(zone, *outcome);
+                    let what = format!("{} at serial {}", outcome.label(), serial.unwrap_or(0));
+                    self.log.record(zone, now, Ok(what));
                 }
-                Err(e) => warn!(%zone, "secondary refresh failed: {e}"),
+                Err(e) => {
+                    warn!(%zone, "secondary refresh failed: {e}");
+                    self.log.count_transfer(zone, TransferOutcome::Failed);
+                    self.log.record(zone, now, Err(e.to_string()));
+                }
             }
             let current = self.current();
             let soa = current
                 .as_ref()
                 .and_then(|z| z.soa().map(|(s, _)| s.clone()));
+            if let Some(soa) = &soa {
+                let last_good = if result.is_ok() {
+                    Some(now)
+                } else {
+                    last_refresh(self.state_dir.as_deref(), zone)
+                };
+                let expire = u64::from(soa.expire.max(0) as u32);
+                self.log.set_expiry(zone, last_good.map(|t| t + expire));
+            }
             let step = timers.refreshed(result.is_ok(), soa.as_ref(), current.is_some(), now);
             if let Some(expired) = step.expiry {
                 self.store.as_ref().as_ref().set_expired(zone, expired);
@@ -176,8 +197,8 @@ impl ZoneTask {
     }
 
     /// One SOA check and, when the primary is ahead, one transfer; tries
-    /// the primaries in order. `Ok(true)` when the zone changed.
-    async fn refresh(&self) -> Result<bool, ClientError> {
+    /// the primaries in order.
+    async fn refresh(&self) -> Result<TransferOutcome, ClientError> {
         let mut last_err = None;
         for &primary in &self.zone.primaries {
             match self.refresh_from(primary).await {
@@ -188,7 +209,10 @@ impl ZoneTask {
         Err(last_err.expect("a secondary zone has at least one primary"))
     }
 
-    async fn refresh_from(&self, primary: std::net::SocketAddr) -> Result<bool, ClientError> {
+    async fn refresh_from(
+        &self,
+        primary: std::net::SocketAddr,
+    ) -> Result<TransferOutcome, ClientError> {
         let zone = &self.zone.zone;
         let key = self.zone.key.as_ref();
         let current = self.current();
@@ -196,7 +220,7 @@ impl ZoneTask {
         let theirs = client::soa_serial(primary, zone, key, self.timeout).await?;
         if let Some(serial) = current.as_ref().and_then(|z| z.serial()) {
             if !is_newer(theirs, serial) {
-                return Ok(false);
+                return Ok(TransferOutcome::UpToDate);
             }
         }
         let kind = if ours.is_some() {
@@ -222,18 +246,18 @@ impl ZoneTask {
         &self,
         primary: std::net::SocketAddr,
         outcome: XfrOutcome,
-    ) -> Result<bool, ClientError> {
+    ) -> Result<TransferOutcome, ClientError> {
         let zone = &self.zone.zone;
         let store = self.store.as_ref().as_ref();
         match outcome {
-            XfrOutcome::UpToDate(_) => Ok(false),
+            XfrOutcome::UpToDate(_) => Ok(TransferOutcome::UpToDate),
             XfrOutcome::Full(records) => {
                 let count = records.len();
                 let z =
                     Zone::from_records(zone, records).map_err(|e| ClientError::Zone(primary, e))?;
-                let diffs = store.install_transferred(z);
+                store.install_transferred(z);
                 info!(%zone, %primary, records = count, "AXFR received");
-                Ok(!diffs.is_empty())
+                Ok(TransferOutcome::Axfr)
             }
             XfrOutcome::Incremental(diffs) => {
                 // Applied whole, in one commit, or not at all.
@@ -262,7 +286,7 @@ impl ZoneTask {
                     .apply_transferred(zone, &steps)
                     .map_err(|e| ClientError::Store(primary, e))?;
                 info!(%zone, %primary, diffs = applied.len(), "IXFR received");
-                Ok(true)
+                Ok(TransferOutcome::Ixfr)
             }
         }
     }

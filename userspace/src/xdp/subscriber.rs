@@ -99,8 +99,36 @@ fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
 
 enum Request {
     Counters(oneshot::Sender<Result<Counters, XdpError>>),
+    State(oneshot::Sender<Result<KernelState, XdpError>>),
     Edns(Box<ServerEdns>),
     Destinations(Option<Vec<std::net::IpAddr>>),
+}
+
+/// The kernel path as `/metrics` and `xdpdns ctl` report it.
+#[derive(Clone, Debug)]
+pub struct KernelState {
+    pub counters: Counters,
+    pub generation: u32,
+    /// (name, type) entries in the table.
+    pub entries: usize,
+    /// Kernel memory of the answer maps.
+    pub bytes: u64,
+    /// (interface, attach mode).
+    pub attached: Vec<(String, &'static str)>,
+    pub left_out: u64,
+    pub healthy: bool,
+}
+
+fn state(fp: &FastPath) -> Result<KernelState, XdpError> {
+    Ok(KernelState {
+        counters: fp.counters()?,
+        generation: fp.generation(),
+        entries: fp.installed().len(),
+        bytes: fp.table_memory().iter().map(|(_, b)| b).sum(),
+        attached: fp.attached().to_vec(),
+        left_out: fp.entries_left_out(),
+        healthy: fp.healthy(),
+    })
 }
 
 /// How the rest of the server talks to the kernel table's owner.
@@ -122,6 +150,12 @@ impl KernelTable {
     pub async fn counters(&self) -> Option<Result<Counters, XdpError>> {
         let (tx, rx) = oneshot::channel();
         self.tx.send(Request::Counters(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    pub async fn state(&self) -> Option<Result<KernelState, XdpError>> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Request::State(tx)).await.ok()?;
         rx.await.ok()
     }
 
@@ -184,6 +218,9 @@ async fn run(fp: FastPath, mut feed: Subscription, mut requests: mpsc::Receiver<
                 match req {
                     Request::Counters(reply) => {
                         let _ = reply.send(fp.counters());
+                    }
+                    Request::State(reply) => {
+                        let _ = reply.send(state(fp));
                     }
                     Request::Edns(edns) => {
                         if let Err(e) = fp.set_edns(&edns) {

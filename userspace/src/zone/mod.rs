@@ -11,6 +11,7 @@
 
 pub mod check;
 pub mod feed;
+pub mod load_log;
 pub mod parser;
 pub mod serial;
 pub mod snapshot;
@@ -23,6 +24,7 @@ use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
 pub use check::{check_zone, ZoneCheckError};
 pub use feed::{Commit, FeedItem, Subscription, ZoneEvent};
+pub use load_log::{LoadLog, LoadRecord, TransferOutcome};
 pub use parser::{parse_zone_file, parse_zone_str, SourceRecord, ZoneFileError};
 pub use serial::SerialPolicy;
 pub use snapshot::{Snapshot, ZoneDiff};

@@ -1,0 +1,286 @@
+//! The running server's parts as the operator's views see them: the
+//! control socket's answers (`xdpdns ctl`) and `/metrics` both read from
+//! one [`Live`], so the two never disagree.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use hickory_proto::rr::{LowerName, Name, RecordType};
+use tracing::info;
+
+use crate::clock::unix_secs;
+use crate::config::Config;
+use crate::control::protocol::{
+    Counters, KernelStatus, LoadOutcome, RegistryInfo, Reloaded, Status, ZoneInfo,
+};
+use crate::control::{Backend, Reply, Request};
+use crate::metrics::rcode_name;
+use crate::registry::service::RegistryHandle;
+use crate::router::Router;
+use crate::transfer::notify::Propagation;
+use crate::xdp::{KernelState, KernelTable};
+use crate::zone::{load_zone_file, LoadLog};
+
+pub(super) struct Live {
+    pub started: Instant,
+    pub start_unix: u64,
+    pub router: Arc<Router>,
+    pub kernel: Option<KernelTable>,
+    /// Why the kernel path is off, when it is.
+    pub xdp_off_reason: Option<String>,
+    pub registry: Option<RegistryHandle>,
+    pub propagation: Arc<Propagation>,
+    pub loads: Arc<LoadLog>,
+    /// The configuration in force (replaced by a reload).
+    pub config: ArcSwap<Config>,
+    pub listen: Vec<SocketAddr>,
+}
+
+impl Live {
+    pub(super) async fn kernel_state(&self) -> Option<KernelState> {
+        self.kernel.as_ref()?.state().await.and_then(Result::ok)
+    }
+
+    /// Answers so far (both paths), for `ctl status` and `ctl top`.
+    pub(super) fn counters(&self, kernel: Option<&KernelState>) -> Counters {
+        let mut c = Counters::default();
+        let mut by_rcode = BTreeMap::new();
+        for q in self.router.metrics.queries() {
+            match q.transport {
+                "tcp" => c.fallback_tcp += q.count,
+                _ => c.fallback_udp += q.count,
+            }
+            *by_rcode.entry(rcode_name(q.rcode)).or_insert(0) += q.count;
+        }
+        if let Some(k) = kernel {
+            let k = &k.counters;
+            c.kernel = k.answered_a + k.answered_aaaa;
+            c.kernel_passed = k.passed.iter().sum();
+            if c.kernel > 0 {
+                *by_rcode.entry(rcode_name(0)).or_insert(0) += c.kernel;
+            }
+        }
+        c.by_rcode = by_rcode;
+        c.udp_receive_drops = crate::server::udp_receive_drops();
+        c
+    }
+
+    async fn status(&self) -> Status {
+        let kernel = self.kernel_state().await;
+        let answers = self.counters(kernel.as_ref());
+        let total = answers.kernel + answers.fallback_udp + answers.fallback_tcp;
+        let snapshot = self.router.store.snapshot();
+        Status {
+            version: env!("CARGO_PKG_VERSION").into(),
+            commit: env!("XDPDNS_GIT_COMMIT").into(),
+            pid: std::process::id(),
+            uptime_secs: self.started.elapsed().as_secs(),
+            listen: self.listen.iter().map(|a| a.to_string()).collect(),
+            xdp: kernel.map(|k| KernelStatus {
+                interfaces: k
+                    .attached
+                    .iter()
+                    .map(|(i, m)| (i.clone(), (*m).to_string()))
+                    .collect(),
+                generation: k.generation,
+                entries: k.entries,
+                bytes: k.bytes,
+                left_out: k.left_out,
+                healthy: k.healthy,
+            }),
+            xdp_off_reason: self.xdp_off_reason.clone(),
+            kernel_share: if total > 0 {
+                answers.kernel as f64 / total as f64
+            } else {
+                0.0
+            },
+            answers,
+            zones: snapshot.zones().count(),
+            records: snapshot.zones().map(|z| z.record_count()).sum(),
+        }
+    }
+
+    /// Where each served zone comes from, per the configuration.
+    fn source_of(&self, config: &Config, zone: &LowerName) -> String {
+        for z in &config.zones {
+            if LowerName::new(&z.origin_name()) == *zone {
+                return match &z.file {
+                    Some(f) => format!("file {}", f.display()),
+                    None => {
+                        let p: Vec<String> = z.primaries.iter().map(|a| a.to_string()).collect();
+                        format!("secondary of {}", p.join(","))
+                    }
+                };
+            }
+        }
+        if config
+            .registry_zone_names()
+            .any(|n| LowerName::new(&n) == *zone)
+        {
+            return "registry".into();
+        }
+        "journal (no longer configured)".into()
+    }
+
+    pub(super) fn zones(&self) -> Vec<ZoneInfo> {
+        let config = self.config.load();
+        let now = unix_secs();
+        self.router
+            .store
+            .snapshot()
+            .zones()
+            .map(|z| {
+                let load = self.loads.get(z.origin_key());
+                ZoneInfo {
+                    origin: z.origin().to_string(),
+                    serial: z.serial(),
+                    records: z.record_count(),
+                    source: self.source_of(&config, z.origin_key()),
+                    signed: z.apex().rrset(RecordType::DNSKEY).is_some(),
+                    expired: z.is_expired(),
+                    expires_in_secs: load
+                        .as_ref()
+                        .and_then(|l| l.expires_at)
+                        .map(|t| t as i64 - now as i64),
+                    last_load: load.map(|l| LoadOutcome {
+                        at: l.at,
+                        ok: l.ok,
+                        detail: l.detail,
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn registry_info(&self) -> Option<RegistryInfo> {
+        let handle = self.registry.as_ref()?;
+        let view = handle.view();
+        let reg = &view.registry;
+        let mut instances = BTreeMap::new();
+        for i in reg.instances.values() {
+            let status = if i.reg.disabled {
+                "disabled".to_string()
+            } else {
+                format!("{:?}", i.status).to_lowercase()
+            };
+            *instances.entry(status).or_insert(0) += 1;
+        }
+        let stats = handle.stats();
+        Some(RegistryInfo {
+            instances,
+            services: reg.services().len(),
+            owners_disabled: reg.owners.values().filter(|e| !**e).count(),
+            pending_withdrawals: crate::registry::health::held_down(reg),
+            journal_bytes: stats.journal_bytes.load(Ordering::Relaxed),
+            lease_expiries: stats.lease_expiries.load(Ordering::Relaxed),
+        })
+    }
+
+    /// `ctl zone reload NAME`: a zone file is read again and committed
+    /// (its old version keeps serving if it fails); a secondary zone
+    /// checks its primaries now.
+    async fn reload_zone(self: &Arc<Self>, zone: &str) -> Result<Reloaded, String> {
+        let name = Name::from_ascii(zone)
+            .map(|mut n| {
+                n.set_fqdn(true);
+                n
+            })
+            .map_err(|e| format!("{zone:?} is not a domain name: {e}"))?;
+        let key = LowerName::new(&name);
+        let config = self.config.load_full();
+        let Some(zc) = config
+            .zones
+            .iter()
+            .find(|z| LowerName::new(&z.origin_name()) == key)
+        else {
+            if config
+                .registry_zone_names()
+                .any(|n| LowerName::new(&n) == key)
+            {
+                return Err(format!(
+                    "{name} is generated by the registry; it follows registrations, nothing to reload"
+                ));
+            }
+            return Err(format!("{name} is not a configured zone"));
+        };
+        let Some(file) = zc.file.clone() else {
+            let sink = self
+                .router
+                .notify_sink
+                .get()
+                .ok_or("secondary zones are not running yet")?;
+            sink.notified(&name);
+            return Ok(Reloaded {
+                zone: name.to_string(),
+                detail: "refresh from the primaries started (see `ctl zones`)".into(),
+            });
+        };
+        let live = self.clone();
+        let origin = name.clone();
+        super::in_background("zone-reload", move || live.load_file(&origin, &file))
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|detail| Reloaded {
+                zone: name.to_string(),
+                detail,
+            })
+    }
+
+    fn load_file(&self, origin: &Name, file: &Path) -> Result<String, String> {
+        let now = unix_secs();
+        match load_zone_file(file, origin) {
+            Ok(zone) => {
+                let diffs = self.router.store.replace_zones(vec![zone], &[], now);
+                let serial = self.router.store.snapshot().zone(&LowerName::new(origin)).and_then(|z| z.serial());
+                let detail = match diffs.first() {
+                    Some(d) => format!(
+                        "reloaded: serial {} ({} records removed, {} added)",
+                        serial.unwrap_or(0),
+                        d.removed.len(),
+                        d.added.len()
+                    ),
+                    None => format!("unchanged at serial {}", serial.unwrap_or(0)),
+                };
+                info!(zone = %origin, "{detail} (xdpdns ctl)");
+                self.loads.record(origin, now, Ok(detail.clone()));
+                Ok(detail)
+            }
+            Err(e) => {
+                let e = format!("{e}; the previous version keeps serving");
+                self.loads.record(origin, now, Err(e.clone()));
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The control socket's answers.
+pub(super) struct Control(pub Arc<Live>);
+
+impl Backend for Control {
+    async fn handle(&self, request: Request) -> Reply {
+        let live = &self.0;
+        match request {
+            Request::Status => Reply::ok(&live.status().await),
+            Request::Zones => Reply::ok(&live.zones()),
+            Request::ZoneReload { zone } => match live.reload_zone(&zone).await {
+                Ok(r) => Reply::ok(&r),
+                Err(e) => Reply::Error(e),
+            },
+            Request::Secondaries => Reply::ok(&live.propagation.statuses()),
+            Request::Registry => match live.registry_info() {
+                Some(r) => Reply::ok(&r),
+                None => Reply::Error("no [registry] configured".into()),
+            },
+            Request::Counters => {
+                let kernel = live.kernel_state().await;
+                Reply::ok(&live.counters(kernel.as_ref()))
+            }
+        }
+    }
+}
