@@ -251,3 +251,233 @@ fn metrics_count_each_answer_once_by_transport_type_and_rcode() {
         "{after}"
     );
 }
+
+/// `xdpdns ctl CONFIG ARGS…` run as `as_user` (`setpriv` options) or
+/// as root: (exit success, stdout, stderr).
+fn ctl(config: &Path, as_user: &[&str], args: &[&str]) -> (bool, String, String) {
+    let mut cmd = if as_user.is_empty() {
+        Command::new(BIN)
+    } else {
+        let mut c = Command::new("setpriv");
+        c.args(as_user).arg(BIN);
+        c
+    };
+    let out = cmd
+        .arg("ctl")
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ctl_json(config: &Path, args: &[&str]) -> serde_json::Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let (ok, out, err) = ctl(config, &[], &args);
+    assert!(ok, "ctl {args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+const CTL_ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
+    @ SOA ns1 hostmaster 5 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\nwww A 192.0.2.80\n";
+
+/// Every `xdpdns ctl` subcommand against a running server with a zone
+/// file, a registry and a (silent) secondary, human and JSON output.
+#[test]
+fn ctl_answers_every_subcommand_from_the_running_server() {
+    use crate::support::{http, Server};
+    // A secondary that never answers: its propagation state is "not in sync".
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dir = TempDir::new("ctl");
+    let zone_file = dir.write("zone.db", CTL_ZONE);
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n\
+             [transfer]\ndata_dir = \"data\"\nnotify_retries = 1\nnotify_timeout_ms = 200\n\
+             [control]\ngroup = \"nogroup\"\n\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\nnotify = [\"{}\"]\n\
+             [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t0ken\"\ndata_dir = \"registry\"\n\
+             require_opt_in = false\nns = [\"ns1.example.com.\"]\nhostmaster = \"hostmaster.example.com.\"\n\
+             [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
+            silent.local_addr().unwrap()
+        ),
+    );
+    let srv = Server::start_with_config(dir, config.clone());
+
+    // status: text and JSON, and exact answer counts.
+    let (ok, text, err) = ctl(&config, &[], &["status"]);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("XDP: off (no [xdp] interfaces configured)"),
+        "{text}"
+    );
+    assert!(text.contains("zones: 2"), "{text}");
+    let before = ctl_json(&config, &["status"]);
+    assert_eq!(before["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(before["pid"], srv.child.id());
+    for _ in 0..3 {
+        srv.udp("www.example.com.", RecordType::A);
+    }
+    srv.udp("nope.example.com.", RecordType::A);
+    srv.tcp("www.example.com.", RecordType::A);
+    let after = ctl_json(&config, &["status"]);
+    let delta = |path: &str| {
+        after["answers"]
+            .pointer(path)
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+            - before["answers"]
+                .pointer(path)
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0)
+    };
+    assert_eq!(delta("/fallback_udp"), 4, "{after}");
+    assert_eq!(delta("/fallback_tcp"), 1, "{after}");
+    assert_eq!(delta("/by_rcode/NXDOMAIN"), 1, "{after}");
+    assert_eq!(after["kernel_share"], 0.0);
+
+    // zones, then a reload of the file: a good one and a broken one.
+    let (ok, text, _) = ctl(&config, &[], &["zones"]);
+    assert!(ok);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("example.com."))
+        .unwrap();
+    assert!(
+        row.contains(" 5 ") && row.contains("file ") && row.contains("ok"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("sd.example.") && l.ends_with("registry")),
+        "{text}"
+    );
+    std::fs::write(
+        &zone_file,
+        CTL_ZONE.replace(" 5 3600", " 6 3600") + "new A 192.0.2.66\n",
+    )
+    .unwrap();
+    let (ok, text, err) = ctl(&config, &[], &["zone", "reload", "example.com."]);
+    assert!(ok, "{err}");
+    assert!(text.contains("reloaded: serial 6"), "{text}");
+    assert!(!srv
+        .udp("new.example.com.", RecordType::A)
+        .answers
+        .is_empty());
+    std::fs::write(
+        &zone_file,
+        CTL_ZONE.replace(" 5 3600", " 7 3600") + "bad A 999.1.1.1\n",
+    )
+    .unwrap();
+    let (ok, _, err) = ctl(&config, &[], &["zone", "reload", "example.com"]);
+    assert!(!ok);
+    assert!(
+        err.contains("zone.db:7"),
+        "the error names file and line: {err}"
+    );
+    let zones = ctl_json(&config, &["zones"]);
+    let z = zones
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["origin"] == "example.com.")
+        .unwrap();
+    assert_eq!(z["serial"], 6, "the previous version keeps serving: {z}");
+    assert_eq!(z["last_load"]["ok"], false, "{z}");
+    assert!(
+        z["last_load"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("zone.db"),
+        "{z}"
+    );
+    let (ok, _, err) = ctl(&config, &[], &["zone", "reload", "sd.example."]);
+    assert!(!ok && err.contains("registry"), "{err}");
+
+    // registry
+    let (code, _) = http(
+        "PUT",
+        &format!("{}/v1/instances/web-1", srv.api()),
+        Some("t0ken"),
+        Some(r#"{"owner":"acme","addresses":["10.0.0.1"],"services":["web"],"lease_secs":60}"#),
+    );
+    assert_eq!(code, 200);
+    let reg = ctl_json(&config, &["registry"]);
+    assert_eq!(reg["instances"]["up"], 1, "{reg}");
+    assert_eq!(reg["services"], 1, "{reg}");
+    assert!(reg["journal_bytes"].as_u64().unwrap() > 0, "{reg}");
+    let (ok, text, _) = ctl(&config, &[], &["registry"]);
+    assert!(ok && text.contains("instances: 1 (1 up)"), "{text}");
+
+    // secondaries: the silent one is not in sync, and ctl says so (exit 1).
+    let peer = silent.local_addr().unwrap().to_string();
+    assert!(crate::support::eventually(Duration::from_secs(10), || {
+        let (_, out, _) = ctl(&config, &[], &["secondaries", "--json"]);
+        out.contains(&peer) && out.contains("\"failures\":1")
+    }));
+    let (ok, text, err) = ctl(&config, &[], &["secondaries"]);
+    assert!(!ok && err.contains("not in sync"), "{err}");
+    let row = text.lines().find(|l| l.contains(&peer)).unwrap();
+    assert!(
+        row.starts_with("example.com.") && row.contains(" NO "),
+        "{text}"
+    );
+
+    // top: rates while queries flow.
+    let addr = srv.addr;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let load = std::thread::spawn(move || {
+        let q = query("www.example.com.", RecordType::A, None);
+        let mut n = 0;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) && n < 20_000 {
+            udp_query(addr, &q);
+            n += 1;
+        }
+    });
+    let (ok, text, err) = ctl(
+        &config,
+        &[],
+        &["top", "--count", "2", "--interval", "0.5", "--json"],
+    );
+    let (_, human, _) = ctl(&config, &[], &["top", "--count", "1", "--interval", "0.5"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().unwrap();
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines
+            .iter()
+            .all(|r| r["fallback_udp"].as_f64().unwrap() > 0.0),
+        "{text}"
+    );
+    assert!(
+        human.contains("answers/s") && human.contains("NOERROR"),
+        "{human}"
+    );
+
+    // Access: a member of control.group may ask; another user may not,
+    // neither through the file's mode nor past it (the peer check).
+    let member = ["--reuid=nobody", "--regid=nogroup", "--clear-groups"];
+    let outsider = ["--reuid=nobody", "--regid=daemon", "--clear-groups"];
+    let (ok, text, err) = ctl(&config, &member, &["status"]);
+    assert!(ok && text.contains("xdpdns"), "{err}");
+    let (ok, _, err) = ctl(&config, &outsider, &["status"]);
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    let socket = srv.dir.0.join("data/xdpdns.sock");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (ok, _, err) = ctl(&config, &outsider, &["status"]);
+    assert!(!ok && err.contains("permission denied: uid 65534"), "{err}");
+}

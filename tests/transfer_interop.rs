@@ -1283,9 +1283,9 @@ fn nsd_follows_registrations_by_notify_and_ixfr() {
         "{:?}",
         transfer_status(&srv)
     );
-    // The operator's view of the same state.
+    // The operator's view of the same state, live from the server.
     let out = Command::new(env!("CARGO_BIN_EXE_xdpdns"))
-        .args(["transfer-status", "--config"])
+        .args(["ctl", "secondaries", "--config"])
         .arg(srv.dir.0.join("xdpdns.toml"))
         .output()
         .unwrap();

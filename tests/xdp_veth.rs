@@ -647,3 +647,293 @@ fn transferred_zone_is_answered_in_kernel() {
         "new data answered by XDP: {c3:?}"
     );
 }
+
+/// The value of `name{labels}` in a scrape (0 when absent); `labels` is
+/// the exact label text, "" for none.
+fn metric(scrape: &str, name: &str, labels: &str) -> f64 {
+    let key = if labels.is_empty() {
+        format!("{name} ")
+    } else {
+        format!("{name}{{{labels}}} ")
+    };
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+/// A field of `/proc/PID/status` (or of one thread's).
+fn proc_field(status: &str, field: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Started as root with `[server] user = "nobody"`: once attached, every
+/// thread runs as nobody with CAP_BPF alone; the kernel still answers,
+/// a SIGHUP reload reaches the kernel table, and the program detaches at
+/// the stop. The same run scrapes `/metrics` around known traffic —
+/// kernel and fallback answers, TCP, NXDOMAIN, an AXFR, a registration —
+/// checks the exact increments and runs `promtool check metrics`.
+#[test]
+fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
+    let link = Link::new("p");
+    let dir = TempDir::new("priv");
+    let zone = dir.write("zone.db", ZONE);
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"10.211.0.1:53\"]\nuser = \"nobody\"\n\
+             [metrics]\nlisten = \"10.211.0.1:9153\"\n\
+             [transfer]\ndata_dir = \"data\"\nallow_transfer = [{{ from = [\"10.211.0.0/24\"] }}]\n\
+             [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\n\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n\
+             [registry]\nlisten = \"10.211.0.1:8053\"\ntoken = \"t0ken\"\ndata_dir = \"registry\"\n\
+             require_opt_in = false\nns = [\"ns1.example.com.\"]\nhostmaster = \"hostmaster.example.com.\"\n\
+             [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
+            link.server_if
+        ),
+    );
+    let mut srv = Server::start_in(
+        dir,
+        config.clone(),
+        &["ip", "netns", "exec", &link.server_ns],
+    );
+    assert!(
+        srv.wait_log("dropped privileges", Duration::from_secs(10)),
+        "{}",
+        srv.log()
+    );
+
+    // Every thread: nobody, and CAP_BPF (39) as the only capability.
+    let pid = srv.child.id();
+    let cap_bpf = format!("{:016x}", 1u64 << 39);
+    let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(tasks.len() > 3, "threads: {tasks:?}");
+    for task in &tasks {
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        assert_eq!(
+            proc_field(&status, "Uid:"),
+            "65534\t65534\t65534\t65534",
+            "{task:?}"
+        );
+        for field in ["CapEff:", "CapPrm:", "CapBnd:"] {
+            assert_eq!(proc_field(&status, field), cap_bpf, "{field} of {task:?}");
+        }
+        assert_eq!(proc_field(&status, "CapAmb:"), "0000000000000000");
+        assert_eq!(proc_field(&status, "CapInh:"), "0000000000000000");
+    }
+
+    let url = "http://10.211.0.1:9153/metrics";
+    // The classic text format by default (curl), OpenMetrics on request.
+    let scrape = || link.client("curl", &["-s", "--max-time", "5"], &[url]);
+    let openmetrics = "Accept: application/openmetrics-text; version=1.0.0";
+    let before = link.client(
+        "curl",
+        &["-s", "--max-time", "5", "-H", openmetrics],
+        &[url],
+    );
+    assert!(before.ends_with("# EOF\n"), "{before}");
+    for _ in 0..3 {
+        assert!(link.dig(&["www.example.com", "A"]).contains("192.0.2.80"));
+    }
+    for _ in 0..2 {
+        assert!(link.dig(&["nope.example.com", "A"]).contains("NXDOMAIN"));
+    }
+    assert!(link
+        .dig(&["+tcp", "www.example.com", "AAAA"])
+        .contains("2001:db8::80"));
+    let axfr = link.dig(&["example.com", "AXFR"]);
+    assert!(
+        axfr.contains("192.0.2.80") && axfr.contains("XFR size"),
+        "{axfr}"
+    );
+    let put = link.client(
+        "curl",
+        &[
+            "-s",
+            "--max-time",
+            "5",
+            "-X",
+            "PUT",
+            "-H",
+            "Authorization: Bearer t0ken",
+        ],
+        &[
+            "-d",
+            r#"{"owner":"acme","addresses":["10.0.0.1"],"services":["web"],"lease_secs":60}"#,
+            "http://10.211.0.1:8053/v1/instances/web-1",
+        ],
+    );
+    assert!(put.contains("web-1"), "{put}");
+    let after = scrape();
+    let delta =
+        |name: &str, labels: &str| metric(&after, name, labels) - metric(&before, name, labels);
+    let q = |path: &str, transport: &str, t: &str, rcode: &str| {
+        format!("path=\"{path}\",transport=\"{transport}\",type=\"{t}\",rcode=\"{rcode}\"")
+    };
+    let queries = "xdpdns_queries_total";
+    assert_eq!(
+        delta(queries, &q("kernel", "udp", "A", "NOERROR")),
+        3.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta(queries, &q("fallback", "udp", "A", "NXDOMAIN")),
+        2.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta(queries, &q("fallback", "tcp", "AAAA", "NOERROR")),
+        1.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta(queries, &q("fallback", "tcp", "AXFR", "NOERROR")),
+        1.0,
+        "{after}"
+    );
+    let total = |s: &str| -> f64 {
+        s.lines()
+            .filter(|l| l.starts_with("xdpdns_queries_total{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        total(&after) - total(&before),
+        7.0,
+        "every answer counted once:\n{after}"
+    );
+    assert_eq!(
+        delta("xdpdns_kernel_passed_total", "reason=\"miss\""),
+        2.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta("xdpdns_tcp_connections_accepted_total", ""),
+        2.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta("xdpdns_answer_duration_seconds_count", "transport=\"udp\""),
+        2.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta("xdpdns_registry_instances", "status=\"up\""),
+        1.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta("xdpdns_registry_write_duration_seconds_count", ""),
+        1.0,
+        "{after}"
+    );
+    assert!(
+        delta("xdpdns_zone_serial", "zone=\"sd.example.\"") != 0.0,
+        "{after}"
+    );
+    assert_eq!(
+        metric(
+            &after,
+            "xdpdns_xdp_attached",
+            &format!("interface=\"{}\",mode=\"generic\"", link.server_if)
+        ),
+        1.0
+    );
+    assert!(
+        metric(&after, "xdpdns_kernel_table_entries", "") >= 3.0,
+        "{after}"
+    );
+    assert_eq!(
+        metric(
+            &after,
+            "xdpdns_zone_last_load_success",
+            "zone=\"example.com.\""
+        ),
+        1.0
+    );
+    let file = srv.dir.write("scrape.txt", &after);
+    let check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .expect("promtool (Debian package prometheus, installed by cargo xtask deps)");
+    assert!(
+        check.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    // ctl, as root, from outside the namespace: the kernel share.
+    let out = Command::new(BIN)
+        .args(["ctl", "status", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("XDP: attached to {} (generic)", link.server_if)),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // SIGHUP after the drop: the new zone reaches the kernel table.
+    std::fs::write(
+        &zone,
+        ZONE.replace(" 1 3600", " 2 3600")
+            .replace("192.0.2.80", "192.0.2.81"),
+    )
+    .unwrap();
+    srv.signal("HUP");
+    assert!(
+        srv.wait_log("reload done", Duration::from_secs(10)),
+        "{}",
+        srv.log()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || link
+            .dig(&["www.example.com", "A"])
+            .contains("192.0.2.81")),
+        "{}",
+        srv.log()
+    );
+    let kernel_a = |s: &str| metric(s, queries, &q("kernel", "udp", "A", "NOERROR"));
+    let before_reloaded = scrape();
+    assert!(link.dig(&["www.example.com", "A"]).contains("192.0.2.81"));
+    assert_eq!(
+        kernel_a(&scrape()) - kernel_a(&before_reloaded),
+        1.0,
+        "answered in the kernel after the reload"
+    );
+
+    // The stop detaches the program, unprivileged as it is by then.
+    srv.signal("TERM");
+    let stopped = eventually(Duration::from_secs(20), || {
+        srv.child.try_wait().unwrap().is_some()
+    });
+    assert!(stopped, "still running after SIGTERM:\n{}", srv.log());
+    assert!(srv.child.wait().unwrap().success(), "{}", srv.log());
+    let out = Command::new("ip")
+        .args([
+            "-n",
+            &link.server_ns,
+            "link",
+            "show",
+            "dev",
+            &link.server_if,
+        ])
+        .output()
+        .unwrap();
+    let state = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !state.contains("xdpgeneric") && !state.contains("prog/xdp"),
+        "still attached: {state}"
+    );
+}

@@ -9,8 +9,8 @@
 pub mod agent;
 pub mod api;
 pub mod clock;
-pub mod control;
 pub mod config;
+pub mod control;
 pub mod cookies;
 pub mod frames;
 pub mod handler;

@@ -79,7 +79,14 @@ enum Command {
     /// Ask the running server what it is doing, over its control socket
     /// (`[control] socket`; root, the server's user or `control.group`).
     Ctl {
-        #[arg(short, long, value_name = "FILE")]
+        /// The server's configuration (for the socket's path).
+        #[arg(
+            short,
+            long,
+            value_name = "FILE",
+            global = true,
+            default_value = "/etc/xdpdns/xdpdns.toml"
+        )]
         config: PathBuf,
         /// Print the reply as JSON (one object per line for `top`).
         #[arg(long, global = true)]

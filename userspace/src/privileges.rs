@@ -62,6 +62,7 @@ pub fn group_id(group: &str) -> Result<u32, PrivilegeError> {
 static TARGET_UID: AtomicU32 = AtomicU32::new(0);
 static TARGET_GID: AtomicU32 = AtomicU32::new(0);
 static TARGET_CAPS: AtomicU64 = AtomicU64::new(0);
+static LAST_CAP: AtomicU32 = AtomicU32::new(40);
 /// Threads that ran the handler, and whether any failed.
 static DONE: AtomicUsize = AtomicUsize::new(0);
 static FAILED: AtomicBool = AtomicBool::new(false);
@@ -94,6 +95,10 @@ fn drop_this_thread() -> bool {
     // SAFETY: plain syscalls on the calling thread's credentials.
     unsafe {
         if libc::syscall(libc::SYS_geteuid) as u32 != uid {
+            // The bounding set first, while CAP_SETPCAP is still held.
+            for cap in (0..=LAST_CAP.load(Ordering::SeqCst)).filter(|c| caps & (1 << c) == 0) {
+                libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
+            }
             let groups = [gid];
             if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0
                 || libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr()) != 0
@@ -122,7 +127,13 @@ fn drop_this_thread() -> bool {
         if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
             return false;
         }
-        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
         libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0);
     }
     true
@@ -153,8 +164,8 @@ fn threads() -> Result<Vec<i32>, PrivilegeError> {
 }
 
 /// Makes every thread of the process `uid`/`gid` with only the
-/// capabilities numbered in `keep`. Must run as root; the capability
-/// bounding set loses everything else first, so nothing can regain them.
+/// capabilities numbered in `keep` (the bounding set too, so nothing can
+/// regain the others). Must run as root.
 pub fn drop_to(uid: u32, gid: u32, keep: &[u32]) -> Result<(), PrivilegeError> {
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
@@ -166,11 +177,7 @@ pub fn drop_to(uid: u32, gid: u32, keep: &[u32]) -> Result<(), PrivilegeError> {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(40);
-    // The bounding set is per thread too, but only matters for exec.
-    for cap in (0..=last_cap).filter(|c| caps & (1 << c) == 0) {
-        // SAFETY: drops one capability from this thread's bounding set.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-    }
+    LAST_CAP.store(last_cap.min(63), Ordering::SeqCst);
     TARGET_UID.store(uid, Ordering::SeqCst);
     TARGET_GID.store(gid, Ordering::SeqCst);
     TARGET_CAPS.store(caps, Ordering::SeqCst);

@@ -438,12 +438,7 @@ impl Config {
         {
             *f = config.base_dir.join(&*f);
         }
-        if let Some(f) = config
-            .control
-            .socket
-            .as_mut()
-            .filter(|f| f.is_relative())
-        {
+        if let Some(f) = config.control.socket.as_mut().filter(|f| f.is_relative()) {
             *f = config.base_dir.join(&*f);
         }
         if let Some(r) = &mut config.registry {

@@ -33,10 +33,11 @@ impl Client {
             path: self.path.clone(),
             source,
         };
-        let mut stream = UnixStream::connect(&self.path).map_err(|source| ControlError::Connect {
-            path: self.path.clone(),
-            source,
-        })?;
+        let mut stream =
+            UnixStream::connect(&self.path).map_err(|source| ControlError::Connect {
+                path: self.path.clone(),
+                source,
+            })?;
         stream.set_read_timeout(Some(REPLY_TIMEOUT)).map_err(io)?;
         let mut line = serde_json::to_vec(request)?;
         line.push(b'\n');
@@ -197,7 +198,11 @@ pub fn secondaries_text(peers: &Secondaries) -> String {
 
 /// What `ctl registry` prints.
 pub fn registry_text(r: &RegistryInfo) -> String {
-    let by: Vec<String> = r.instances.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let by: Vec<String> = r
+        .instances
+        .iter()
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect();
     let total: usize = r.instances.values().sum();
     format!(
         "instances: {total} ({})\nservices: {}\nowners disabled: {}\npending withdrawals (hysteresis): {}\nlease expiries since start: {}\njournal: {} bytes\n",
@@ -248,7 +253,11 @@ pub fn rates(before: &Counters, after: &Counters, secs: f64) -> Rates {
 /// One line of `ctl top`.
 pub fn rates_text(r: &Rates) -> String {
     let total = r.kernel + r.fallback_udp + r.fallback_tcp;
-    let share = if total > 0.0 { 100.0 * r.kernel / total } else { 0.0 };
+    let share = if total > 0.0 {
+        100.0 * r.kernel / total
+    } else {
+        0.0
+    };
     let rcodes: Vec<String> = r
         .by_rcode
         .iter()
@@ -286,7 +295,10 @@ mod tests {
         b.by_rcode.insert("NOERROR".into(), 320);
         b.by_rcode.insert("NXDOMAIN".into(), 4);
         let r = rates(&a, &b, 2.0);
-        assert_eq!((r.kernel, r.fallback_udp, r.fallback_tcp), (100.0, 5.0, 2.0));
+        assert_eq!(
+            (r.kernel, r.fallback_udp, r.fallback_tcp),
+            (100.0, 5.0, 2.0)
+        );
         assert_eq!(r.by_rcode["NOERROR"], 105.0);
         assert_eq!(r.by_rcode["NXDOMAIN"], 2.0);
         let line = rates_text(&r);

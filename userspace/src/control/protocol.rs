@@ -11,7 +11,9 @@ use crate::transfer::notify::PeerStatus;
 pub enum Request {
     Status,
     Zones,
-    ZoneReload { zone: String },
+    ZoneReload {
+        zone: String,
+    },
     Secondaries,
     Registry,
     /// Cumulative answer counts, which `ctl top` turns into rates.

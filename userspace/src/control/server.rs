@@ -172,6 +172,10 @@ fn supplementary_groups(pid: i32) -> std::io::Result<Vec<u32>> {
     Ok(status
         .lines()
         .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| g.split_whitespace().filter_map(|n| n.parse().ok()).collect())
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        })
         .unwrap_or_default())
 }

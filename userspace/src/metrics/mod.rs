@@ -34,8 +34,19 @@ const SLOTS: usize = 2 * TYPE_SLOTS * RCODES;
 /// Upper bounds of the latency buckets, in nanoseconds (the last bucket,
 /// `+Inf`, is implied): 5 µs to 100 ms.
 const LATENCY_BOUNDS_NS: [u64; 13] = [
-    5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000,
-    10_000_000, 25_000_000, 100_000_000,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    100_000_000,
 ];
 const LATENCY_BUCKETS: usize = LATENCY_BOUNDS_NS.len() + 1;
 

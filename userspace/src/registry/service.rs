@@ -159,7 +159,9 @@ pub fn start(
     }));
     let (tx, rx) = mpsc::channel(4096);
     let stats = Arc::new(Stats::default());
-    stats.journal_bytes.store(journal.bytes(), Ordering::Relaxed);
+    stats
+        .journal_bytes
+        .store(journal.bytes(), Ordering::Relaxed);
     let mut writer = Writer {
         stats: stats.clone(),
         census: Census::of(&registry),

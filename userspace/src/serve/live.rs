@@ -23,14 +23,15 @@ use crate::metrics::rcode_name;
 use crate::registry::service::RegistryHandle;
 use crate::router::Router;
 use crate::transfer::notify::Propagation;
-use crate::xdp::{KernelState, KernelTable};
+use crate::xdp::{KernelState, WeakKernelTable};
 use crate::zone::{load_zone_file, LoadLog};
 
 pub(super) struct Live {
     pub started: Instant,
     pub start_unix: u64,
     pub router: Arc<Router>,
-    pub kernel: Option<KernelTable>,
+    /// Weak: the stop detaches the program while views still exist.
+    pub kernel: Option<WeakKernelTable>,
     /// Why the kernel path is off, when it is.
     pub xdp_off_reason: Option<String>,
     pub registry: Option<RegistryHandle>,
@@ -43,7 +44,8 @@ pub(super) struct Live {
 
 impl Live {
     pub(super) async fn kernel_state(&self) -> Option<KernelState> {
-        self.kernel.as_ref()?.state().await.and_then(Result::ok)
+        let kernel = self.kernel.as_ref()?.upgrade()?;
+        kernel.state().await.and_then(Result::ok)
     }
 
     /// Answers so far (both paths), for `ctl status` and `ctl top`.
@@ -236,7 +238,12 @@ impl Live {
         match load_zone_file(file, origin) {
             Ok(zone) => {
                 let diffs = self.router.store.replace_zones(vec![zone], &[], now);
-                let serial = self.router.store.snapshot().zone(&LowerName::new(origin)).and_then(|z| z.serial());
+                let serial = self
+                    .router
+                    .store
+                    .snapshot()
+                    .zone(&LowerName::new(origin))
+                    .and_then(|z| z.serial());
                 let detail = match diffs.first() {
                     Some(d) => format!(
                         "reloaded: serial {} ({} records removed, {} added)",

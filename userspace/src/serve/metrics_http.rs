@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
@@ -40,16 +41,66 @@ pub(super) async fn serve(
         .await
 }
 
-async fn metrics(State(live): State<Arc<Live>>) -> impl IntoResponse {
+/// OpenMetrics to clients that ask for it (Prometheus does), the classic
+/// text format (0.0.4) to the rest (curl, `promtool check metrics`), as
+/// the Go client library does.
+async fn metrics(State(live): State<Arc<Live>>, headers: HeaderMap) -> impl IntoResponse {
     let kernel = live.kernel_state().await;
     let text = render(&live, kernel.as_ref());
-    (
-        [(
-            CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
+    let openmetrics = headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    if openmetrics {
+        (
+            [(
+                CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+    } else {
+        (
+            [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            classic_text(&text),
+        )
+    }
+}
+
+/// The classic text format of an OpenMetrics exposition: a counter's
+/// HELP and TYPE name its `_total` series, and there is no `# EOF`.
+fn classic_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let name = if counters.contains(name) {
+                    format!("{name}_total")
+                } else {
+                    name.to_string()
+                };
+                out.push_str(&format!("{prefix}{name} {tail}\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// A histogram read from counters kept elsewhere.
@@ -98,7 +149,11 @@ fn render(live: &Live, kernel: Option<&KernelState>) -> String {
         ("commit", env!("XDPDNS_GIT_COMMIT").into()),
     ])
     .set(1);
-    reg.register("xdpdns_build_info", "Version and git commit of this build", info);
+    reg.register(
+        "xdpdns_build_info",
+        "Version and git commit of this build",
+        info,
+    );
     gauge(
         &mut reg,
         "xdpdns_start_time_seconds",
@@ -132,7 +187,12 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     };
     for q in live.router.metrics.queries() {
         queries
-            .get_or_create(&series("fallback", q.transport, q.qtype, rcode_name(q.rcode)))
+            .get_or_create(&series(
+                "fallback",
+                q.transport,
+                q.qtype,
+                rcode_name(q.rcode),
+            ))
             .inc_by(q.count);
     }
     if let Some(k) = kernel {
@@ -185,7 +245,10 @@ fn kernel_table(reg: &mut Registry, k: &KernelState) {
     let attached = Family::<Labels, Gauge>::default();
     for (iface, mode) in &k.attached {
         attached
-            .get_or_create(&vec![("interface", iface.clone()), ("mode", (*mode).into())])
+            .get_or_create(&vec![
+                ("interface", iface.clone()),
+                ("mode", (*mode).into()),
+            ])
             .set(1);
     }
     reg.register(
@@ -225,8 +288,16 @@ fn fallback(reg: &mut Registry, live: &Live) {
     );
     for (name, help, v) in [
         ("accepted", "accepted", &t.accepted),
-        ("refused", "closed at once at server.tcp_max_connections", &t.refused),
-        ("idle_closed", "closed after server.tcp_idle_timeout_ms without a query", &t.idle_closed),
+        (
+            "refused",
+            "closed at once at server.tcp_max_connections",
+            &t.refused,
+        ),
+        (
+            "idle_closed",
+            "closed after server.tcp_idle_timeout_ms without a query",
+            &t.idle_closed,
+        ),
     ] {
         counter(
             reg,
@@ -270,7 +341,11 @@ fn zones(reg: &mut Registry, live: &Live) {
             expires.get_or_create(&label).set(s);
         }
     }
-    reg.register("xdpdns_zone_serial", "The SOA serial served, per zone", serial);
+    reg.register(
+        "xdpdns_zone_serial",
+        "The SOA serial served, per zone",
+        serial,
+    );
     reg.register("xdpdns_zone_records", "Records served, per zone", records);
     reg.register(
         "xdpdns_zone_last_load_timestamp_seconds",
@@ -337,7 +412,10 @@ fn registry(reg: &mut Registry, live: &Live, handle: &crate::registry::service::
 
 fn transfers(reg: &mut Registry, live: &Live) {
     let in_sync = Family::<Labels, Gauge>::default();
-    let lag = Family::<Labels, prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    let lag = Family::<
+        Labels,
+        prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>,
+    >::default();
     let failures = Family::<Labels, Gauge>::default();
     for p in live.propagation.statuses() {
         let label = vec![("zone", p.zone.clone()), ("secondary", p.secondary.clone())];
@@ -400,3 +478,21 @@ const PASS_REASONS: [&str; PassReason::COUNT] = [
     "source",
     "destination",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::classic_text;
+
+    #[test]
+    fn the_classic_format_names_counters_by_their_total_series() {
+        let om = "# HELP xdpdns_queries Queries answered.\n# TYPE xdpdns_queries counter\n\
+                  xdpdns_queries_total{path=\"kernel\"} 3\n# HELP xdpdns_zone_serial Serial.\n\
+                  # TYPE xdpdns_zone_serial gauge\nxdpdns_zone_serial 5\n# EOF\n";
+        assert_eq!(
+            classic_text(om),
+            "# HELP xdpdns_queries_total Queries answered.\n# TYPE xdpdns_queries_total counter\n\
+             xdpdns_queries_total{path=\"kernel\"} 3\n# HELP xdpdns_zone_serial Serial.\n\
+             # TYPE xdpdns_zone_serial gauge\nxdpdns_zone_serial 5\n"
+        );
+    }
+}

@@ -30,17 +30,17 @@ pub use zone_files::{configured_origins, load_zones, reload};
 
 use crate::clock::unix_secs;
 use crate::config::Config;
+use crate::control::ControlSocket;
 use crate::handler::Handler;
+use crate::registry::service::RegistryHandle;
 use crate::router::Router;
 use crate::server::{bind_address, spawn_udp_worker, TcpServer};
 use crate::transfer::journal_subscriber::{self, Journaled};
+use crate::transfer::notify::Propagation;
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
 use crate::xdp::{compile, FastPath, KernelTable, XdpError};
 use crate::zone::{LoadLog, Zone, ZoneStore};
-use crate::control::ControlSocket;
-use crate::registry::service::RegistryHandle;
-use crate::transfer::notify::Propagation;
 use live::Live;
 
 /// The handler `config` asks for; `running` is the one it replaces (its
@@ -197,7 +197,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         started: std::time::Instant::now(),
         start_unix: unix_secs(),
         router: router.clone(),
-        kernel: kernel.as_ref().map(|(k, _)| k.clone()),
+        kernel: kernel.as_ref().map(|(k, _)| k.downgrade()),
         xdp_off_reason,
         registry,
         propagation,
@@ -217,13 +217,14 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         None => None,
     };
     let control_socket = start_control(&config, &live, control, stop_rx.clone(), &mut tasks)?;
-    if let Some(user) = &config.server.user {
-        drop_privileges(&config, user, kernel.is_some())
-            .with_context(|| format!("{}: server.user = {user:?}", config.file.display()))?;
-    }
+    // Written while still privileged (its directory may be root's).
     if let Some(path) = &ready_file {
         write_ready_file(path, &bound_addrs, api_addr, metrics_addr)
             .with_context(|| format!("--ready-file {}", path.display()))?;
+    }
+    if let Some(user) = &config.server.user {
+        drop_privileges(&config, user, kernel.is_some())
+            .with_context(|| format!("{}: server.user = {user:?}", config.file.display()))?;
     }
     info!("ready");
     systemd::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
@@ -589,8 +590,7 @@ fn drop_privileges(config: &Config, user: &str, xdp: bool) -> anyhow::Result<()>
     use crate::privileges::{self, CAP_BPF, CAP_NET_BIND_SERVICE};
     let (uid, primary_gid) = privileges::user_ids(user)?;
     let gid = match &config.server.group {
-        Some(g) => privileges::group_id(g)
-            .map_err(|e| anyhow::anyhow!("server.group: {e}"))?,
+        Some(g) => privileges::group_id(g).map_err(|e| anyhow::anyhow!("server.group: {e}"))?,
         None => primary_gid,
     };
     let state = [
@@ -598,7 +598,8 @@ fn drop_privileges(config: &Config, user: &str, xdp: bool) -> anyhow::Result<()>
         config.registry.as_ref().map(|r| r.data_dir.clone()),
     ];
     for dir in state.into_iter().flatten() {
-        chown_tree(&dir, uid, gid).with_context(|| format!("handing {} to {user}", dir.display()))?;
+        chown_tree(&dir, uid, gid)
+            .with_context(|| format!("handing {} to {user}", dir.display()))?;
     }
     if let Some(f) = &config.cookies.secret_file {
         let _ = std::os::unix::fs::chown(f, Some(uid), Some(gid));

@@ -114,7 +114,11 @@ async fn serve_connection(
         match read {
             Ok(Ok(true)) => {}
             Err(_) => {
-                shared.metrics.tcp.idle_closed.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .metrics
+                    .tcp
+                    .idle_closed
+                    .fetch_add(1, Ordering::Relaxed);
                 break;
             }
             // EOF, a zero-length frame or a truncated one.

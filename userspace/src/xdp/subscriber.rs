@@ -137,7 +137,28 @@ pub struct KernelTable {
     tx: mpsc::Sender<Request>,
 }
 
+/// A handle that does not keep the program attached: the stop detaches
+/// it when the last [`KernelTable`] goes, whoever else still looks.
+#[derive(Clone)]
+pub struct WeakKernelTable {
+    tx: mpsc::WeakSender<Request>,
+}
+
+impl WeakKernelTable {
+    pub fn upgrade(&self) -> Option<KernelTable> {
+        Some(KernelTable {
+            tx: self.tx.upgrade()?,
+        })
+    }
+}
+
 impl KernelTable {
+    pub fn downgrade(&self) -> WeakKernelTable {
+        WeakKernelTable {
+            tx: self.tx.downgrade(),
+        }
+    }
+
     /// Starts the subscriber. `fp` holds the table compiled from
     /// `feed`'s starting snapshot. The program is detached when the task
     /// ends: when every handle is dropped, or the store is.
