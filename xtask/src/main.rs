@@ -27,6 +27,9 @@ enum Task {
         #[arg(trailing_var_arg = true)]
         args: Vec<String>,
     },
+    /// Build the Debian package (target/deb/xdpdns_VERSION_ARCH.deb): the
+    /// release binary, the systemd unit, a configuration, a system user.
+    Deb,
     /// Install dependencies, then run format and lint checks, the whole test
     /// suite, and the end-to-end benchmark's smoke run.
     Test,
@@ -86,6 +89,15 @@ fn main() -> Result<()> {
                 .args(["serve", "--config", "examples/xdpdns.toml"])
                 .args(args);
             run(&mut cmd)
+        }
+        Task::Deb => {
+            deps()?;
+            cargo(&root, &["build", "--release", "-p", "xdpdns"])?;
+            run(Command::new("sh")
+                .current_dir(&root)
+                .arg("dist/debian/build-deb.sh")
+                .arg("target/release/xdpdns")
+                .arg("target/deb"))
         }
         Task::Test => {
             deps()?;
