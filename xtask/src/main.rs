@@ -21,7 +21,9 @@ enum Task {
     Deps,
     /// Build the release binary.
     Build,
-    /// Build and serve the example zone (examples/xdpdns.toml) on 127.0.0.1:5353.
+    /// Build and serve the example (examples/xdpdns.toml) on 127.0.0.1:5353;
+    /// as root, also on a veth pair with the XDP program attached, so
+    /// queries from its namespace are answered in the kernel.
     Run {
         /// Extra arguments passed to `xdpdns serve`.
         #[arg(trailing_var_arg = true)]
@@ -73,6 +75,8 @@ const APT_PACKAGES: &[&str] = &[
 ];
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
+mod demo;
+
 fn main() -> Result<()> {
     let root = workspace_root();
     match Cli::parse().task {
@@ -84,11 +88,7 @@ fn main() -> Result<()> {
         Task::Run { args } => {
             deps()?;
             cargo(&root, &["build", "--release", "-p", "xdpdns"])?;
-            let mut cmd = Command::new(root.join("target/release/xdpdns"));
-            cmd.current_dir(&root)
-                .args(["serve", "--config", "examples/xdpdns.toml"])
-                .args(args);
-            run(&mut cmd)
+            demo::run(&root, &args)
         }
         Task::Deb => {
             deps()?;
@@ -206,7 +206,7 @@ fn cargo(root: &Path, args: &[&str]) -> Result<()> {
     run(Command::new(cargo).current_dir(root).args(args))
 }
 
-fn run(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     let status = cmd
         .status()
         .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
