@@ -135,11 +135,12 @@ LOADS = ("dnsperf max rate, hits", "dnsperf fixed rate, hits", "dnsperf fixed ra
 
 
 def bench_target(t, a, hits, mix, probe):
-    peer = server = None
+    peer = server = scraping = None
     try:
         if t.native:
             peer = peer_pass_program(a.xdpdns)
         server = Server(t, probe, a.start_timeout)
+        scraping = server.scraping()
         runs = {load: [] for load in LOADS}
         for _ in range(a.repeats):
             runs[LOADS[0]].append(with_counters(server, lambda: run_dnsperf(hits, a.duration, None)))
@@ -159,6 +160,8 @@ def bench_target(t, a, hits, mix, probe):
                 "runs": {k: {"summary": summarise(v), "samples": v} for k, v in runs.items() if v}}
     finally:
         if server:
+            if scraping:
+                scraping.set()
             server.stop()
         stop(peer)
 

@@ -31,10 +31,16 @@ def ratios(results):
         ("xdpdns XDP generic", "Knot DNS XDP"),
         ("xdpdns XDP native", "Knot DNS XDP"),
         ("xdpdns fallback only", "NSD"),
+        # --metrics: the same server with /metrics served and scraped each second
+        ("xdpdns XDP native, /metrics scraped", "xdpdns XDP native"),
+        ("xdpdns fallback only, /metrics scraped", "xdpdns fallback only"),
     ]
     out = []
+    ran = {r["target"] for r in results}
     for load in (LOADS[1], LOADS[4], LOADS[2], LOADS[5]):
         for a, b in pairs:
+            if "/metrics" in a and a not in ran:
+                continue  # --metrics was not given
             if load in (LOADS[4], LOADS[5]) and "floor" in b:
                 continue
             x = median_of(results, a, load, "server_cpu_ns_per_answer")

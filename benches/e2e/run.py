@@ -64,6 +64,8 @@ def main():
                     help="tiny zone, 2 s per run, one repeat; fails unless every target answers every load")
     ap.add_argument("--xdpdns", default=os.path.join(ROOT, "target", "release", "xdpdns"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-results"))
+    ap.add_argument("--metrics", action="store_true",
+                    help="also run xdpdns (native XDP and fallback only) with /metrics served and scraped every second")
     a = ap.parse_args()
     if a.smoke:
         a.names, a.queries, a.duration, a.repeats, a.rate, a.kxdpgun_rate = 1000, 5000, 2, 1, 5000, 20_000
@@ -96,7 +98,7 @@ def main():
         # What the server CPU does with no target and no load: the noise.
         idle_busy, _, wall = measured([["sleep", str(a.duration)]], a.duration + 5).server
         idle_pct = 100.0 * idle_busy / (wall * len(SRV_CPUS))
-        for t in targets(workdir, zone, names, a.xdpdns):
+        for t in targets(workdir, zone, names, a.xdpdns, a.metrics):
             if a.only and not any(o in t.label for o in a.only):
                 continue
             t0 = time.time()

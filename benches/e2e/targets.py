@@ -3,6 +3,7 @@
 import os
 import subprocess
 import tempfile
+import threading
 import time
 
 from common import *  # noqa: F401,F403
@@ -19,12 +20,18 @@ def write_file(path, text):
     return path
 
 
-def xdpdns_config(workdir, zone, xdp_mode, names):
+METRICS_PORT = 9153
+
+
+def xdpdns_config(workdir, zone, xdp_mode, names, metrics=False):
     text = f'[server]\nlisten = ["{SRV_IP}:53"]\ntcp_max_connections = {TCP_CLIENTS + 100}\n[log]\nlevel = "info"\n'
+    if metrics:
+        text += f'[metrics]\nlisten = "{SRV_IP}:{METRICS_PORT}"\n'
     if xdp_mode:
         text += f'[xdp]\ninterfaces = ["{SRV_IF}"]\nmode = "{xdp_mode}"\ncapacity = {max(1 << 16, 2 * names)}\n'
     text += f'[[zone]]\norigin = "{ORIGIN}."\nfile = "{zone}"\n'
-    cfg = write_file(os.path.join(workdir, f"xdpdns-{xdp_mode or 'fallback'}.toml"), text)
+    tag = (xdp_mode or "fallback") + ("-metrics" if metrics else "")
+    cfg = write_file(os.path.join(workdir, f"xdpdns-{tag}.toml"), text)
     return ["serve", "--config", cfg, "--ready-file", cfg + ".ready"]
 
 
@@ -106,13 +113,21 @@ zone "{ORIGIN}" {{ type primary; file "{zone}"; }};
 
 
 class Target:
-    def __init__(self, label, cmd, native=False, floor=False, in_kernel=False):
+    def __init__(self, label, cmd, native=False, floor=False, in_kernel=False, scrape=False):
         self.label, self.cmd, self.native = label, cmd, native
         self.floor, self.in_kernel = floor, in_kernel
+        # Scraped once a second during every load, as Prometheus would.
+        self.scrape = scrape
 
 
-def targets(workdir, zone, names, xdpdns):
-    return [
+def targets(workdir, zone, names, xdpdns, metrics=False):
+    scraped = [
+        Target("xdpdns XDP native, /metrics scraped", [xdpdns, *xdpdns_config(workdir, zone, "driver", names, True)],
+               native=True, in_kernel=True, scrape=True),
+        Target("xdpdns fallback only, /metrics scraped", [xdpdns, *xdpdns_config(workdir, zone, None, names, True)],
+               scrape=True),
+    ] if metrics else []
+    return scraped + [
         Target("floor (XDP reflector), generic", [xdpdns, "xdp-reflect", SRV_IF, "--mode", "generic"], floor=True),
         Target("floor (XDP reflector), native", [xdpdns, "xdp-reflect", SRV_IF, "--mode", "driver"], native=True,
                floor=True),
@@ -161,6 +176,21 @@ class Server:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"{target.cmd[0]} did not answer within {timeout}s: {self.output()[-1000:]}")
+
+    def scraping(self):
+        """A thread that scrapes /metrics every second from the client
+        namespace until the returned event is set (None: not scraped)."""
+        if not self.target.scrape:
+            return None
+        done = threading.Event()
+        url = f"http://{SRV_IP}:{METRICS_PORT}/metrics"
+
+        def loop():
+            while not done.wait(1.0):
+                subprocess.run(on_client("curl", "-s", "-o", "/dev/null", "--max-time", "2", url),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        threading.Thread(target=loop, daemon=True).start()
+        return done
 
     def output(self):
         with open(self.log_path, "rb") as log:

@@ -36,14 +36,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let _link = Link::create()?;
     let ctl = format!("{} ctl --config {}", bin.display(), config.display());
     println!(
-        "\\nxtask: XDP demo. xdpdns serves 127.0.0.1:5353 and {SERVER_ADDR}:5353; the XDP program \\
-         on {HOST_IF} (generic mode) answers what comes from namespace {NAMESPACE}:\\n\\
-         \\n  ip netns exec {NAMESPACE} dig @{SERVER_ADDR} -p 5353 www.example.com      # answered in the kernel\\
-         \\n  ip netns exec {NAMESPACE} dig @{SERVER_ADDR} -p 5353 example.com MX       # passed to the fallback\\
-         \\n  dig @127.0.0.1 -p 5353 www.example.com                               # loopback: the fallback\\
-         \\n  {ctl} top     # answers/s, kernel vs fallback\\
-         \\n  {ctl} status\\
-         \\n\\nCtrl-C stops the server and removes the namespace and the veth pair.\\n"
+        "\nxtask: XDP demo. xdpdns serves 127.0.0.1:5353 and {SERVER_ADDR}:5353; the XDP program \
+         on {HOST_IF} (generic mode) answers what comes from namespace {NAMESPACE}:\n\
+         \n  ip netns exec {NAMESPACE} dig @{SERVER_ADDR} -p 5353 www.example.com      # answered in the kernel\
+         \n  ip netns exec {NAMESPACE} dig @{SERVER_ADDR} -p 5353 example.com MX       # passed to the fallback\
+         \n  dig @127.0.0.1 -p 5353 www.example.com                               # loopback: the fallback\
+         \n  {ctl} top     # answers/s, kernel vs fallback\
+         \n  {ctl} status\
+         \n\nCtrl-C stops the server and removes the namespace and the veth pair.\n"
     );
     // Ctrl-C reaches the server too (same process group); this process
     // outlives it to clean up.
