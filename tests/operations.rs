@@ -508,7 +508,11 @@ fn the_debian_package_installs_and_its_configuration_serves() {
         .env("DEB_COMPRESSION", "-Znone")
         .output()
         .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     let deb = String::from_utf8(built.stdout).unwrap().trim().to_string();
     let ns = "xdpdns-deb-test";
     let _installed = Installed(ns);
@@ -519,35 +523,70 @@ fn the_debian_package_installs_and_its_configuration_serves() {
         String::from_utf8_lossy(&install.stdout),
         String::from_utf8_lossy(&install.stderr)
     );
-    let passwd = Command::new("getent").args(["passwd", "xdpdns"]).output().unwrap();
+    let passwd = Command::new("getent")
+        .args(["passwd", "xdpdns"])
+        .output()
+        .unwrap();
     let passwd = String::from_utf8(passwd.stdout).unwrap();
     let uid: u32 = passwd.split(':').nth(2).unwrap().parse().unwrap();
     assert!(uid > 0 && uid < 1000, "a system user: {passwd}");
-    let version = Command::new("/usr/bin/xdpdns").arg("--version").output().unwrap();
+    let version = Command::new("/usr/bin/xdpdns")
+        .arg("--version")
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
     let unit = "/lib/systemd/system/xdpdns.service";
     if Path::new("/run/systemd/system").exists() {
-        let active = Command::new("systemctl").args(["is-active", "xdpdns"]).output().unwrap();
+        let active = Command::new("systemctl")
+            .args(["is-active", "xdpdns"])
+            .output()
+            .unwrap();
         assert_eq!(String::from_utf8_lossy(&active.stdout).trim(), "active");
     } else {
-        let verify = Command::new("systemd-analyze").args(["verify", "--man=no", unit]).output().unwrap();
+        let verify = Command::new("systemd-analyze")
+            .args(["verify", "--man=no", unit])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&verify.stderr);
-        assert!(verify.status.success() && !stderr.contains("xdpdns.service"), "{stderr}");
+        assert!(
+            verify.status.success() && !stderr.contains("xdpdns.service"),
+            "{stderr}"
+        );
     }
     let check = Command::new("/usr/bin/xdpdns")
         .args(["check-config", "/etc/xdpdns/xdpdns.toml"])
         .output()
         .unwrap();
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
 
     // The packaged configuration, as the unit starts it, in a namespace
     // of its own (port 53 on loopback there).
     let _ = Command::new("ip").args(["netns", "del", ns]).output();
-    assert!(Command::new("ip").args(["netns", "add", ns]).status().unwrap().success());
-    assert!(Command::new("ip").args(["-n", ns, "link", "set", "lo", "up"]).status().unwrap().success());
+    assert!(Command::new("ip")
+        .args(["netns", "add", ns])
+        .status()
+        .unwrap()
+        .success());
+    assert!(Command::new("ip")
+        .args(["-n", ns, "link", "set", "lo", "up"])
+        .status()
+        .unwrap()
+        .success());
     let ready = out_dir.0.join("ready.json");
     let child = Command::new("ip")
-        .args(["netns", "exec", ns, "/usr/bin/xdpdns", "serve", "--config", "/etc/xdpdns/xdpdns.toml"])
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "/usr/bin/xdpdns",
+            "serve",
+            "--config",
+            "/etc/xdpdns/xdpdns.toml",
+        ])
         .arg("--ready-file")
         .arg(&ready)
         .stdout(Stdio::null())
@@ -562,18 +601,45 @@ fn the_debian_package_installs_and_its_configuration_serves() {
     });
     assert!(dropped, "not running as xdpdns");
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let cap = |f: &str| status.lines().find_map(|l| l.strip_prefix(f)).unwrap().trim().to_string();
-    assert_eq!(cap("CapEff:"), format!("{:016x}", 1u64 << 10), "CAP_NET_BIND_SERVICE only");
+    let cap = |f: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        cap("CapEff:"),
+        format!("{:016x}", 1u64 << 10),
+        "CAP_NET_BIND_SERVICE only"
+    );
     let dig = Command::new("ip")
-        .args(["netns", "exec", ns, "dig", "@127.0.0.1", "+norec", "+time=2", "www.example.com", "A"])
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "dig",
+            "@127.0.0.1",
+            "+norec",
+            "+time=2",
+            "www.example.com",
+            "A",
+        ])
         .output()
         .unwrap();
     let answer = String::from_utf8_lossy(&dig.stdout);
-    assert!(answer.contains("192.0.2.80") && answer.contains("flags: qr aa"), "{answer}");
+    assert!(
+        answer.contains("192.0.2.80") && answer.contains("flags: qr aa"),
+        "{answer}"
+    );
     let (ok, text, err) = ctl(Path::new("/etc/xdpdns/xdpdns.toml"), &[], &["status"]);
     assert!(ok && text.contains("zones: 1"), "{text}{err}");
     drop(server);
-    let purge = Command::new("dpkg").args(["--purge", "xdpdns"]).output().unwrap();
+    let purge = Command::new("dpkg")
+        .args(["--purge", "xdpdns"])
+        .output()
+        .unwrap();
     assert!(purge.status.success());
     assert!(!Path::new("/usr/bin/xdpdns").exists());
     assert!(!Path::new("/var/lib/xdpdns").exists());

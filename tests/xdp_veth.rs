@@ -871,6 +871,39 @@ fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
         String::from_utf8_lossy(&check.stderr)
     );
 
+    // Every series the shipped dashboard graphs is exported (but those of
+    // secondary zones and secondaries, which this server has none of).
+    let dashboard = include_str!("../dist/grafana/xdpdns.json");
+    let graphed: std::collections::BTreeSet<&str> = dashboard
+        .match_indices("xdpdns_")
+        .map(|(i, _)| {
+            let rest = &dashboard[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect();
+    assert!(graphed.len() > 20, "{graphed:?}");
+    let absent_here = [
+        "xdpdns_secondary_",
+        "xdpdns_transfers_in_",
+        "xdpdns_zone_expires_in_",
+    ];
+    for name in graphed {
+        if absent_here.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        let exported = after.lines().any(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|r| r.starts_with(['{', ' ']))
+        });
+        assert!(
+            exported,
+            "the dashboard graphs {name}, which is not exported:\n{after}"
+        );
+    }
+
     // ctl, as root, from outside the namespace: the kernel share.
     let out = Command::new(BIN)
         .args(["ctl", "status", "--config"])

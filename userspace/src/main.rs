@@ -260,8 +260,7 @@ fn ctl(config: PathBuf, json: bool, command: CtlCommand) -> anyhow::Result<()> {
     use xdpdns::control::client::{self, Client};
     use xdpdns::control::protocol as p;
     use xdpdns::control::Request;
-    let config = Config::load(&config)?;
-    let client = Client::new(&config.control_socket());
+    let client = Client::new(&Config::control_socket_of(&config)?);
     let show = |request: &Request, text: &dyn Fn(serde_json::Value) -> anyhow::Result<String>| {
         let reply = client.raw(request)?;
         if json {

@@ -112,16 +112,24 @@ fn ip(args: &[&str]) -> Result<()> {
 
 impl Link {
     fn create() -> Result<Link> {
-        let _ = Command::new("ip").args(["netns", "del", NAMESPACE]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", NAMESPACE])
+            .output();
         let _ = Command::new("ip").args(["link", "del", HOST_IF]).output();
         ip(&["netns", "add", NAMESPACE])?;
         let link = Link;
-        ip(&["link", "add", HOST_IF, "type", "veth", "peer", "name", PEER_IF])?;
+        ip(&[
+            "link", "add", HOST_IF, "type", "veth", "peer", "name", PEER_IF,
+        ])?;
         ip(&["link", "set", PEER_IF, "netns", NAMESPACE])?;
         ip(&["addr", "add", &format!("{SERVER_ADDR}/24"), "dev", HOST_IF])?;
         ip(&["link", "set", HOST_IF, "up"])?;
         let n = ["-n", NAMESPACE];
-        ip(&[&n[..], &["addr", "add", &format!("{CLIENT_ADDR}/24"), "dev", PEER_IF]].concat())?;
+        ip(&[
+            &n[..],
+            &["addr", "add", &format!("{CLIENT_ADDR}/24"), "dev", PEER_IF],
+        ]
+        .concat())?;
         ip(&[&n[..], &["link", "set", PEER_IF, "up"]].concat())?;
         ip(&[&n[..], &["link", "set", "lo", "up"]].concat())?;
         Ok(link)
@@ -131,7 +139,9 @@ impl Link {
 impl Drop for Link {
     fn drop(&mut self) {
         // Deleting the namespace deletes the veth pair with it.
-        let _ = Command::new("ip").args(["netns", "del", NAMESPACE]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", NAMESPACE])
+            .output();
         let _ = Command::new("ip").args(["link", "del", HOST_IF]).output();
         println!("xtask: removed namespace {NAMESPACE} and veth {HOST_IF}");
     }

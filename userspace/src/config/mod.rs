@@ -214,6 +214,21 @@ pub struct ControlConfig {
     pub group: Option<String>,
 }
 
+/// `[control] socket`, else `xdpdns.sock` in the transfer data directory,
+/// else in the registry's, else in `/run/xdpdns`.
+fn socket_path(
+    socket: Option<PathBuf>,
+    transfer_dir: Option<PathBuf>,
+    registry_dir: Option<PathBuf>,
+) -> PathBuf {
+    socket.unwrap_or_else(|| {
+        transfer_dir
+            .or(registry_dir)
+            .unwrap_or_else(|| PathBuf::from("/run/xdpdns"))
+            .join("xdpdns.sock")
+    })
+}
+
 /// `[metrics]`: Prometheus metrics over HTTP (`GET /metrics`); off
 /// without `listen`.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -470,16 +485,46 @@ impl Config {
 
     /// Where the control socket lives (see [`ControlConfig::socket`]).
     pub fn control_socket(&self) -> PathBuf {
-        if let Some(s) = &self.control.socket {
-            return s.clone();
+        socket_path(
+            self.control.socket.clone(),
+            self.transfer.data_dir.clone(),
+            self.registry.as_ref().map(|r| r.data_dir.clone()),
+        )
+    }
+
+    /// The control socket of the configuration in `file`, read without
+    /// validating the rest: `xdpdns ctl` may run as a user who cannot read
+    /// the keys and secrets the file names, and must not create any.
+    pub fn control_socket_of(file: &Path) -> Result<PathBuf, ConfigError> {
+        #[derive(Deserialize, Default)]
+        struct Dirs {
+            data_dir: Option<PathBuf>,
         }
-        let dir = self
-            .transfer
-            .data_dir
-            .clone()
-            .or_else(|| self.registry.as_ref().map(|r| r.data_dir.clone()))
-            .unwrap_or_else(|| PathBuf::from("/run/xdpdns"));
-        dir.join("xdpdns.sock")
+        #[derive(Deserialize)]
+        struct Partial {
+            #[serde(default)]
+            control: ControlConfig,
+            #[serde(default)]
+            transfer: Dirs,
+            registry: Option<Dirs>,
+        }
+        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Io {
+            file: file.to_path_buf(),
+            source,
+        })?;
+        let p: Partial = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            file: file.to_path_buf(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        let base = file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Ok(base.join(socket_path(
+            p.control.socket,
+            p.transfer.data_dir,
+            p.registry.and_then(|r| r.data_dir),
+        )))
     }
 
     /// The zones the registry generates.
@@ -811,6 +856,44 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("/etc/xdpdns/xdpdns.toml"))
+    }
+
+    #[test]
+    fn ctl_finds_the_socket_the_server_binds_without_reading_the_rest() {
+        let dir = std::env::temp_dir().join(format!("xdpdns-ctl-path-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("xdpdns.toml");
+        let cases = [
+            ("[transfer]\ndata_dir = \"xfr\"\n", dir.join("xfr/xdpdns.sock")),
+            (
+                "[registry]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"/var/lib/r\"\nns = [\"ns.example.\"]\n\
+                 hostmaster = \"h.example.\"\ntoken = \"t\"\n[[registry.zone]]\nname = \"sd.example.\"\n",
+                PathBuf::from("/var/lib/r/xdpdns.sock"),
+            ),
+            ("[control]\nsocket = \"c.sock\"\n", dir.join("c.sock")),
+            ("", PathBuf::from("/run/xdpdns/xdpdns.sock")),
+        ];
+        for (text, want) in cases {
+            std::fs::write(&file, text).unwrap();
+            assert_eq!(Config::control_socket_of(&file).unwrap(), want, "{text}");
+            assert_eq!(
+                Config::load(&file).unwrap().control_socket(),
+                want,
+                "{text}"
+            );
+        }
+        // A secret file ctl's user cannot read is not read at all.
+        std::fs::write(
+            &file,
+            "[cookies]\nsecret_file = \"/nonexistent/dir/secret\"\n",
+        )
+        .unwrap();
+        assert!(Config::load(&file).is_err());
+        assert_eq!(
+            Config::control_socket_of(&file).unwrap(),
+            PathBuf::from("/run/xdpdns/xdpdns.sock")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The README's configuration reference is TOML this server reads:

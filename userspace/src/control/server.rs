@@ -62,7 +62,7 @@ impl ControlSocket {
         if owner.is_some() || group.is_some() {
             std::os::unix::fs::chown(path, owner, group).map_err(err)?;
         }
-        let uid = owner.unwrap_or_else(|| unsafe_geteuid());
+        let uid = owner.unwrap_or_else(effective_uid);
         Ok(ControlSocket {
             listener,
             path: path.to_path_buf(),
@@ -104,7 +104,7 @@ impl Drop for ControlSocket {
     }
 }
 
-fn unsafe_geteuid() -> u32 {
+fn effective_uid() -> u32 {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() }
 }

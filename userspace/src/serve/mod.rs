@@ -589,6 +589,14 @@ fn start_metrics(
 fn drop_privileges(config: &Config, user: &str, xdp: bool) -> anyhow::Result<()> {
     use crate::privileges::{self, CAP_BPF, CAP_NET_BIND_SERVICE};
     let (uid, primary_gid) = privileges::user_ids(user)?;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == uid {
+        info!(
+            user,
+            "already running as the configured user; nothing to drop"
+        );
+        return Ok(());
+    }
     let gid = match &config.server.group {
         Some(g) => privileges::group_id(g).map_err(|e| anyhow::anyhow!("server.group: {e}"))?,
         None => primary_gid,
