@@ -640,13 +640,15 @@ fn chown_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 
 /// Binds the control socket (`xdpdns ctl`) and answers it on the
 /// control runtime; the socket file goes when the returned value does.
+/// Without `[control] socket`, a default path that cannot be bound is
+/// logged and skipped.
 fn start_control(
     config: &Config,
     live: &Arc<Live>,
     control: &tokio::runtime::Runtime,
     stop: crate::server::ShutdownRx,
     tasks: &mut Vec<JoinHandle<()>>,
-) -> anyhow::Result<Arc<ControlSocket>> {
+) -> anyhow::Result<Option<Arc<ControlSocket>>> {
     let path = config.control_socket();
     let group = match &config.control.group {
         Some(g) => Some(
@@ -663,17 +665,27 @@ fn start_control(
         ),
         None => None,
     };
-    let socket = {
+    let bound = {
         let _in_control = control.enter();
-        Arc::new(
-            ControlSocket::bind(&path, owner, group)
-                .with_context(|| format!("{}: control.socket", config.file.display()))?,
-        )
+        ControlSocket::bind(&path, owner, group)
+    };
+    let socket = match bound {
+        Ok(s) => Arc::new(s),
+        // A configured socket must work; the default one (another server
+        // may hold it, or /run may be read-only) is not worth a failed start.
+        Err(e) if config.control.socket.is_none() => {
+            warn!("{e}; `xdpdns ctl` is unavailable (set [control] socket)");
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("{}: control.socket", config.file.display())))
+        }
     };
     info!(socket = %path.display(), "control socket listening (xdpdns ctl)");
     let (s, backend) = (socket.clone(), Arc::new(live::Control(live.clone())));
     tasks.push(control.spawn(async move { s.serve(backend, stop).await }));
-    Ok(socket)
+    Ok(Some(socket))
 }
 
 /// Loads, fills and attaches the XDP program and hands it to the kernel
