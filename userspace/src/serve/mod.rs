@@ -678,8 +678,9 @@ fn start_control(
             return Ok(None);
         }
         Err(e) => {
-            return Err(anyhow::Error::new(e)
-                .context(format!("{}: control.socket", config.file.display())))
+            return Err(
+                anyhow::Error::new(e).context(format!("{}: control.socket", config.file.display()))
+            )
         }
     };
     info!(socket = %path.display(), "control socket listening (xdpdns ctl)");
