@@ -155,6 +155,16 @@ fn bench(c: &mut Criterion) {
     g.bench_function("count_reply_for_metrics", |b| {
         b.iter(|| counts.count(Transport::Udp, std::hint::black_box(&reply)))
     });
+    // The latency histogram: one observation per UDP batch (of n answers).
+    g.bench_function("observe_answer_latency", |b| {
+        b.iter(|| {
+            counts.answered_in(
+                Transport::Udp,
+                std::hint::black_box(std::time::Duration::from_micros(7)),
+                1,
+            )
+        })
+    });
 
     let miss = query("nope.example.com.", RecordType::A);
     g.bench_function("udp_miss_nxdomain", |b| {

@@ -686,7 +686,7 @@ fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
         "xdpdns.toml",
         &format!(
             "[server]\nlisten = [\"10.211.0.1:53\"]\nuser = \"nobody\"\n\
-             [metrics]\nlisten = \"10.211.0.1:9153\"\n\
+             [metrics]\nlisten = \"10.211.0.1:9153\"\n[control]\ngroup = \"nogroup\"\n\
              [transfer]\ndata_dir = \"data\"\nallow_transfer = [{{ from = [\"10.211.0.0/24\"] }}]\n\
              [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\n\
              [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n\
@@ -915,6 +915,28 @@ fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
         text.contains(&format!("XDP: attached to {} (generic)", link.server_if)),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The state directory was handed to nobody; the control socket in it
+    // kept control.group, so a member (not the server's user) may ask.
+    let member = Command::new("setpriv")
+        .args([
+            "--reuid=daemon",
+            "--regid=nogroup",
+            "--clear-groups",
+            BIN,
+            "ctl",
+            "status",
+            "--config",
+        ])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        member.status.success()
+            && String::from_utf8_lossy(&member.stdout).contains("XDP: attached"),
+        "{}",
+        String::from_utf8_lossy(&member.stderr)
     );
 
     // SIGHUP after the drop: the new zone reaches the kernel table.

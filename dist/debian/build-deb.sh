@@ -32,7 +32,7 @@ Version: $version
 Architecture: $arch
 Maintainer: xdpdns developers <xdpdns@localhost>
 Installed-Size: $size
-Depends: libc6, adduser
+Depends: libc6, adduser, init-system-helpers
 Section: net
 Priority: optional
 Homepage: https://github.com/xdpdns/xdpdns

@@ -9,6 +9,7 @@
 //! the result is checked thread by thread in `/proc/self/task`.
 
 use std::ffi::CString;
+use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,7 @@ pub enum PrivilegeError {
     NoUser(String),
     #[error("no group named {0:?}")]
     NoGroup(String),
-    #[error("dropping privileges needs root (running as uid {0})")]
+    #[error("dropping privileges needs root or the configured user (running as uid {0})")]
     NotRoot(u32),
     #[error("{what}: {source}")]
     Sys {
@@ -94,11 +95,16 @@ fn drop_this_thread() -> bool {
     let caps = TARGET_CAPS.load(Ordering::SeqCst);
     // SAFETY: plain syscalls on the calling thread's credentials.
     unsafe {
-        if libc::syscall(libc::SYS_geteuid) as u32 != uid {
+        let as_root = libc::syscall(libc::SYS_geteuid) == 0;
+        if as_root {
             // The bounding set first, while CAP_SETPCAP is still held.
             for cap in (0..=LAST_CAP.load(Ordering::SeqCst)).filter(|c| caps & (1 << c) == 0) {
-                libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                    return false;
+                }
             }
+        }
+        if libc::syscall(libc::SYS_geteuid) as u32 != uid {
             let groups = [gid];
             if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0
                 || libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr()) != 0
@@ -140,10 +146,14 @@ fn drop_this_thread() -> bool {
 }
 
 extern "C" fn on_signal(_: libc::c_int) {
+    // SAFETY: the thread's errno, restored so the interrupted code sees
+    // its own (async-signal safety).
+    let errno = unsafe { *libc::__errno_location() };
     if !drop_this_thread() {
         FAILED.store(true, Ordering::SeqCst);
     }
     DONE.fetch_add(1, Ordering::SeqCst);
+    unsafe { *libc::__errno_location() = errno };
 }
 
 fn sys(what: &'static str) -> PrivilegeError {
@@ -164,12 +174,13 @@ fn threads() -> Result<Vec<i32>, PrivilegeError> {
 }
 
 /// Makes every thread of the process `uid`/`gid` with only the
-/// capabilities numbered in `keep` (the bounding set too, so nothing can
-/// regain the others). Must run as root.
+/// capabilities numbered in `keep` (as root, the bounding set too, so
+/// nothing can regain the others). Run as `uid` already (a unit's
+/// `User=` with ambient capabilities), it only narrows the capabilities.
 pub fn drop_to(uid: u32, gid: u32, keep: &[u32]) -> Result<(), PrivilegeError> {
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
+    if euid != 0 && euid != uid {
         return Err(PrivilegeError::NotRoot(euid));
     }
     let caps: u64 = keep.iter().fold(0, |m, &c| m | 1 << c);
@@ -232,11 +243,12 @@ pub fn drop_to(uid: u32, gid: u32, keep: &[u32]) -> Result<(), PrivilegeError> {
             detail: "a thread failed to change its credentials".into(),
         });
     }
-    verify(uid, caps)
+    verify(uid, caps, euid == 0)
 }
 
-/// Every thread now has `uid` and exactly `caps`.
-fn verify(uid: u32, caps: u64) -> Result<(), PrivilegeError> {
+/// Every thread now has `uid` and exactly `caps` (and, when the drop ran
+/// as root, a bounding set of `caps`).
+fn verify(uid: u32, caps: u64, bounded: bool) -> Result<(), PrivilegeError> {
     for tid in threads()? {
         let Ok(status) = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")) else {
             continue; // ended meanwhile
@@ -251,13 +263,113 @@ fn verify(uid: u32, caps: u64) -> Result<(), PrivilegeError> {
         let uids = field("Uid:");
         let eff = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(u64::MAX);
         let prm = u64::from_str_radix(&field("CapPrm:"), 16).unwrap_or(u64::MAX);
+        let bnd = u64::from_str_radix(&field("CapBnd:"), 16).unwrap_or(u64::MAX);
         let all_uid = uids.split_whitespace().all(|u| u == uid.to_string());
-        if !all_uid || eff != caps || prm != caps {
+        if !all_uid || eff != caps || prm != caps || (bounded && bnd != caps) {
             return Err(PrivilegeError::Thread {
                 tid,
-                detail: format!("Uid {uids}, CapEff {eff:x}, CapPrm {prm:x}"),
+                detail: format!("Uid {uids}, CapEff {eff:x}, CapPrm {prm:x}, CapBnd {bnd:x}"),
             });
         }
+    }
+    Ok(())
+}
+
+/// Gives `path` and everything below it to `uid`/`gid`, as root, without
+/// following a symbolic link anywhere: the walk holds each directory open
+/// (`O_NOFOLLOW`) and changes entries relative to it, so a link planted
+/// by the unprivileged user (who owns the tree after a first run) cannot
+/// redirect it. Sockets keep their owner (the control socket's group).
+pub fn hand_over(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: opens a directory by path; the descriptor is owned below.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: `fd` was just opened and is owned here.
+    let dir = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    hand_over_dir(&dir, uid, gid, 0)
+}
+
+fn hand_over_dir(
+    dir: &std::os::fd::OwnedFd,
+    uid: u32,
+    gid: u32,
+    depth: usize,
+) -> std::io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::ffi::OsStrExt;
+    if depth > 32 {
+        return Err(std::io::Error::other(
+            "directory tree deeper than 32 levels",
+        ));
+    }
+    let fd = dir.as_raw_fd();
+    // SAFETY: fchown on an open descriptor.
+    if unsafe { libc::fchown(fd, uid, gid) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // The directory as opened, not whatever its path names now.
+    for entry in std::fs::read_dir(format!("/proc/self/fd/{fd}"))? {
+        let entry = entry?;
+        let name = CString::new(entry.file_name().as_bytes()).map_err(std::io::Error::other)?;
+        // SAFETY: fstatat on a name relative to `fd`, not following links.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatat(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+            continue; // gone meanwhile
+        }
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFSOCK | libc::S_IFLNK => {}
+            libc::S_IFDIR => {
+                // SAFETY: opens a subdirectory relative to `fd`, no links.
+                let sub = unsafe {
+                    libc::openat(
+                        fd,
+                        name.as_ptr(),
+                        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    )
+                };
+                if sub >= 0 {
+                    // SAFETY: just opened, owned here.
+                    let sub = unsafe { std::os::fd::OwnedFd::from_raw_fd(sub) };
+                    hand_over_dir(&sub, uid, gid, depth + 1)?;
+                }
+            }
+            _ => {
+                // SAFETY: changes one entry relative to `fd`, not following links.
+                if unsafe { libc::fchownat(fd, name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }
+                    != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Gives one regular file to `uid`/`gid` (not following a link).
+pub fn hand_over_file(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    // SAFETY: fchown on an open descriptor.
+    if unsafe { libc::fchown(file.as_raw_fd(), uid, gid) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! control socket's answers (`xdpdns ctl`) and `/metrics` both read from
 //! one [`Live`], so the two never disagree.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -107,30 +107,27 @@ impl Live {
         }
     }
 
-    /// Where each served zone comes from, per the configuration.
-    fn source_of(&self, config: &Config, zone: &LowerName) -> String {
-        for z in &config.zones {
-            if LowerName::new(&z.origin_name()) == *zone {
-                return match &z.file {
-                    Some(f) => format!("file {}", f.display()),
-                    None => {
-                        let p: Vec<String> = z.primaries.iter().map(|a| a.to_string()).collect();
-                        format!("secondary of {}", p.join(","))
-                    }
-                };
-            }
-        }
-        if config
+    /// Where each configured zone comes from.
+    fn sources(config: &Config) -> HashMap<LowerName, String> {
+        let mut out: HashMap<LowerName, String> = config
             .registry_zone_names()
-            .any(|n| LowerName::new(&n) == *zone)
-        {
-            return "registry".into();
+            .map(|n| (LowerName::new(&n), "registry".to_string()))
+            .collect();
+        for z in &config.zones {
+            let source = match &z.file {
+                Some(f) => format!("file {}", f.display()),
+                None => {
+                    let p: Vec<String> = z.primaries.iter().map(|a| a.to_string()).collect();
+                    format!("secondary of {}", p.join(","))
+                }
+            };
+            out.insert(LowerName::new(&z.origin_name()), source);
         }
-        "journal (no longer configured)".into()
+        out
     }
 
     pub(super) fn zones(&self) -> Vec<ZoneInfo> {
-        let config = self.config.load();
+        let sources = Self::sources(&self.config.load());
         let now = unix_secs();
         self.router
             .store
@@ -142,7 +139,10 @@ impl Live {
                     origin: z.origin().to_string(),
                     serial: z.serial(),
                     records: z.record_count(),
-                    source: self.source_of(&config, z.origin_key()),
+                    source: sources
+                        .get(z.origin_key())
+                        .cloned()
+                        .unwrap_or_else(|| "journal (no longer configured)".into()),
                     signed: z.apex().rrset(RecordType::DNSKEY).is_some(),
                     expired: z.is_expired(),
                     expires_in_secs: load

@@ -222,9 +222,14 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         write_ready_file(path, &bound_addrs, api_addr, metrics_addr)
             .with_context(|| format!("--ready-file {}", path.display()))?;
     }
-    if let Some(user) = &config.server.user {
-        drop_privileges(&config, user, kernel.is_some())
-            .with_context(|| format!("{}: server.user = {user:?}", config.file.display()))?;
+    match &config.server.user {
+        Some(user) => drop_privileges(&config, user, kernel.is_some())
+            .with_context(|| format!("{}: server.user = {user:?}", config.file.display()))?,
+        // SAFETY: geteuid cannot fail.
+        None if unsafe { libc::geteuid() } == 0 => warn!(
+            "running as root with every capability it was started with; set [server] user to drop them once started"
+        ),
+        None => {}
     }
     info!("ready");
     systemd::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
@@ -589,28 +594,25 @@ fn start_metrics(
 fn drop_privileges(config: &Config, user: &str, xdp: bool) -> anyhow::Result<()> {
     use crate::privileges::{self, CAP_BPF, CAP_NET_BIND_SERVICE};
     let (uid, primary_gid) = privileges::user_ids(user)?;
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == uid {
-        info!(
-            user,
-            "already running as the configured user; nothing to drop"
-        );
-        return Ok(());
-    }
     let gid = match &config.server.group {
         Some(g) => privileges::group_id(g).map_err(|e| anyhow::anyhow!("server.group: {e}"))?,
         None => primary_gid,
     };
+    // SAFETY: geteuid cannot fail.
+    let as_root = unsafe { libc::geteuid() } == 0;
     let state = [
         config.transfer.data_dir.clone(),
         config.registry.as_ref().map(|r| r.data_dir.clone()),
     ];
-    for dir in state.into_iter().flatten() {
-        chown_tree(&dir, uid, gid)
+    for dir in state.into_iter().flatten().filter(|_| as_root) {
+        privileges::hand_over(&dir, uid, gid)
             .with_context(|| format!("handing {} to {user}", dir.display()))?;
     }
-    if let Some(f) = &config.cookies.secret_file {
-        let _ = std::os::unix::fs::chown(f, Some(uid), Some(gid));
+    // Re-read on every reload, by then as the user.
+    if let Some(f) = config.cookies.secret_file.as_ref().filter(|_| as_root) {
+        if let Err(e) = privileges::hand_over_file(f, uid, gid) {
+            warn!(file = %f.display(), "cannot hand the cookie secret file to {user} ({e}); reloads fail unless {user} can read it");
+        }
     }
     let keep = if xdp {
         vec![CAP_BPF]
@@ -619,22 +621,6 @@ fn drop_privileges(config: &Config, user: &str, xdp: bool) -> anyhow::Result<()>
     };
     privileges::drop_to(uid, gid, &keep)?;
     info!(user, uid, gid, capabilities = ?privileges::names(&keep), "dropped privileges");
-    Ok(())
-}
-
-/// `chown -R` without following symbolic links.
-fn chown_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
-    if meta.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            chown_tree(&entry?.path(), uid, gid)?;
-        }
-    }
     Ok(())
 }
 

@@ -61,14 +61,13 @@ impl TcpServer {
                 continue;
             };
             tcp.accepted.fetch_add(1, Ordering::Relaxed);
-            tcp.open.fetch_add(1, Ordering::Relaxed);
+            let open = OpenConnection::count(&shared);
             let (shared, counts) = (shared.clone(), counts.clone());
             let shutdown = shutdown.clone();
             let (idle, depth) = (self.idle_timeout, self.max_pipelined);
             conns.spawn(async move {
                 serve_connection(stream, peer, &shared, counts, shutdown, idle, depth).await;
-                shared.metrics.tcp.open.fetch_sub(1, Ordering::Relaxed);
-                drop(permit);
+                drop((open, permit));
             });
         }
         drop(self.listener);
@@ -79,6 +78,23 @@ impl TcpServer {
         if drained.is_err() {
             conns.abort_all();
         }
+    }
+}
+
+/// One open connection in `xdpdns_tcp_connections`, however its task
+/// ends (also when aborted at the stop).
+struct OpenConnection(Arc<Router>);
+
+impl OpenConnection {
+    fn count(router: &Arc<Router>) -> Self {
+        router.metrics.tcp.open.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(router.clone())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.metrics.tcp.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

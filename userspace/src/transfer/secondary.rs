@@ -143,6 +143,7 @@ impl ZoneTask {
             self.current().is_some_and(|z| z.is_expired()),
         );
         let mut next = Duration::ZERO;
+        let mut last_good = last_refresh(self.state_dir.as_deref(), zone);
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(next) => {}
@@ -160,6 +161,7 @@ impl ZoneTask {
                     if let Some(f) = self.ok_file() {
                         let _ = std::fs::write(f, now.to_string());
                     }
+                    last_good = Some(now);
                     self.log.count_transfer(zone, *outcome);
                     let what = format!("{} at serial {}", outcome.label(), serial.unwrap_or(0));
                     self.log.record(zone, now, Ok(what));
@@ -175,11 +177,6 @@ impl ZoneTask {
                 .as_ref()
                 .and_then(|z| z.soa().map(|(s, _)| s.clone()));
             if let Some(soa) = &soa {
-                let last_good = if result.is_ok() {
-                    Some(now)
-                } else {
-                    last_refresh(self.state_dir.as_deref(), zone)
-                };
                 let expire = u64::from(soa.expire.max(0) as u32);
                 self.log.set_expiry(zone, last_good.map(|t| t + expire));
             }
