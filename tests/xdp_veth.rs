@@ -814,6 +814,19 @@ fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
         2.0,
         "{after}"
     );
+    // Per zone: the 3 kernel hits; the 2 NXDOMAIN and the TCP query (the
+    // AXFR is a transfer, not a query answer).
+    let in_zone = |path: &str| format!("zone=\"example.com.\",path=\"{path}\"");
+    assert_eq!(
+        delta("xdpdns_zone_queries_total", &in_zone("kernel")),
+        3.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta("xdpdns_zone_queries_total", &in_zone("fallback")),
+        3.0,
+        "{after}"
+    );
     assert_eq!(
         delta("xdpdns_tcp_connections_accepted_total", ""),
         2.0,

@@ -143,7 +143,31 @@ impl Answer {
     pub fn set_block(&mut self, id: u32) {
         self.block_count = (self.block_count & !BLOCK_ID_MAX) | (id & BLOCK_ID_MAX);
     }
+
+    /// The zone the answer belongs to (below [`ZONES_MAX`]; 0: none), for
+    /// per-zone counters. It lives where the entry has room: an inline
+    /// answer has no block id, a block answer no inline bytes.
+    #[inline(always)]
+    pub const fn zone(&self) -> u32 {
+        if self.section_len() as usize <= INLINE_MAX {
+            self.block_count & BLOCK_ID_MAX
+        } else {
+            u32::from_le_bytes([self.data[0], self.data[1], self.data[2], self.data[3]])
+        }
+    }
+
+    /// Sets [`Answer::zone`]; after the section length, before a block id.
+    pub fn set_zone(&mut self, id: u32) {
+        if self.section_len() as usize <= INLINE_MAX {
+            self.set_block(id);
+        } else {
+            self.data[..4].copy_from_slice(&id.to_le_bytes());
+        }
+    }
 }
+
+/// Zones counted apart in the kernel's per-zone answer counters.
+pub const ZONES_MAX: u32 = 4096;
 
 /// An answer section too large to inline, stored once and referenced by
 /// every entry that answers with it.
@@ -342,6 +366,18 @@ mod tests {
         assert_eq!(a.section_len() as usize, BLOCK_MAX);
         assert_eq!(a.ancount(), max_count as u16);
         assert_eq!(a.flags(), answer_flags::SIGNED);
+        a.set_zone(4095);
+        assert_eq!(
+            a.zone(),
+            4095,
+            "a block answer keeps its zone in the unused inline bytes"
+        );
+        a.set_block(BLOCK_ID_MAX);
+        assert_eq!((a.zone(), a.block()), (4095, BLOCK_ID_MAX));
+        let mut inline = Answer::new(INLINE_MAX as u16, 2, 0);
+        inline.data = [7; INLINE_MAX];
+        inline.set_zone(17);
+        assert_eq!((inline.zone(), inline.data), (17, [7; INLINE_MAX]));
         assert_eq!(a.block(), BLOCK_ID_MAX);
         a.set_block(7);
         assert_eq!(

@@ -21,7 +21,9 @@ use xdpdns_common::{
     answer_flags, counter, Answer, PassReason, XdpConfig, SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
-use maps::{Scratch, CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES, TINY_NAMES};
+use maps::{
+    Scratch, CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES, TINY_NAMES, ZONE_QUERIES,
+};
 
 #[xdp]
 pub fn xdpdns(ctx: XdpContext) -> u32 {
@@ -32,8 +34,11 @@ pub fn xdpdns(ctx: XdpContext) -> u32 {
 #[inline(always)]
 pub fn handle(ctx: &XdpContext) -> u32 {
     match try_answer(ctx) {
-        Ok(slot) => {
+        Ok((slot, zone)) => {
             count(counter::ANSWERED_A + slot as u32);
+            if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
+                unsafe { *c += 1 };
+            }
             XDP_TX
         }
         Err(reason) => {
@@ -90,8 +95,10 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
 }
 
 #[inline(always)]
-fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
+/// The answer's type slot (A or AAAA) and zone, for the counters.
+fn try_answer(ctx: &XdpContext) -> Result<(u8, u32), PassReason> {
     let Found { answer, s, cfg } = parse_and_lookup(ctx)?;
+    let zone = answer.zone();
     let q = unsafe { &(*s).qn };
     let qtype = q.qtype & 1;
     if q.edns.present {
@@ -100,7 +107,7 @@ fn try_answer(ctx: &XdpContext) -> Result<u8, PassReason> {
         unsafe { (*s).opt_len = edns::xdpdns_build_opt(s, cfg) };
     }
     pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer))?;
-    Ok(qtype)
+    Ok((qtype, zone))
 }
 
 /// The parser and the reply builder (and `edns::xdpdns_build_opt`) are

@@ -5,7 +5,7 @@ use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
 use xdpdns_common::{
     counter, Answer, AnswerBlock, LongKey, ShortKey, TinyKey, XdpConfig, LONG_NAME_BUF,
-    SHORT_NAME_MAX, TINY_NAME_MAX,
+    SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
 };
 
 /// BPF_F_NO_PREALLOC: an updated element is freed only after an RCU grace
@@ -35,6 +35,10 @@ pub static ADDRESSES: HashMap<[u8; 16], u8> = HashMap::with_max_entries(256, 0);
 
 #[map(name = "COUNTERS")]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// Answers per zone, indexed by [`Answer::zone`].
+#[map(name = "ZONE_QUERIES")]
+pub static ZONE_QUERIES: PerCpuArray<u64> = PerCpuArray::with_max_entries(ZONES_MAX, 0);
 
 /// Per-CPU working memory: the lookup keys are too big for the 512-byte
 /// BPF stack.

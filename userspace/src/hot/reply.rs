@@ -61,6 +61,19 @@ pub fn answer(
     now: u64,
     server: &ServerEdns,
 ) -> Option<Vec<u8>> {
+    answer_in_zone(table, version, packet, transport, peer, now, server).map(|(bytes, _)| bytes)
+}
+
+/// [`answer`], with the answering zone's id (for the per-zone counters).
+pub fn answer_in_zone(
+    table: &HotTable,
+    version: u64,
+    packet: &[u8],
+    transport: Transport,
+    peer: IpAddr,
+    now: u64,
+    server: &ServerEdns,
+) -> Option<(Vec<u8>, u32)> {
     let q = parse(packet)?;
     if q.edns.is_some_and(|e| e.nsid) && server.nsid.as_ref().is_some_and(|n| n.len() > NSID_MAX) {
         return None;
@@ -96,7 +109,7 @@ pub fn answer(
         if let Some(e) = q.edns {
             write_opt(&mut out, &e, server, peer, now);
         }
-        Some(out)
+        Some((out, entry.head.zone()))
     })?
 }
 

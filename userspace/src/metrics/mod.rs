@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use crate::handler::Transport;
 
+pub mod zones;
+
 /// Query types counted by name; the rest are `other`.
 pub const TYPES: [(&str, u16); 13] = [
     ("A", 1),

@@ -20,6 +20,7 @@ use log_limit::LogLimit;
 
 use crate::handler::{Handler, Transport};
 use crate::hot::{self, HotTable};
+use crate::metrics::zones;
 use crate::transfer::outbound::{self, Plan};
 use crate::transfer::tsig::{self, ReplySigner};
 use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
@@ -171,7 +172,7 @@ impl Router {
         let handler = self.handler.load();
         let snapshot = self.store.load();
         let version = snapshot.version();
-        if let Some(bytes) = hot::answer(
+        if let Some((bytes, zone)) = hot::answer_in_zone(
             &self.hot,
             version,
             packet,
@@ -180,6 +181,7 @@ impl Router {
             now,
             &handler.edns,
         ) {
+            zones::count(zone);
             return Response::One(bytes);
         }
         let mut req = match wire::parse_request(packet) {
@@ -191,7 +193,11 @@ impl Router {
         let qtype = req.query.query_type();
         let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
         if !req.signed && req.op_code == OpCode::Query && !transfer {
-            return Response::One(handler.reply(&snapshot, &req, transport));
+            let reply = handler.reply(&snapshot, &req, transport);
+            if let Some(z) = snapshot.find_zone(&LowerName::new(req.query.name())) {
+                zones::count(zones::id(z.origin_key()));
+            }
+            return Response::One(reply);
         }
 
         let policy = self.transfer.load();

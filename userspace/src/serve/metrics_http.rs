@@ -165,7 +165,7 @@ fn render(live: &Live, kernel: Option<&KernelState>) -> String {
         kernel_table(&mut reg, k);
     }
     fallback(&mut reg, live);
-    zones(&mut reg, live);
+    zones(&mut reg, live, kernel);
     if let Some(r) = &live.registry {
         registry(&mut reg, live, r);
     }
@@ -321,7 +321,7 @@ fn fallback(reg: &mut Registry, live: &Live) {
     );
 }
 
-fn zones(reg: &mut Registry, live: &Live) {
+fn zones(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     let serial = Family::<Labels, Gauge>::default();
     let records = Family::<Labels, Gauge>::default();
     let loaded_at = Family::<Labels, Gauge>::default();
@@ -341,6 +341,26 @@ fn zones(reg: &mut Registry, live: &Live) {
             expires.get_or_create(&label).set(s);
         }
     }
+    let queries = Family::<Labels, Counter>::default();
+    let fallback = crate::metrics::zones::fallback_counts();
+    for (i, zone) in crate::metrics::zones::names().iter().enumerate() {
+        let id = i + 1;
+        let name = zone.to_string();
+        let label = |path: &str| vec![("zone", name.clone()), ("path", path.into())];
+        queries
+            .get_or_create(&label("fallback"))
+            .inc_by(fallback.get(id).copied().unwrap_or(0));
+        if let Some(k) = kernel {
+            queries
+                .get_or_create(&label("kernel"))
+                .inc_by(k.zone_queries.get(id).copied().unwrap_or(0));
+        }
+    }
+    reg.register(
+        "xdpdns_zone_queries",
+        "Queries answered per zone (QUERY opcode; transfers and NOTIFY aside), kernel and fallback",
+        queries,
+    );
     reg.register(
         "xdpdns_zone_serial",
         "The SOA serial served, per zone",

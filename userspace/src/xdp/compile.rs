@@ -111,8 +111,8 @@ pub fn compile(snapshot: &Snapshot) -> (Table, Skipped) {
 fn compile_in_parallel(snapshot: &Snapshot, min_names_per_thread: usize) -> (Table, Skipped) {
     let mut nodes = Vec::new();
     for zone in snapshot.zones() {
-        let flags = zone_flags(zone);
-        nodes.extend(zone.nodes().map(|(key, node)| (&**zone, flags, key, node)));
+        let mark = ZoneMark::of(zone);
+        nodes.extend(zone.nodes().map(|(key, node)| (&**zone, mark, key, node)));
     }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -125,8 +125,8 @@ fn compile_in_parallel(snapshot: &Snapshot, min_names_per_thread: usize) -> (Tab
                 scope.spawn(move || {
                     let mut out = Vec::with_capacity(part.len() * 2);
                     let mut skipped = Skipped::default();
-                    for &(zone, flags, key, node) in part {
-                        compile_node(snapshot, zone, flags, key, node, &mut out, &mut skipped);
+                    for &(zone, mark, key, node) in part {
+                        compile_node(snapshot, zone, mark, key, node, &mut out, &mut skipped);
                     }
                     (out, skipped)
                 })
@@ -239,24 +239,41 @@ fn compile_name(
     skipped: &mut Skipped,
 ) {
     if let Some(node) = zone.node(key) {
-        compile_node(snapshot, zone, zone_flags(zone), key, node, table, skipped);
+        compile_node(
+            snapshot,
+            zone,
+            ZoneMark::of(zone),
+            key,
+            node,
+            table,
+            skipped,
+        );
     }
 }
 
-/// Entry flags every name of `zone` gets: until signatures are served
-/// from the kernel, DO=1 queries for a signed zone's names go up.
-fn zone_flags(zone: &Zone) -> u16 {
-    if zone.apex().rrset(RecordType::DNSKEY).is_some() {
-        answer_flags::SIGNED
-    } else {
-        0
+/// What every entry of a zone carries: its flags (until signatures are
+/// served from the kernel, DO=1 queries for a signed zone's names go up)
+/// and the zone's id for the per-zone counters.
+#[derive(Clone, Copy)]
+struct ZoneMark {
+    flags: u16,
+    id: u32,
+}
+
+impl ZoneMark {
+    fn of(zone: &Zone) -> ZoneMark {
+        let signed = zone.apex().rrset(RecordType::DNSKEY).is_some();
+        ZoneMark {
+            flags: if signed { answer_flags::SIGNED } else { 0 },
+            id: crate::metrics::zones::id(zone.origin_key()),
+        }
     }
 }
 
 fn compile_node(
     snapshot: &Snapshot,
     zone: &Zone,
-    flags: u16,
+    mark: ZoneMark,
     key: &LowerName,
     node: &Node,
     table: &mut impl Extend<(EntryKey, Compiled)>,
@@ -294,8 +311,9 @@ fn compile_node(
     }
     let sets = [(a, qtype_slot::A), (aaaa, qtype_slot::AAAA)];
     for (set, slot) in sets.into_iter().filter_map(|(s, slot)| Some((s?, slot))) {
-        match encode_answer(set.ttl, &set.rdatas, flags) {
-            Some(answer) => {
+        match encode_answer(set.ttl, &set.rdatas, mark.flags) {
+            Some(mut answer) => {
+                answer.head.set_zone(mark.id);
                 let key = EntryKey {
                     name: wire.clone(),
                     qtype: slot,

@@ -105,6 +105,7 @@ pub struct FastPath {
     /// Entry writes refused because their table was full.
     left_out: u64,
     counters: PerCpuArray<MapData, u64>,
+    zone_queries: PerCpuArray<MapData, u64>,
     grace: GracePeriod,
     current: XdpConfig,
     /// The port answered while healthy (`current.port` is 0 when not).
@@ -166,6 +167,7 @@ impl FastPath {
         let long = HashMap::try_from(take("LONG_NAMES")?)?;
         let block_map = HashMap::try_from(take("BLOCKS")?)?;
         let counters = PerCpuArray::try_from(take("COUNTERS")?)?;
+        let zone_queries = PerCpuArray::try_from(take("ZONE_QUERIES")?)?;
         let mut current = XdpConfig::new(port, edns.udp_payload);
         set_edns_fields(&mut current, edns);
         current.realtime_offset_ns = realtime_offset_ns();
@@ -180,6 +182,7 @@ impl FastPath {
             blocks: BlockIds::default(),
             left_out: 0,
             counters,
+            zone_queries,
             grace: GracePeriod::new().map_err(XdpError::Grace)?,
             current,
             port,
@@ -501,6 +504,16 @@ impl FastPath {
                 (name, memlock)
             })
             .collect()
+    }
+
+    /// Kernel answers per zone id, summed over CPUs, for ids `1..ids`
+    /// (index = id).
+    pub fn zone_queries(&self, ids: usize) -> Result<Vec<u64>, XdpError> {
+        let mut out = vec![0u64; ids.min(xdpdns_common::ZONES_MAX as usize)];
+        for (id, slot) in out.iter_mut().enumerate().skip(1) {
+            *slot = self.zone_queries.get(&(id as u32), 0)?.iter().sum();
+        }
+        Ok(out)
     }
 
     pub fn counters(&self) -> Result<Counters, XdpError> {

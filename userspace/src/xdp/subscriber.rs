@@ -117,10 +117,13 @@ pub struct KernelState {
     pub attached: Vec<(String, &'static str)>,
     pub left_out: u64,
     pub healthy: bool,
+    /// Answers per zone id (index = id; see `metrics::zones`).
+    pub zone_queries: Vec<u64>,
 }
 
 fn state(fp: &FastPath) -> Result<KernelState, XdpError> {
     Ok(KernelState {
+        zone_queries: fp.zone_queries(crate::metrics::zones::names().len() + 1)?,
         counters: fp.counters()?,
         generation: fp.generation(),
         entries: fp.installed().len(),
