@@ -4,7 +4,7 @@
 //! group), so a file mode changed by hand does not open it to everyone.
 
 use std::future::Future;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,9 +53,15 @@ impl ControlSocket {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(ControlError::InUse(path.to_path_buf()));
         }
-        match std::fs::remove_file(path) {
+        // Only a stale socket is replaced: any other file at a mistyped
+        // path is left alone.
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.file_type().is_socket() => {
+                return Err(err(std::io::Error::other("exists and is not a socket")))
+            }
+            Ok(_) => std::fs::remove_file(path).map_err(err)?,
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
-            _ => {}
+            Err(_) => {}
         }
         let listener = UnixListener::bind(path).map_err(err)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(err)?;
@@ -178,4 +184,34 @@ fn supplementary_groups(pid: i32) -> std::io::Result<Vec<u32>> {
                 .collect()
         })
         .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_a_stale_socket_is_replaced() {
+        let dir = std::env::temp_dir().join(format!("xdpdns-ctl-sock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        // A regular file at the path is not ours to remove.
+        std::fs::write(&path, "keep").unwrap();
+        assert!(ControlSocket::bind(&path, None, None).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep");
+        std::fs::remove_file(&path).unwrap();
+        // A live socket is refused; once it is gone, its file is reused.
+        let live = ControlSocket::bind(&path, None, None).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+        assert!(matches!(
+            ControlSocket::bind(&path, None, None),
+            Err(ControlError::InUse(_))
+        ));
+        std::mem::forget(live); // leaves a stale socket file behind
+        let stale = std::os::unix::net::UnixListener::bind(dir.join("other.sock")).unwrap();
+        drop(stale);
+        assert!(ControlSocket::bind(&dir.join("other.sock"), None, None).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
