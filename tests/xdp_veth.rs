@@ -101,6 +101,22 @@ impl Link {
         )
     }
 
+    /// `ip link show` of the server's end (its XDP attachment).
+    fn server_link(&self) -> String {
+        let out = Command::new("ip")
+            .args([
+                "-n",
+                &self.server_ns,
+                "link",
+                "show",
+                "dev",
+                &self.server_if,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Runs a client program in the client namespace; its stdout.
     fn client(&self, program: &str, fixed: &[&str], args: &[&str]) -> String {
         let out = Command::new("ip")
@@ -260,20 +276,7 @@ fn run(tag: &str, mode: &str) {
 
     // SIGTERM detaches the program before exiting.
     let attached = ["prog/xdp", "xdpgeneric", "xdpdrv", "xdp/id"];
-    let link_state = || {
-        let out = Command::new("ip")
-            .args([
-                "-n",
-                &link.server_ns,
-                "link",
-                "show",
-                "dev",
-                &link.server_if,
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let link_state = || link.server_link();
     let before = link_state();
     assert!(attached.iter().any(|a| before.contains(a)), "{before}");
     let mut srv = srv;
@@ -988,18 +991,7 @@ fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
     });
     assert!(stopped, "still running after SIGTERM:\n{}", srv.log());
     assert!(srv.child.wait().unwrap().success(), "{}", srv.log());
-    let out = Command::new("ip")
-        .args([
-            "-n",
-            &link.server_ns,
-            "link",
-            "show",
-            "dev",
-            &link.server_if,
-        ])
-        .output()
-        .unwrap();
-    let state = String::from_utf8_lossy(&out.stdout);
+    let state = link.server_link();
     assert!(
         !state.contains("xdpgeneric") && !state.contains("prog/xdp"),
         "still attached: {state}"
