@@ -41,9 +41,15 @@ impl Client {
         stream.set_read_timeout(Some(REPLY_TIMEOUT)).map_err(io)?;
         let mut line = serde_json::to_vec(request)?;
         line.push(b'\n');
-        stream.write_all(&line).map_err(io)?;
+        // A server that refuses may close before reading everything: its
+        // reply says why, so read it even when the write failed.
+        let written = stream.write_all(&line);
         let mut reply = String::new();
-        BufReader::new(stream).read_line(&mut reply).map_err(io)?;
+        let read = BufReader::new(stream).read_line(&mut reply);
+        if reply.is_empty() {
+            written.map_err(io)?;
+            read.map_err(io)?;
+        }
         match serde_json::from_str(&reply)? {
             Reply::Ok(v) => Ok(v),
             Reply::Error(e) => Err(ControlError::Server(e)),

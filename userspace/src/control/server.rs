@@ -120,12 +120,12 @@ async fn answer(
     backend: &impl Backend,
     access: Access,
 ) -> std::io::Result<()> {
-    let reply = match peer_allowed(&stream, access) {
-        Err(why) => Reply::Error(why),
-        Ok(()) => match read_request(&mut stream).await {
-            Ok(request) => backend.handle(request).await,
-            Err(why) => Reply::Error(why),
-        },
+    // The request is read (bounded) even from a peer that is refused, so
+    // the client is not writing into a closed socket when the refusal comes.
+    let request = read_request(&mut stream).await;
+    let reply = match (peer_allowed(&stream, access), request) {
+        (Err(why), _) | (Ok(()), Err(why)) => Reply::Error(why),
+        (Ok(()), Ok(request)) => backend.handle(request).await,
     };
     let mut line = serde_json::to_vec(&reply).map_err(std::io::Error::other)?;
     line.push(b'\n');
