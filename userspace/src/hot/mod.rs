@@ -11,7 +11,7 @@ mod reply;
 mod subscriber;
 mod table;
 
-pub use reply::{answer, answer_in_zone};
+pub use reply::answer;
 pub use subscriber::{fill, start};
 pub use table::HotTable;
 

@@ -50,22 +50,10 @@ struct Question {
     edns: Option<Edns>,
 }
 
-/// The reply to `packet` from `table` at store version `version`, or
-/// `None` when the full handler must answer.
+/// The reply to `packet` from `table` at store version `version` with
+/// the answering zone's id (for the per-zone counters), or `None` when
+/// the full handler must answer.
 pub fn answer(
-    table: &HotTable,
-    version: u64,
-    packet: &[u8],
-    transport: Transport,
-    peer: IpAddr,
-    now: u64,
-    server: &ServerEdns,
-) -> Option<Vec<u8>> {
-    answer_in_zone(table, version, packet, transport, peer, now, server).map(|(bytes, _)| bytes)
-}
-
-/// [`answer`], with the answering zone's id (for the per-zone counters).
-pub fn answer_in_zone(
     table: &HotTable,
     version: u64,
     packet: &[u8],

@@ -182,7 +182,8 @@ fn both(
 ) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     let snapshot = store.snapshot();
     let full = h.handle(&snapshot, q, transport, peer, NOW);
-    let hot = answer(table, snapshot.version(), q, transport, peer, NOW, &h.edns);
+    let hot =
+        answer(table, snapshot.version(), q, transport, peer, NOW, &h.edns).map(|(bytes, _)| bytes);
     (full, hot)
 }
 

@@ -172,7 +172,7 @@ impl Router {
         let handler = self.handler.load();
         let snapshot = self.store.load();
         let version = snapshot.version();
-        if let Some((bytes, zone)) = hot::answer_in_zone(
+        if let Some((bytes, zone)) = hot::answer(
             &self.hot,
             version,
             packet,
