@@ -126,7 +126,25 @@ fn bench(c: &mut Criterion) {
             big.respond(&queries[next], Transport::Udp, PEER, 0)
         })
     });
+    let misses: Vec<Vec<u8>> = (0..1000)
+        .map(|i| query(&format!("nope{i}.inst.big.test."), RecordType::A))
+        .collect();
+    g.bench_function("router_udp_miss_nxdomain_100k_names", |b| {
+        b.iter(|| {
+            next = (next + 1) % misses.len();
+            big.respond(&misses[next], Transport::Udp, PEER, 0)
+        })
+    });
+    // What the per-zone count adds to a full-handler answer: finding the
+    // zone of the question and its counter id.
     let big_snapshot = big.store.snapshot();
+    let qname = Name::from_str("i7.inst.big.test.").unwrap();
+    g.bench_function("zone_of_answer_for_metrics", |b| {
+        b.iter(|| {
+            let zone = big_snapshot.zone_of(std::hint::black_box(&qname)).unwrap();
+            xdpdns::metrics::zones::id(zone.origin_key())
+        })
+    });
     g.bench_function("udp_hit_a_100k_names", |b| {
         b.iter(|| {
             next = (next + 1) % queries.len();

@@ -6,7 +6,7 @@ mod chaos;
 mod lookup;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{DNSClass, LowerName, RecordType};
+use hickory_proto::rr::{DNSClass, RecordType};
 
 pub use chaos::Identity;
 pub use lookup::resolve;
@@ -139,8 +139,7 @@ impl Handler {
             DNSClass::CH => return self.identity.answer(q),
             _ => return Reply::error(ResponseCode::Refused),
         }
-        let key = LowerName::new(q.name());
-        match snapshot.find_zone(&key) {
+        match snapshot.zone_of(q.name()) {
             Some(zone) if zone.is_expired() => Reply::error(ResponseCode::ServFail),
             Some(zone) => resolve(zone, q.name(), q.query_type(), max_records),
             None => Reply::error(ResponseCode::Refused),

@@ -13,9 +13,10 @@ use arc_swap::ArcSwap;
 use hickory_proto::rr::LowerName;
 use xdpdns_common::ZONES_MAX;
 
+/// foldhash: looked up on every full answer.
 #[derive(Default)]
 struct Ids {
-    by_name: HashMap<LowerName, u32>,
+    by_name: HashMap<LowerName, u32, foldhash::fast::RandomState>,
     names: Vec<LowerName>,
 }
 

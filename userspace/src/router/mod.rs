@@ -194,7 +194,7 @@ impl Router {
         let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
         if !req.signed && req.op_code == OpCode::Query && !transfer {
             let reply = handler.reply(&snapshot, &req, transport);
-            if let Some(z) = snapshot.find_zone(&LowerName::new(req.query.name())) {
+            if let Some(z) = snapshot.zone_of(req.query.name()) {
                 zones::count(zones::id(z.origin_key()));
             }
             return Response::One(reply);

@@ -7,6 +7,9 @@ use hickory_proto::rr::{LowerName, Name, Record};
 
 use super::Zone;
 
+/// Up to this many zones, [`Snapshot::zone_of`] compares with each origin.
+const FEW_ZONES: usize = 8;
+
 /// An immutable view of every served zone.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -22,6 +25,20 @@ impl Snapshot {
 
     pub fn zone(&self, origin: &LowerName) -> Option<&Arc<Zone>> {
         self.zones.get(origin)
+    }
+
+    /// The most specific served zone containing `name` (any case). With
+    /// a few zones, comparing with each origin costs less than building
+    /// and hashing a lowered name per label (the common case, on every
+    /// full answer); with many, the hash walk of [`Snapshot::find_zone`].
+    pub fn zone_of(&self, name: &Name) -> Option<&Arc<Zone>> {
+        if self.zones.len() > FEW_ZONES {
+            return self.find_zone(&LowerName::new(name));
+        }
+        self.zones
+            .values()
+            .filter(|z| z.origin().zone_of(name))
+            .max_by_key(|z| z.origin().num_labels())
     }
 
     /// The most specific served zone containing `name`.
