@@ -760,6 +760,18 @@ mod tests {
         assert!(snap
             .find_zone(&LowerName::from(name("example.org.")))
             .is_none());
+        // The allocation-free walk for a few zones agrees, in any case.
+        for (q, want) in [
+            ("x.SUB.example.com.", Some("sub.example.com.")),
+            ("SUB.Example.COM.", Some("sub.example.com.")),
+            ("x.example.com.", Some("example.com.")),
+            ("xsub.example.com.", Some("example.com.")),
+            ("example.org.", None),
+            ("com.", None),
+        ] {
+            let got = snap.zone_of(&name(q)).map(|z| z.origin().clone());
+            assert_eq!(got, want.map(name), "{q}");
+        }
     }
 
     fn add(store: &ZoneStore, last: u8) {
