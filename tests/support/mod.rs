@@ -287,8 +287,14 @@ pub fn tcp_recv(s: &mut TcpStream) -> Option<Vec<u8>> {
 pub fn tcp_closed_within(s: &mut TcpStream, timeout: Duration) -> bool {
     s.set_read_timeout(Some(timeout)).unwrap();
     let mut b = [0u8; 1];
-    matches!(s.read(&mut b), Ok(0))
-        || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+    // One read: closed is EOF or a reset (a connection never accepted
+    // before the listener closed gets a reset; a second read would then
+    // see EOF, not the reset).
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
 }
 
 pub fn path_str(p: &Path) -> String {
