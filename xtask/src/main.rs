@@ -67,6 +67,8 @@ const APT_PACKAGES: &[&str] = &[
     // The end-to-end benchmark: its harness and its other load generator
     "python3",
     "dnsperf",
+    // A second DNS library: reads zone files and transfers the tests compare
+    "python3-dnspython",
     // The eBPF build (see ../shared/TOOLCHAIN.md): Debian's rustc with a
     // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
     "rustc-web",

@@ -19,6 +19,7 @@ pub mod store;
 
 use std::sync::Arc;
 
+use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
@@ -41,6 +42,30 @@ pub struct RRset {
 }
 
 /// One owner name: its RRsets, and how many child nodes hang below it.
+impl RRset {
+    /// The type an RRSIG set covers.
+    pub fn covered(&self) -> Option<RecordType> {
+        if self.rtype != RecordType::RRSIG {
+            return None;
+        }
+        self.rdatas.first().and_then(covered_type)
+    }
+
+    /// Whether a record of `rtype` with `rdata` belongs in this set.
+    fn same_set(&self, rtype: RecordType, rdata: Option<&RData>) -> bool {
+        self.rtype == rtype
+            && (rtype != RecordType::RRSIG || self.covered() == rdata.and_then(covered_type))
+    }
+}
+
+/// The type an RRSIG record covers.
+pub fn covered_type(rdata: &RData) -> Option<RecordType> {
+    match rdata {
+        RData::DNSSEC(DNSSECRData::RRSIG(sig)) => Some(sig.input().type_covered),
+        _ => None,
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Node {
     rrsets: Arc<Vec<RRset>>,
@@ -52,8 +77,37 @@ impl Node {
         &self.rrsets
     }
 
+    /// The RRset of `rtype` (for RRSIG: the first of the per-type sets;
+    /// see [`Node::signatures`]).
     pub fn rrset(&self, rtype: RecordType) -> Option<&RRset> {
         self.rrsets.iter().find(|s| s.rtype == rtype)
+    }
+
+    /// The RRSIGs covering `covered`. RRSIGs are kept as one set per
+    /// covered type, each with the TTL of the set it signs.
+    pub fn signatures(&self, covered: RecordType) -> Option<&RRset> {
+        self.rrsets
+            .iter()
+            .find(|s| s.rtype == RecordType::RRSIG && s.covered() == Some(covered))
+    }
+
+    /// This node's set that holds the same records as `set` would: same
+    /// type, and for RRSIG the same covered type.
+    pub fn set_like(&self, set: &RRset) -> Option<&RRset> {
+        self.rrsets
+            .iter()
+            .find(|s| s.same_set(set.rtype, set.rdatas.first()))
+    }
+
+    /// True when the node exists only for NSEC3 records (an NSEC3 owner
+    /// name, which is not a name of the zone, RFC 5155 §7.2.9).
+    pub fn is_nsec3_only(&self) -> bool {
+        self.children == 0
+            && !self.rrsets.is_empty()
+            && self
+                .rrsets
+                .iter()
+                .all(|s| s.rtype == RecordType::NSEC3 || s.covered() == Some(RecordType::NSEC3))
     }
 
     /// A node with no records (an empty non-terminal, or the apex of an
@@ -93,6 +147,10 @@ pub struct Zone {
     cut_count: usize,
     /// A secondary zone past its SOA expire: answered with SERVFAIL.
     expired: bool,
+    /// Owners of NSEC records, in canonical order (RFC 4034 §6.1).
+    nsec_owners: imbl::OrdSet<LowerName>,
+    /// NSEC3 owners by the hash their first label spells.
+    nsec3_hashes: imbl::OrdMap<Vec<u8>, LowerName>,
 }
 
 impl Zone {
@@ -109,6 +167,8 @@ impl Zone {
             record_count: 0,
             cut_count: 0,
             expired: false,
+            nsec_owners: imbl::OrdSet::new(),
+            nsec3_hashes: imbl::OrdMap::new(),
         }
     }
 
@@ -202,7 +262,10 @@ impl Zone {
         let node = self.nodes.get_mut(&key).expect("ensured");
         let rrsets = Arc::make_mut(&mut node.rrsets);
         let rtype = record.record_type();
-        let added = match rrsets.iter_mut().find(|s| s.rtype == rtype) {
+        let added = match rrsets
+            .iter_mut()
+            .find(|s| s.same_set(rtype, Some(&record.data)))
+        {
             Some(set) => {
                 set.ttl = record.ttl;
                 if set.rdatas.contains(&record.data) {
@@ -226,6 +289,7 @@ impl Zone {
         };
         if added {
             self.record_count += 1;
+            self.index_denial(rtype, &key, true);
         }
         Ok(added)
     }
@@ -239,7 +303,7 @@ impl Zone {
         };
         let rtype = rdata.record_type();
         let rrsets = Arc::make_mut(&mut node.rrsets);
-        let Some(pos) = rrsets.iter().position(|s| s.rtype == rtype) else {
+        let Some(pos) = rrsets.iter().position(|s| s.same_set(rtype, Some(rdata))) else {
             return false;
         };
         let Some(i) = rrsets[pos].rdatas.iter().position(|d| d == rdata) else {
@@ -251,6 +315,7 @@ impl Zone {
             if rtype == RecordType::NS && key != self.origin_key {
                 self.cut_count -= 1;
             }
+            self.index_denial(rtype, &key, false);
         }
         self.record_count -= 1;
         self.prune(key);
@@ -258,6 +323,100 @@ impl Zone {
     }
 
     /// Whether any name below the apex has NS records (delegates).
+    /// Keeps the NSEC and NSEC3 indexes in step with the records.
+    fn index_denial(&mut self, rtype: RecordType, key: &LowerName, present: bool) {
+        match rtype {
+            RecordType::NSEC if present => {
+                self.nsec_owners.insert(key.clone());
+            }
+            RecordType::NSEC => {
+                self.nsec_owners.remove(key);
+            }
+            RecordType::NSEC3 => {
+                let Some(hash) = self.nsec3_hash_of_owner(key) else {
+                    return;
+                };
+                if present {
+                    self.nsec3_hashes.insert(hash, key.clone());
+                } else {
+                    self.nsec3_hashes.remove(&hash);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The hash an NSEC3 owner name spells: its first label in base32hex,
+    /// directly below the apex.
+    fn nsec3_hash_of_owner(&self, key: &LowerName) -> Option<Vec<u8>> {
+        if key.base_name() != self.origin_key {
+            return None;
+        }
+        let name = Name::from(key);
+        let label = name.iter().next()?;
+        data_encoding::BASE32HEX_NOPAD
+            .decode(&label.to_ascii_uppercase())
+            .ok()
+    }
+
+    /// Signed: the apex holds a DNSKEY RRset.
+    pub fn is_signed(&self) -> bool {
+        self.apex().rrset(RecordType::DNSKEY).is_some()
+    }
+
+    /// The NSEC owner at or before `key` in canonical order (the NSEC that
+    /// matches or covers it), wrapping to the last one.
+    pub fn nsec_at_or_before(&self, key: &LowerName) -> Option<&LowerName> {
+        self.nsec_owners
+            .range(..=key.clone())
+            .next_back()
+            .or_else(|| self.nsec_owners.get_max())
+    }
+
+    pub fn has_nsec(&self) -> bool {
+        !self.nsec_owners.is_empty()
+    }
+
+    pub fn has_nsec3(&self) -> bool {
+        !self.nsec3_hashes.is_empty()
+    }
+
+    /// The NSEC3 owner whose hash equals `hash`.
+    pub fn nsec3_matching(&self, hash: &[u8]) -> Option<&LowerName> {
+        self.nsec3_hashes.get(hash)
+    }
+
+    /// The NSEC3 owner whose hash is the last one before `hash` (the one
+    /// whose interval covers it), wrapping to the last.
+    pub fn nsec3_covering(&self, hash: &[u8]) -> Option<&LowerName> {
+        self.nsec3_hashes
+            .range(..hash.to_vec())
+            .next_back()
+            .map(|(_, owner)| owner)
+            .or_else(|| self.nsec3_hashes.get_max().map(|(_, owner)| owner))
+    }
+
+    /// The zone's NSEC3 hashing parameters: the apex NSEC3PARAM with flags
+    /// 0 (RFC 5155 §4.1.2), else those of any NSEC3 record.
+    pub fn nsec3_params(&self) -> Option<(u16, Vec<u8>)> {
+        let from_param = self.apex().rrset(RecordType::NSEC3PARAM).and_then(|set| {
+            set.rdatas.iter().find_map(|d| match d {
+                RData::DNSSEC(DNSSECRData::NSEC3PARAM(p)) if p.flags() == 0 => {
+                    Some((p.iterations(), p.salt().to_vec()))
+                }
+                _ => None,
+            })
+        });
+        from_param.or_else(|| {
+            let (_, owner) = self.nsec3_hashes.get_min()?;
+            let set = self.node(owner)?.rrset(RecordType::NSEC3)?;
+            match set.rdatas.first()? {
+                RData::DNSSEC(DNSSECRData::NSEC3(n)) => Some((n.iterations(), n.salt().to_vec())),
+                _ => None,
+            }
+        })
+    }
+
     pub fn has_cuts(&self) -> bool {
         self.cut_count > 0
     }

@@ -533,7 +533,7 @@ fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) -> ZoneDiff
 /// Pushes the records of `node` that `other` lacks (same data and TTL).
 fn push_node_delta(out: &mut Vec<Record>, key: &LowerName, node: &Node, other: Option<&Node>) {
     for set in node.rrsets() {
-        let other_set = other.and_then(|o| o.rrset(set.rtype));
+        let other_set = other.and_then(|o| o.set_like(set));
         if other_set == Some(set) {
             continue;
         }

@@ -17,8 +17,10 @@
 //! Every error is reported as `file:line: message`, with the line of the
 //! offending token; records carry the line where they start.
 
+mod generate;
 mod lexer;
 mod rdata;
+mod typed;
 mod values;
 
 use std::path::{Path, PathBuf};
@@ -207,12 +209,70 @@ impl Parser {
                 Ok(())
             }),
             "$INCLUDE" => return self.include(first, args, file, scope, depth),
+            "$GENERATE" => return self.generate(first, args, file, scope),
             _ => Err(Fail::new(
                 first.line,
                 format!("unknown directive \"{}\"", first.show()),
             )),
         };
         result.map_err(|f| f.in_file(file))
+    }
+
+    /// BIND's `$GENERATE start-stop[/step] lhs [ttl] [class] type rhs...`:
+    /// one record per value, `$` (or `${offset,width,base}`) in the owner
+    /// and data replaced by it.
+    fn generate(
+        &mut self,
+        directive: &Token,
+        args: &[Token],
+        file: &Arc<Path>,
+        scope: &mut Scope,
+    ) -> Result<(), ZoneFileError> {
+        let fail = |message: String| Fail::new(directive.line, message).in_file(file);
+        let (range, template) = match args {
+            [range, lhs, rest @ ..] if rest.len() >= 2 => (range, std::iter::once(lhs).chain(rest)),
+            _ => {
+                return Err(fail(
+                    "$GENERATE needs a range, an owner, a type and data".into(),
+                ))
+            }
+        };
+        let (start, stop, step) = generate::range(&range.text)
+            .ok_or_else(|| fail(format!("bad $GENERATE range \"{}\"", range.show())))?;
+        let template: Vec<&Token> = template.collect();
+        let mut value = start;
+        while value <= stop {
+            let mut tokens = Vec::with_capacity(template.len());
+            for tok in &template {
+                let text = if tok.quoted {
+                    tok.text.clone()
+                } else {
+                    generate::substitute(&tok.text, value).ok_or_else(|| {
+                        fail(format!("bad $GENERATE modifier in \"{}\"", tok.show()))
+                    })?
+                };
+                tokens.push(Token {
+                    text,
+                    quoted: tok.quoted,
+                    line: tok.line,
+                });
+            }
+            let entry = Entry {
+                line: directive.line,
+                inherit_owner: false,
+                tokens,
+            };
+            let record = self
+                .parse_record(&entry, scope)
+                .map_err(|f| f.in_file(file))?;
+            self.records.push(SourceRecord {
+                record,
+                file: file.clone(),
+                line: directive.line,
+            });
+            value += step;
+        }
+        Ok(())
     }
 
     /// `$INCLUDE file [origin]`: the path is relative to the including

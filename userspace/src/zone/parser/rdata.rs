@@ -12,7 +12,7 @@ use hickory_proto::serialize::binary::{
 
 use super::lexer::Token;
 use super::values::*;
-use super::Fail;
+use super::{typed, Fail};
 
 /// A cursor over the rdata tokens of one record, producing messages that
 /// name the record type and the offending token.
@@ -133,14 +133,20 @@ pub(super) fn parse_rdata(
         RecordType::SOA => RData::SOA(parse_soa(&mut f, origin)?),
         RecordType::TXT => RData::TXT(parse_txt(&mut f)?),
         RecordType::CAA => RData::CAA(parse_caa(&mut f)?),
+        RecordType::SVCB | RecordType::HTTPS => parse_svcb(&mut f, origin)?,
         other => {
+            if let Some(bytes) = typed::encode(&mut f, origin)? {
+                f.end()?;
+                return rdata_from_bytes(rtype, bytes, "{} record data")
+                    .map_err(|message| Fail::new(f.line, message));
+            }
             return Err(Fail::new(
                 line,
                 format!(
                     "record type {} is only supported in RFC 3597 form (\\# <length> <hex>)",
                     type_name(other)
                 ),
-            ))
+            ));
         }
     };
     f.end()?;
@@ -272,6 +278,15 @@ pub(super) fn hex_byte(high: u8, low: u8) -> u8 {
 /// know, decoded rdata for the ones it does (so a known type looks the same
 /// however it was written).
 pub(super) fn rdata_from_wire(rtype: RecordType, bytes: Vec<u8>) -> Result<RData, String> {
+    rdata_from_bytes(rtype, bytes, "RFC 3597 data for {} record")
+}
+
+/// As [`rdata_from_wire`], errors starting with `what` (`{}` is the type).
+pub(super) fn rdata_from_bytes(
+    rtype: RecordType,
+    bytes: Vec<u8>,
+    what: &str,
+) -> Result<RData, String> {
     if let RecordType::Unknown(_) = rtype {
         // NULL::with insists on non-empty data.
         let rdata = if bytes.is_empty() {
@@ -281,11 +296,11 @@ pub(super) fn rdata_from_wire(rtype: RecordType, bytes: Vec<u8>) -> Result<RData
         };
         return Ok(RData::Unknown { code: rtype, rdata });
     }
-    let name = type_name(rtype);
+    let name = what.replace("{}", &type_name(rtype));
     let mut decoder = BinDecoder::new(&bytes);
     // The length fits: it came from a u16 field.
     let rdata = RData::read(&mut decoder, rtype, Restrict::new(bytes.len() as u16))
-        .map_err(|e| format!("RFC 3597 data for {name} record does not decode: {e}"))?;
+        .map_err(|e| format!("{name} does not decode: {e}"))?;
     // Re-encode to catch data that decodes but would not be sent as given,
     // e.g. a compression pointer, meaningless outside a message.
     let mut again = Vec::with_capacity(bytes.len());
@@ -293,12 +308,42 @@ pub(super) fn rdata_from_wire(rtype: RecordType, bytes: Vec<u8>) -> Result<RData
     encoder.set_name_encoding(NameEncoding::Uncompressed);
     rdata
         .emit(&mut encoder)
-        .map_err(|e| format!("RFC 3597 data for {name} record cannot be re-encoded: {e}"))?;
-    if again != bytes {
+        .map_err(|e| format!("{name} cannot be re-encoded: {e}"))?;
+    // hickory writes an RRSIG's signer name in lower case, its canonical
+    // form (RFC 4034 §6.2), which validates the same.
+    let same = again == bytes || (rtype == RecordType::RRSIG && again.eq_ignore_ascii_case(&bytes));
+    if !same {
         return Err(format!(
-            "RFC 3597 data for {name} record does not re-encode to the same bytes \
+            "{name} does not re-encode to the same bytes \
              (compressed names are not allowed)"
         ));
     }
     Ok(rdata)
+}
+
+/// SVCB and HTTPS (RFC 9460): priority, target and `key=value` parameters,
+/// read by hickory's parser once the target is made absolute (hickory
+/// reads names without an origin) and `key="value"` is joined again.
+pub(super) fn parse_svcb(f: &mut Fields<'_>, origin: &Name) -> Result<RData, Fail> {
+    let priority: u16 = f.number("priority")?;
+    let target = f.name("target name", origin)?;
+    let mut text = format!("{priority} {}", target.to_ascii());
+    let line = f.line;
+    let mut after_equals = false;
+    while let Some(tok) = f.next_opt() {
+        let piece = String::from_utf8_lossy(&tok.text);
+        if tok.quoted && after_equals {
+            text.push_str(&piece);
+        } else {
+            text.push(' ');
+            text.push_str(&piece);
+        }
+        after_equals = !tok.quoted && tok.text.ends_with(b"=");
+    }
+    RData::try_from_str(f.rtype, &text).map_err(|e| {
+        Fail::new(
+            line,
+            format!("bad {} record data \"{text}\": {e}", type_name(f.rtype)),
+        )
+    })
 }

@@ -822,8 +822,8 @@ fn type_errors() {
         "zones/x.zone:2: record type \"TYPE0\" cannot appear in a zone file"
     );
     assert_eq!(
-        error("$TTL 1\nwww HINFO \"pc\" \"os\"\n"),
-        "zones/x.zone:2: record type HINFO is only supported in RFC 3597 form (\\# <length> <hex>)"
+        error("$TTL 1\nwww TYPE65000 \"pc\" \"os\"\n"),
+        "zones/x.zone:2: record type TYPE65000 is only supported in RFC 3597 form (\\# <length> <hex>)"
     );
     // ... and the RFC 3597 form of it works.
     let rec = only("$TTL 1\nwww HINFO \\# 6 02706302 6f73\n");
@@ -849,8 +849,8 @@ fn class_errors() {
 #[test]
 fn unknown_directive() {
     assert_eq!(
-        error("$GENERATE 1-10 a$ A 192.0.2.$\n"),
-        "zones/x.zone:1: unknown directive \"$GENERATE\""
+        error("$GENERATOR 1-10 a$ A 192.0.2.$\n"),
+        "zones/x.zone:1: unknown directive \"$GENERATOR\""
     );
     assert_eq!(
         error("$ORIGIN\n"),
@@ -1007,5 +1007,118 @@ fn include_depth_is_limited() {
             looping.display(),
             looping.display()
         )
+    );
+}
+
+#[test]
+fn generate_makes_one_record_per_value() {
+    let records = parse("$TTL 60\n$GENERATE 1-3/2 host-${0,2} A 192.0.2.$\n");
+    let got: Vec<String> = records
+        .iter()
+        .map(|r| format!("{} {}", r.record.name, r.record.data))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "host-01.example.com. 192.0.2.1",
+            "host-03.example.com. 192.0.2.3"
+        ]
+    );
+    assert_eq!(records[1].line, 2, "the directive's line");
+    assert_eq!(
+        error("$TTL 1\n$GENERATE 5-1 h$ A 192.0.2.$\n"),
+        "zones/x.zone:2: bad $GENERATE range \"5-1\""
+    );
+    assert_eq!(
+        error("$TTL 1\n$GENERATE 1-300 h$ A 192.0.2.$\n"),
+        "zones/x.zone:2: bad IPv4 address \"192.0.2.256\" in A record"
+    );
+}
+
+#[test]
+fn dnssec_and_other_types_in_presentation_form() {
+    // RFC 4034 §2.3, §3.3, §4.3, §5.3 examples (DS digest from §5.4).
+    let dnskey = only(
+        "$TTL 86400\n@ DNSKEY 256 3 5 ( AQPSKmynfzW4kyBv015MUG2DeIQ3\n\
+         Cbl+BBZH4b/0PY1kxkmvHjcZc8no\nkfzj31GajIQKY+5CptLr3buXA10h\n\
+         WqTkF7H6RfoRqXQeogmMHfpftf6z\nMv1LyBUgia7za6ZEzOJBOztyvhjL\n\
+         742iU/TpPSEDhm2SNKLijfUppn1U\naNvv4w==  )\n",
+    );
+    assert_eq!(dnskey.record_type(), RecordType::DNSKEY);
+    let w = wire(&dnskey.data);
+    assert_eq!(&w[..4], &[1, 0, 3, 5], "flags 256, protocol 3, algorithm 5");
+    let rrsig = only(
+        "$TTL 3600\nhost RRSIG A 5 3 86400 20030322173103 ( 20030220173103 2642 example.com.\n\
+         oJB1W6WNGv+ldvQ3WDG0MQkg5IEhjRip8WTrPYGv07h108dUKGMeDPKijVCH\n\
+         X3DDKdfb+v6oB9wfuh3DTJXUAfI/M0zmO/zz8bW0Rznl8O3tGNazPwQKkRN2\n\
+         0XPXV6nwwfoXmJQbsLNrLfkGJ5D6fwFm8nN+6pBzeDQfsS3Ap3o= )\n",
+    );
+    let w = wire(&rrsig.data);
+    assert_eq!(&w[..4], &[0, 1, 5, 3], "covers A, algorithm 5, 3 labels");
+    assert_eq!(&w[4..8], &86400u32.to_be_bytes());
+    assert_eq!(
+        &w[8..12],
+        &1_048_354_263u32.to_be_bytes(),
+        "2003-03-22 17:31:03"
+    );
+    assert_eq!(&w[16..18], &2642u16.to_be_bytes());
+    let nsec = only("$TTL 3600\nalfa NSEC host.example.com. ( A MX RRSIG NSEC TYPE1234 )\n");
+    let mut expected = vec![4, b'h', b'o', b's', b't', 7];
+    expected.extend_from_slice(b"example\x03com\x00");
+    expected.extend_from_slice(&[0, 6, 0x40, 1, 0, 0, 0, 3, 4, 0x1b]);
+    expected.extend([0; 26]);
+    expected.push(0x20);
+    assert_eq!(wire(&nsec.data), expected);
+    let ds = only("$TTL 3600\ndskey DS 60485 5 1 ( 2BB183AF5F22588179A53B0A\n98631FAD1A292118 )\n");
+    assert_eq!(
+        wire(&ds.data),
+        [
+            0xec, 0x45, 5, 1, 0x2b, 0xb1, 0x83, 0xaf, 0x5f, 0x22, 0x58, 0x81, 0x79, 0xa5, 0x3b,
+            0x0a, 0x98, 0x63, 0x1f, 0xad, 0x1a, 0x29, 0x21, 0x18
+        ]
+    );
+    // RFC 5155 Appendix A.
+    let nsec3 = only(
+        "$TTL 3600\n0p9mhaveqvm6t7vbl5lop2u3t2rp3tom NSEC3 1 1 12 aabbccdd (\n\
+         2t7b4g4vsa5smi47k61mv5bv1a22bojr MX DNSKEY NS SOA NSEC3PARAM RRSIG )\n",
+    );
+    let w = wire(&nsec3.data);
+    assert_eq!(&w[..9], &[1, 1, 0, 12, 4, 0xaa, 0xbb, 0xcc, 0xdd]);
+    assert_eq!(w[9], 20, "hash length");
+    let param = only("$TTL 3600\n@ NSEC3PARAM 1 0 12 -\n");
+    assert_eq!(wire(&param.data), [1, 0, 0, 12, 0]);
+    // RFC 1876's example location; URI (RFC 7553); RP; DNAME.
+    let loc = only("$TTL 1\n@ LOC 42 21 54 N 71 06 18 W -24m 30m\n");
+    assert_eq!(
+        wire(&loc.data),
+        [
+            0, 0x33, 0x16, 0x13, 0x89, 0x17, 0x2d, 0xd0, 0x70, 0xbe, 0x15, 0xf0, 0x00, 0x98, 0x8d,
+            0x20
+        ]
+    );
+    let uri = only("$TTL 1\n_ftp._tcp URI 10 1 \"ftp://ftp1.example.com/public\"\n");
+    let w = wire(&uri.data);
+    assert_eq!(&w[..4], &[0, 10, 0, 1]);
+    assert_eq!(&w[4..], b"ftp://ftp1.example.com/public");
+    let rp = only("$TTL 1\n@ RP admin txt\n");
+    assert_eq!(rp.record_type(), RecordType::Unknown(17));
+    let dname = only("$TTL 1\nold DNAME new\n");
+    assert_eq!(dname.record_type(), RecordType::DNAME);
+    assert_eq!(wire(&dname.data), b"\x03new\x07example\x03com\x00".to_vec());
+    let https = only("$TTL 1\nwww HTTPS 1 . alpn=\"h2,h3\" port=443\n");
+    assert_eq!(https.record_type(), RecordType::HTTPS);
+    let w = wire(&https.data);
+    assert!(
+        w.windows(8).any(|x| x == b"\x00\x06\x02h2\x02h3"),
+        "alpn holds both: {w:?}"
+    );
+    // Errors still name the line and the field.
+    assert_eq!(
+        error("$TTL 1\n@ DS 1 8 2 zz\n"),
+        "zones/x.zone:2: bad hex data in DS record"
+    );
+    assert_eq!(
+        error("$TTL 1\n@ RRSIG A 13 2 60 20261301000000 20261101000000 1 example.com. AAAA\n"),
+        "zones/x.zone:2: bad signature time \"20261301000000\" in RRSIG record"
     );
 }

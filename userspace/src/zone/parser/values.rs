@@ -206,6 +206,15 @@ pub(super) fn class_keyword(tok: &Token) -> Option<bool> {
 
 /// A record type mnemonic or `TYPEnnn`. Meta types (queries, OPT, TSIG)
 /// cannot be stored in a zone.
+/// Mnemonics hickory's `RecordType` does not know, with their codes.
+pub(super) const EXTRA_TYPES: &[(&str, u16)] = &[
+    ("RP", 17),
+    ("LOC", 29),
+    ("SPF", 99),
+    ("ZONEMD", 63),
+    ("URI", 256),
+];
+
 pub(super) fn parse_type(tok: &Token) -> Result<RecordType, Fail> {
     let word = tok.keyword();
     let unknown = || Fail::new(tok.line, format!("unknown record type \"{}\"", tok.show()));
@@ -213,7 +222,10 @@ pub(super) fn parse_type(tok: &Token) -> Result<RecordType, Fail> {
         Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
             RecordType::from(n.parse::<u16>().map_err(|_| unknown())?)
         }
-        _ => RecordType::from_str(&word).map_err(|_| unknown())?,
+        _ => match EXTRA_TYPES.iter().find(|(n, _)| *n == word) {
+            Some((_, code)) => RecordType::from(*code),
+            None => RecordType::from_str(&word).map_err(|_| unknown())?,
+        },
     };
     let code = u16::from(rtype);
     if code == 0 || code == 41 || (128..=255).contains(&code) {
@@ -232,7 +244,10 @@ pub(super) fn parse_type(tok: &Token) -> Result<RecordType, Fail> {
 /// just "Unknown").
 pub(super) fn type_name(rtype: RecordType) -> String {
     match rtype {
-        RecordType::Unknown(code) => format!("TYPE{code}"),
+        RecordType::Unknown(code) => match EXTRA_TYPES.iter().find(|(_, c)| *c == code) {
+            Some((name, _)) => name.to_string(),
+            None => format!("TYPE{code}"),
+        },
         known => known.to_string(),
     }
 }
