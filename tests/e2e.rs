@@ -6,6 +6,7 @@ mod support;
 
 mod architecture;
 mod config_and_reload;
+mod dnssec;
 mod fallback_server;
 mod fuzz;
 mod hostile_input;

@@ -1,11 +1,15 @@
 //! Authoritative resolution inside one zone (RFC 1034 §4.3.2, RFC 4592
-//! wildcards, RFC 8482 minimal ANY), producing a [`Reply`]. Pure.
+//! wildcards, RFC 8482 minimal ANY, RFC 4035 DNSSEC for pre-signed
+//! zones), producing a [`Reply`]. Pure.
 
 use std::collections::HashSet;
 
 use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::rdata::CNAME;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
+use super::denial::{self, Denial};
 use crate::wire::Reply;
 use crate::zone::{label_count, Node, RRset, Zone};
 
@@ -14,24 +18,54 @@ const MAX_CNAME_CHAIN: usize = 16;
 
 /// What the zone says about one name.
 enum Found<'z> {
-    /// The node (possibly a wildcard's) that owns the name's data.
-    Node(&'z Node),
+    /// The node that owns the name's data; `wildcard` names the closest
+    /// encloser when the node is its wildcard (`*.<closest>`).
+    Node {
+        node: &'z Node,
+        wildcard: Option<LowerName>,
+    },
     /// The name is at or below a zone cut: refer to the child.
     Delegation {
         cut: LowerName,
+        node: &'z Node,
         ns: &'z RRset,
     },
-    NxDomain,
+    /// The name is below a DNAME at `owner` (RFC 6672).
+    Dname {
+        owner: LowerName,
+        node: &'z Node,
+        dname: &'z RRset,
+    },
+    /// No such name; `closest` is its closest encloser.
+    NxDomain { closest: LowerName },
 }
 
 /// Answers `qname`/`qtype` from `zone`, which must contain `qname`.
+/// `dnssec`: the query set DO; a signed zone's answers then carry their
+/// RRSIGs and NSEC/NSEC3 proofs (RFC 4035 §3.1).
 ///
 /// Owner names of answers keep the case the client sent; CNAME targets and
 /// additional records keep the zone's case. A reply that would hold more
 /// than `max_records` records is returned `oversized` as soon as that is
 /// known, without copying the rest.
-pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType, max_records: usize) -> Reply {
-    let mut reply = gather(zone, qname, qtype, &mut Budget(max_records));
+pub fn resolve(
+    zone: &Zone,
+    qname: &Name,
+    qtype: RecordType,
+    max_records: usize,
+    dnssec: bool,
+) -> Reply {
+    let mut out = Gather {
+        zone,
+        signed: dnssec && zone.is_signed(),
+        budget: max_records,
+        reply: Reply {
+            authoritative: true,
+            ..Reply::default()
+        },
+    };
+    out.oversized_unless(|g| g.gather(qname, qtype));
+    let mut reply = out.reply;
     if reply.answers.len() + reply.authority.len() + reply.additional.len() > max_records {
         reply.oversized = true;
     }
@@ -43,92 +77,310 @@ pub fn resolve(zone: &Zone, qname: &Name, qtype: RecordType, max_records: usize)
     reply
 }
 
-/// Records a reply may still take; pushing past it marks the reply
-/// oversized instead.
-struct Budget(usize);
+/// A reply being filled, within a budget of records.
+struct Gather<'z> {
+    zone: &'z Zone,
+    /// Add RRSIGs and denial proofs.
+    signed: bool,
+    /// Records the reply may still take.
+    budget: usize,
+    reply: Reply,
+}
 
-impl Budget {
-    /// Takes `n` records from the budget, or says they do not fit.
-    fn take(&mut self, n: usize) -> bool {
-        match self.0.checked_sub(n) {
-            Some(left) => {
-                self.0 = left;
-                true
-            }
-            None => false,
+/// Where a record set goes.
+#[derive(Clone, Copy)]
+enum Section {
+    Answer,
+    Authority,
+    Additional,
+}
+
+/// A push that did not fit the budget.
+struct Full;
+
+impl<'z> Gather<'z> {
+    fn oversized_unless(&mut self, f: impl FnOnce(&mut Self) -> Result<(), Full>) {
+        if f(self).is_err() {
+            self.reply.oversized = true;
         }
+    }
+
+    fn gather(&mut self, qname: &Name, qtype: RecordType) -> Result<(), Full> {
+        let zone = self.zone;
+        let mut owner = qname.clone();
+        for _ in 0..MAX_CNAME_CHAIN {
+            let key = LowerName::new(&owner);
+            match find(zone, &key, qtype) {
+                Found::Delegation { cut, node, ns } => {
+                    // A referral is only authoritative if we already
+                    // answered part of it (a CNAME leading into it).
+                    self.reply.authoritative = !self.reply.answers.is_empty();
+                    let cut_name = Name::from(&cut);
+                    self.push(Section::Authority, &cut_name, ns, None)?;
+                    if self.signed {
+                        match node.rrset(RecordType::DS) {
+                            Some(ds) => {
+                                self.push_signed(Section::Authority, &cut_name, node, ds)?
+                            }
+                            None => self.push_proof(&Denial::NoDs { cut: &cut })?,
+                        }
+                    }
+                    return self.push_addresses_for(&ns.rdatas, true);
+                }
+                Found::Dname {
+                    owner: at,
+                    node,
+                    dname,
+                } => {
+                    let at_name = Name::from(&at);
+                    self.push_signed(Section::Answer, &at_name, node, dname)?;
+                    let Some(target) = dname.rdatas.first().and_then(dname_target) else {
+                        return Ok(());
+                    };
+                    // RFC 6672 §2.2: the labels above the DNAME owner,
+                    // moved under its target; too long is YXDOMAIN.
+                    let above = label_count(&owner) - label_count(&at_name);
+                    let synthesised = Name::from_labels(owner.iter().take(above))
+                        .and_then(|prefix| prefix.append_name(&target));
+                    let Ok(synthesised) = synthesised else {
+                        self.reply.rcode = ResponseCode::YXDomain;
+                        return Ok(());
+                    };
+                    let cname = RRset {
+                        rtype: RecordType::CNAME,
+                        ttl: dname.ttl,
+                        rdatas: vec![RData::CNAME(CNAME(synthesised.clone()))],
+                    };
+                    self.push(Section::Answer, &owner, &cname, None)?;
+                    if qtype == RecordType::CNAME
+                        || !zone.origin_key().zone_of(&LowerName::new(&synthesised))
+                    {
+                        return Ok(());
+                    }
+                    owner = synthesised;
+                }
+                Found::NxDomain { closest } => {
+                    self.reply.rcode = ResponseCode::NXDomain;
+                    self.push_negative_soa()?;
+                    return self.push_proof(&Denial::Name {
+                        qname: &key,
+                        closest: &closest,
+                    });
+                }
+                Found::Node { node, wildcard } => {
+                    if let Some(closest) = &wildcard {
+                        if self.signed && qtype_answered(node, qtype) {
+                            self.push_proof(&Denial::WildcardAnswer {
+                                qname: &key,
+                                closest,
+                            })?;
+                        }
+                    }
+                    if qtype == RecordType::RRSIG && node.rrset(RecordType::RRSIG).is_some() {
+                        for set in node
+                            .rrsets()
+                            .iter()
+                            .filter(|s| s.rtype == RecordType::RRSIG)
+                        {
+                            self.push(Section::Answer, &owner, set, None)?;
+                        }
+                        return Ok(());
+                    }
+                    let rrset = match qtype {
+                        RecordType::ANY => {
+                            node.rrsets().iter().find(|s| s.rtype != RecordType::RRSIG)
+                        }
+                        t => node.rrset(t),
+                    };
+                    if let Some(set) = rrset {
+                        self.push_signed(Section::Answer, &owner, node, set)?;
+                        return self.push_addresses_for(&set.rdatas, false);
+                    }
+                    let Some(cname) = node.rrset(RecordType::CNAME) else {
+                        self.push_negative_soa()?;
+                        let denial = match &wildcard {
+                            Some(closest) => Denial::WildcardType {
+                                qname: &key,
+                                closest,
+                            },
+                            None => Denial::Type {
+                                qname: &key,
+                                ds: qtype == RecordType::DS,
+                            },
+                        };
+                        return self.push_proof(&denial);
+                    };
+                    self.push_signed(Section::Answer, &owner, node, cname)?;
+                    let Some(RData::CNAME(target)) = cname.rdatas.first() else {
+                        return Ok(());
+                    };
+                    if !zone.origin_key().zone_of(&LowerName::new(&target.0)) {
+                        // Out of zone: the resolver continues from here.
+                        return Ok(());
+                    }
+                    owner = target.0.clone();
+                }
+            }
+        }
+        // A chain this long is a loop or abuse; return what we have.
+        Ok(())
+    }
+
+    fn section(&mut self, section: Section) -> &mut Vec<Record> {
+        match section {
+            Section::Answer => &mut self.reply.answers,
+            Section::Authority => &mut self.reply.authority,
+            Section::Additional => &mut self.reply.additional,
+        }
+    }
+
+    /// Copies `set` (with `ttl` instead of its own, if given).
+    fn push(
+        &mut self,
+        section: Section,
+        owner: &Name,
+        set: &RRset,
+        ttl: Option<u32>,
+    ) -> Result<(), Full> {
+        self.budget = self.budget.checked_sub(set.rdatas.len()).ok_or(Full)?;
+        let ttl = ttl.unwrap_or(set.ttl);
+        self.section(section).extend(
+            set.rdatas
+                .iter()
+                .map(|d| Record::from_rdata(owner.clone(), ttl, d.clone())),
+        );
+        Ok(())
+    }
+
+    /// `set` and, in a signed answer, the RRSIGs over it from `node`.
+    fn push_signed(
+        &mut self,
+        section: Section,
+        owner: &Name,
+        node: &Node,
+        set: &RRset,
+    ) -> Result<(), Full> {
+        self.push(section, owner, set, None)?;
+        if self.signed {
+            if let Some(sigs) = node.signatures(set.rtype) {
+                self.push(section, owner, sigs, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// SOA in authority for NXDOMAIN/NODATA, with the negative-caching TTL
+    /// min(SOA TTL, SOA MINIMUM) (RFC 2308 §3), signed like the SOA.
+    fn push_negative_soa(&mut self) -> Result<(), Full> {
+        let zone = self.zone;
+        let apex = zone.apex();
+        let Some(soa) = apex.rrset(RecordType::SOA) else {
+            return Ok(());
+        };
+        let Some((fields, _)) = zone.soa() else {
+            return Ok(());
+        };
+        let ttl = soa.ttl.min(fields.minimum);
+        self.push(Section::Authority, zone.origin(), soa, Some(ttl))?;
+        if self.signed {
+            if let Some(sigs) = apex.signatures(RecordType::SOA) {
+                self.push(Section::Authority, zone.origin(), sigs, Some(ttl))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The NSEC/NSEC3 records proving `denial`, each with its RRSIGs.
+    fn push_proof(&mut self, denial: &Denial<'_>) -> Result<(), Full> {
+        if !self.signed {
+            return Ok(());
+        }
+        let zone = self.zone;
+        let Some(proof) = denial::prove(zone, denial) else {
+            return Ok(());
+        };
+        let rtype = if proof.nsec3 {
+            RecordType::NSEC3
+        } else {
+            RecordType::NSEC
+        };
+        for owner in &proof.owners {
+            let Some(node) = zone.node(owner) else {
+                continue;
+            };
+            if let Some(set) = node.rrset(rtype) {
+                self.push_signed(Section::Authority, &Name::from(owner), node, set)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A/AAAA records for the in-zone targets of MX, SRV and NS data: the
+    /// only additional data a client needs, signed in a signed answer.
+    /// With `glue`, targets below a zone cut count too (they are glue for
+    /// the referral, and unsigned).
+    fn push_addresses_for(&mut self, rdatas: &[RData], glue: bool) -> Result<(), Full> {
+        let zone = self.zone;
+        // Two MX records to one host must not list it twice (a set: a
+        // large SRV RRset must not cost a quadratic search).
+        let mut seen = HashSet::new();
+        for d in rdatas {
+            let target = match d {
+                RData::MX(mx) => &mx.exchange,
+                RData::SRV(srv) => &srv.target,
+                RData::NS(ns) => &ns.0,
+                _ => continue,
+            };
+            let key = LowerName::new(target);
+            if !zone.origin_key().zone_of(&key) || (!glue && zone.below_cut(&key)) {
+                continue;
+            }
+            let Some(node) = zone.node(&key) else {
+                continue;
+            };
+            if !seen.insert(key) {
+                continue;
+            }
+            for t in [RecordType::A, RecordType::AAAA] {
+                if let Some(set) = node.rrset(t) {
+                    self.push_signed(Section::Additional, target, node, set)?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
-fn gather(zone: &Zone, qname: &Name, qtype: RecordType, budget: &mut Budget) -> Reply {
-    let mut reply = Reply {
-        authoritative: true,
-        ..Reply::default()
+/// The target of a DNAME record (hickory keeps its rdata as bytes).
+fn dname_target(rdata: &RData) -> Option<Name> {
+    let RData::Unknown { rdata, .. } = rdata else {
+        return None;
     };
-    let mut owner = qname.clone();
-    for _ in 0..MAX_CNAME_CHAIN {
-        let key = LowerName::new(&owner);
-        match find(zone, &key, qtype) {
-            Found::Delegation { cut, ns } => {
-                // A referral is only authoritative if we already answered
-                // part of it (a CNAME leading into the delegation).
-                reply.authoritative = !reply.answers.is_empty();
-                reply.oversized = !push_rrset(&mut reply.authority, &Name::from(&cut), ns, budget)
-                    || !push_addresses_for(zone, &ns.rdatas, &mut reply.additional, true, budget);
-                return reply;
-            }
-            Found::NxDomain => {
-                reply.rcode = ResponseCode::NXDomain;
-                push_negative_soa(zone, &mut reply);
-                return reply;
-            }
-            Found::Node(node) => {
-                let rrset = match qtype {
-                    RecordType::ANY => node.rrsets().first(),
-                    t => node.rrset(t),
-                };
-                if let Some(set) = rrset {
-                    reply.oversized = !push_rrset(&mut reply.answers, &owner, set, budget)
-                        || !push_addresses_for(
-                            zone,
-                            &set.rdatas,
-                            &mut reply.additional,
-                            false,
-                            budget,
-                        );
-                    return reply;
-                }
-                let Some(cname) = node.rrset(RecordType::CNAME) else {
-                    push_negative_soa(zone, &mut reply);
-                    return reply;
-                };
-                if !push_rrset(&mut reply.answers, &owner, cname, budget) {
-                    reply.oversized = true;
-                    return reply;
-                }
-                let Some(RData::CNAME(target)) = cname.rdatas.first() else {
-                    return reply;
-                };
-                if !zone.origin_key().zone_of(&LowerName::new(&target.0)) {
-                    // Out of zone: the resolver continues from here.
-                    return reply;
-                }
-                owner = target.0.clone();
-            }
-        }
+    let mut decoder = BinDecoder::new(&rdata.anything);
+    let name = Name::read(&mut decoder).ok()?;
+    decoder.is_empty().then_some(name)
+}
+
+/// Whether `node` answers `qtype` itself (rather than by CNAME or NODATA).
+fn qtype_answered(node: &Node, qtype: RecordType) -> bool {
+    match qtype {
+        RecordType::ANY => !node.is_empty(),
+        t => node.rrset(t).is_some() || node.rrset(RecordType::CNAME).is_some(),
     }
-    // A chain this long is a loop or abuse; return what we have.
-    reply
 }
 
 /// Finds the node for `key`, honouring zone cuts below the apex and
-/// wildcards with their closest-encloser rule (RFC 4592 §3.3.1).
+/// wildcards with their closest-encloser rule (RFC 4592 §3.3.1). NSEC3
+/// owner names are not names of the zone (RFC 5155 §7.2.9).
 fn find<'z>(zone: &'z Zone, key: &LowerName, qtype: RecordType) -> Found<'z> {
     // Without cuts below the apex an existing name answers for itself: one
     // lookup rather than one per label (the common service-discovery zone).
-    if !zone.has_cuts() {
-        if let Some(node) = zone.node(key) {
-            return Found::Node(node);
+    if !zone.has_cuts() && !zone.has_dnames() {
+        if let Some(node) = zone.node(key).filter(|n| !n.is_nsec3_only()) {
+            return Found::Node {
+                node,
+                wildcard: None,
+            };
         }
     }
     let apex_labels = label_count(zone.origin());
@@ -137,95 +389,57 @@ fn find<'z>(zone: &'z Zone, key: &LowerName, qtype: RecordType) -> Found<'z> {
     let mut closest_name = zone.origin_key().clone();
     // Walk down from the apex; the first missing name ends the walk at the
     // closest encloser.
-    for labels in apex_labels + 1..=depth {
-        let name = LowerName::from(key.trim_to(labels));
-        let Some(node) = zone.node(&name) else {
-            return wildcard(zone, &closest_name);
+    for labels in apex_labels..=depth {
+        let name = if labels == apex_labels {
+            closest_name.clone()
+        } else {
+            LowerName::from(key.trim_to(labels))
         };
+        let Some(node) = zone.node(&name).filter(|n| !n.is_nsec3_only()) else {
+            return wildcard(zone, closest_name);
+        };
+        if labels < depth {
+            if let Some(dname) = node.rrset(RecordType::DNAME) {
+                return Found::Dname {
+                    owner: name,
+                    node,
+                    dname,
+                };
+            }
+        }
+        if labels == apex_labels {
+            continue;
+        }
         if let Some(ns) = node.rrset(RecordType::NS) {
             // The parent side answers DS at the cut itself.
             if !(labels == depth && qtype == RecordType::DS) {
-                return Found::Delegation { cut: name, ns };
+                return Found::Delegation {
+                    cut: name,
+                    node,
+                    ns,
+                };
             }
         }
         closest = node;
         closest_name = name;
     }
-    Found::Node(closest)
+    Found::Node {
+        node: closest,
+        wildcard: None,
+    }
 }
 
 /// Name does not exist: synthesise from `*.<closest encloser>` if present.
-fn wildcard<'z>(zone: &'z Zone, closest_name: &LowerName) -> Found<'z> {
-    match Name::from(closest_name).prepend_label("*") {
-        Ok(source) => zone
-            .node(&LowerName::from(source))
-            .map_or(Found::NxDomain, Found::Node),
-        Err(_) => Found::NxDomain,
+fn wildcard(zone: &Zone, closest: LowerName) -> Found<'_> {
+    let source = Name::from(&closest)
+        .prepend_label("*")
+        .ok()
+        .and_then(|s| zone.node(&LowerName::from(s)));
+    match source {
+        Some(node) => Found::Node {
+            node,
+            wildcard: Some(closest),
+        },
+        None => Found::NxDomain { closest },
     }
-}
-
-/// Copies `set` into `out` if the budget holds it; false if not.
-fn push_rrset(out: &mut Vec<Record>, owner: &Name, set: &RRset, budget: &mut Budget) -> bool {
-    if !budget.take(set.rdatas.len()) {
-        return false;
-    }
-    out.extend(
-        set.rdatas
-            .iter()
-            .map(|d| Record::from_rdata(owner.clone(), set.ttl, d.clone())),
-    );
-    true
-}
-
-/// SOA in authority for NXDOMAIN/NODATA, with the negative-caching TTL
-/// min(SOA TTL, SOA MINIMUM) (RFC 2308 §3).
-fn push_negative_soa(zone: &Zone, reply: &mut Reply) {
-    if let Some((soa, ttl)) = zone.soa() {
-        reply.authority.push(Record::from_rdata(
-            zone.origin().clone(),
-            ttl.min(soa.minimum),
-            RData::SOA(soa.clone()),
-        ));
-    }
-}
-
-/// A/AAAA records for the in-zone targets of MX, SRV and NS data: the
-/// only additional data a client needs. With `glue`, targets below a zone
-/// cut count too (they are glue for the referral).
-fn push_addresses_for(
-    zone: &Zone,
-    rdatas: &[RData],
-    out: &mut Vec<Record>,
-    glue: bool,
-    budget: &mut Budget,
-) -> bool {
-    // Two MX records to one host must not list it twice (a set: a large
-    // SRV RRset must not cost a quadratic search).
-    let mut seen = HashSet::new();
-    for d in rdatas {
-        let target = match d {
-            RData::MX(mx) => &mx.exchange,
-            RData::SRV(srv) => &srv.target,
-            RData::NS(ns) => &ns.0,
-            _ => continue,
-        };
-        let key = LowerName::new(target);
-        if !zone.origin_key().zone_of(&key) || (!glue && zone.below_cut(&key)) {
-            continue;
-        }
-        let Some(node) = zone.node(&key) else {
-            continue;
-        };
-        if !seen.insert(key) {
-            continue;
-        }
-        for t in [RecordType::A, RecordType::AAAA] {
-            if let Some(set) = node.rrset(t) {
-                if !push_rrset(out, target, set, budget) {
-                    return false;
-                }
-            }
-        }
-    }
-    true
 }

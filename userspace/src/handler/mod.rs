@@ -3,6 +3,7 @@
 //! XDP compiler's differential tests both call this.
 
 mod chaos;
+mod denial;
 mod lookup;
 
 use hickory_proto::op::ResponseCode;
@@ -141,7 +142,10 @@ impl Handler {
         }
         match snapshot.zone_of(q.name()) {
             Some(zone) if zone.is_expired() => Reply::error(ResponseCode::ServFail),
-            Some(zone) => resolve(zone, q.name(), q.query_type(), max_records),
+            Some(zone) => {
+                let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
+                resolve(zone, q.name(), q.query_type(), max_records, dnssec)
+            }
             None => Reply::error(ResponseCode::Refused),
         }
     }

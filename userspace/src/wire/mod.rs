@@ -279,6 +279,23 @@ pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerE
             msg.metadata.authoritative = false;
         }
     }
+    // An authoritative answer's additional records are optional (RFC 2181
+    // §9): without them it may fit, as NSD sends it. A referral's glue is
+    // not (RFC 9471), so a referral that does not fit is truncated.
+    let optional = reply.authoritative && !reply.additional.is_empty() && !reply.oversized;
+    if optional && msg.metadata.response_code != ResponseCode::ServFail {
+        let records = reply.answers.len() + reply.authority.len();
+        if records <= max_records(limit) {
+            msg.answers.clone_from(&reply.answers);
+            msg.authorities.clone_from(&reply.authority);
+            msg.additionals.clear();
+            if let Ok(bytes) = msg.to_bytes() {
+                if bytes.len() <= limit && bytes[2] & TC_BIT == 0 {
+                    return bytes;
+                }
+            }
+        }
+    }
     msg.metadata.truncation = msg.metadata.response_code != ResponseCode::ServFail;
     msg.answers.clear();
     msg.authorities.clear();

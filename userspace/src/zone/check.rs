@@ -113,6 +113,13 @@ fn check_cname_exclusive<'a>(
     seen: &mut SeenAt<'a>,
 ) -> Result<(), ZoneCheckError> {
     let name = &rec.record.name;
+    // DNSSEC's own records sit beside a CNAME (RFC 4035 §2.5, RFC 2181 §10.1).
+    if matches!(
+        rec.record.record_type(),
+        RecordType::RRSIG | RecordType::NSEC
+    ) {
+        return Ok(());
+    }
     if rec.record.record_type() == RecordType::CNAME {
         if let Some(prev) = seen.cname.filter(|p| p.record.data != rec.record.data) {
             return Err(ZoneCheckError::at(

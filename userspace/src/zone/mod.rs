@@ -145,6 +145,8 @@ pub struct Zone {
     /// Non-apex names with NS records. Without any, lookups skip the
     /// label-by-label walk that looks for a cut above the name.
     cut_count: usize,
+    /// DNAME RRsets: names below them are redirected (RFC 6672).
+    dname_count: usize,
     /// A secondary zone past its SOA expire: answered with SERVFAIL.
     expired: bool,
     /// Owners of NSEC records, in canonical order (RFC 4034 §6.1).
@@ -166,6 +168,7 @@ impl Zone {
             nodes,
             record_count: 0,
             cut_count: 0,
+            dname_count: 0,
             expired: false,
             nsec_owners: imbl::OrdSet::new(),
             nsec3_hashes: imbl::OrdMap::new(),
@@ -284,6 +287,9 @@ impl Zone {
                 if rtype == RecordType::NS && key != self.origin_key {
                     self.cut_count += 1;
                 }
+                if rtype == RecordType::DNAME {
+                    self.dname_count += 1;
+                }
                 true
             }
         };
@@ -314,6 +320,9 @@ impl Zone {
             rrsets.remove(pos);
             if rtype == RecordType::NS && key != self.origin_key {
                 self.cut_count -= 1;
+            }
+            if rtype == RecordType::DNAME {
+                self.dname_count -= 1;
             }
             self.index_denial(rtype, &key, false);
         }
@@ -415,6 +424,10 @@ impl Zone {
                 _ => None,
             }
         })
+    }
+
+    pub fn has_dnames(&self) -> bool {
+        self.dname_count > 0
     }
 
     pub fn has_cuts(&self) -> bool {
