@@ -99,17 +99,17 @@ const TYPES: &[RecordType] = &[
 ];
 
 #[derive(Clone, Copy, Debug)]
-enum Denial {
+pub enum Denial {
     Nsec,
     Nsec3,
     Nsec3OptOut,
 }
 
-/// A signed copy of [`ZONE`] and the key-signing key to trust.
-struct Signed {
-    dir: TempDir,
-    file: PathBuf,
-    trust_anchor: String,
+/// A signed copy of a zone and the key-signing key to trust.
+pub struct Signed {
+    pub dir: TempDir,
+    pub file: PathBuf,
+    pub trust_anchor: String,
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -123,25 +123,30 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Signs [`ZONE`] with a fresh ECDSA P-256 KSK and ZSK, as an operator
-/// would with BIND's tools.
+/// Signs [`ZONE`] with a fresh ECDSA P-256 KSK and ZSK.
 fn sign(denial: Denial) -> Signed {
+    sign_zone("signed.test.", ZONE, "ECDSAP256SHA256", denial)
+}
+
+/// Signs `text` (zone `origin`) with a fresh KSK and ZSK of `algorithm`,
+/// as an operator would with BIND's tools.
+pub fn sign_zone(origin: &str, text: &str, algorithm: &str, denial: Denial) -> Signed {
     let dir = TempDir::new("dnssec");
-    let unsigned = dir.write("signed.test.zone", ZONE);
+    let unsigned = dir.write("unsigned.zone", text);
     let keygen = |extra: &[&str]| {
         let out = run(Command::new(tool("dnssec-keygen"))
             .current_dir(&dir.0)
             .args(["-q", "-K", "."])
-            .args(["-a", "ECDSAP256SHA256"])
+            .args(["-a", algorithm])
             .args(extra)
-            .arg("signed.test."));
+            .arg(origin));
         out.trim().to_string()
     };
     let ksk = keygen(&["-f", "KSK"]);
     keygen(&[]);
     let mut sign = Command::new(tool("dnssec-signzone"));
     sign.current_dir(&dir.0)
-        .args(["-S", "-K", ".", "-o", "signed.test.", "-f", "signed.zone"]);
+        .args(["-S", "-K", ".", "-o", origin, "-f", "signed.zone"]);
     match denial {
         Denial::Nsec => {}
         Denial::Nsec3 => {

@@ -260,6 +260,75 @@ fn kernel_answers_are_byte_identical_to_the_fallback() {
     );
 }
 
+/// In a zone signed by `dnssec-signzone` with ECDSA, Ed25519 and RSA keys,
+/// DO=1 queries for A/AAAA are answered in the kernel from the signed
+/// variants (RRset + RRSIGs), byte for byte as the fallback answers them;
+/// DO=0 ones from the plain entries; a name whose RRset has no RRSIG goes
+/// up.
+#[test]
+fn signed_zones_answer_do_queries_in_the_kernel_like_the_fallback() {
+    use super::dnssec::{sign_zone, Denial};
+    let mut text = String::from(
+        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
+         @ NS ns1\nns1 A 192.0.2.1\nwww A 192.0.2.80\nwww AAAA 2001:db8::80\n\
+         a-rather-long-name-for-the-short-key-table-of-xdpdns A 192.0.2.81\n",
+    );
+    for i in 1..=12 {
+        text += &format!("twelve A 10.0.12.{i}\n");
+    }
+    let names = [
+        "ns1.example.com.",
+        "www.example.com.",
+        "twelve.example.com.",
+        "a-rather-long-name-for-the-short-key-table-of-xdpdns.example.com.",
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    for algorithm in ["ECDSAP256SHA256", "ED25519", "RSASHA256"] {
+        let signed = sign_zone("example.com.", &text, algorithm, Denial::Nsec);
+        let r = rig(&std::fs::read_to_string(&signed.file).unwrap());
+        let snap = r.store.snapshot();
+        let (mut id, mut signed_tx, mut missed) = (0u16, 0u64, Vec::new());
+        for name in names {
+            for qtype in [RecordType::A, RecordType::AAAA] {
+                for (payload, dnssec_ok) in [(1232, true), (4096, true), (512, true), (1232, false)]
+                {
+                    for family in [Family::V4, Family::V6] {
+                        id = id.wrapping_add(1);
+                        let qname = randomise_case(name, &mut seed);
+                        let dns = query(&qname, qtype, Some(opt(payload, dnssec_ok, &[])), id);
+                        let expected = r.expected(&snap, &dns, family);
+                        let f = frame(family, 0, &dns, Quirks::default());
+                        let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+                        let what = format!("{algorithm} {qname} {qtype} {payload} DO={dnssec_ok}");
+                        match out.action {
+                            XDP_TX => {
+                                let got = check_reply(family, 0, &f, &out.frame);
+                                assert_eq!(got, expected, "{what}");
+                                signed_tx += u64::from(dnssec_ok);
+                            }
+                            XDP_PASS => {
+                                if is_direct_hit(&snap, &expected, &qname, qtype)
+                                    && expected.len() <= payload as usize
+                                {
+                                    missed.push(what);
+                                }
+                            }
+                            other => panic!("unexpected XDP action {other}"),
+                        }
+                    }
+                }
+            }
+        }
+        assert!(missed.is_empty(), "signed hits passed up: {missed:#?}");
+        let c = r.fast.counters().unwrap();
+        assert!(
+            signed_tx >= 10,
+            "{algorithm}: {signed_tx} DO=1 answers in the kernel"
+        );
+        assert_eq!(c.answered_signed, signed_tx, "{algorithm}: counted: {c}");
+    }
+}
+
 /// A query for www A with the given mutation applied to the DNS bytes.
 fn mutated(f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
     let mut q = query(
@@ -989,8 +1058,8 @@ fn kernel_cookies_match_the_rfc9018_test_vector() {
 
 #[test]
 fn nsid_modes_and_signed_zones() {
-    // A zone holding a DNSKEY: DO=1 queries go up (the fallback adds
-    // signatures), DO=0 queries are answered here.
+    // A zone holding a DNSKEY but no RRSIG over www: no signed variant,
+    // so DO=1 queries go up; DO=0 queries are answered here.
     let signed =
         "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\n\
         @ DNSKEY \\# 6 0101030daabb\n\

@@ -45,6 +45,10 @@ pub const LONG_NAME_BUF: usize = 256;
 /// With the 8-byte head the value is 40 bytes, so a tiny-key element is
 /// 128 bytes with the kernel's header: one slab object of 128, not 192.
 pub const INLINE_MAX: usize = 32;
+/// Largest answer section kept in the small-block table (a few records,
+/// or one RRset with an ECDSA or Ed25519 RRSIG); larger ones take a
+/// [`BLOCK_MAX`] block.
+pub const SMALL_BLOCK_MAX: usize = 256;
 /// Largest answer section the kernel can send (a block). Larger RRsets,
 /// and answers that do not fit the client's UDP size, are the fallback's.
 pub const BLOCK_MAX: usize = 2048;
@@ -53,6 +57,21 @@ pub const BLOCK_MAX: usize = 2048;
 pub mod qtype_slot {
     pub const A: u8 = 0;
     pub const AAAA: u8 = 1;
+    /// The DNSSEC variants (the RRset followed by its RRSIGs), answered
+    /// when the query sets DO and the plain entry is
+    /// [`SIGNED`](super::answer_flags::SIGNED).
+    pub const A_SIGNED: u8 = 2;
+    pub const AAAA_SIGNED: u8 = 3;
+    /// Every slot.
+    pub const ALL: [u8; 4] = [A, AAAA, A_SIGNED, AAAA_SIGNED];
+}
+
+/// The last byte of a key: zero for a plain entry — a wire name ends with
+/// its zero root label and is zero-padded to the key's size, so that byte
+/// is zero in every name's key — and one for the signed variant of a
+/// [`qtype_slot`].
+pub const fn key_tail(qtype: u8) -> u8 {
+    (qtype >> 1) & 1
 }
 
 /// Key of the tiny-name table: the query name in wire form, lower-cased
@@ -169,8 +188,16 @@ impl Answer {
 /// Zones counted apart in the kernel's per-zone answer counters.
 pub const ZONES_MAX: u32 = 4096;
 
-/// An answer section too large to inline, stored once and referenced by
-/// every entry that answers with it.
+/// An answer section of up to [`SMALL_BLOCK_MAX`] bytes too large to
+/// inline, stored once and referenced by every entry that answers with it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmallBlock {
+    pub data: [u8; SMALL_BLOCK_MAX],
+}
+
+/// An answer section too large for a small block, stored once and
+/// referenced by every entry that answers with it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AnswerBlock {
@@ -179,8 +206,9 @@ pub struct AnswerBlock {
 
 /// Bits of [`Answer::flags`].
 pub mod answer_flags {
-    /// The name is in a signed zone: DO=1 queries go to the fallback,
-    /// which adds the signatures.
+    /// The name is in a signed zone: a DO=1 query is answered from the
+    /// signed variant of the entry (key with [`key_tail`](super::key_tail)
+    /// one), or goes to the fallback when there is none.
     pub const SIGNED: u16 = 1;
 }
 
@@ -282,6 +310,7 @@ mod pod {
     unsafe impl aya::Pod for super::TinyKey {}
     unsafe impl aya::Pod for super::ShortKey {}
     unsafe impl aya::Pod for super::AnswerBlock {}
+    unsafe impl aya::Pod for super::SmallBlock {}
     unsafe impl aya::Pod for super::LongKey {}
     unsafe impl aya::Pod for super::Answer {}
     unsafe impl aya::Pod for super::XdpConfig {}
@@ -293,7 +322,9 @@ pub mod counter {
     pub const ANSWERED_A: u32 = 0;
     pub const ANSWERED_AAAA: u32 = 1;
     pub const PASS_BASE: u32 = 2;
-    pub const COUNT: u32 = PASS_BASE + super::PassReason::COUNT as u32;
+    /// Answers (counted above as A or AAAA too) from a signed variant.
+    pub const ANSWERED_SIGNED: u32 = PASS_BASE + super::PassReason::COUNT as u32;
+    pub const COUNT: u32 = ANSWERED_SIGNED + 1;
 }
 
 /// Why a packet was handed to the fallback server instead of being answered

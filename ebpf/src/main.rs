@@ -18,7 +18,8 @@ use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
-    answer_flags, counter, Answer, PassReason, XdpConfig, SHORT_NAME_MAX, TINY_NAME_MAX,
+    answer_flags, counter, key_tail, qtype_slot, Answer, PassReason, XdpConfig, LONG_NAME_BUF,
+    SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
 use maps::{
@@ -35,7 +36,10 @@ pub fn xdpdns(ctx: XdpContext) -> u32 {
 pub fn handle(ctx: &XdpContext) -> u32 {
     match try_answer(ctx) {
         Ok((slot, zone)) => {
-            count(counter::ANSWERED_A + slot as u32);
+            count(counter::ANSWERED_A + (slot & 1) as u32);
+            if slot & 2 != 0 {
+                count(counter::ANSWERED_SIGNED);
+            }
             if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
                 unsafe { *c += 1 };
             }
@@ -66,6 +70,8 @@ fn count(slot: u32) {
 /// holding the parsed query, and the configuration.
 pub struct Found {
     answer: &'static Answer,
+    /// The answer is a signed variant.
+    signed: bool,
     s: *mut Scratch,
     cfg: *const XdpConfig,
 }
@@ -86,21 +92,51 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     } else {
         unsafe { LONG_NAMES.get(&sc.long) }
     };
-    let answer = answer.ok_or(PassReason::Miss)?;
-    if answer.flags() & answer_flags::SIGNED != 0 && q.edns.dnssec_ok {
-        // Signatures are the fallback's to add.
-        return Err(PassReason::Edns);
+    let mut answer = answer.ok_or(PassReason::Miss)?;
+    let signed = answer.flags() & answer_flags::SIGNED != 0 && q.edns.dnssec_ok;
+    if signed {
+        // DO=1 in a signed zone: the signed variant, whose key ends in
+        // one; without it, the fallback adds the signatures.
+        answer = signed_variant(s, q.name_len as usize).ok_or(PassReason::Edns)?;
     }
-    Ok(Found { answer, s, cfg })
+    Ok(Found {
+        answer,
+        signed,
+        s,
+        cfg,
+    })
+}
+
+/// The signed variant of the entry just found for a name of `name_len`
+/// wire bytes: the same key with its last byte set (`key_tail`).
+#[inline(always)]
+fn signed_variant(s: *mut Scratch, name_len: usize) -> Option<&'static Answer> {
+    let sc = unsafe { &mut *s };
+    if name_len <= TINY_NAME_MAX {
+        sc.tiny.name[TINY_NAME_MAX - 1] = key_tail(qtype_slot::A_SIGNED);
+        unsafe { TINY_NAMES.get(&sc.tiny) }
+    } else if name_len <= SHORT_NAME_MAX {
+        sc.short.name[SHORT_NAME_MAX - 1] = key_tail(qtype_slot::A_SIGNED);
+        unsafe { SHORT_NAMES.get(&sc.short) }
+    } else {
+        sc.long.name[LONG_NAME_BUF - 1] = key_tail(qtype_slot::A_SIGNED);
+        unsafe { LONG_NAMES.get(&sc.long) }
+    }
 }
 
 #[inline(always)]
-/// The answer's type slot (A or AAAA) and zone, for the counters.
+/// The answer's type slot (A or AAAA, plus 2 when signed) and zone, for
+/// the counters.
 fn try_answer(ctx: &XdpContext) -> Result<(u8, u32), PassReason> {
-    let Found { answer, s, cfg } = parse_and_lookup(ctx)?;
+    let Found {
+        answer,
+        signed,
+        s,
+        cfg,
+    } = parse_and_lookup(ctx)?;
     let zone = answer.zone();
     let q = unsafe { &(*s).qn };
-    let qtype = q.qtype & 1;
+    let qtype = q.qtype & 1 | (signed as u8) << 1;
     if q.edns.present {
         // Not called from `xdpdns_reply`: the two frames would not fit
         // the 512-byte stack together.

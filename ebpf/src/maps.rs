@@ -4,7 +4,7 @@
 use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
 use xdpdns_common::{
-    counter, Answer, AnswerBlock, LongKey, ShortKey, TinyKey, XdpConfig, LONG_NAME_BUF,
+    counter, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey, XdpConfig, LONG_NAME_BUF,
     SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
 };
 
@@ -24,7 +24,13 @@ pub static SHORT_NAMES: HashMap<ShortKey, Answer> = HashMap::with_max_entries(1 
 #[map(name = "LONG_NAMES")]
 pub static LONG_NAMES: HashMap<LongKey, Answer> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
 
-/// Answer sections too large to inline, by block id.
+/// Answer sections too large to inline, up to `SMALL_BLOCK_MAX` bytes, by
+/// block id (their own id space).
+#[map(name = "SMALL_BLOCKS")]
+pub static SMALL_BLOCKS: HashMap<u32, SmallBlock> =
+    HashMap::with_max_entries(1 << 12, NO_PREALLOC);
+
+/// Answer sections too large for a small block, by block id.
 #[map(name = "BLOCKS")]
 pub static BLOCKS: HashMap<u32, AnswerBlock> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
 

@@ -6,12 +6,13 @@ use aya_ebpf::helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail};
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
     Answer, PassReason, XdpConfig, BLOCK_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN, INLINE_MAX,
+    SMALL_BLOCK_MAX,
 };
 
 use crate::csum;
 use crate::edns::{self, Edns};
 use crate::headers::{load, store, Packet, UDP_LEN};
-use crate::maps::{Scratch, BLOCKS};
+use crate::maps::{Scratch, BLOCKS, SMALL_BLOCKS};
 use crate::question::Question;
 
 const REPLY_HOP_LIMIT: u8 = 64;
@@ -114,14 +115,18 @@ pub fn build(
     cfg: &XdpConfig,
 ) -> Result<(), PassReason> {
     let alen = ans.section_len() as u32;
-    if alen < 8 || alen > BLOCK_MAX as u32 || alen % 4 != 0 {
+    if alen < 8 || alen > BLOCK_MAX as u32 {
         return Err(PassReason::Size);
     }
-    // The section: inline, or a block of the block table.
-    let block = if alen as usize <= INLINE_MAX {
-        None
+    // The section: inline, or in the small-block or the block table.
+    let (small, block) = if alen as usize <= INLINE_MAX {
+        (None, None)
+    } else if alen as usize <= SMALL_BLOCK_MAX {
+        let b = unsafe { SMALL_BLOCKS.get(&ans.block()) }.ok_or(PassReason::Miss)?;
+        (Some(b), None)
     } else {
-        Some(unsafe { BLOCKS.get(&ans.block()) }.ok_or(PassReason::Miss)?)
+        let b = unsafe { BLOCKS.get(&ans.block()) }.ok_or(PassReason::Miss)?;
+        (None, Some(b))
     };
     let opt_len = if qn.edns.present {
         edns::built_len(s)?
@@ -138,9 +143,10 @@ pub fn build(
     resize(ctx, answer_off, pkt.dns + dns_len)?;
 
     // From here on nothing can fail: the frame is the reply's size.
-    match block {
-        Some(b) => copy_section(ctx, &b.data, alen, answer_off),
-        None => copy_section(ctx, &ans.data, alen, answer_off),
+    match (small, block) {
+        (Some(b), _) => copy_section(ctx, &b.data, alen, answer_off),
+        (_, Some(b)) => copy_section(ctx, &b.data, alen, answer_off),
+        _ => copy_section(ctx, &ans.data, alen, answer_off),
     }
     let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
 

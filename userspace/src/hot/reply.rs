@@ -15,6 +15,7 @@ use xdpdns_common::{
 use super::HotTable;
 use crate::handler::Transport;
 use crate::wire::ServerEdns;
+use crate::xdp::compile::Compiled;
 
 /// The OPT record without options.
 const OPT_LEN: usize = 11;
@@ -74,12 +75,8 @@ pub fn answer(
         }
     };
     let name = &q.lower[..q.name_len];
-    table.read(version, name, q.qtype, |entry| {
-        let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
-        if entry.head.flags() & answer_flags::SIGNED != 0 && dnssec_ok {
-            // Signatures are the full handler's to add.
-            return None;
-        }
+    let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
+    let build = |entry: &Compiled| {
         let section = entry.section();
         let opt_len = q.edns.map_or(0, |e| opt_len(&e, server));
         let len = q.end + section.len() + opt_len;
@@ -98,7 +95,17 @@ pub fn answer(
             write_opt(&mut out, &e, server, peer, now);
         }
         Some((out, entry.head.zone()))
-    })?
+    };
+    // Under DO=1 a signed zone's entry answers from its signed variant
+    // (the full handler answers when there is none).
+    let plain = table.read(version, name, q.qtype, |entry| {
+        let signed = entry.head.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
+        (!signed).then(|| build(entry))
+    })?;
+    match plain {
+        Some(reply) => reply,
+        None => table.read(version, name, q.qtype | qtype_slot::A_SIGNED, build)?,
+    }
 }
 
 /// Checks the query the way the kernel does and reads its question and

@@ -82,26 +82,22 @@ impl Eq for NameKey {}
 pub struct HotTable {
     /// The store version the entries match, or [`UNSETTLED`].
     version: AtomicU64,
-    a: Map,
-    aaaa: Map,
+    /// One map per query-type slot (A, AAAA, and their signed variants).
+    maps: [Map; 4],
 }
 
 impl Default for HotTable {
     fn default() -> Self {
         HotTable {
             version: AtomicU64::new(UNSETTLED),
-            a: Map::default(),
-            aaaa: Map::default(),
+            maps: Default::default(),
         }
     }
 }
 
 impl HotTable {
     fn map(&self, qtype: u8) -> &Map {
-        match qtype {
-            qtype_slot::A => &self.a,
-            _ => &self.aaaa,
-        }
+        &self.maps[usize::from(qtype & 3)]
     }
 
     /// Calls `f` with the entry for `name` (lower-cased wire form) and
@@ -131,7 +127,7 @@ impl HotTable {
 
     /// Entries in the table.
     pub fn len(&self) -> usize {
-        self.a.len() + self.aaaa.len()
+        self.maps.iter().map(Map::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -162,14 +158,16 @@ impl HotTable {
 
     /// Replaces every entry by `table`'s (between `unsettle` and `settle`).
     pub fn replace(&self, table: &Table) {
-        self.a.clear();
-        self.aaaa.clear();
+        for m in &self.maps {
+            m.clear();
+        }
         for (key, entry) in table {
             self.map(key.qtype)
                 .insert(NameKey::new(&key.name), entry.clone());
         }
-        self.a.shrink_to_fit();
-        self.aaaa.shrink_to_fit();
+        for m in &self.maps {
+            m.shrink_to_fit();
+        }
     }
 }
 
@@ -179,7 +177,7 @@ impl Installed for HotTable {
     }
 
     fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
-        for qtype in [qtype_slot::A, qtype_slot::AAAA] {
+        for qtype in qtype_slot::ALL {
             for e in self.map(qtype).iter() {
                 let name = match e.key() {
                     NameKey::Shared(b) => b.clone(),

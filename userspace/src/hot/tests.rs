@@ -28,7 +28,8 @@ fn zone(origin: &str, text: &str) -> crate::zone::Zone {
 
 /// example.com.: single and dual-stack names, a 60-member set (a block),
 /// a delegation, a wildcard, a CNAME, an empty non-terminal; signed.test.:
-/// a zone with a DNSKEY (DO=1 queries are not hot).
+/// a zone with a DNSKEY, where DO=1 queries are hot only for names whose
+/// RRset has RRSIGs (the signed variant).
 fn store() -> ZoneStore {
     let mut text = String::from(
         "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n@ NS ns1\n\
@@ -42,7 +43,12 @@ fn store() -> ZoneStore {
     }
     let signed = "$ORIGIN signed.test.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\n\
         @ DNSKEY \\# 6 0101030daabb\n\
-        ns1 A 192.0.2.1\nhost A 192.0.2.7\n";
+        ns1 A 192.0.2.1\nhost A 192.0.2.7\n\
+        sig A 192.0.2.8\nsig RRSIG A 13 3 300 20300101000000 20200101000000 4711 signed.test. \
+        c2lnbmF0dXJlLW9uZQ==\n\
+        sig RRSIG A 15 3 300 20300101000000 20200101000000 4712 Signed.Test. c2lnbmF0dXJlLXR3bw==\n\
+        sig AAAA 2001:db8::8\nsig RRSIG AAAA 13 3 300 20300101000000 20200101000000 4711 \
+        signed.test. c2lnbmF0dXJlLXRocmVl\n";
     ZoneStore::with_zones(vec![
         zone("example.com.", &text),
         zone("signed.test.", signed),
@@ -214,6 +220,8 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
         "txt.example.com.",
         "host.signed.test.",
         "HOST.Signed.Test.",
+        "sig.signed.test.",
+        "SIG.signed.TEST.",
         "example.net.",
         ".",
     ];
@@ -311,7 +319,19 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
             ),
             udp
         ),
-        "signed zone, DO=1"
+        "signed zone, DO=1, no RRSIG"
+    );
+    assert!(
+        hot(
+            &query(
+                "sig.signed.test.",
+                1,
+                [0, 0],
+                Some((1232, true, 0, &cookie))
+            ),
+            udp
+        ),
+        "signed zone, DO=1, signed variant"
     );
     // 60 A records (972 bytes): over 512 truncated by the full handler.
     let big = |payload| {

@@ -6,11 +6,12 @@
 use std::collections::HashMap;
 
 use hickory_proto::rr::{LowerName, Name, RData, RecordType};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use std::sync::Arc;
 
 use xdpdns_common::{answer_flags, qtype_slot, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN};
 
-use crate::zone::{Node, Snapshot, Zone, ZoneDiff};
+use crate::zone::{Node, RRset, Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
 /// it is split into the short/long key layouts.
@@ -178,8 +179,9 @@ pub fn compile_diffs(
         let zone_gone = d.new_serial.is_none();
         for r in d.removed.iter().chain(&d.added) {
             let key = LowerName::new(&r.name);
-            // A zone cut appearing or disappearing changes every name below it.
-            if zone_gone || r.record_type() == RecordType::NS {
+            // A zone cut appearing or disappearing changes every name
+            // below it; the apex DNSKEY set signs or unsigns every name.
+            if zone_gone || matches!(r.record_type(), RecordType::NS | RecordType::DNSKEY) {
                 subtrees.push(key.clone());
             }
             touched.push(key);
@@ -215,7 +217,7 @@ pub fn compile_diffs(
             compile_name(snapshot, zone, name, &mut fresh, &mut skipped);
         }
         let wire = shared_wire(name);
-        for qtype in [qtype_slot::A, qtype_slot::AAAA] {
+        for qtype in qtype_slot::ALL {
             let key = EntryKey {
                 name: wire.clone(),
                 qtype,
@@ -251,9 +253,9 @@ fn compile_name(
     }
 }
 
-/// What every entry of a zone carries: its flags (until signatures are
-/// served from the kernel, DO=1 queries for a signed zone's names go up)
-/// and the zone's id for the per-zone counters.
+/// What every entry of a zone carries: its flags (a signed zone's entries
+/// send DO=1 queries to their signed variants) and the zone's id for the
+/// per-zone counters.
 #[derive(Clone, Copy)]
 struct ZoneMark {
     flags: u16,
@@ -262,7 +264,7 @@ struct ZoneMark {
 
 impl ZoneMark {
     fn of(zone: &Zone) -> ZoneMark {
-        let signed = zone.apex().rrset(RecordType::DNSKEY).is_some();
+        let signed = zone.is_signed();
         ZoneMark {
             flags: if signed { answer_flags::SIGNED } else { 0 },
             id: crate::metrics::zones::id(zone.origin_key()),
@@ -311,18 +313,62 @@ fn compile_node(
     }
     let sets = [(a, qtype_slot::A), (aaaa, qtype_slot::AAAA)];
     for (set, slot) in sets.into_iter().filter_map(|(s, slot)| Some((s?, slot))) {
-        match encode_answer(set.ttl, &set.rdatas, mark.flags) {
-            Some(mut answer) => {
-                answer.head.set_zone(mark.id);
-                let key = EntryKey {
-                    name: wire.clone(),
-                    qtype: slot,
-                };
-                table.extend(std::iter::once((key, answer)));
-            }
-            None => skipped.too_large += 1,
+        let Some(mut answer) = encode_answer(set.ttl, &set.rdatas, mark.flags) else {
+            skipped.too_large += 1;
+            continue;
+        };
+        answer.head.set_zone(mark.id);
+        let key = |qtype| EntryKey {
+            name: wire.clone(),
+            qtype,
+        };
+        table.extend(std::iter::once((key(slot), answer)));
+        // In a signed zone, the variant for DO=1: the RRset and its
+        // RRSIGs, as the fallback answers it.
+        if mark.flags & answer_flags::SIGNED == 0 {
+            continue;
+        }
+        let signed = node
+            .signatures(set.rtype)
+            .and_then(|sigs| encode_signed_answer(set, sigs));
+        if let Some(mut answer) = signed {
+            answer.head.set_zone(mark.id);
+            table.extend(std::iter::once((key(slot | qtype_slot::A_SIGNED), answer)));
         }
     }
+}
+
+/// `set`'s answer section followed by its RRSIGs (`sigs`), each owned by
+/// a pointer to the question, as the fallback encodes them (hickory
+/// writes RRSIG data in canonical form: the signer name uncompressed and
+/// lower case). `None` when it would not fit a block.
+pub fn encode_signed_answer(set: &RRset, sigs: &RRset) -> Option<Compiled> {
+    let plain = encode_answer(set.ttl, &set.rdatas, 0)?;
+    let mut section = plain.section().to_vec();
+    for sig in &sigs.rdatas {
+        let mut rdata = Vec::with_capacity(128);
+        sig.emit(&mut BinEncoder::new(&mut rdata)).ok()?;
+        section.extend_from_slice(&[0xc0, 0x0c]);
+        section.extend_from_slice(&u16::from(RecordType::RRSIG).to_be_bytes());
+        section.extend_from_slice(&1u16.to_be_bytes());
+        section.extend_from_slice(&sigs.ttl.to_be_bytes());
+        section.extend_from_slice(&u16::try_from(rdata.len()).ok()?.to_be_bytes());
+        section.extend_from_slice(&rdata);
+    }
+    let count = u8::try_from(set.rdatas.len() + sigs.rdatas.len()).ok()?;
+    if section.len() > BLOCK_MAX {
+        return None;
+    }
+    let mut head = Answer::new(section.len() as u16, count, 0);
+    head.csum = ones_complement_sum(&section);
+    if section.len() <= INLINE_MAX {
+        head.data[..section.len()].copy_from_slice(&section);
+        return Some(Compiled { head, block: None });
+    }
+    Some(Compiled {
+        head,
+        block: Some(Arc::from(section)),
+    })
 }
 
 /// The answer section exactly as the fallback encodes it: each record

@@ -9,9 +9,10 @@ use aya::maps::{Array, HashMap, IterableMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use xdpdns_common::{
-    counter, edns_option, key_lead, nsid_mode, AddressKey, Answer, AnswerBlock, BenchFrame,
-    LongKey, PassReason, ShortKey, TinyKey, XdpConfig, BENCH_FRAME_MAX, BLOCK_ID_MAX, BLOCK_MAX,
-    LONG_NAME_BUF, NSID_MAX, SHORT_NAME_MAX, TINY_NAME_MAX,
+    counter, edns_option, key_lead, key_tail, nsid_mode, AddressKey, Answer, AnswerBlock,
+    BenchFrame, LongKey, PassReason, ShortKey, SmallBlock, TinyKey, XdpConfig, BENCH_FRAME_MAX,
+    BLOCK_ID_MAX, BLOCK_MAX, LONG_NAME_BUF, NSID_MAX, SHORT_NAME_MAX, SMALL_BLOCK_MAX,
+    TINY_NAME_MAX,
 };
 
 use super::blocks::BlockIds;
@@ -71,6 +72,8 @@ pub enum AttachMode {
 pub struct Counters {
     pub answered_a: u64,
     pub answered_aaaa: u64,
+    /// Of those, answers from a signed variant (DO=1, signed zone).
+    pub answered_signed: u64,
     pub passed: [u64; PassReason::COUNT],
 }
 
@@ -84,8 +87,8 @@ impl std::fmt::Display for Counters {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "answered_a={} answered_aaaa={}",
-            self.answered_a, self.answered_aaaa
+            "answered_a={} answered_aaaa={} answered_signed={}",
+            self.answered_a, self.answered_aaaa, self.answered_signed
         )?;
         for r in PassReason::ALL {
             write!(f, " pass_{}={}", r.label(), self.passed(r))?;
@@ -102,6 +105,8 @@ pub struct FastPath {
     long: HashMap<MapData, LongKey, Answer>,
     block_map: HashMap<MapData, u32, AnswerBlock>,
     blocks: BlockIds,
+    small_block_map: HashMap<MapData, u32, SmallBlock>,
+    small_blocks: BlockIds,
     /// Entry writes refused because their table was full.
     left_out: u64,
     counters: PerCpuArray<MapData, u64>,
@@ -149,11 +154,14 @@ impl FastPath {
             .max(64)
             .saturating_mul(2)
             .min(BLOCK_ID_MAX - 1);
+        // Signed variants each take a small block of their own.
+        let small_block_entries = capacity.max(64).saturating_mul(2).min(BLOCK_ID_MAX - 1);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("TINY_NAMES", entries)
             .map_max_entries("SHORT_NAMES", short_entries)
             .map_max_entries("LONG_NAMES", long_entries)
             .map_max_entries("BLOCKS", block_entries)
+            .map_max_entries("SMALL_BLOCKS", small_block_entries)
             .load(object)?;
         let prog: &mut Xdp = ebpf
             .program_mut(PROGRAM)
@@ -166,6 +174,7 @@ impl FastPath {
         let short = HashMap::try_from(take("SHORT_NAMES")?)?;
         let long = HashMap::try_from(take("LONG_NAMES")?)?;
         let block_map = HashMap::try_from(take("BLOCKS")?)?;
+        let small_block_map = HashMap::try_from(take("SMALL_BLOCKS")?)?;
         let counters = PerCpuArray::try_from(take("COUNTERS")?)?;
         let zone_queries = PerCpuArray::try_from(take("ZONE_QUERIES")?)?;
         let mut current = XdpConfig::new(port, edns.udp_payload);
@@ -180,6 +189,8 @@ impl FastPath {
             long,
             block_map,
             blocks: BlockIds::default(),
+            small_block_map,
+            small_blocks: BlockIds::default(),
             left_out: 0,
             counters,
             zone_queries,
@@ -280,7 +291,7 @@ impl FastPath {
 
     /// Answer sections held in the block table (each stored once).
     pub fn blocks_in_use(&self) -> usize {
-        self.blocks.len()
+        self.blocks.len() + self.small_blocks.len()
     }
 
     pub fn generation(&self) -> u32 {
@@ -342,7 +353,12 @@ impl FastPath {
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
         for key in replaced {
             if let Some(section) = self.installed.get(key).and_then(|c| c.block.as_ref()) {
-                released.extend(self.blocks.release(section));
+                let small = is_small(section);
+                let ids = match small {
+                    true => &mut self.small_blocks,
+                    false => &mut self.blocks,
+                };
+                released.extend(ids.release(section).map(|id| (small, id)));
             }
         }
         let live = self.current.generation as u8;
@@ -361,9 +377,14 @@ impl FastPath {
         self.write(delta, live)?;
         if !released.is_empty() {
             self.grace.wait().map_err(XdpError::Grace)?;
-            for id in released {
-                let _ = self.block_map.remove(&id);
-                self.blocks.recycle(id);
+            for (small, id) in released {
+                if small {
+                    let _ = self.small_block_map.remove(&id);
+                    self.small_blocks.recycle(id);
+                } else {
+                    let _ = self.block_map.remove(&id);
+                    self.blocks.recycle(id);
+                }
             }
         }
         Ok(())
@@ -372,7 +393,19 @@ impl FastPath {
     /// Takes a reference to every block `delta` writes, writing new ones.
     fn acquire_blocks(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
         for (_, c) in &delta.upsert {
-            if let Some(section) = &c.block {
+            let Some(section) = &c.block else {
+                continue;
+            };
+            if is_small(section) {
+                let (id, new) = self.small_blocks.acquire(section);
+                if new {
+                    let mut b = SmallBlock {
+                        data: [0; SMALL_BLOCK_MAX],
+                    };
+                    b.data[..section.len()].copy_from_slice(section);
+                    self.small_block_map.insert(id, b, 0)?;
+                }
+            } else {
                 let (id, new) = self.blocks.acquire(section);
                 if new {
                     self.block_map.insert(id, block_of(section), 0)?;
@@ -411,6 +444,8 @@ impl FastPath {
         clear(&mut self.long);
         clear(&mut self.block_map);
         self.blocks.clear();
+        clear(&mut self.small_block_map);
+        self.small_blocks.clear();
         self.installed.clear();
         let full = TableDelta {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -491,6 +526,10 @@ impl FastPath {
             ("SHORT_NAMES", self.short.map().fd().as_fd().as_raw_fd()),
             ("LONG_NAMES", self.long.map().fd().as_fd().as_raw_fd()),
             ("BLOCKS", self.block_map.map().fd().as_fd().as_raw_fd()),
+            (
+                "SMALL_BLOCKS",
+                self.small_block_map.map().fd().as_fd().as_raw_fd(),
+            ),
         ];
         fds.into_iter()
             .map(|(name, fd)| {
@@ -522,6 +561,7 @@ impl FastPath {
         let mut c = Counters {
             answered_a: sum(counter::ANSWERED_A)?,
             answered_aaaa: sum(counter::ANSWERED_AAAA)?,
+            answered_signed: sum(counter::ANSWERED_SIGNED)?,
             ..Counters::default()
         };
         for r in PassReason::ALL {
@@ -533,11 +573,11 @@ impl FastPath {
     fn put(&mut self, key: &EntryKey, generation: u8, c: &Compiled) -> Result<(), XdpError> {
         let mut answer = c.head;
         if let Some(section) = &c.block {
-            answer.set_block(
-                self.blocks
-                    .id(section)
-                    .expect("acquired before the entries"),
-            );
+            let ids = match is_small(section) {
+                true => &self.small_blocks,
+                false => &self.blocks,
+            };
+            answer.set_block(ids.id(section).expect("acquired before the entries"));
         }
         let r = match split_key(key, generation) {
             Split::Tiny(k) => self.tiny.insert(k, answer, 0),
@@ -624,6 +664,10 @@ fn split_key(key: &EntryKey, generation: u8) -> Split {
     let fill = |buf: &mut [u8]| {
         buf[..name.len()].copy_from_slice(name);
         buf[0] = lead;
+        // Zero in every plain key (root label or padding), one for a
+        // signed variant.
+        let last = buf.len() - 1;
+        buf[last] |= key_tail(key.qtype);
     };
     if name.len() <= TINY_NAME_MAX {
         let mut k = TinyKey {
@@ -653,6 +697,11 @@ fn clear<K: aya::Pod, V: aya::Pod>(map: &mut HashMap<MapData, K, V>) {
     for k in keys {
         let _ = map.remove(&k);
     }
+}
+
+/// Whether a section outside its entry goes to the small-block table.
+fn is_small(section: &[u8]) -> bool {
+    section.len() <= SMALL_BLOCK_MAX
 }
 
 /// A section as the kernel's block value (zero-padded).
