@@ -19,7 +19,7 @@ use super::support::*;
 /// The test zone: every shape a validator meets — apex data, a CNAME in
 /// and out of the zone, a wildcard, empty non-terminals, a secure and an
 /// insecure delegation with glue, a DNAME, SRV with additional data.
-const ZONE: &str = "$ORIGIN signed.test.\n$TTL 3600\n\
+pub const ZONE: &str = "$ORIGIN signed.test.\n$TTL 3600\n\
 @        SOA   ns1 hostmaster 2026112301 3600 900 1209600 300\n\
 @        NS    ns1\n\
 @        NS    ns2\n\
@@ -49,7 +49,7 @@ x.new    A     192.0.2.10\n";
 /// Names asked about: every owner, names below the wildcard, the empty
 /// non-terminals, names that do not exist (beside and below existing
 /// ones), names below the delegations and the DNAME.
-const NAMES: &[&str] = &[
+pub const NAMES: &[&str] = &[
     "signed.test.",
     "ns1.signed.test.",
     "ns2.signed.test.",
