@@ -131,6 +131,17 @@ fn sign(denial: Denial) -> Signed {
 /// Signs `text` (zone `origin`) with a fresh KSK and ZSK of `algorithm`,
 /// as an operator would with BIND's tools.
 pub fn sign_zone(origin: &str, text: &str, algorithm: &str, denial: Denial) -> Signed {
+    sign_zone_until(origin, text, algorithm, denial, "+2592000")
+}
+
+/// [`sign_zone`] with signatures ending at `end` (dnssec-signzone's `-e`).
+pub fn sign_zone_until(
+    origin: &str,
+    text: &str,
+    algorithm: &str,
+    denial: Denial,
+    end: &str,
+) -> Signed {
     let dir = TempDir::new("dnssec");
     let unsigned = dir.write("unsigned.zone", text);
     let keygen = |extra: &[&str]| {
@@ -145,8 +156,17 @@ pub fn sign_zone(origin: &str, text: &str, algorithm: &str, denial: Denial) -> S
     let ksk = keygen(&["-f", "KSK"]);
     keygen(&[]);
     let mut sign = Command::new(tool("dnssec-signzone"));
-    sign.current_dir(&dir.0)
-        .args(["-S", "-K", ".", "-o", origin, "-f", "signed.zone"]);
+    sign.current_dir(&dir.0).args([
+        "-S",
+        "-K",
+        ".",
+        "-o",
+        origin,
+        "-f",
+        "signed.zone",
+        "-e",
+        end,
+    ]);
     match denial {
         Denial::Nsec => {}
         Denial::Nsec3 => {
@@ -522,4 +542,38 @@ sys.exit(0 if file == axfr else 1)
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.starts_with("49 49"), "{stdout}");
+}
+
+#[test]
+fn check_zone_warns_of_signatures_about_to_expire() {
+    let check = |signed: &Signed| {
+        let out = Command::new(env!("CARGO_BIN_EXE_xdpdns"))
+            .args(["check-zone", &path_str(&signed.file), "signed.test."])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert_eq!(
+        check(&sign(Denial::Nsec3)),
+        "",
+        "a month of validity: no warning"
+    );
+    let soon = sign_zone_until(
+        "signed.test.",
+        ZONE,
+        "ECDSAP256SHA256",
+        Denial::Nsec,
+        "+172800",
+    );
+    let warnings = check(&soon);
+    let lines: Vec<&str> = warnings.lines().collect();
+    assert_eq!(lines.len(), 1, "one line for all of them: {warnings}");
+    let file = path_str(&soon.file);
+    assert!(
+        lines[0].starts_with(&format!("warning: {file}:"))
+            && lines[0].contains("expires in 4")
+            && lines[0].contains("more like it)"),
+        "{warnings}"
+    );
 }

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use xdpdns::config::{Config, LogConfig, LogFormat};
 use xdpdns::serve::{load_zones, serve};
-use xdpdns::zone::load_zone_file;
+use xdpdns::zone::load_zone_file_with_warnings;
 
 #[derive(Parser)]
 #[command(
@@ -349,7 +349,10 @@ fn check_zone(file: PathBuf, origin: &str) -> anyhow::Result<()> {
     let mut origin = Name::from_str(origin)
         .map_err(|e| anyhow::anyhow!("ORIGIN {origin:?} is not a domain name: {e}"))?;
     origin.set_fqdn(true);
-    let zone = load_zone_file(&file, &origin)?;
+    let (zone, warnings) = load_zone_file_with_warnings(&file, &origin)?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     println!(
         "zone {}: loaded serial {}, {} records",
         zone.origin(),

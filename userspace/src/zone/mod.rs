@@ -14,6 +14,7 @@ pub mod feed;
 pub mod load_log;
 pub mod parser;
 pub mod serial;
+pub mod signing_check;
 pub mod snapshot;
 pub mod store;
 
@@ -513,10 +514,31 @@ pub enum LoadError {
 }
 
 /// Parses and checks a master file: the whole path from disk to a servable
-/// zone.
+/// zone. A signed zone's warnings (expiring signatures, ...) are logged.
 pub fn load_zone_file(path: &std::path::Path, origin: &Name) -> Result<Zone, LoadError> {
+    let (zone, warnings) = load_zone_file_with_warnings(path, origin)?;
+    for w in warnings {
+        tracing::warn!(zone = %zone.origin(), "{w}");
+    }
+    Ok(zone)
+}
+
+/// [`load_zone_file`], returning the signing warnings (one line each,
+/// naming file and line) instead of logging them.
+pub fn load_zone_file_with_warnings(
+    path: &std::path::Path,
+    origin: &Name,
+) -> Result<(Zone, Vec<String>), LoadError> {
     let records = parse_zone_file(path, origin)?;
-    Ok(check_zone(origin, path, &records)?)
+    let zone = check_zone(origin, path, &records)?;
+    let signed = records
+        .iter()
+        .any(|r| r.record.record_type() == RecordType::RRSIG);
+    let warnings = match signed || zone.is_signed() {
+        true => signing_check::signing_warnings(origin, &records, crate::clock::unix_secs()),
+        false => Vec::new(),
+    };
+    Ok((zone, warnings))
 }
 
 /// [`load_zone_file`] for text already in memory; `file` names it in errors.
