@@ -577,3 +577,59 @@ fn check_zone_warns_of_signatures_about_to_expire() {
         "{warnings}"
     );
 }
+
+/// Re-signing after one change (dnssec-signzone keeps the signatures that
+/// are still good) makes a small IXFR: the SOA, the changed RRset and their
+/// new RRSIGs, not the zone.
+#[test]
+fn an_ixfr_of_a_re_signed_zone_carries_only_what_changed() {
+    let first = sign(Denial::Nsec3);
+    let text = std::fs::read_to_string(&first.file).unwrap();
+    let srv = Server::start("signed.test.", &text, "", "");
+    // The operator's edit, then dnssec-signzone again with -N increment.
+    let edited = text.replace("192.0.2.80", "192.0.2.88");
+    assert_ne!(edited, text);
+    let input = first.dir.write("edited.zone", &edited);
+    run(Command::new(tool("dnssec-signzone"))
+        .current_dir(&first.dir.0)
+        .args(["-S", "-K", ".", "-o", "signed.test.", "-N", "increment"])
+        .args(["-3", "aabbccdd", "-H", "2", "-f", "resigned.zone"])
+        .arg(&input));
+    let resigned = std::fs::read_to_string(first.dir.0.join("resigned.zone")).unwrap();
+    srv.dir.write("zone.db", &resigned);
+    srv.signal("HUP");
+    assert!(
+        srv.wait_log("reload done", Duration::from_secs(10)),
+        "{}",
+        srv.log()
+    );
+    let port = srv.addr.port().to_string();
+    let out = run(Command::new("dig").args([
+        "@127.0.0.1",
+        "-p",
+        &port,
+        "signed.test.",
+        "IXFR=2026112301",
+        "+nocmd",
+        "+noall",
+        "+answer",
+        "+onesoa",
+    ]));
+    let records: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+    let soas = records.iter().filter(|l| l.contains("\tSOA\t")).count();
+    assert!(
+        soas >= 3,
+        "an incremental transfer (SOA new, SOA old, ..., SOA new):\n{out}"
+    );
+    let zone_records = resigned
+        .lines()
+        .filter(|l| l.contains("\tIN ") || l.contains("\tRRSIG\t"))
+        .count();
+    assert!(
+        records.len() < 16,
+        "{} records for one changed address (the zone has ~{zone_records}):\n{out}",
+        records.len()
+    );
+    assert!(out.contains("192.0.2.88") && out.contains("192.0.2.80"), "{out}");
+    assert!(out.contains("RRSIG\tA "), "the new signature over it:\n{out}");
+}
