@@ -2,7 +2,12 @@
 //! sockets): a hit, a miss (NXDOMAIN) and a TCP-framed query; and the
 //! hits through the router, the path the UDP workers really call (source
 //! check, then the hot answer from the compiled table), beside the full
-//! handler in one run: plain, and resolver-shaped (EDNS, DO, a cookie).
+//! handler in one run: plain, and resolver-shaped (EDNS, DO, a cookie);
+//! and hits in a signed zone with DO=0 and DO=1 (the RRSIG added), both
+//! paths.
+
+#[path = "support/signed.rs"]
+mod signed;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -31,6 +36,11 @@ fn resolver_shaped(plain: &[u8]) -> Vec<u8> {
     q.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8]);
     q.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
     q
+}
+
+/// Bytes of a query for `name` without EDNS (header, name, type, class).
+fn hit_len(name: &str) -> usize {
+    query(name, RecordType::A).len()
 }
 
 fn setup() -> (ZoneStore, Handler) {
@@ -86,6 +96,58 @@ fn bench(c: &mut Criterion) {
             b.iter(|| router.respond(std::hint::black_box(q), Transport::Udp, PEER, 0))
         });
     }
+    // A zone signed by dnssec-signzone: DO=1 hits carry the A record and
+    // its RRSIG (the hot path from the signed variant), beside DO=0.
+    let signed_text = signed::sign(
+        "signed.test.",
+        "$ORIGIN signed.test.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\n\
+         ns1 A 192.0.2.1\nwww A 192.0.2.80\n",
+    );
+    let signed_zone = load_zone_str(
+        &signed_text,
+        &Name::from_str("signed.test.").unwrap(),
+        Path::new("signed"),
+    )
+    .unwrap();
+    let signed_router =
+        xdpdns::router::Router::new(ZoneStore::with_zones(vec![signed_zone]), handler.clone());
+    xdpdns::hot::fill(&signed_router.hot, &signed_router.store.snapshot());
+    let signed_snapshot = signed_router.store.snapshot();
+    let do1 = resolver_shaped(&query("www.signed.test.", RecordType::A));
+    let mut do0 = do1.clone();
+    do0[hit_len("www.signed.test.") + 7] = 0;
+    for (name, q, want_sig) in [("signed_do0", &do0, false), ("signed_do1", &do1, true)] {
+        let bytes = handler
+            .handle(&signed_snapshot, q, Transport::Udp, PEER, 0)
+            .unwrap();
+        let reply = Message::from_vec(&bytes).unwrap();
+        let sigs = reply
+            .answers
+            .iter()
+            .filter(|r| r.record_type() == RecordType::RRSIG)
+            .count();
+        assert_eq!(sigs > 0, want_sig, "{name}: {reply}");
+        let xdpdns::router::Response::One(hot) = signed_router.respond(q, Transport::Udp, PEER, 0)
+        else {
+            panic!("no reply")
+        };
+        assert_eq!(hot, bytes, "{name}: the hot answer is the full handler's");
+        g.bench_function(format!("udp_hit_a_{name}"), |b| {
+            b.iter(|| {
+                handler.handle(
+                    &signed_snapshot,
+                    std::hint::black_box(q),
+                    Transport::Udp,
+                    PEER,
+                    0,
+                )
+            })
+        });
+        g.bench_function(format!("router_udp_hit_a_{name}"), |b| {
+            b.iter(|| signed_router.respond(std::hint::black_box(q), Transport::Udp, PEER, 0))
+        });
+    }
+
     // 100,000 names asked in turn, so each lookup reads a table far
     // larger than the caches near the core: what a busy server sees.
     let mut text = String::from(

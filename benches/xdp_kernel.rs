@@ -8,6 +8,8 @@
 
 #[path = "../tests/support/frames.rs"]
 mod frames;
+#[path = "support/signed.rs"]
+mod signed;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -64,7 +66,20 @@ fn main() {
         text += &format!("sixty 30 IN A 10.60.0.{i}\n");
     }
     let zone = load_zone_str(&text, &origin, Path::new("example.com.zone")).unwrap();
-    let store = ZoneStore::with_zones(vec![zone]);
+    // A zone signed by dnssec-signzone (ECDSA P-256): DO=1 hits are
+    // answered from the signed variant (A + RRSIG, a small block).
+    let signed_text = signed::sign(
+        "signed.test.",
+        "$ORIGIN signed.test.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\n\
+         ns1 A 192.0.2.1\nwww A 192.0.2.80\n",
+    );
+    let signed_zone = load_zone_str(
+        &signed_text,
+        &Name::from_str("signed.test.").unwrap(),
+        Path::new("signed.test.zone"),
+    )
+    .unwrap();
+    let store = ZoneStore::with_zones(vec![zone, signed_zone]);
     let edns = xdpdns::wire::ServerEdns::default();
     let mut fp = FastPath::load_for_bench(1024, 53, &edns).unwrap();
     fp.install(compile(&store.snapshot()).0).unwrap();
@@ -132,6 +147,24 @@ fn main() {
         Quirks::default(),
     );
 
+    let signed_edns = |dnssec_ok: bool| {
+        let mut e = resolver_edns(&client);
+        e.set_dnssec_ok(dnssec_ok);
+        e
+    };
+    let signed_do0 = frame(
+        Family::V4,
+        0,
+        &query_with("www.signed.test.", Some(signed_edns(false))),
+        Quirks::default(),
+    );
+    let signed_do1 = frame(
+        Family::V4,
+        0,
+        &query_with("www.signed.test.", Some(signed_edns(true))),
+        Quirks::default(),
+    );
+
     let mut time = |fd, f: &[u8], want: u32| -> f64 {
         fp.set_bench_frame(f).unwrap();
         let r = test_run(fd, f, repeat).unwrap();
@@ -140,6 +173,7 @@ fn main() {
     };
     let (mut hit_ns, mut miss_ns, mut other_ns, mut floor_ns) = (vec![], vec![], vec![], vec![]);
     let (mut first_ns, mut next_ns, mut sixty_ns) = (vec![], vec![], vec![]);
+    let (mut do0_ns, mut do1_ns) = (vec![], vec![]);
     let (mut parse_ns, mut lookup_ns, mut grow_ns) = (vec![], vec![], vec![]);
     for _ in 0..runs {
         // Interleaved so drift on a shared machine hits all figures alike.
@@ -159,6 +193,10 @@ fn main() {
         next_ns.push(time(answer, &next, 3) - base_next);
         let base_sixty = time(restore, &sixty, 3);
         sixty_ns.push(time(answer, &sixty, 3) - base_sixty);
+        let base_do0 = time(restore, &signed_do0, 3);
+        do0_ns.push(time(answer, &signed_do0, 3) - base_do0);
+        let base_do1 = time(restore, &signed_do1, 3);
+        do1_ns.push(time(answer, &signed_do1, 3) - base_do1);
     }
     let floor = median(floor_ns);
     let (hit_m, parse_m, lookup_m) = (median(hit_ns.clone()), median(parse_ns), median(lookup_ns));
@@ -176,6 +214,11 @@ fn main() {
         (
             "hit, 60-member RRset, EDNS 1232 (960 bytes copied)",
             sixty_ns,
+        ),
+        ("signed zone, DO=0 + client cookie", do0_ns),
+        (
+            "signed zone, DO=1 + client cookie (A + RRSIG from a small block)",
+            do1_ns,
         ),
         ("miss (passed)", miss_ns),
         ("non-DNS UDP (passed)", other_ns),

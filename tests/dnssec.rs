@@ -630,6 +630,12 @@ fn an_ixfr_of_a_re_signed_zone_carries_only_what_changed() {
         "{} records for one changed address (the zone has ~{zone_records}):\n{out}",
         records.len()
     );
-    assert!(out.contains("192.0.2.88") && out.contains("192.0.2.80"), "{out}");
-    assert!(out.contains("RRSIG\tA "), "the new signature over it:\n{out}");
+    assert!(
+        out.contains("192.0.2.88") && out.contains("192.0.2.80"),
+        "{out}"
+    );
+    assert!(
+        out.contains("RRSIG\tA "),
+        "the new signature over it:\n{out}"
+    );
 }

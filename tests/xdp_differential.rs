@@ -1174,6 +1174,54 @@ fn a_full_table_leaves_the_rest_to_the_fallback() {
     assert!(answered > 0 && answered < 40, "{answered} answered");
 }
 
+/// Sections that find the small-block table full are left to the
+/// fallback with their entries; the kernel stays healthy and answers the
+/// rest exactly.
+#[test]
+fn a_full_block_table_leaves_its_entries_to_the_fallback() {
+    // 200 names of three A records (48 bytes each: small blocks, all
+    // different); capacity 256 gives the small-block table 128 slots.
+    let names: String = (0..200)
+        .map(|i| format!("n{i} A 10.1.{i}.1\nn{i} A 10.1.{i}.2\nn{i} A 10.1.{i}.3\n"))
+        .collect();
+    let store = rig_store(&format!(
+        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n{names}"
+    ));
+    let handler = Handler::default();
+    let mut fast = FastPath::load(256, 53, &handler.edns).unwrap();
+    fast.install(compile(&store.snapshot()).0).unwrap();
+    assert!(fast.healthy());
+    let left_out = fast.entries_left_out();
+    assert!(left_out > 0, "the table filled up");
+    let snap = store.snapshot();
+    let mut answered = 0;
+    for i in 0..200 {
+        let dns = query(
+            &Name::from_ascii(format!("n{i}.example.com.")).unwrap(),
+            RecordType::A,
+            None,
+            1,
+        );
+        let f = frame(Family::V4, 0, &dns, Quirks::default());
+        let out = test_run(fast.program_fd(), &f, 1).unwrap();
+        if out.action == XDP_TX {
+            answered += 1;
+            let expected = handler
+                .handle(&snap, &dns, Transport::Udp, client_ip(Family::V4), NOW)
+                .unwrap();
+            assert_eq!(check_reply(Family::V4, 0, &f, &out.frame), expected);
+        } else {
+            assert_eq!(out.action, XDP_PASS);
+            assert_eq!(out.frame, f);
+        }
+    }
+    assert_eq!(
+        answered + left_out,
+        200,
+        "{answered} answered, {left_out} left out"
+    );
+}
+
 #[test]
 fn ipv4_options_are_dropped_and_unserved_destinations_pass() {
     let mut r = rig(&zone_text());

@@ -220,6 +220,13 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
             "Queries the XDP program passed to the fallback, by reason",
             passed,
         );
+        let signed = Counter::<u64>::default();
+        signed.inc_by(k.counters.answered_signed);
+        reg.register(
+            "xdpdns_kernel_signed_answers",
+            "Kernel answers with signatures (DO=1 in a signed zone), counted in queries too",
+            signed,
+        );
     }
 }
 

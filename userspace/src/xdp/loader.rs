@@ -2,6 +2,7 @@
 //! tables and reads the counters. The only code here that talks to the
 //! kernel besides `sys`.
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
@@ -154,8 +155,13 @@ impl FastPath {
             .max(64)
             .saturating_mul(2)
             .min(BLOCK_ID_MAX - 1);
-        // Signed variants each take a small block of their own.
-        let small_block_entries = capacity.max(64).saturating_mul(2).min(BLOCK_ID_MAX - 1);
+        // Signed variants each take a small block of their own; a quarter
+        // of the entries (the bucket array costs 16 bytes a slot even
+        // when empty). Sections that find it full are the fallback's.
+        let small_block_entries = (capacity / 4)
+            .max(64)
+            .saturating_mul(2)
+            .min(BLOCK_ID_MAX - 1);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("TINY_NAMES", entries)
             .map_max_entries("SHORT_NAMES", short_entries)
@@ -348,7 +354,7 @@ impl FastPath {
         // blocks the replaced and deleted entries leave unreferenced go
         // only after both generations stopped pointing at them and a
         // grace period has passed.
-        self.acquire_blocks(delta)?;
+        let full = self.acquire_blocks(delta)?;
         let mut released = Vec::new();
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
         for key in replaced {
@@ -363,7 +369,7 @@ impl FastPath {
         }
         let live = self.current.generation as u8;
         let idle = 1 - live;
-        self.write(delta, idle)?;
+        self.write(delta, idle, &full)?;
         self.config.set(
             0,
             XdpConfig {
@@ -374,7 +380,7 @@ impl FastPath {
         )?;
         self.current.generation = idle as u32;
         self.grace.wait().map_err(XdpError::Grace)?;
-        self.write(delta, live)?;
+        self.write(delta, live, &full)?;
         if !released.is_empty() {
             self.grace.wait().map_err(XdpError::Grace)?;
             for (small, id) in released {
@@ -391,33 +397,63 @@ impl FastPath {
     }
 
     /// Takes a reference to every block `delta` writes, writing new ones.
-    fn acquire_blocks(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
-        for (_, c) in &delta.upsert {
+    /// Returns the entries whose block found its table full: they are left
+    /// to the fallback (`entries_left_out`), not written.
+    fn acquire_blocks(&mut self, delta: &TableDelta) -> Result<HashSet<EntryKey>, XdpError> {
+        let mut full = HashSet::new();
+        for (key, c) in &delta.upsert {
             let Some(section) = &c.block else {
                 continue;
             };
-            if is_small(section) {
-                let (id, new) = self.small_blocks.acquire(section);
-                if new {
-                    let mut b = SmallBlock {
-                        data: [0; SMALL_BLOCK_MAX],
-                    };
-                    b.data[..section.len()].copy_from_slice(section);
-                    self.small_block_map.insert(id, b, 0)?;
-                }
+            let small = is_small(section);
+            let ids = match small {
+                true => &mut self.small_blocks,
+                false => &mut self.blocks,
+            };
+            let (id, new) = ids.acquire(section);
+            if !new {
+                continue;
+            }
+            let r = if small {
+                let mut b = SmallBlock {
+                    data: [0; SMALL_BLOCK_MAX],
+                };
+                b.data[..section.len()].copy_from_slice(section);
+                self.small_block_map.insert(id, b, 0)
             } else {
-                let (id, new) = self.blocks.acquire(section);
-                if new {
-                    self.block_map.insert(id, block_of(section), 0)?;
+                self.block_map.insert(id, block_of(section), 0)
+            };
+            match r {
+                Ok(()) => {}
+                Err(e) if table_full(&e) => {
+                    let ids = match small {
+                        true => &mut self.small_blocks,
+                        false => &mut self.blocks,
+                    };
+                    ids.release(section);
+                    ids.recycle(id);
+                    self.left_out += 1;
+                    full.insert(key.clone());
                 }
+                Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Ok(full)
     }
 
-    fn write(&mut self, delta: &TableDelta, generation: u8) -> Result<(), XdpError> {
+    /// Writes `delta` into `generation`; the entries in `left_out` are
+    /// removed instead (an older answer must not stay behind).
+    fn write(
+        &mut self,
+        delta: &TableDelta,
+        generation: u8,
+        left_out: &HashSet<EntryKey>,
+    ) -> Result<(), XdpError> {
         for (key, answer) in &delta.upsert {
-            self.put(key, generation, answer)?;
+            match left_out.contains(key) {
+                true => self.del(key, generation)?,
+                false => self.put(key, generation, answer)?,
+            }
         }
         for key in &delta.delete {
             self.del(key, generation)?;
@@ -451,9 +487,9 @@ impl FastPath {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             delete: Vec::new(),
         };
-        self.acquire_blocks(&full)?;
-        self.write(&full, 0)?;
-        self.write(&full, 1)?;
+        let left_out = self.acquire_blocks(&full)?;
+        self.write(&full, 0, &left_out)?;
+        self.write(&full, 1, &left_out)?;
         self.current = XdpConfig {
             generation: 0,
             port: self.port,
@@ -588,9 +624,7 @@ impl FastPath {
             Ok(()) => Ok(()),
             // A full table refuses new keys only (replacing one always
             // works), so the name is simply absent: the fallback answers.
-            Err(aya::maps::MapError::SyscallError(e))
-                if e.io_error.raw_os_error() == Some(libc::E2BIG) =>
-            {
+            Err(e) if table_full(&e) => {
                 self.left_out += 1;
                 Ok(())
             }
@@ -612,6 +646,11 @@ impl FastPath {
         };
         match r {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(libc::ENOENT) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -697,6 +736,11 @@ fn clear<K: aya::Pod, V: aya::Pod>(map: &mut HashMap<MapData, K, V>) {
     for k in keys {
         let _ = map.remove(&k);
     }
+}
+
+/// A map refused a new key because it is full.
+fn table_full(e: &aya::maps::MapError) -> bool {
+    matches!(e, aya::maps::MapError::SyscallError(e) if e.io_error.raw_os_error() == Some(libc::E2BIG))
 }
 
 /// Whether a section outside its entry goes to the small-block table.
