@@ -56,6 +56,9 @@ const APT_PACKAGES: &[&str] = &[
     "knot",
     "knot-dnsutils",
     "bind9",
+    // dnssec-keygen and dnssec-signzone: the DNSSEC tests and benchmarks
+    // sign their zones as an operator would
+    "bind9-utils",
     // A real recursive resolver in front of the XDP path (veth test)
     "unbound",
     // systemd-analyze, which verifies the shipped unit (dist/)
