@@ -337,9 +337,48 @@ impl FastPath {
             delta.apply_to(&mut table);
             return self.rebuild(table);
         }
+        // Whether the change frees blocks (after it is written).
+        let frees = delta
+            .upsert
+            .iter()
+            .map(|(k, _)| k)
+            .chain(&delta.delete)
+            .any(|k| self.installed.get(k).is_some_and(|c| c.block.is_some()));
         match self.try_apply(delta) {
-            Ok(()) => {
+            Ok(left_out) => {
                 delta.apply_to(&mut self.installed);
+                self.forget(&left_out);
+                match frees {
+                    true => self.retry(delta, &left_out),
+                    false => Ok(()),
+                }
+            }
+            Err(e) => {
+                self.disable();
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes once more the entries of `delta` that found no block space:
+    /// the blocks the change released are gone by now, so they may fit.
+    fn retry(&mut self, delta: &TableDelta, left_out: &HashSet<EntryKey>) -> Result<(), XdpError> {
+        if left_out.is_empty() {
+            return Ok(());
+        }
+        let again = TableDelta {
+            upsert: delta
+                .upsert
+                .iter()
+                .filter(|(k, _)| left_out.contains(k))
+                .cloned()
+                .collect(),
+            delete: Vec::new(),
+        };
+        match self.try_apply(&again) {
+            Ok(still_out) => {
+                again.apply_to(&mut self.installed);
+                self.forget(&still_out);
                 Ok(())
             }
             Err(e) => {
@@ -349,7 +388,17 @@ impl FastPath {
         }
     }
 
-    fn try_apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+    /// Drops entries that were not written from what the kernel is known
+    /// to hold: they hold no block reference, and a later change retries
+    /// them.
+    fn forget(&mut self, left_out: &HashSet<EntryKey>) {
+        for key in left_out {
+            self.installed.remove(key);
+        }
+    }
+
+    /// Returns the entries left out for want of block space.
+    fn try_apply(&mut self, delta: &TableDelta) -> Result<HashSet<EntryKey>, XdpError> {
         // Blocks first, so no entry ever points at a missing one; the
         // blocks the replaced and deleted entries leave unreferenced go
         // only after both generations stopped pointing at them and a
@@ -393,7 +442,7 @@ impl FastPath {
                 }
             }
         }
-        Ok(())
+        Ok(full)
     }
 
     /// Takes a reference to every block `delta` writes, writing new ones.
@@ -497,6 +546,7 @@ impl FastPath {
         };
         self.config.set(0, self.current, 0)?;
         self.installed = table;
+        self.forget(&left_out);
         self.healthy = true;
         Ok(())
     }
