@@ -5,7 +5,7 @@
 use hickory_proto::dnssec::Nsec3HashAlgorithm;
 use hickory_proto::rr::{LowerName, Name};
 
-use crate::zone::{label_count, Zone};
+use crate::zone::{label_count, nsec3_chain_key, Zone};
 
 /// The denial records a negative or wildcard answer needs, as owner names
 /// (duplicates removed, in the order they go into the authority section).
@@ -81,6 +81,9 @@ struct Nsec3<'z> {
     zone: &'z Zone,
     iterations: u16,
     salt: Vec<u8>,
+    /// The chain's key prefix in the zone's NSEC3 index: only its records
+    /// prove anything (a zone being re-salted holds two chains).
+    chain: Vec<u8>,
 }
 
 impl<'z> Nsec3<'z> {
@@ -89,6 +92,7 @@ impl<'z> Nsec3<'z> {
         Some(Nsec3 {
             zone,
             iterations,
+            chain: nsec3_chain_key(iterations, &salt),
             salt,
         })
     }
@@ -101,11 +105,15 @@ impl<'z> Nsec3<'z> {
     }
 
     fn matching(&self, name: &LowerName) -> Option<LowerName> {
-        self.zone.nsec3_matching(&self.hash(name)?).cloned()
+        self.zone
+            .nsec3_matching(&self.chain, &self.hash(name)?)
+            .cloned()
     }
 
     fn covering(&self, name: &LowerName) -> Option<LowerName> {
-        self.zone.nsec3_covering(&self.hash(name)?).cloned()
+        self.zone
+            .nsec3_covering(&self.chain, &self.hash(name)?)
+            .cloned()
     }
 
     /// RFC 5155 §7.2.1: the closest provable encloser of `qname` at or

@@ -63,6 +63,7 @@ pub fn resolve(
             authoritative: true,
             ..Reply::default()
         },
+        proved: Vec::new(),
     };
     out.oversized_unless(|g| g.gather(qname, qtype));
     let mut reply = out.reply;
@@ -85,6 +86,9 @@ struct Gather<'z> {
     /// Records the reply may still take.
     budget: usize,
     reply: Reply,
+    /// Owners of the NSEC/NSEC3 records already in the authority section
+    /// (a CNAME chain may need one twice).
+    proved: Vec<LowerName>,
 }
 
 /// Where a record set goes.
@@ -115,6 +119,7 @@ impl<'z> Gather<'z> {
                     // A referral is only authoritative if we already
                     // answered part of it (a CNAME leading into it).
                     self.reply.authoritative = !self.reply.answers.is_empty();
+                    self.reply.referral = true;
                     let cut_name = Name::from(&cut);
                     self.push(Section::Authority, &cut_name, ns, None)?;
                     if self.signed {
@@ -304,13 +309,17 @@ impl<'z> Gather<'z> {
         } else {
             RecordType::NSEC
         };
-        for owner in &proof.owners {
-            let Some(node) = zone.node(owner) else {
+        for owner in proof.owners {
+            if self.proved.contains(&owner) {
+                continue;
+            }
+            let Some(node) = zone.node(&owner) else {
                 continue;
             };
             if let Some(set) = node.rrset(rtype) {
-                self.push_signed(Section::Authority, &Name::from(owner), node, set)?;
+                self.push_signed(Section::Authority, &Name::from(&owner), node, set)?;
             }
+            self.proved.push(owner);
         }
         Ok(())
     }
@@ -398,25 +407,26 @@ fn find<'z>(zone: &'z Zone, key: &LowerName, qtype: RecordType) -> Found<'z> {
         let Some(node) = zone.node(&name).filter(|n| !n.is_nsec3_only()) else {
             return wildcard(zone, closest_name);
         };
+        // A delegation comes first: at a cut the parent holds no data of
+        // the child's, a DNAME there included.
+        if labels > apex_labels {
+            if let Some(ns) = node.rrset(RecordType::NS) {
+                // The parent side answers DS at the cut itself.
+                if !(labels == depth && qtype == RecordType::DS) {
+                    return Found::Delegation {
+                        cut: name,
+                        node,
+                        ns,
+                    };
+                }
+            }
+        }
         if labels < depth {
             if let Some(dname) = node.rrset(RecordType::DNAME) {
                 return Found::Dname {
                     owner: name,
                     node,
                     dname,
-                };
-            }
-        }
-        if labels == apex_labels {
-            continue;
-        }
-        if let Some(ns) = node.rrset(RecordType::NS) {
-            // The parent side answers DS at the cut itself.
-            if !(labels == depth && qtype == RecordType::DS) {
-                return Found::Delegation {
-                    cut: name,
-                    node,
-                    ns,
                 };
             }
         }

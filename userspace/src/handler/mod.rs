@@ -140,7 +140,7 @@ impl Handler {
             DNSClass::CH => return self.identity.answer(q),
             _ => return Reply::error(ResponseCode::Refused),
         }
-        match snapshot.zone_of(q.name()) {
+        match zone_for(snapshot, q.name(), q.query_type()) {
             Some(zone) if zone.is_expired() => Reply::error(ResponseCode::ServFail),
             Some(zone) => {
                 let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
@@ -149,6 +149,26 @@ impl Handler {
             None => Reply::error(ResponseCode::Refused),
         }
     }
+}
+
+/// The zone that answers `qtype` at `name`: the most specific served zone,
+/// except that DS at a zone's apex is the parent's to answer (RFC 4035
+/// §3.1.4.1) when the parent is served here too.
+fn zone_for<'s>(
+    snapshot: &'s Snapshot,
+    name: &hickory_proto::rr::Name,
+    qtype: RecordType,
+) -> Option<&'s std::sync::Arc<crate::zone::Zone>> {
+    let zone = snapshot.zone_of(name)?;
+    if qtype == RecordType::DS
+        && !name.is_root()
+        && zone.origin_key() == &hickory_proto::rr::LowerName::new(name)
+    {
+        if let Some(parent) = snapshot.zone_of(&name.base_name()) {
+            return Some(parent);
+        }
+    }
+    Some(zone)
 }
 
 #[cfg(test)]
@@ -258,6 +278,66 @@ mod tests {
         let r = ask("*.W.example.com.", RecordType::CNAME);
         assert_eq!(r.answers.len(), 1, "{r:?}");
         assert_eq!(r.answers[0].name.to_ascii(), "*.W.example.com.");
+    }
+
+    #[test]
+    fn optional_additional_records_go_before_truncation_but_glue_does_not() {
+        let origin = Name::from_str("example.com.").unwrap();
+        let mut text = String::from(ZONE);
+        // 30 addresses each for an MX target and for a delegation's name
+        // server: neither fits 512 bytes with its additional records.
+        for i in 0..30 {
+            text += &format!("mx1 A 10.0.0.{i}\nns.big A 10.0.1.{i}\n");
+        }
+        text += "mail MX 10 mx1\nbig NS ns.big\ninto-big CNAME host.big\n";
+        let zone = load_zone_str(&text, &origin, Path::new("t.zone")).unwrap();
+        let store = ZoneStore::with_zones(vec![zone]);
+        let h = Handler::default();
+        let udp = |name: &str, t| {
+            let req = Request::new(1, Query::query(Name::from_ascii(name).unwrap(), t));
+            let bytes = h.reply(&store.snapshot(), &req, Transport::Udp);
+            hickory_proto::op::Message::from_vec(&bytes).unwrap()
+        };
+        let mx = udp("mail.example.com.", RecordType::MX);
+        assert!(!mx.metadata.truncation, "the answer is whole");
+        assert_eq!((mx.answers.len(), mx.additionals.len()), (1, 0));
+        for name in ["host.big.example.com.", "into-big.example.com."] {
+            let referral = udp(name, RecordType::A);
+            assert!(referral.metadata.truncation, "{name}: glue is not optional");
+            assert!(referral.answers.is_empty() && referral.additionals.is_empty());
+        }
+    }
+
+    #[test]
+    fn ds_at_a_served_child_apex_is_answered_by_the_parent() {
+        let parent = load_zone_str(
+            "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\n\
+             ns1 A 192.0.2.1\nchild NS ns1.child\nns1.child A 192.0.2.2\n\
+             child DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118\n",
+            &Name::from_str("example.com.").unwrap(),
+            Path::new("p.zone"),
+        )
+        .unwrap();
+        let child = load_zone_str(
+            "$ORIGIN child.example.com.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n\
+             @ NS ns1\nns1 A 192.0.2.2\n",
+            &Name::from_str("child.example.com.").unwrap(),
+            Path::new("c.zone"),
+        )
+        .unwrap();
+        let store = ZoneStore::with_zones(vec![parent, child]);
+        let h = Handler::default();
+        let ask = |name: &str, t| {
+            let req = Request::new(1, Query::query(Name::from_ascii(name).unwrap(), t));
+            h.answer(&store.snapshot(), &req)
+        };
+        let ds = ask("Child.Example.com.", RecordType::DS);
+        assert_eq!(ds.answers.len(), 1, "{ds:?}");
+        assert_eq!(ds.answers[0].record_type(), RecordType::DS);
+        // Other types at the child apex are the child's.
+        let soa = ask("child.example.com.", RecordType::SOA);
+        assert_eq!(soa.answers.len(), 1);
+        assert!(soa.authoritative);
     }
 
     #[test]

@@ -185,6 +185,9 @@ pub struct Reply {
     /// More records than the size limit can hold at their least size;
     /// the sections were not filled (encoded as TC, question only).
     pub oversized: bool,
+    /// The reply ends in a referral: its additional records are glue, not
+    /// optional (RFC 9471), so it is truncated rather than sent without.
+    pub referral: bool,
 }
 
 impl Reply {
@@ -282,7 +285,7 @@ pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerE
     // An authoritative answer's additional records are optional (RFC 2181
     // §9): without them it may fit, as NSD sends it. A referral's glue is
     // not (RFC 9471), so a referral that does not fit is truncated.
-    let optional = reply.authoritative && !reply.additional.is_empty() && !reply.oversized;
+    let optional = !reply.referral && !reply.additional.is_empty() && !reply.oversized;
     if optional && msg.metadata.response_code != ResponseCode::ServFail {
         let records = reply.answers.len() + reply.authority.len();
         if records <= max_records(limit) {

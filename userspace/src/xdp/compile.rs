@@ -86,6 +86,7 @@ pub fn diff_tables(old: &Table, new: &Table) -> TableDelta {
 /// Why a name with A/AAAA data stays with the fallback server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Skipped {
+    /// At or below a zone cut, or below a DNAME.
     pub below_cut: usize,
     pub too_large: usize,
     pub shadowed_by_child_zone: usize,
@@ -179,9 +180,15 @@ pub fn compile_diffs(
         let zone_gone = d.new_serial.is_none();
         for r in d.removed.iter().chain(&d.added) {
             let key = LowerName::new(&r.name);
-            // A zone cut appearing or disappearing changes every name
-            // below it; the apex DNSKEY set signs or unsigns every name.
-            if zone_gone || matches!(r.record_type(), RecordType::NS | RecordType::DNSKEY) {
+            // A zone cut or a DNAME appearing or disappearing changes
+            // every name below it; the apex DNSKEY set signs or unsigns
+            // every name.
+            if zone_gone
+                || matches!(
+                    r.record_type(),
+                    RecordType::NS | RecordType::DNAME | RecordType::DNSKEY
+                )
+            {
                 subtrees.push(key.clone());
             }
             touched.push(key);
@@ -301,7 +308,7 @@ fn compile_node(
         skipped.shadowed_by_child_zone += 1;
         return;
     }
-    if zone.below_cut(key) {
+    if zone.below_cut(key) || zone.below_dname(key) {
         skipped.below_cut += 1;
         return;
     }
@@ -528,6 +535,17 @@ mod tests {
     }
 
     #[test]
+    fn data_below_a_dname_is_occluded() {
+        let (table, skipped) = compile(
+            &store_with("d DNAME new.example.\nd A 192.0.2.6\nx.d A 192.0.2.7\n").snapshot(),
+        );
+        // RFC 6672 §2.4: x.d is redirected; d itself still answers.
+        assert!(!table.contains_key(&key("x.d.example.com.", qtype_slot::A)));
+        assert!(table.contains_key(&key("d.example.com.", qtype_slot::A)));
+        assert_eq!(skipped.below_cut, 2, "ns.sub and x.d");
+    }
+
+    #[test]
     fn answers_are_encoded_as_the_fallback_encodes_them() {
         let (table, _) = compile(&store_with("").snapshot());
         let a = &table[&key("www.example.com.", qtype_slot::A)];
@@ -604,6 +622,14 @@ mod tests {
                 Name::from_str("ns1.example.com.").unwrap(),
             )),
         );
+        let dname = Record::from_rdata(
+            Name::from_str("www.example.com.").unwrap(),
+            300,
+            RData::Unknown {
+                code: RecordType::DNAME,
+                rdata: hickory_proto::rr::rdata::NULL::with(b"\x03new\x07example\x00".to_vec()),
+            },
+        );
         let steps = vec![
             vec![
                 Change::Add(a("new.example.com.", 7)),
@@ -616,6 +642,9 @@ mod tests {
             // www becomes a delegation: www and everything below leave.
             vec![Change::Add(ns.clone())],
             vec![Change::Remove(ns)],
+            // A DNAME at www redirects deep.www, and lets it go again.
+            vec![Change::Add(dname.clone())],
+            vec![Change::Remove(dname)],
             // A TTL-only change must reach the kernel too.
             vec![Change::Add({
                 let mut r = a("new.example.com.", 7);

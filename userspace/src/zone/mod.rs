@@ -59,6 +59,26 @@ impl RRset {
     }
 }
 
+/// The chain an NSEC3 or NSEC3PARAM record belongs to, as the prefix of
+/// the NSEC3 index's keys: iterations, salt length, salt.
+pub fn nsec3_chain(rdata: &RData) -> Option<Vec<u8>> {
+    let (iterations, salt) = match rdata {
+        RData::DNSSEC(DNSSECRData::NSEC3(n)) => (n.iterations(), n.salt()),
+        RData::DNSSEC(DNSSECRData::NSEC3PARAM(p)) => (p.iterations(), p.salt()),
+        _ => return None,
+    };
+    Some(nsec3_chain_key(iterations, salt))
+}
+
+/// The NSEC3 index's key prefix for a chain of `iterations` and `salt`.
+pub fn nsec3_chain_key(iterations: u16, salt: &[u8]) -> Vec<u8> {
+    let mut chain = Vec::with_capacity(3 + salt.len());
+    chain.extend_from_slice(&iterations.to_be_bytes());
+    chain.push(salt.len() as u8);
+    chain.extend_from_slice(salt);
+    chain
+}
+
 /// The type an RRSIG record covers.
 pub fn covered_type(rdata: &RData) -> Option<RecordType> {
     match rdata {
@@ -152,7 +172,8 @@ pub struct Zone {
     expired: bool,
     /// Owners of NSEC records, in canonical order (RFC 4034 §6.1).
     nsec_owners: imbl::OrdSet<LowerName>,
-    /// NSEC3 owners by the hash their first label spells.
+    /// NSEC3 owners by chain (see [`nsec3_chain`]) and the hash their
+    /// first label spells: a zone being re-salted holds two chains.
     nsec3_hashes: imbl::OrdMap<Vec<u8>, LowerName>,
 }
 
@@ -266,6 +287,7 @@ impl Zone {
         let node = self.nodes.get_mut(&key).expect("ensured");
         let rrsets = Arc::make_mut(&mut node.rrsets);
         let rtype = record.record_type();
+        let chain = nsec3_chain(&record.data);
         let added = match rrsets
             .iter_mut()
             .find(|s| s.same_set(rtype, Some(&record.data)))
@@ -296,7 +318,7 @@ impl Zone {
         };
         if added {
             self.record_count += 1;
-            self.index_denial(rtype, &key, true);
+            self.index_denial(rtype, &key, chain, true);
         }
         Ok(added)
     }
@@ -325,7 +347,7 @@ impl Zone {
             if rtype == RecordType::DNAME {
                 self.dname_count -= 1;
             }
-            self.index_denial(rtype, &key, false);
+            self.index_denial(rtype, &key, nsec3_chain(rdata), false);
         }
         self.record_count -= 1;
         self.prune(key);
@@ -333,8 +355,15 @@ impl Zone {
     }
 
     /// Whether any name below the apex has NS records (delegates).
-    /// Keeps the NSEC and NSEC3 indexes in step with the records.
-    fn index_denial(&mut self, rtype: RecordType, key: &LowerName, present: bool) {
+    /// Keeps the NSEC and NSEC3 indexes in step with the records; `chain`
+    /// is an NSEC3 record's [`nsec3_chain`].
+    fn index_denial(
+        &mut self,
+        rtype: RecordType,
+        key: &LowerName,
+        chain: Option<Vec<u8>>,
+        present: bool,
+    ) {
         match rtype {
             RecordType::NSEC if present => {
                 self.nsec_owners.insert(key.clone());
@@ -343,13 +372,14 @@ impl Zone {
                 self.nsec_owners.remove(key);
             }
             RecordType::NSEC3 => {
-                let Some(hash) = self.nsec3_hash_of_owner(key) else {
+                let (Some(mut entry), Some(hash)) = (chain, self.nsec3_hash_of_owner(key)) else {
                     return;
                 };
+                entry.extend_from_slice(&hash);
                 if present {
-                    self.nsec3_hashes.insert(hash, key.clone());
+                    self.nsec3_hashes.insert(entry, key.clone());
                 } else {
-                    self.nsec3_hashes.remove(&hash);
+                    self.nsec3_hashes.remove(&entry);
                 }
             }
             _ => {}
@@ -391,19 +421,24 @@ impl Zone {
         !self.nsec3_hashes.is_empty()
     }
 
-    /// The NSEC3 owner whose hash equals `hash`.
-    pub fn nsec3_matching(&self, hash: &[u8]) -> Option<&LowerName> {
-        self.nsec3_hashes.get(hash)
+    /// The NSEC3 owner of `chain` (see [`nsec3_chain`]) whose hash equals
+    /// `hash`.
+    pub fn nsec3_matching(&self, chain: &[u8], hash: &[u8]) -> Option<&LowerName> {
+        self.nsec3_hashes.get(&[chain, hash].concat())
     }
 
-    /// The NSEC3 owner whose hash is the last one before `hash` (the one
-    /// whose interval covers it), wrapping to the last.
-    pub fn nsec3_covering(&self, hash: &[u8]) -> Option<&LowerName> {
+    /// The NSEC3 owner of `chain` whose hash is the last one before `hash`
+    /// (the one whose interval covers it), wrapping to the chain's last.
+    pub fn nsec3_covering(&self, chain: &[u8], hash: &[u8]) -> Option<&LowerName> {
+        let start = chain.to_vec();
+        let mut end = chain.to_vec();
+        // Above every key of the chain: hashes are at most 255 bytes.
+        end.extend_from_slice(&[0xff; 256]);
         self.nsec3_hashes
-            .range(..hash.to_vec())
+            .range(start.clone()..[chain, hash].concat())
             .next_back()
+            .or_else(|| self.nsec3_hashes.range(start..end).next_back())
             .map(|(_, owner)| owner)
-            .or_else(|| self.nsec3_hashes.get_max().map(|(_, owner)| owner))
     }
 
     /// The zone's NSEC3 hashing parameters: the apex NSEC3PARAM with flags
@@ -437,6 +472,19 @@ impl Zone {
 
     /// Whether `key` is at or below a zone cut (an NS RRset on a non-apex
     /// name): such names are answered with a referral, not with data.
+    /// Whether a DNAME above `key` (the apex's included) redirects it: its
+    /// own data is occluded (RFC 6672 §2.4).
+    pub fn below_dname(&self, key: &LowerName) -> bool {
+        if !self.has_dnames() {
+            return false;
+        }
+        (label_count(&self.origin)..label_count(key)).any(|labels| {
+            let ancestor = LowerName::from(key.trim_to(labels));
+            self.node(&ancestor)
+                .is_some_and(|n| n.rrset(RecordType::DNAME).is_some())
+        })
+    }
+
     pub fn below_cut(&self, key: &LowerName) -> bool {
         if !self.has_cuts() {
             return false;
@@ -675,5 +723,53 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn nsec3_lookups_stay_in_their_chain_and_wrap() {
+        let h = |b: u8| {
+            data_encoding::BASE32HEX_NOPAD
+                .encode(&[b; 20])
+                .to_lowercase()
+        };
+        let text = format!(
+            "$TTL 300\n\
+             {} NSEC3 1 0 0 - {} A\n{} NSEC3 1 0 0 - {} A\n\
+             {} NSEC3 1 0 5 aabb {} A\n",
+            h(0x10),
+            h(0x80),
+            h(0x80),
+            h(0x10),
+            h(0x40),
+            h(0x40)
+        );
+        let origin = name("example.com.");
+        let mut z = Zone::new(&origin);
+        for r in parse_zone_str(&text, &origin, std::path::Path::new("z")).unwrap() {
+            z.insert(r.record).unwrap();
+        }
+        let a = nsec3_chain_key(0, &[]);
+        let b = nsec3_chain_key(5, &[0xaa, 0xbb]);
+        let owner = |b: u8| LowerName::from(name(&format!("{}.example.com.", h(b))));
+        assert_eq!(
+            z.nsec3_covering(&a, &[0x50; 20]),
+            Some(&owner(0x10)),
+            "not chain b's"
+        );
+        assert_eq!(
+            z.nsec3_covering(&a, &[0x05; 20]),
+            Some(&owner(0x80)),
+            "wraps"
+        );
+        assert_eq!(z.nsec3_covering(&a, &[0x90; 20]), Some(&owner(0x80)));
+        assert_eq!(z.nsec3_matching(&a, &[0x40; 20]), None);
+        assert_eq!(z.nsec3_matching(&b, &[0x40; 20]), Some(&owner(0x40)));
+        assert_eq!(z.nsec3_covering(&b, &[0x10; 20]), Some(&owner(0x40)));
+        // NSEC3 owners are no names of the zone.
+        assert!(z.node(&owner(0x10)).unwrap().is_nsec3_only());
+        // Removing the record takes it out of the index.
+        let rec = parse_zone_str(&text, &origin, std::path::Path::new("z")).unwrap();
+        assert!(z.remove(&rec[0].record.name, &rec[0].record.data));
+        assert_eq!(z.nsec3_covering(&a, &[0x50; 20]), Some(&owner(0x80)));
     }
 }

@@ -11,6 +11,10 @@ use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
 use super::SourceRecord;
 
+/// NSEC3 iterations above this get a warning (RFC 9276 §3.2: common
+/// validator limits).
+const MAX_ITERATIONS: u16 = 100;
+
 /// Signatures expiring sooner than this get a warning.
 const SOON_SECS: u32 = 7 * 86_400;
 
@@ -95,6 +99,22 @@ pub fn signing_warnings(origin: &Name, records: &[SourceRecord], now: u64) -> Ve
             );
         }
     }
+    if let Some(rec) = nsec3param {
+        if let RData::DNSSEC(DNSSECRData::NSEC3PARAM(p)) = &rec.record.data {
+            if p.iterations() > MAX_ITERATIONS {
+                note(
+                    "iterations",
+                    rec,
+                    format!(
+                        "NSEC3 with {} iterations: validators treat more than {MAX_ITERATIONS} \
+                         as insecure or bogus (RFC 9276, which asks for 0), and each negative \
+                         answer costs that many SHA-1 rounds per name hashed",
+                        p.iterations()
+                    ),
+                );
+            }
+        }
+    }
     if let (Some(rec), 0) = (nsec3param, nsec3) {
         note(
             "nsec3param",
@@ -169,10 +189,10 @@ mod tests {
              c RRSIG A 5 3 300 20260103000000 20251201000000 60485 example.com. AAAA\n\
              d RRSIG A 5 3 300 20260201000000 20251201000000 11111 example.com. AAAA\n\
              e RRSIG A 5 3 300 20260201000000 20261201000000 60485 example.com. AAAA\n\
-             @ NSEC3PARAM 1 0 0 -\n"
+             @ NSEC3PARAM 1 0 150 -\n"
         );
         let w = warnings(&text);
-        assert_eq!(w.len(), 5, "{w:#?}");
+        assert_eq!(w.len(), 6, "{w:#?}");
         assert!(
             w[0].starts_with("z.zone:3: RRSIG over A at a.example.com. expired at ")
                 && w[0].ends_with("(and 1 more like it)"),
@@ -188,8 +208,12 @@ mod tests {
              which no apex DNSKEY is"
         );
         assert!(w[3].starts_with("z.zone:7: ") && w[3].contains("not valid yet"));
+        assert!(
+            w[4].starts_with("z.zone:8: NSEC3 with 150 iterations: "),
+            "{w:#?}"
+        );
         assert_eq!(
-            w[4],
+            w[5],
             "z.zone:8: NSEC3PARAM without any NSEC3 record: negative answers cannot be proven"
         );
     }

@@ -62,7 +62,7 @@ fn modified(spec: &str, value: u64) -> Option<String> {
     if parts.next().is_some() || width > 255 {
         return None;
     }
-    let v = u64::try_from(value as i64 + offset).ok()?;
+    let v = u64::try_from(i128::from(value) + i128::from(offset)).ok()?;
     Some(match base {
         "d" => format!("{v:0width$}"),
         "o" => format!("{v:0width$o}"),
@@ -92,6 +92,10 @@ mod tests {
         assert_eq!(range(b"10-1"), None);
         assert_eq!(range(b"1-10/0"), None);
         assert_eq!(range(b"0-99999999"), None, "bounded");
+        assert_eq!(
+            range(b"18446744073709551615-18446744073709551615"),
+            Some((u64::MAX, u64::MAX, 1))
+        );
     }
 
     #[test]
@@ -107,5 +111,10 @@ mod tests {
         assert_eq!(s("$$", 4), "44");
         assert!(substitute(b"${x}", 1).is_none());
         assert!(substitute(b"${1,2,q}", 1).is_none());
+        assert!(substitute(b"${-5}", 1).is_none(), "negative");
+        assert!(
+            substitute(b"${9223372036854775807}", u64::MAX).is_none(),
+            "overflow"
+        );
     }
 }

@@ -270,7 +270,10 @@ impl Parser {
                 file: file.clone(),
                 line: directive.line,
             });
-            value += step;
+            match value.checked_add(step) {
+                Some(next) => value = next,
+                None => break,
+            }
         }
         Ok(())
     }

@@ -1025,6 +1025,10 @@ fn generate_makes_one_record_per_value() {
         ]
     );
     assert_eq!(records[1].line, 2, "the directive's line");
+    // The last value of the range ends it (no wrap-around).
+    let last =
+        parse("$TTL 60\n$GENERATE 18446744073709551615-18446744073709551615 h$ A 192.0.2.1\n");
+    assert_eq!(last.len(), 1);
     assert_eq!(
         error("$TTL 1\n$GENERATE 5-1 h$ A 192.0.2.$\n"),
         "zones/x.zone:2: bad $GENERATE range \"5-1\""
@@ -1096,6 +1100,17 @@ fn dnssec_and_other_types_in_presentation_form() {
             0x20
         ]
     );
+    for bad in [
+        "90 30 0 N 0 E 0m",
+        "0 N 180 1 W 0m",
+        "0 N 0 E 1e300m",
+        "0 N 0 E 0 NaN",
+    ] {
+        assert!(
+            error(&format!("$TTL 1\n@ LOC {bad}\n")).starts_with("zones/x.zone:2: bad "),
+            "{bad}"
+        );
+    }
     let uri = only("$TTL 1\n_ftp._tcp URI 10 1 \"ftp://ftp1.example.com/public\"\n");
     let w = wire(&uri.data);
     assert_eq!(&w[..4], &[0, 10, 0, 1]);

@@ -364,10 +364,11 @@ fn angle(f: &mut Fields<'_>, positive: u8, negative: u8, max: u32) -> Result<u32
         let word = tok.text.to_ascii_uppercase();
         if word == [positive] || word == [negative] {
             let [deg, min, sec] = [0, 1, 2].map(|i| parts.get(i).copied().unwrap_or(0.0));
-            if deg > f64::from(max) || min >= 60.0 || sec >= 60.0 || parts.is_empty() {
+            let arcsec = deg * 3600.0 + min * 60.0 + sec;
+            if arcsec > f64::from(max) * 3600.0 || min >= 60.0 || sec >= 60.0 || parts.is_empty() {
                 return Err(f.bad(tok, "coordinate"));
             }
-            let thousandths = ((deg * 3600.0 + min * 60.0 + sec) * 1000.0).round() as i64;
+            let thousandths = (arcsec * 1000.0).round() as i64;
             let signed = if word == [negative] {
                 -thousandths
             } else {
@@ -381,7 +382,7 @@ fn angle(f: &mut Fields<'_>, positive: u8, negative: u8, max: u32) -> Result<u32
         let v = std::str::from_utf8(&tok.text)
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
-            .filter(|v| *v >= 0.0)
+            .filter(|v| v.is_finite() && *v >= 0.0)
             .ok_or_else(|| f.bad(tok, "coordinate"))?;
         parts.push(v);
     }
@@ -392,10 +393,14 @@ fn centimetres(text: &[u8], signed: bool) -> Option<i64> {
     let s = std::str::from_utf8(text).ok()?;
     let s = s.strip_suffix(['m', 'M']).unwrap_or(s);
     let v: f64 = s.parse().ok()?;
-    if !signed && v < 0.0 {
-        return None;
-    }
-    Some((v * 100.0).round() as i64)
+    // RFC 1876 bounds: altitude -100,000.00 .. 42,849,672.95 m, sizes
+    // up to 90,000,000 m.
+    let ok = v.is_finite()
+        && match signed {
+            true => (-100_000.0..=42_849_672.95).contains(&v),
+            false => (0.0..=90_000_000.0).contains(&v),
+        };
+    ok.then(|| (v * 100.0).round() as i64)
 }
 
 /// RFC 1876's size encoding: mantissa and power of ten, in centimetres.
