@@ -6,8 +6,8 @@
 //! and hits in a signed zone with DO=0 and DO=1 (the RRSIG added), both
 //! paths.
 
-#[path = "support/signed.rs"]
-mod signed;
+#[path = "../tests/support/signing.rs"]
+mod signing;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -98,11 +98,7 @@ fn bench(c: &mut Criterion) {
     }
     // A zone signed by dnssec-signzone: DO=1 hits carry the A record and
     // its RRSIG (the hot path from the signed variant), beside DO=0.
-    let signed_text = signed::sign(
-        "signed.test.",
-        "$ORIGIN signed.test.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\n\
-         ns1 A 192.0.2.1\nwww A 192.0.2.80\n",
-    );
+    let signed_text = signing::small_signed_zone();
     let signed_zone = load_zone_str(
         &signed_text,
         &Name::from_str("signed.test.").unwrap(),

@@ -8,8 +8,8 @@
 
 #[path = "../tests/support/frames.rs"]
 mod frames;
-#[path = "support/signed.rs"]
-mod signed;
+#[path = "../tests/support/signing.rs"]
+mod signing;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -68,11 +68,7 @@ fn main() {
     let zone = load_zone_str(&text, &origin, Path::new("example.com.zone")).unwrap();
     // A zone signed by dnssec-signzone (ECDSA P-256): DO=1 hits are
     // answered from the signed variant (A + RRSIG, a small block).
-    let signed_text = signed::sign(
-        "signed.test.",
-        "$ORIGIN signed.test.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\n\
-         ns1 A 192.0.2.1\nwww A 192.0.2.80\n",
-    );
+    let signed_text = signing::small_signed_zone();
     let signed_zone = load_zone_str(
         &signed_text,
         &Name::from_str("signed.test.").unwrap(),

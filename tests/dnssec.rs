@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -13,7 +13,8 @@ use hickory_proto::op::{Edns, Message};
 use hickory_proto::rr::RecordType;
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
-use super::support::peers::{free_port, loopback, tool, Proc};
+use super::support::peers::{free_port, loopback, Proc};
+use super::support::signing::{self, run_in, Signed};
 use super::support::*;
 
 /// The test zone: every shape a validator meets — apex data, a CNAME in
@@ -105,31 +106,13 @@ pub enum Denial {
     Nsec3OptOut,
 }
 
-/// A signed copy of a zone and the key-signing key to trust.
-pub struct Signed {
-    pub dir: TempDir,
-    pub file: PathBuf,
-    pub trust_anchor: String,
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Signs [`ZONE`] with a fresh ECDSA P-256 KSK and ZSK.
 fn sign(denial: Denial) -> Signed {
     sign_zone("signed.test.", ZONE, "ECDSAP256SHA256", denial)
 }
 
 /// Signs `text` (zone `origin`) with a fresh KSK and ZSK of `algorithm`,
-/// as an operator would with BIND's tools.
+/// with `denial` records, valid for 30 days.
 pub fn sign_zone(origin: &str, text: &str, algorithm: &str, denial: Denial) -> Signed {
     sign_zone_until(origin, text, algorithm, denial, "+2592000")
 }
@@ -142,53 +125,13 @@ pub fn sign_zone_until(
     denial: Denial,
     end: &str,
 ) -> Signed {
-    let dir = TempDir::new("dnssec");
-    let unsigned = dir.write("unsigned.zone", text);
-    let keygen = |extra: &[&str]| {
-        let out = run(Command::new(tool("dnssec-keygen"))
-            .current_dir(&dir.0)
-            .args(["-q", "-K", "."])
-            .args(["-a", algorithm])
-            .args(extra)
-            .arg(origin));
-        out.trim().to_string()
-    };
-    let ksk = keygen(&["-f", "KSK"]);
-    keygen(&[]);
-    let mut sign = Command::new(tool("dnssec-signzone"));
-    sign.current_dir(&dir.0).args([
-        "-S",
-        "-K",
-        ".",
-        "-o",
-        origin,
-        "-f",
-        "signed.zone",
-        "-e",
-        end,
-    ]);
-    match denial {
-        Denial::Nsec => {}
-        Denial::Nsec3 => {
-            sign.args(["-3", "aabbccdd", "-H", "2"]);
-        }
-        Denial::Nsec3OptOut => {
-            sign.args(["-3", "-", "-H", "0", "-A"]);
-        }
-    }
-    sign.arg(&unsigned);
-    run(&mut sign);
-    let key = std::fs::read_to_string(dir.0.join(format!("{ksk}.key"))).unwrap();
-    let trust_anchor = key
-        .lines()
-        .find(|l| !l.starts_with(';') && l.contains("DNSKEY"))
-        .unwrap()
-        .to_string();
-    Signed {
-        file: dir.0.join("signed.zone"),
-        dir,
-        trust_anchor,
-    }
+    let mut args = vec!["-e", end];
+    args.extend(match denial {
+        Denial::Nsec => &[][..],
+        Denial::Nsec3 => &["-3", "aabbccdd", "-H", "2"][..],
+        Denial::Nsec3OptOut => &["-3", "-", "-H", "0", "-A"][..],
+    });
+    signing::sign(origin, text, algorithm, &args)
 }
 
 /// NSD serving `file` for signed.test on `port`, transfers allowed.
@@ -455,7 +398,6 @@ fn check_against_nsd(denial: Denial) {
         "secondary",
     ));
     drop(nsd);
-    let _ = &signed.dir;
     let headlines: Vec<&str> = failures.iter().filter_map(|f| f.lines().next()).collect();
     let report = std::env::temp_dir().join(format!("xdpdns-dnssec-{denial:?}.txt"));
     let _ = std::fs::write(&report, failures.join("\n\n"));
@@ -589,13 +531,15 @@ fn an_ixfr_of_a_re_signed_zone_carries_only_what_changed() {
     // The operator's edit, then dnssec-signzone again with -N increment.
     let edited = text.replace("192.0.2.80", "192.0.2.88");
     assert_ne!(edited, text);
-    let input = first.dir.write("edited.zone", &edited);
-    run(Command::new(tool("dnssec-signzone"))
-        .current_dir(&first.dir.0)
-        .args(["-S", "-K", ".", "-o", "signed.test.", "-N", "increment"])
-        .args(["-3", "aabbccdd", "-H", "2", "-f", "resigned.zone"])
-        .arg(&input));
-    let resigned = std::fs::read_to_string(first.dir.0.join("resigned.zone")).unwrap();
+    std::fs::write(first.dir.join("edited.zone"), &edited).unwrap();
+    run_in(
+        &first.dir,
+        Command::new("dnssec-signzone")
+            .args(["-S", "-K", ".", "-o", "signed.test.", "-N", "increment"])
+            .args(["-3", "aabbccdd", "-H", "2", "-f", "resigned.zone"])
+            .arg("edited.zone"),
+    );
+    let resigned = std::fs::read_to_string(first.dir.join("resigned.zone")).unwrap();
     srv.dir.write("zone.db", &resigned);
     srv.signal("HUP");
     assert!(
@@ -604,17 +548,20 @@ fn an_ixfr_of_a_re_signed_zone_carries_only_what_changed() {
         srv.log()
     );
     let port = srv.addr.port().to_string();
-    let out = run(Command::new("dig").args([
-        "@127.0.0.1",
-        "-p",
-        &port,
-        "signed.test.",
-        "IXFR=2026112301",
-        "+nocmd",
-        "+noall",
-        "+answer",
-        "+onesoa",
-    ]));
+    let out = run_in(
+        &first.dir,
+        Command::new("dig").args([
+            "@127.0.0.1",
+            "-p",
+            &port,
+            "signed.test.",
+            "IXFR=2026112301",
+            "+nocmd",
+            "+noall",
+            "+answer",
+            "+onesoa",
+        ]),
+    );
     let records: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
     let soas = records.iter().filter(|l| l.contains("\tSOA\t")).count();
     assert!(

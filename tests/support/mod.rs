@@ -6,6 +6,7 @@ pub mod frames;
 pub mod mutate;
 pub mod peers;
 pub mod process;
+pub mod signing;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
