@@ -7,6 +7,7 @@
 #![warn(unreachable_pub)]
 
 pub mod agent;
+pub mod anycast;
 pub mod api;
 pub mod clock;
 pub mod config;

@@ -9,8 +9,10 @@ use std::time::Duration;
 use hickory_proto::rr::Name;
 use serde::Deserialize;
 
+pub mod anycast;
 pub mod transfer;
 
+pub use anycast::AnycastConfig;
 pub use transfer::{TransferConfig, TsigKeyConfig};
 
 use crate::handler::Identity;
@@ -65,6 +67,9 @@ pub struct Config {
     /// DNS cookies (RFC 7873/9018), in both paths.
     #[serde(default)]
     pub cookies: CookiesConfig,
+    /// Anycast health coupling; absent = off.
+    #[serde(default)]
+    pub anycast: Option<AnycastConfig>,
     /// Directory relative paths in this file are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -544,6 +549,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_anycast()?;
         let s = &self.server;
         if s.listen.is_empty() {
             return Err(self.invalid("server.listen", "at least one address is required"));
@@ -759,7 +765,12 @@ impl Config {
         if listen.iter().any(|a| a.ip().is_unspecified()) {
             return None;
         }
-        Some(listen.iter().map(|a| a.ip()).collect())
+        // The anycast service addresses are served too.
+        let anycast = self
+            .anycast
+            .iter()
+            .flat_map(|a| a.addresses.iter().map(|n| n.addr()));
+        Some(listen.iter().map(|a| a.ip()).chain(anycast).collect())
     }
 
     pub fn server_edns(&self, running: Option<&ServerEdns>) -> ServerEdns {
@@ -770,7 +781,13 @@ impl Config {
         };
         ServerEdns {
             udp_payload: self.server.udp_payload,
-            nsid: self.identity.nsid.as_ref().map(|s| s.as_bytes().to_vec()),
+            // An anycast node names itself in NSID by default, so an
+            // operator sees which node answered.
+            nsid: match (&self.identity.nsid, &self.anycast) {
+                (Some(nsid), _) => Some(nsid.as_bytes().to_vec()),
+                (None, Some(_)) => self.identity().server_id.map(String::into_bytes),
+                (None, None) => None,
+            },
             cookies,
         }
     }

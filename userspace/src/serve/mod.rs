@@ -217,6 +217,12 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         None => None,
     };
     let control_socket = start_control(&config, &live, control, stop_rx.clone(), &mut tasks)?;
+    // Last: the addresses are announced only once everything above serves
+    // and the first `rise` self-checks pass.
+    let anycast = match &config.anycast {
+        Some(a) => Some(start_anycast(&config, a, &router, &live, &bound_addrs)?),
+        None => None,
+    };
     // Written while still privileged (its directory may be root's).
     if let Some(path) = &ready_file {
         write_ready_file(path, &bound_addrs, api_addr, metrics_addr)
@@ -267,7 +273,13 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                     Err(e) => { failure = Some(anyhow::anyhow!("registry writer: {e}")); break }
                 }
             }
-            _ = term.recv() => break,
+            _ = term.recv() => {
+                // Withdrawn first, so traffic moves before anything stops.
+                if let Some(a) = &anycast {
+                    a.drain().await;
+                }
+                break
+            }
             _ = int.recv() => break,
         }
     }
@@ -592,7 +604,7 @@ fn start_metrics(
 /// `CAP_NET_BIND_SERVICE`. The state directories the server writes
 /// (created by root before this) are handed to that user first.
 fn drop_privileges(config: &Config, user: &str, xdp: bool) -> anyhow::Result<()> {
-    use crate::privileges::{self, CAP_BPF, CAP_NET_BIND_SERVICE};
+    use crate::privileges::{self, CAP_BPF, CAP_NET_ADMIN, CAP_NET_BIND_SERVICE};
     let (uid, primary_gid) = privileges::user_ids(user)?;
     let gid = match &config.server.group {
         Some(g) => privileges::group_id(g).map_err(|e| anyhow::anyhow!("server.group: {e}"))?,
@@ -614,14 +626,63 @@ fn drop_privileges(config: &Config, user: &str, xdp: bool) -> anyhow::Result<()>
             warn!(file = %f.display(), "cannot hand the cookie secret file to {user} ({e}); reloads fail unless {user} can read it");
         }
     }
-    let keep = if xdp {
+    let mut keep = if xdp {
         vec![CAP_BPF]
     } else {
         vec![CAP_NET_BIND_SERVICE]
     };
+    // Announcing and withdrawing the anycast addresses changes them.
+    if config.anycast.is_some() {
+        keep.push(CAP_NET_ADMIN);
+    }
     privileges::drop_to(uid, gid, &keep)?;
     info!(user, uid, gid, capabilities = ?privileges::names(&keep), "dropped privileges");
     Ok(())
+}
+
+/// Creates the anycast interface (withdrawn) and starts its self-checks.
+fn start_anycast(
+    config: &Config,
+    anycast: &crate::config::AnycastConfig,
+    router: &Arc<Router>,
+    live: &Live,
+    bound: &[std::net::SocketAddr],
+) -> anyhow::Result<crate::anycast::Anycast> {
+    let (name, rtype) = crate::anycast::parse_check_name(&anycast.check_name)
+        .map_err(|e| anyhow::anyhow!("{}: anycast.check_name: {e}", config.file.display()))?;
+    let listener = *bound.first().context("anycast needs a listener")?;
+    let destination = anycast
+        .addresses
+        .iter()
+        .find_map(|n| match n.addr() {
+            std::net::IpAddr::V4(a) => Some(a),
+            std::net::IpAddr::V6(_) => None,
+        })
+        .unwrap_or(std::net::Ipv4Addr::new(192, 0, 2, 53));
+    let zones = config
+        .zones
+        .iter()
+        .filter_map(|z| hickory_proto::rr::Name::from_ascii(&z.origin).ok())
+        .map(|mut n| {
+            n.set_fqdn(true);
+            n
+        })
+        .collect::<Vec<_>>();
+    let checks = crate::anycast::Checks {
+        router: router.clone(),
+        name,
+        rtype,
+        listener,
+        destination,
+        zones,
+    };
+    let kernel = (!config.xdp.interfaces.is_empty()).then(|| live.kernel.clone());
+    crate::anycast::start(crate::anycast::Setup {
+        config: anycast.clone(),
+        checks,
+        kernel,
+    })
+    .with_context(|| format!("{}: anycast.interface", config.file.display()))
 }
 
 /// Binds the control socket (`xdpdns ctl`) and answers it on the

@@ -56,6 +56,8 @@ pub enum XdpError {
     Cpus(#[source] std::io::Error),
     #[error("the object lacks map {0}")]
     MissingMap(&'static str),
+    #[error("running a frame through the program: {0}")]
+    TestRun(#[source] std::io::Error),
 }
 
 /// How to attach: native (driver) mode, generic (skb) mode, or native with
@@ -218,6 +220,18 @@ impl FastPath {
     }
 
     /// The program's fd, for BPF_PROG_TEST_RUN.
+    /// The kernel's id of the loaded program (what an interface running
+    /// it reports).
+    pub fn program_id(&self) -> Result<u32, XdpError> {
+        let prog: &Xdp = self
+            .ebpf
+            .program(PROGRAM)
+            .expect("loaded")
+            .try_into()
+            .expect("XDP");
+        Ok(prog.info()?.id())
+    }
+
     pub fn program_fd(&self) -> RawFd {
         let prog: &Xdp = self
             .ebpf

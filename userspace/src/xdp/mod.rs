@@ -10,4 +10,4 @@ pub mod sys;
 
 pub use compile::{compile, compile_diffs, diff_tables, Table, TableDelta};
 pub use loader::{attach_helper_program, AttachMode, Counters, FastPath, XdpError};
-pub use subscriber::{KernelState, KernelTable, WeakKernelTable};
+pub use subscriber::{KernelState, KernelTable, SelfCheck, WeakKernelTable};

@@ -102,6 +102,21 @@ enum Request {
     State(oneshot::Sender<Result<KernelState, XdpError>>),
     Edns(Box<ServerEdns>),
     Destinations(Option<Vec<std::net::IpAddr>>),
+    SelfCheck(Vec<u8>, oneshot::Sender<Result<SelfCheck, XdpError>>),
+}
+
+/// A frame run through the attached program and the live table
+/// (BPF_PROG_TEST_RUN), and where the program is attached.
+#[derive(Clone, Debug)]
+pub struct SelfCheck {
+    /// XDP_TX (3), XDP_PASS (2), ...
+    pub action: u32,
+    /// The frame as the program left it.
+    pub frame: Vec<u8>,
+    /// The kernel's id of the program.
+    pub program_id: u32,
+    /// The interfaces it was attached to.
+    pub interfaces: Vec<String>,
 }
 
 /// The kernel path as `/metrics` and `xdpdns ctl` report it.
@@ -189,6 +204,13 @@ impl KernelTable {
         let _ = self.tx.send(Request::Edns(Box::new(edns))).await;
     }
 
+    /// Runs `frame` through the program and the live table.
+    pub async fn self_check(&self, frame: Vec<u8>) -> Option<Result<SelfCheck, XdpError>> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Request::SelfCheck(frame, tx)).await.ok()?;
+        rx.await.ok()
+    }
+
     /// The destination addresses answered (`None`: any), on reload.
     pub async fn set_destinations(&self, addresses: Option<Vec<std::net::IpAddr>>) {
         let _ = self.tx.send(Request::Destinations(addresses)).await;
@@ -250,6 +272,19 @@ async fn run(fp: FastPath, mut feed: Subscription, mut requests: mpsc::Receiver<
                         if let Err(e) = fp.set_edns(&edns) {
                             warn!("XDP: cannot set the EDNS settings: {e}");
                         }
+                    }
+                    Request::SelfCheck(frame, reply) => {
+                        let result = (|| {
+                            let run = crate::xdp::sys::test_run(fp.program_fd(), &frame, 1)
+                                .map_err(XdpError::TestRun)?;
+                            Ok(SelfCheck {
+                                action: run.action,
+                                frame: run.frame,
+                                program_id: fp.program_id()?,
+                                interfaces: fp.attached().iter().map(|(i, _)| i.clone()).collect(),
+                            })
+                        })();
+                        let _ = reply.send(result);
                     }
                     Request::Destinations(addresses) => {
                         if let Err(e) = fp.set_destinations(addresses.as_deref()) {
