@@ -4,6 +4,7 @@
 
 mod support;
 
+mod anycast;
 mod architecture;
 mod config_and_reload;
 mod dnssec;

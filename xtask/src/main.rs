@@ -61,6 +61,10 @@ const APT_PACKAGES: &[&str] = &[
     "bind9-utils",
     // A real recursive resolver in front of the XDP path (veth test)
     "unbound",
+    // The anycast test's routing daemons (BIRD 2, as operators run it)
+    // and the firewall that breaks a node's fallback on purpose
+    "bird2",
+    "nftables",
     // systemd-analyze, which verifies the shipped unit (dist/)
     "systemd",
     // promtool, which checks the /metrics exposition; curl scrapes it
