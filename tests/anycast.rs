@@ -304,7 +304,7 @@ fn wait_route(t: &Topology, what: &str, timeout: Duration, f: impl Fn(&str) -> b
 fn anycast_follows_the_health_of_both_answer_paths() {
     let mut t = Topology::new();
     t.start_birds();
-    let mut n1 = t.serve("n1", "");
+    let n1 = t.serve("n1", "");
     let n2 = t.serve("n2", "");
     // Both announce after `rise` checks; the router learns both.
     wait_route(&t, "routes from both nodes", Duration::from_secs(30), |r| {
@@ -353,7 +353,56 @@ fn anycast_follows_the_health_of_both_answer_paths() {
         r.contains("10.61.1.2")
     });
 
-    // 2. kill -9: the TUN device dies with the process, and with it the
+    // 2. The XDP program detached behind the server's back (as an
+    // operator's `ip link set ... xdp off` does): the kernel check sees
+    // the interface run no program of ours and n1 withdraws.
+    let second = client(&t, 100, 5);
+    std::thread::sleep(Duration::from_secs(1));
+    // `ip link set ... xdp off` cannot: xdpdns attaches through a BPF link
+    // ("Can't replace active BPF XDP link"); bpftool detaches the link.
+    let shown = ns_run(
+        &t.ns("n1"),
+        &["ip", "-d", "link", "show", "dev", &t.node_if("n1")],
+    );
+    let prog_id = shown
+        .split("prog/xdp id ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no XDP program on n1's link: {shown}"))
+        .to_string();
+    let links: serde_json::Value =
+        serde_json::from_str(&ns_run(&t.ns("n1"), &["bpftool", "-j", "link", "show"])).unwrap();
+    let link_id = links
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["prog_id"].to_string() == prog_id)
+        .unwrap_or_else(|| panic!("no BPF link for program {prog_id}: {links}"))["id"]
+        .to_string();
+    let out = ns_run(&t.ns("n1"), &["bpftool", "link", "detach", "id", &link_id]);
+    println!("detaching link {link_id} of program {prog_id}: {out:?}");
+    assert!(
+        n1.wait_log("no longer attached", Duration::from_secs(5)),
+        "{}",
+        n1.log()
+    );
+    wait_route(&t, "only n2's route", Duration::from_secs(10), |r| {
+        r.contains("10.61.2.2") && !r.contains("10.61.1.2")
+    });
+    let seen = second.join().unwrap();
+    println!("XDP detached on n1: {seen:?}");
+    assert_eq!(seen.lost, 0, "no query lost beyond one retry: {seen:?}");
+    // n1's fallback answers everything now, but its kernel path stays
+    // broken: it stays withdrawn until restarted.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!t.route().contains("10.61.1.2"), "{}", t.route());
+    drop(n1);
+    let mut n1 = t.serve("n1", "");
+    wait_route(&t, "n1 announced again", Duration::from_secs(15), |r| {
+        r.contains("10.61.1.2")
+    });
+
+    // 3. kill -9: the TUN device dies with the process, and with it the
     // route; the client moves to n2.
     let second = client(&t, 100, 5);
     std::thread::sleep(Duration::from_secs(1));
@@ -366,10 +415,11 @@ fn anycast_follows_the_health_of_both_answer_paths() {
         |r| !r.contains("10.61.1.2") && r.contains("10.61.2.2"),
     );
     let seen = second.join().unwrap();
-    assert_eq!(seen.lost, 0, "no query lost beyond one retry: {seen:?}");
     println!("kill -9: {seen:?}");
+    assert!(seen.by_node.get("n1").copied().unwrap_or(0) > 0, "{seen:?}");
+    assert_eq!(seen.lost, 0, "no query lost beyond one retry: {seen:?}");
 
-    // 3. A graceful drain (SIGTERM) loses nothing, retries included:
+    // 4. A graceful drain (SIGTERM) loses nothing, retries included:
     // withdrawn first, the node keeps answering while traffic moves.
     let n1 = t.serve("n1", "");
     wait_route(&t, "n1 announced again", Duration::from_secs(15), |r| {
@@ -386,5 +436,101 @@ fn anycast_follows_the_health_of_both_answer_paths() {
         "graceful drain: {seen:?}"
     );
     assert!(n1.log().contains("anycast: draining"), "{}", n1.log());
+    drop(n1);
+
+    // 5. A secondary zone expires (its primary, here a second xdpdns in
+    // n1's namespace, is gone): stale data is not fresh, n1 withdraws.
+    let primary_dir = TempDir::new("anycast-primary");
+    primary_dir.write(
+        "sec.zone",
+        "$ORIGIN sec.test.\n$TTL 60\n@ SOA ns1 hostmaster 1 1 1 4 60\n@ NS ns1\n\
+         ns1 A 192.0.2.1\n",
+    );
+    let primary_conf = primary_dir.write(
+        "xdpdns.toml",
+        "[server]\nlisten = [\"127.0.0.1:5300\"]\n\
+         [[zone]]\norigin = \"sec.test.\"\nfile = \"sec.zone\"\n",
+    );
+    let primary = Server::start_in(
+        primary_dir,
+        primary_conf,
+        &["ip", "netns", "exec", &t.ns("n1")],
+    );
+    let n1 = t.serve(
+        "n1",
+        "[[zone]]\norigin = \"sec.test.\"\nprimaries = [\"127.0.0.1:5300\"]\n",
+    );
+    wait_route(
+        &t,
+        "n1 announced with its secondary zone",
+        Duration::from_secs(15),
+        |r| r.contains("10.61.1.2"),
+    );
+    let fifth = client(&t, 100, 8);
+    std::thread::sleep(Duration::from_secs(1));
+    drop(primary);
+    assert!(
+        n1.wait_log("zone sec.test. has expired", Duration::from_secs(10)),
+        "{}",
+        n1.log()
+    );
+    wait_route(&t, "only n2's route", Duration::from_secs(10), |r| {
+        r.contains("10.61.2.2") && !r.contains("10.61.1.2")
+    });
+    let seen = fifth.join().unwrap();
+    println!("secondary expired on n1: {seen:?}");
+    assert_eq!(seen.lost, 0, "no query lost beyond one retry: {seen:?}");
+    drop(n1);
+
+    // 6. A flapping node is held down: the second withdrawal in a row
+    // holds n1 withdrawn for hold_down_ms although its checks pass.
+    let n1 = t.serve("n1", "hold_down_ms = 4000\nflap_reset_ms = 60000");
+    wait_route(&t, "n1 announced", Duration::from_secs(15), |r| {
+        r.contains("10.61.1.2")
+    });
+    let block = |on: bool| {
+        let nft = |args: &str| ns_run(&t.ns("n1"), &["nft", args]);
+        if on {
+            nft("add table inet xdpdns_test");
+            nft("add chain inet xdpdns_test input { type filter hook input priority 0; }");
+            nft("add rule inet xdpdns_test input iif lo udp dport 53 drop");
+        } else {
+            nft("delete table inet xdpdns_test");
+        }
+    };
+    block(true);
+    wait_route(&t, "first withdrawal", Duration::from_secs(10), |r| {
+        !r.contains("10.61.1.2")
+    });
+    block(false);
+    wait_route(&t, "back after rise", Duration::from_secs(10), |r| {
+        r.contains("10.61.1.2")
+    });
+    block(true);
+    wait_route(&t, "second withdrawal", Duration::from_secs(10), |r| {
+        !r.contains("10.61.1.2")
+    });
+    block(false);
+    let unblocked = Instant::now();
+    assert!(
+        n1.wait_log("held down for", Duration::from_secs(5)),
+        "{}",
+        n1.log()
+    );
+    // Passing checks, but held down: still withdrawn 2.5 s later...
+    while unblocked.elapsed() < Duration::from_millis(2500) {
+        assert!(
+            !t.route().contains("10.61.1.2"),
+            "announced during the hold-down"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // ... and back once the hold-down is over.
+    wait_route(
+        &t,
+        "back after the hold-down",
+        Duration::from_secs(10),
+        |r| r.contains("10.61.1.2"),
+    );
     drop(n2);
 }

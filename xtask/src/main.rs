@@ -65,6 +65,8 @@ const APT_PACKAGES: &[&str] = &[
     // and the firewall that breaks a node's fallback on purpose
     "bird2",
     "nftables",
+    // and detaches a node's XDP link behind its back
+    "bpftool",
     // systemd-analyze, which verifies the shipped unit (dist/)
     "systemd",
     // promtool, which checks the /metrics exposition; curl scrapes it
