@@ -178,6 +178,7 @@ impl Topology {
             &format!(
                 "[server]\nlisten = [\"0.0.0.0:53\"]\n\
                  [identity]\nserver_id = \"{node}\"\n\
+                 [control]\nsocket = \"ctl.sock\"\n\
                  [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\n\
                  [anycast]\ninterface = \"any0\"\naddresses = [\"192.0.2.53/32\"]\n\
                  check_name = \"example.com. SOA\"\ncheck_interval_ms = 100\nfall = 2\nrise = 2\n\
@@ -532,5 +533,34 @@ fn anycast_follows_the_health_of_both_answer_paths() {
         Duration::from_secs(10),
         |r| r.contains("10.61.1.2"),
     );
+
+    // 7. `xdpdns ctl drain` withdraws by hand, `resume` brings it back.
+    let ctl = |cmd: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_xdpdns"))
+            .args(["ctl", "--config"])
+            .arg(&n1.config)
+            .arg(cmd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ctl {cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(ctl("drain").contains("withdrawn"));
+    wait_route(&t, "drained by ctl", Duration::from_secs(5), |r| {
+        !r.contains("10.61.1.2")
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        !t.route().contains("10.61.1.2"),
+        "a drain holds although checks pass"
+    );
+    ctl("resume");
+    wait_route(&t, "resumed by ctl", Duration::from_secs(10), |r| {
+        r.contains("10.61.1.2")
+    });
     drop(n2);
 }

@@ -121,6 +121,11 @@ enum CtlCommand {
     Secondaries,
     /// Registered instances by status, services, pending withdrawals.
     Registry,
+    /// Withdraw the anycast addresses ([anycast]); returns once the drain
+    /// time has passed.
+    Drain,
+    /// Announce them again after `rise` passing self-checks.
+    Resume,
     /// Live answers per second (kernel, fallback, by RCODE), one line per
     /// interval until interrupted or `--count` lines.
     Top {
@@ -286,6 +291,12 @@ fn ctl(config: PathBuf, json: bool, command: CtlCommand) -> anyhow::Result<()> {
         }),
         CtlCommand::Registry => show(&Request::Registry, &|v| {
             Ok(client::registry_text(&parse(v)?))
+        }),
+        CtlCommand::Drain => show(&Request::Drain, &|v| {
+            Ok(format!("{}\n", parse::<String>(v)?))
+        }),
+        CtlCommand::Resume => show(&Request::Resume, &|v| {
+            Ok(format!("{}\n", parse::<String>(v)?))
         }),
         CtlCommand::Secondaries => {
             let peers: p::Secondaries = client.get(&Request::Secondaries)?;

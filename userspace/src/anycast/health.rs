@@ -97,6 +97,12 @@ impl Health {
         }
     }
 
+    /// Ends a drain: `rise` passing checks announce again.
+    pub fn resume(&mut self) {
+        self.draining = false;
+        self.passes = 0;
+    }
+
     fn withdraw(&mut self, now: Instant) -> Action {
         let stable = self
             .announced_at
@@ -219,5 +225,11 @@ mod tests {
         assert_eq!(h.drain(t), Some(Action::Withdraw));
         assert_eq!(run(&mut h, &mut t, &[true; 10]), []);
         assert!(!h.is_announced());
+        h.resume();
+        assert_eq!(
+            run(&mut h, &mut t, &[true; 3]),
+            [(2, Action::Announce)],
+            "back after rise passes"
+        );
     }
 }

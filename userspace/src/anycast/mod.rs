@@ -29,7 +29,7 @@ use crate::xdp::WeakKernelTable;
 /// The driver's handle: a graceful drain, answered once withdrawn and the
 /// drain time has passed.
 pub struct Anycast {
-    drain: mpsc::Sender<oneshot::Sender<()>>,
+    commands: mpsc::Sender<Command>,
     /// Announced or not, for `ctl` and `/metrics`.
     pub announced: watch::Receiver<bool>,
 }
@@ -38,10 +38,23 @@ impl Anycast {
     /// Withdraws for good, then waits the configured drain time.
     pub async fn drain(&self) {
         let (tx, rx) = oneshot::channel();
-        if self.drain.send(tx).await.is_ok() {
+        if self.commands.send(Command::Drain(tx)).await.is_ok() {
             let _ = rx.await;
         }
     }
+
+    /// Ends a drain (`xdpdns ctl resume`): announced again after `rise`
+    /// passing checks.
+    pub async fn resume(&self) {
+        let _ = self.commands.send(Command::Resume).await;
+    }
+}
+
+/// What the handle asks of the driver.
+enum Command {
+    /// Withdraw for good; answered once the drain time has passed.
+    Drain(oneshot::Sender<()>),
+    Resume,
 }
 
 /// What the driver checks and how.
@@ -61,11 +74,11 @@ pub fn start(setup: Setup) -> Result<Anycast, InterfaceError> {
         "anycast: interface created; announcing after {} passing self-checks",
         setup.config.rise
     );
-    let (drain_tx, drain_rx) = mpsc::channel(1);
+    let (commands, drain_rx) = mpsc::channel(1);
     let (announced_tx, announced) = watch::channel(false);
     tokio::spawn(run(setup, iface, drain_rx, announced_tx));
     Ok(Anycast {
-        drain: drain_tx,
+        commands,
         announced,
     })
 }
@@ -73,7 +86,7 @@ pub fn start(setup: Setup) -> Result<Anycast, InterfaceError> {
 async fn run(
     setup: Setup,
     mut iface: AnnounceInterface,
-    mut drain: mpsc::Receiver<oneshot::Sender<()>>,
+    mut commands: mpsc::Receiver<Command>,
     announced: watch::Sender<bool>,
 ) {
     let config = setup.config;
@@ -100,8 +113,16 @@ async fn run(
                     let _ = announced.send(iface.is_announced());
                 }
             }
-            request = drain.recv() => {
-                let Some(done) = request else { break };
+            command = commands.recv() => {
+                let done = match command {
+                    None => break,
+                    Some(Command::Resume) => {
+                        info!("anycast: resumed; announcing after {} passing self-checks", config.rise);
+                        health.resume();
+                        continue;
+                    }
+                    Some(Command::Drain(done)) => done,
+                };
                 if let Some(action) = health.drain(Instant::now()) {
                     apply(&mut iface, &config, action, None);
                     let _ = announced.send(false);

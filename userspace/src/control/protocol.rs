@@ -18,6 +18,10 @@ pub enum Request {
     Registry,
     /// Cumulative answer counts, which `ctl top` turns into rates.
     Counters,
+    /// Withdraw the anycast addresses (and wait the drain time).
+    Drain,
+    /// Announce them again after `rise` passing self-checks.
+    Resume,
 }
 
 /// The reply: `{"ok": …}` or `{"error": "…"}`. What `ok` holds follows

@@ -40,6 +40,8 @@ pub(super) struct Live {
     /// The configuration in force (replaced by a reload).
     pub config: ArcSwap<Config>,
     pub listen: Vec<SocketAddr>,
+    /// The anycast coupling, once started (after the views).
+    pub anycast: std::sync::OnceLock<crate::anycast::Anycast>,
 }
 
 impl Live {
@@ -288,6 +290,17 @@ impl Backend for Control {
                 let kernel = live.kernel_state().await;
                 Reply::ok(&live.counters(kernel.as_ref()))
             }
+            Request::Drain | Request::Resume => match live.anycast.get() {
+                None => Reply::Error("no [anycast] configured".into()),
+                Some(a) if request == Request::Drain => {
+                    a.drain().await;
+                    Reply::ok(&"withdrawn")
+                }
+                Some(a) => {
+                    a.resume().await;
+                    Reply::ok(&"resumed: announced after rise passing self-checks")
+                }
+            },
         }
     }
 }

@@ -204,6 +204,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         loads: loads.clone(),
         config: arc_swap::ArcSwap::from_pointee(config.clone()),
         listen: bound_addrs.clone(),
+        anycast: std::sync::OnceLock::new(),
     });
     let metrics_addr = match config.metrics.listen {
         Some(addr) => Some(start_metrics(
@@ -219,10 +220,10 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let control_socket = start_control(&config, &live, control, stop_rx.clone(), &mut tasks)?;
     // Last: the addresses are announced only once everything above serves
     // and the first `rise` self-checks pass.
-    let anycast = match &config.anycast {
-        Some(a) => Some(start_anycast(&config, a, &router, &live, &bound_addrs)?),
-        None => None,
-    };
+    if let Some(a) = &config.anycast {
+        let started = start_anycast(&config, a, &router, &live, &bound_addrs)?;
+        let _ = live.anycast.set(started);
+    }
     // Written while still privileged (its directory may be root's).
     if let Some(path) = &ready_file {
         write_ready_file(path, &bound_addrs, api_addr, metrics_addr)
@@ -275,7 +276,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             }
             _ = term.recv() => {
                 // Withdrawn first, so traffic moves before anything stops.
-                if let Some(a) = &anycast {
+                if let Some(a) = live.anycast.get() {
                     a.drain().await;
                 }
                 break
