@@ -377,7 +377,7 @@ fn anycast_follows_the_health_of_both_answer_paths() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|l| l["prog_id"].to_string() == prog_id)
+        .find(|l| l["prog_id"].as_u64().map(|v| v.to_string()) == Some(prog_id.clone()))
         .unwrap_or_else(|| panic!("no BPF link for program {prog_id}: {links}"))["id"]
         .to_string();
     let out = ns_run(&t.ns("n1"), &["bpftool", "link", "detach", "id", &link_id]);
