@@ -23,7 +23,6 @@ pub use checks::{parse_check_name, Checks};
 use health::{Action, Health};
 pub use interface::{AnnounceInterface, InterfaceError};
 
-use crate::config::AnycastConfig;
 use crate::xdp::WeakKernelTable;
 
 /// The driver's handle: a graceful drain, answered once withdrawn and the
@@ -57,9 +56,21 @@ enum Command {
     Resume,
 }
 
+/// The interface, addresses and cadence (from `[anycast]`).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub interface: String,
+    pub addresses: Vec<ipnet::IpNet>,
+    pub rules: health::Rules,
+    pub check_interval: std::time::Duration,
+    pub drain: std::time::Duration,
+    pub announce_command: Option<String>,
+    pub withdraw_command: Option<String>,
+}
+
 /// What the driver checks and how.
 pub struct Setup {
-    pub config: AnycastConfig,
+    pub config: Settings,
     pub checks: Checks,
     /// The kernel path, when XDP is configured (`None` inside: it failed).
     pub kernel: Option<Option<WeakKernelTable>>,
@@ -72,7 +83,7 @@ pub fn start(setup: Setup) -> Result<Anycast, InterfaceError> {
         interface = iface.name(),
         addresses = ?setup.config.addresses,
         "anycast: interface created; announcing after {} passing self-checks",
-        setup.config.rise
+        setup.config.rules.rise
     );
     let (commands, drain_rx) = mpsc::channel(1);
     let (announced_tx, announced) = watch::channel(false);
@@ -91,8 +102,8 @@ async fn run(
 ) {
     let config = setup.config;
     let checks = Arc::new(setup.checks);
-    let mut health = Health::new(config.rules());
-    let mut tick = tokio::time::interval(config.check_interval());
+    let mut health = Health::new(config.rules);
+    let mut tick = tokio::time::interval(config.check_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_failure: Option<String> = None;
     loop {
@@ -117,7 +128,7 @@ async fn run(
                 let done = match command {
                     None => break,
                     Some(Command::Resume) => {
-                        info!("anycast: resumed; announcing after {} passing self-checks", config.rise);
+                        info!("anycast: resumed; announcing after {} passing self-checks", config.rules.rise);
                         health.resume();
                         continue;
                     }
@@ -126,8 +137,8 @@ async fn run(
                 if let Some(action) = health.drain(Instant::now()) {
                     apply(&mut iface, &config, action, None);
                     let _ = announced.send(false);
-                    info!("anycast: draining for {} ms", config.drain_ms);
-                    tokio::time::sleep(config.drain()).await;
+                    info!("anycast: draining for {} ms", config.drain.as_millis());
+                    tokio::time::sleep(config.drain).await;
                 }
                 let _ = done.send(());
             }
@@ -157,7 +168,7 @@ async fn check_once(
 
 fn apply(
     iface: &mut AnnounceInterface,
-    config: &AnycastConfig,
+    config: &Settings,
     action: Action,
     held_until: Option<Instant>,
 ) {

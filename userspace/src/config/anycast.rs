@@ -7,7 +7,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::{Config, ConfigError};
-use crate::anycast::{health::Rules, parse_check_name};
+use crate::anycast::{health::Rules, parse_check_name, Settings};
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -74,12 +74,17 @@ impl AnycastConfig {
         }
     }
 
-    pub fn check_interval(&self) -> Duration {
-        Duration::from_millis(self.check_interval_ms)
-    }
-
-    pub fn drain(&self) -> Duration {
-        Duration::from_millis(self.drain_ms)
+    /// What the anycast driver runs by.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            interface: self.interface.clone(),
+            addresses: self.addresses.clone(),
+            rules: self.rules(),
+            check_interval: Duration::from_millis(self.check_interval_ms),
+            drain: Duration::from_millis(self.drain_ms),
+            announce_command: self.announce_command.clone(),
+            withdraw_command: self.withdraw_command.clone(),
+        }
     }
 }
 

@@ -679,7 +679,7 @@ fn start_anycast(
     };
     let kernel = (!config.xdp.interfaces.is_empty()).then(|| live.kernel.clone());
     crate::anycast::start(crate::anycast::Setup {
-        config: anycast.clone(),
+        config: anycast.settings(),
         checks,
         kernel,
     })
