@@ -219,27 +219,24 @@ impl FastPath {
             .expect("an XDP program")
     }
 
-    /// The program's fd, for BPF_PROG_TEST_RUN.
+    /// The loaded program (read-only).
+    fn loaded(&self) -> &Xdp {
+        self.ebpf
+            .program(PROGRAM)
+            .expect("loaded")
+            .try_into()
+            .expect("XDP")
+    }
+
     /// The kernel's id of the loaded program (what an interface running
     /// it reports).
     pub fn program_id(&self) -> Result<u32, XdpError> {
-        let prog: &Xdp = self
-            .ebpf
-            .program(PROGRAM)
-            .expect("loaded")
-            .try_into()
-            .expect("XDP");
-        Ok(prog.info()?.id())
+        Ok(self.loaded().info()?.id())
     }
 
+    /// The program's fd, for BPF_PROG_TEST_RUN.
     pub fn program_fd(&self) -> RawFd {
-        let prog: &Xdp = self
-            .ebpf
-            .program(PROGRAM)
-            .expect("loaded")
-            .try_into()
-            .expect("XDP");
-        prog.fd().expect("loaded").as_fd().as_raw_fd()
+        self.loaded().fd().expect("loaded").as_fd().as_raw_fd()
     }
 
     /// Loads one of the benchmark programs (`bench_restore`, `bench_answer`,
