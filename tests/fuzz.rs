@@ -197,20 +197,30 @@ fn fuzzed_queries_get_the_same_bytes_hot_or_full() {
         },
         ..Handler::default()
     };
-    // Seeds: A/AAAA queries for every compiled name, plain, with EDNS,
-    // and resolver-shaped (DO, a client cookie); the general router
+    // Seeds: A/AAAA queries for every compiled name, TXT and MX there
+    // (NODATA), and a missing name below each (NXDOMAIN), plain, with
+    // EDNS, and resolver-shaped (DO, a client cookie); the general router
     // target above covers every other kind of message.
     let mut seeds = Vec::new();
     let (compiled, _) = xdpdns::xdp::compile(&snapshot);
     for key in compiled.keys() {
-        let mut q = vec![0x42, 0x42, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-        q.extend_from_slice(&key.name);
-        q.extend_from_slice(&[0, if key.qtype == 0 { 1 } else { 28 }, 0, 1]);
-        seeds.push(q.clone());
-        q[11] = 1;
-        q.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8]);
-        q.extend_from_slice(b"clientck");
-        seeds.push(q);
+        let address = if key.qtype == 0 { 1 } else { 28 };
+        let missing = [&[2, b'n', b'x'][..], &key.name].concat();
+        for (name, qtype) in [
+            (&key.name[..], address),
+            (&key.name, 16),
+            (&key.name, 15),
+            (&missing, address),
+        ] {
+            let mut q = vec![0x42, 0x42, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+            q.extend_from_slice(name);
+            q.extend_from_slice(&[0, qtype, 0, 1]);
+            seeds.push(q.clone());
+            q[11] = 1;
+            q.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8]);
+            q.extend_from_slice(b"clientck");
+            seeds.push(q);
+        }
     }
     let runs = executions(20_000);
     let mut rng = rng(0x407_5eed);
@@ -222,7 +232,7 @@ fn fuzzed_queries_get_the_same_bytes_hot_or_full() {
         let now = 1_767_225_600;
         let fast = xdpdns::hot::answer(
             &table,
-            snapshot.version(),
+            &snapshot,
             &input,
             transport,
             peer,

@@ -27,8 +27,11 @@ pub mod opcode {
 /// Resource record types the fast path answers.
 pub mod rtype {
     pub const A: u16 = 1;
+    pub const SOA: u16 = 6;
     pub const AAAA: u16 = 28;
     pub const OPT: u16 = 41;
+    pub const DS: u16 = 43;
+    pub const RRSIG: u16 = 46;
 }
 
 /// Longest name (wire bytes, root label included) kept in the tiny-key

@@ -12,10 +12,12 @@ use xdpdns_common::{
     MAX_NAME_WIRE_LEN, NSID_MAX,
 };
 
-use super::HotTable;
+use super::{negative, HotTable};
 use crate::handler::Transport;
+use crate::metrics::zones;
 use crate::wire::ServerEdns;
 use crate::xdp::compile::Compiled;
+use crate::zone::Snapshot;
 
 /// The OPT record without options.
 const OPT_LEN: usize = 11;
@@ -47,16 +49,16 @@ struct Question {
     /// The name, lower-cased, in wire form.
     lower: [u8; MAX_NAME_WIRE_LEN],
     name_len: usize,
-    qtype: u8,
+    qtype: u16,
     edns: Option<Edns>,
 }
 
-/// The reply to `packet` from `table` at store version `version` with
-/// the answering zone's id (for the per-zone counters), or `None` when
-/// the full handler must answer.
+/// The reply to `packet` from `table` and `snapshot` (the one being
+/// served) with the answering zone's id (for the per-zone counters), or
+/// `None` when the full handler must answer.
 pub fn answer(
     table: &HotTable,
-    version: u64,
+    snapshot: &Snapshot,
     packet: &[u8],
     transport: Transport,
     peer: IpAddr,
@@ -74,37 +76,102 @@ pub fn answer(
             e.payload.min(server.udp_payload).max(CLASSIC_UDP_PAYLOAD) as usize
         }
     };
+    let reply = Reply {
+        packet,
+        q: &q,
+        limit,
+        peer,
+        now,
+        server,
+    };
     let name = &q.lower[..q.name_len];
     let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
-    let build = |entry: &Compiled| {
-        let section = entry.section();
-        let opt_len = q.edns.map_or(0, |e| opt_len(&e, server));
-        let len = q.end + section.len() + opt_len;
-        if len > limit {
-            return None;
+    if let Some(slot) = address_slot(q.qtype) {
+        let version = snapshot.version();
+        let build = |entry: &Compiled| {
+            let head = Head {
+                rcode: 0,
+                ancount: entry.head.ancount(),
+                nscount: 0,
+            };
+            reply
+                .write(head, |out| out.extend_from_slice(entry.section()))
+                .map(|bytes| (bytes, entry.head.zone()))
+        };
+        // Under DO=1 a signed zone's entry answers from its signed
+        // variant (the full handler answers when there is none).
+        let plain = table.read(version, name, slot, |entry| {
+            let signed = entry.head.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
+            (!signed).then(|| build(entry))
+        });
+        match plain {
+            Some(Some(hit)) => return hit,
+            Some(None) => return table.read(version, name, slot | qtype_slot::A_SIGNED, build)?,
+            // No entry, or the table is not at this snapshot: the
+            // snapshot decides whether the name or type is missing.
+            None => {}
         }
-        let mut out = Vec::with_capacity(len);
+    }
+    let (zone, negative) = negative::decide(snapshot, name, q.qtype, dnssec_ok)?;
+    let head = Head {
+        rcode: negative.rcode(),
+        ancount: 0,
+        nscount: 1,
+    };
+    let qname = &packet[DNS_HEADER_LEN..DNS_HEADER_LEN + q.name_len];
+    let mut soa = Some(());
+    let bytes = reply.write(head, |out| soa = negative::write_soa(out, qname, zone))?;
+    soa?;
+    Some((bytes, zones::id(zone.origin_key())))
+}
+
+fn address_slot(qtype: u16) -> Option<u8> {
+    match qtype {
+        rtype::A => Some(qtype_slot::A),
+        rtype::AAAA => Some(qtype_slot::AAAA),
+        _ => None,
+    }
+}
+
+/// The header fields a reply sets beyond those copied from the query.
+struct Head {
+    rcode: u8,
+    ancount: u16,
+    nscount: u16,
+}
+
+/// What every hot reply is built from.
+struct Reply<'a> {
+    packet: &'a [u8],
+    q: &'a Question,
+    limit: usize,
+    peer: IpAddr,
+    now: u64,
+    server: &'a ServerEdns,
+}
+
+impl Reply<'_> {
+    /// The query's header patched and its question as sent, the records
+    /// `sections` writes, then the OPT record; `None` over the size
+    /// limit (the full handler truncates).
+    fn write(&self, head: Head, sections: impl FnOnce(&mut Vec<u8>)) -> Option<Vec<u8>> {
+        let (packet, q) = (self.packet, self.q);
+        let opt_len = q.edns.map_or(0, |e| opt_len(&e, self.server));
+        let mut out = Vec::with_capacity(q.end + 64 + opt_len);
         out.extend_from_slice(&packet[..q.end]);
         out[2] = 0x84 | (packet[2] & 0x01); // QR, AA, RD copied; opcode 0
-        out[3] = packet[3] & 0x10; // CD copied; RA, Z, AD, RCODE zero
-        out[6..8].copy_from_slice(&entry.head.ancount().to_be_bytes());
-        out[8..10].fill(0);
+        out[3] = (packet[3] & 0x10) | head.rcode; // CD copied; RA, Z, AD zero
+        out[6..8].copy_from_slice(&head.ancount.to_be_bytes());
+        out[8..10].copy_from_slice(&head.nscount.to_be_bytes());
         out[10..12].copy_from_slice(&u16::from(q.edns.is_some()).to_be_bytes());
-        out.extend_from_slice(section);
-        if let Some(e) = q.edns {
-            write_opt(&mut out, &e, server, peer, now);
+        sections(&mut out);
+        if out.len() + opt_len > self.limit {
+            return None;
         }
-        Some((out, entry.head.zone()))
-    };
-    // Under DO=1 a signed zone's entry answers from its signed variant
-    // (the full handler answers when there is none).
-    let plain = table.read(version, name, q.qtype, |entry| {
-        let signed = entry.head.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
-        (!signed).then(|| build(entry))
-    })?;
-    match plain {
-        Some(reply) => reply,
-        None => table.read(version, name, q.qtype | qtype_slot::A_SIGNED, build)?,
+        if let Some(e) = q.edns {
+            write_opt(&mut out, &e, self.server, self.peer, self.now);
+        }
+        Some(out)
     }
 }
 
@@ -147,11 +214,7 @@ fn parse(p: &[u8]) -> Option<Question> {
     if u16::from_be_bytes([tc[2], tc[3]]) != 1 {
         return None;
     }
-    let qtype = match u16::from_be_bytes([tc[0], tc[1]]) {
-        rtype::A => qtype_slot::A,
-        rtype::AAAA => qtype_slot::AAAA,
-        _ => return None,
-    };
+    let qtype = u16::from_be_bytes([tc[0], tc[1]]);
     let end = pos + 4;
     let edns = match (arcount, p.len() - end) {
         (0, 0) => None,

@@ -49,9 +49,16 @@ fn store() -> ZoneStore {
         sig RRSIG A 15 3 300 20300101000000 20200101000000 4712 Signed.Test. c2lnbmF0dXJlLXR3bw==\n\
         sig AAAA 2001:db8::8\nsig RRSIG AAAA 13 3 300 20300101000000 20200101000000 4711 \
         signed.test. c2lnbmF0dXJlLXRocmVl\n";
+    // Names of the SOA in other case and out of the zone, a DNAME, a
+    // negative TTL below the SOA's.
+    let other = "$ORIGIN Other.Test.\n$TTL 300\n\
+        @ SOA NS.Elsewhere.NET. Host.Master.Other.TEST. 5 3600 600 86400 30\n\
+        @ NS NS.Elsewhere.NET.\nd DNAME example.com.\nhost A 192.0.2.77\n\
+        deep.a.b.c.e TXT x\n";
     ZoneStore::with_zones(vec![
         zone("example.com.", &text),
         zone("signed.test.", signed),
+        zone("other.test.", other),
     ])
 }
 
@@ -188,8 +195,7 @@ fn both(
 ) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     let snapshot = store.snapshot();
     let full = h.handle(&snapshot, q, transport, peer, NOW);
-    let hot =
-        answer(table, snapshot.version(), q, transport, peer, NOW, &h.edns).map(|(bytes, _)| bytes);
+    let hot = answer(table, &snapshot, q, transport, peer, NOW, &h.edns).map(|(bytes, _)| bytes);
     (full, hot)
 }
 
@@ -217,6 +223,16 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
         "alias.example.com.",
         "ns.sub.example.com.",
         "missing.example.com.",
+        "MiSsInG.ExAmPlE.CoM.",
+        "a.missing.b.ent.example.com.",
+        "x.sub.example.com.",
+        "nx.other.test.",
+        "NX.Other.TEST.",
+        "x.d.other.test.",
+        "d.other.test.",
+        "b.c.e.other.test.",
+        "z.deep.a.b.c.e.other.test.",
+        "missing.signed.test.",
         "txt.example.com.",
         "host.signed.test.",
         "HOST.Signed.Test.",
@@ -232,7 +248,7 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
         for peer in peers {
             let sets = option_sets(&h, peer);
             for name in names {
-                for qtype in [1u16, 28, 16, 255] {
+                for qtype in [1u16, 28, 16, 255, 6, 43] {
                     for flags in [
                         [0, 0],
                         [1, 0],
@@ -347,13 +363,36 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
     assert_ne!(full.unwrap()[2] & 0x02, 0, "TC from the full handler");
     assert!(hot(&big(4096), udp));
     assert!(hot(&big(512), Transport::Tcp));
+    // Negative answers from the snapshot: NXDOMAIN, NODATA at a name,
+    // at an empty non-terminal, in a signed zone without DO.
     for q in [
         query("missing.example.com.", 1, [0, 0], None),
+        query("Deeper.Missing.example.com.", 16, [0, 0], None),
         query("txt.example.com.", 1, [0, 0], None),
         query("www.example.com.", 16, [0, 0], None),
+        query("b.ent.example.com.", 28, [0, 0], None),
+        query("missing.signed.test.", 1, [0, 0], None),
+    ] {
+        assert!(hot(&q, udp), "{q:?}");
+    }
+    for q in [
         query("alias.example.com.", 1, [0, 0], None),
+        query("alias.example.com.", 16, [0, 0], None),
         query("x.wild.example.com.", 1, [0, 0], None),
+        query("y.x.wild.example.com.", 1, [0, 0], None),
         query("ns.sub.example.com.", 1, [0, 0], None),
+        query("missing.sub.example.com.", 1, [0, 0], None),
+        query("sub.example.com.", 16, [0, 0], None),
+        query("www.example.com.", 255, [0, 0], None),
+        query("www.example.com.", 46, [0, 0], None),
+        query("www.example.com.", 43, [0, 0], None),
+        query("missing.example.net.", 1, [0, 0], None),
+        query(
+            "missing.signed.test.",
+            1,
+            [0, 0],
+            Some((1232, true, 0, &[][..])),
+        ),
         query("www.example.com.", 1, [0x08, 0], None),
         query(
             "www.example.com.",
@@ -424,12 +463,11 @@ async fn the_subscriber_follows_the_store() {
     wait_for(store.snapshot().version()).await;
     let h = handler(None);
     let peer: IpAddr = "192.0.2.99".parse().unwrap();
-    for (name, hot) in [("new.example.com.", true), ("www.example.com.", false)] {
+    // The new name answered from the table, the removed one NXDOMAIN.
+    for (name, rcode) in [("new.example.com.", 0), ("www.example.com.", 3)] {
         let q = query(name, 1, [0, 0], None);
         let (full, got) = both(&store, &table, &h, &q, Transport::Udp, peer);
-        assert_eq!(got.is_some(), hot, "{name}");
-        if hot {
-            assert_eq!(got, full);
-        }
+        assert_eq!(got, full, "{name}");
+        assert_eq!(got.map(|r| r[3] & 0x0f), Some(rcode), "{name}");
     }
 }

@@ -171,10 +171,9 @@ impl Router {
         }
         let handler = self.handler.load();
         let snapshot = self.store.load();
-        let version = snapshot.version();
         if let Some((bytes, zone)) = hot::answer(
             &self.hot,
-            version,
+            &snapshot,
             packet,
             transport,
             peer,
