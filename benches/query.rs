@@ -79,9 +79,27 @@ fn bench(c: &mut Criterion) {
     );
     xdpdns::hot::fill(&router.hot, &router.store.snapshot());
     let resolver = resolver_shaped(&hit);
+    // Negative answers (the hot path from the snapshot), beside the full
+    // handler answering the same queries.
+    // (`udp_miss_nxdomain` below is the full handler's NXDOMAIN.)
+    let nxdomain = query("nope.example.com.", RecordType::A);
+    let nodata = query("wWw.example.COM.", RecordType::TXT);
+    g.bench_function("udp_nodata_txt", |b| {
+        b.iter(|| {
+            handler.handle(
+                &snapshot,
+                std::hint::black_box(&nodata),
+                Transport::Udp,
+                PEER,
+                0,
+            )
+        })
+    });
     for (name, q) in [
         ("router_udp_hit_a", &hit),
         ("router_udp_hit_a_resolver", &resolver),
+        ("router_udp_nxdomain", &nxdomain),
+        ("router_udp_nodata_txt", &nodata),
     ] {
         let xdpdns::router::Response::One(bytes) = router.respond(q, Transport::Udp, PEER, 0)
         else {

@@ -17,7 +17,8 @@ use std::net::IpAddr;
 use xdpdns_common::cookie::{self, ClientIp};
 
 use crate::wire::{self, ClientCookie, ClientEdns, Rejected, Reply, Request, ServerEdns};
-use crate::zone::Snapshot;
+use crate::zone::{Snapshot, Zone};
+use std::sync::Arc;
 
 /// How the query arrived; decides the size limit of the reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,11 +91,22 @@ impl Handler {
 
     /// Answers a parsed request and encodes the reply.
     pub fn reply(&self, snapshot: &Snapshot, req: &Request, transport: Transport) -> Vec<u8> {
+        self.reply_from(snapshot, req, transport).0
+    }
+
+    /// [`Handler::reply`], with the zone that answered (for the per-zone
+    /// counters, so the router need not look it up again).
+    pub fn reply_from<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        req: &Request,
+        transport: Transport,
+    ) -> (Vec<u8>, Option<&'s Arc<Zone>>) {
         // No more records are gathered than could fit at their least
         // size: an RRset of thousands is never copied only to be dropped.
         let limit = self.limit(req, transport);
-        let reply = self.answer_within(snapshot, req, wire::max_records(limit));
-        wire::encode_reply(req, &reply, limit, &self.edns)
+        let (reply, zone) = self.decide(snapshot, req, wire::max_records(limit));
+        (wire::encode_reply(req, &reply, limit, &self.edns), zone)
     }
 
     fn limit(&self, req: &Request, transport: Transport) -> usize {
@@ -117,36 +129,48 @@ impl Handler {
     /// The decision, gathering at most `max_records` records (a reply
     /// with more is marked oversized and left unfilled).
     pub fn answer_within(&self, snapshot: &Snapshot, req: &Request, max_records: usize) -> Reply {
+        self.decide(snapshot, req, max_records).0
+    }
+
+    /// The decision and the zone it came from, if any.
+    fn decide<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        req: &Request,
+        max_records: usize,
+    ) -> (Reply, Option<&'s Arc<Zone>>) {
         if req.edns.is_some_and(|e| e.version > 0) {
-            return Reply::error(ResponseCode::BADVERS);
+            return (Reply::error(ResponseCode::BADVERS), None);
         }
         if req
             .edns
             .is_some_and(|e| e.cookie == ClientCookie::Malformed)
         {
-            return Reply::error(ResponseCode::FormErr);
+            return (Reply::error(ResponseCode::FormErr), None);
         }
         let q = &req.query;
+        let error = |rcode| (Reply::error(rcode), None);
         match q.query_type() {
             // Meta-types that are not questions (RFC 6895 §3.1).
-            RecordType::OPT | RecordType::TSIG => return Reply::error(ResponseCode::FormErr),
+            RecordType::OPT | RecordType::TSIG => return error(ResponseCode::FormErr),
             // Transfers are the transfer layer's (`router::Router::respond`);
             // a bare handler refuses them.
-            RecordType::AXFR | RecordType::IXFR => return Reply::error(ResponseCode::Refused),
+            RecordType::AXFR | RecordType::IXFR => return error(ResponseCode::Refused),
             _ => {}
         }
         match q.query_class() {
             DNSClass::IN => {}
-            DNSClass::CH => return self.identity.answer(q),
-            _ => return Reply::error(ResponseCode::Refused),
+            DNSClass::CH => return (self.identity.answer(q), None),
+            _ => return error(ResponseCode::Refused),
         }
         match zone_for(snapshot, q.name(), q.query_type()) {
-            Some(zone) if zone.is_expired() => Reply::error(ResponseCode::ServFail),
+            Some(zone) if zone.is_expired() => (Reply::error(ResponseCode::ServFail), Some(zone)),
             Some(zone) => {
                 let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
-                resolve(zone, q.name(), q.query_type(), max_records, dnssec)
+                let reply = resolve(zone, q.name(), q.query_type(), max_records, dnssec);
+                (reply, Some(zone))
             }
-            None => Reply::error(ResponseCode::Refused),
+            None => error(ResponseCode::Refused),
         }
     }
 }

@@ -192,8 +192,8 @@ impl Router {
         let qtype = req.query.query_type();
         let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
         if !req.signed && req.op_code == OpCode::Query && !transfer {
-            let reply = handler.reply(&snapshot, &req, transport);
-            if let Some(z) = snapshot.zone_of(req.query.name()) {
+            let (reply, zone) = handler.reply_from(&snapshot, &req, transport);
+            if let Some(z) = zone {
                 zones::count(zones::id(z.origin_key()));
             }
             return Response::One(reply);
