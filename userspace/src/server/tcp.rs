@@ -1,14 +1,15 @@
 //! DNS over TCP per RFC 7766: two-byte length framing, pipelined queries,
 //! an idle timeout, a cap on connections and bounded per-connection
-//! buffers (at most one 64 KiB message being read and a bounded queue of
-//! replies being written).
+//! buffers (a 16 KiB read buffer, at most one 64 KiB message being read,
+//! at most `max_pipelined` replies waiting to be written).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -98,9 +99,15 @@ impl Drop for OpenConnection {
     }
 }
 
-/// Reads framed queries and answers each as soon as it is read, so a
-/// client may pipeline as many as it likes; replies go out through a
-/// bounded queue, which stops reading while the client is not reading.
+/// Reads framed queries and answers them in one task: queries that
+/// arrived together (pipelined) are read from one buffer and their
+/// replies leave in one write once no whole query is left buffered (or
+/// `depth` replies are waiting). A client that does not read stops the
+/// reading too, until the idle timeout closes the connection.
+///
+/// One task and no queue between reading and writing: at a few hundred
+/// queries per second per connection, a writer task of its own cost a
+/// second wake-up (often of another thread) per answer.
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -110,17 +117,11 @@ async fn serve_connection(
     idle: Duration,
     depth: usize,
 ) {
-    let (mut rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(depth);
-    let writer = tokio::spawn(async move {
-        while let Some(frame) = rx.recv().await {
-            if wr.write_all(&frame).await.is_err() {
-                return;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let mut buf = Vec::new();
+    let mut out = Vec::new();
+    let mut waiting = 0;
     loop {
         let read = tokio::select! {
             r = tokio::time::timeout(idle, read_frame(&mut rd, &mut buf)) => r,
@@ -146,15 +147,19 @@ async fn serve_connection(
             Response::One(reply) => {
                 counts.count(Transport::Tcp, &reply);
                 counts.answered_in(Transport::Tcp, read_at.elapsed(), 1);
-                if tx.send(tcp_frame(&reply)).await.is_err() {
-                    break;
-                }
+                out.extend_from_slice(&(reply.len() as u16).to_be_bytes());
+                out.extend_from_slice(&reply);
+                waiting += 1;
             }
             // A transfer owns the connection until its last message is
-            // queued; encoding runs off the async threads and the bounded
+            // written; encoding runs off the async threads and a bounded
             // queue holds it to the client's reading speed.
             Response::Transfer(t) => {
-                let (tx, counts) = (tx.clone(), counts.clone());
+                if !flush(&mut wr, &mut out, idle).await {
+                    return;
+                }
+                let (tx, mut rx) = mpsc::channel::<Vec<u8>>(depth);
+                let counts = counts.clone();
                 let job = tokio::task::spawn_blocking(move || {
                     let mut first = true;
                     t.write(&mut |msg| {
@@ -166,15 +171,48 @@ async fn serve_connection(
                         tx.blocking_send(tcp_frame(&msg)).is_ok()
                     })
                 });
+                while let Some(mut frame) = rx.recv().await {
+                    if !flush(&mut wr, &mut frame, idle).await {
+                        drop(rx); // the encoder stops at its next message
+                        break;
+                    }
+                }
                 if !matches!(job.await, Ok(true)) {
                     debug!(%peer, "transfer ended early");
-                    break;
+                    return;
                 }
             }
         }
+        if waiting >= depth || !whole_frame_buffered(rd.buffer()) {
+            if !flush(&mut wr, &mut out, idle).await {
+                return;
+            }
+            waiting = 0;
+        }
     }
-    drop(tx);
-    let _ = writer.await;
+    if flush(&mut wr, &mut out, idle).await {
+        let _ = wr.shutdown().await;
+    }
+}
+
+/// Bytes read from a connection at once: many pipelined queries.
+const READ_BUFFER: usize = 16 * 1024;
+
+/// Whether `buffered` holds a whole length-prefixed message.
+fn whole_frame_buffered(buffered: &[u8]) -> bool {
+    buffered.len() >= 2
+        && buffered.len() >= 2 + u16::from_be_bytes([buffered[0], buffered[1]]) as usize
+}
+
+/// Writes and empties `out`; false when the client is gone or has not
+/// taken the bytes within `idle`.
+async fn flush(wr: &mut OwnedWriteHalf, out: &mut Vec<u8>, idle: Duration) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    let written = tokio::time::timeout(idle, wr.write_all(out)).await;
+    out.clear();
+    matches!(written, Ok(Ok(())))
 }
 
 /// Reads one length-prefixed message into `buf`. `Ok(false)` for a clean
