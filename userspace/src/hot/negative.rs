@@ -58,7 +58,12 @@ pub(super) fn decide<'s>(
     }
     let key = LowerName::read(&mut BinDecoder::new(lower)).ok()?;
     let zone = snapshot.zone_of(&key)?;
-    if zone.is_expired() || (dnssec_ok && zone.is_signed()) {
+    // One SOA record: the authority section the reply's header counts.
+    let one_soa = zone
+        .apex()
+        .rrset(RecordType::SOA)
+        .is_some_and(|set| set.rdatas.len() == 1);
+    if zone.is_expired() || (dnssec_ok && zone.is_signed()) || !one_soa {
         return None;
     }
     if zone.below_cut(&key) || zone.below_dname(&key) {
@@ -89,9 +94,11 @@ pub(super) fn decide<'s>(
 /// Writes the zone's SOA as the authority record of a negative answer,
 /// with the negative-caching TTL min(SOA TTL, MINIMUM) (RFC 2308 §3),
 /// after a question whose name (as sent) is `qname`, at offset 12.
-/// Returns `None` when the zone has no SOA.
-pub(super) fn write_soa(out: &mut Vec<u8>, qname: &[u8], zone: &Zone) -> Option<()> {
-    let (soa, ttl) = zone.soa()?;
+/// `zone` is one [`decide`] returned, which has an SOA.
+pub(super) fn write_soa(out: &mut Vec<u8>, qname: &[u8], zone: &Zone) {
+    let Some((soa, ttl)) = zone.soa() else {
+        return;
+    };
     let ttl = ttl.min(soa.minimum);
     let owner = WireName::new(zone.origin());
     let mname = WireName::new(&soa.mname);
@@ -113,5 +120,4 @@ pub(super) fn write_soa(out: &mut Vec<u8>, qname: &[u8], zone: &Zone) -> Option<
     out.extend_from_slice(&soa.minimum.to_be_bytes());
     let rdlength = (out.len() - rdlength_at - 2) as u16;
     out[rdlength_at..rdlength_at + 2].copy_from_slice(&rdlength.to_be_bytes());
-    Some(())
 }

@@ -94,8 +94,9 @@ pub fn answer(
                 ancount: entry.head.ancount(),
                 nscount: 0,
             };
+            let section = entry.section();
             reply
-                .write(head, |out| out.extend_from_slice(entry.section()))
+                .write(head, section.len(), |out| out.extend_from_slice(section))
                 .map(|bytes| (bytes, entry.head.zone()))
         };
         // Under DO=1 a signed zone's entry answers from its signed
@@ -119,9 +120,7 @@ pub fn answer(
         nscount: 1,
     };
     let qname = &packet[DNS_HEADER_LEN..DNS_HEADER_LEN + q.name_len];
-    let mut soa = Some(());
-    let bytes = reply.write(head, |out| soa = negative::write_soa(out, qname, zone))?;
-    soa?;
+    let bytes = reply.write(head, 64, |out| negative::write_soa(out, qname, zone))?;
     Some((bytes, zones::id(zone.origin_key())))
 }
 
@@ -152,12 +151,20 @@ struct Reply<'a> {
 
 impl Reply<'_> {
     /// The query's header patched and its question as sent, the records
-    /// `sections` writes, then the OPT record; `None` over the size
-    /// limit (the full handler truncates).
-    fn write(&self, head: Head, sections: impl FnOnce(&mut Vec<u8>)) -> Option<Vec<u8>> {
+    /// `sections` writes (about `sections_len` bytes), then the OPT
+    /// record; `None` over the size limit (the full handler truncates).
+    fn write(
+        &self,
+        head: Head,
+        sections_len: usize,
+        sections: impl FnOnce(&mut Vec<u8>),
+    ) -> Option<Vec<u8>> {
         let (packet, q) = (self.packet, self.q);
         let opt_len = q.edns.map_or(0, |e| opt_len(&e, self.server));
-        let mut out = Vec::with_capacity(q.end + 64 + opt_len);
+        if q.end + sections_len + opt_len > self.limit {
+            return None;
+        }
+        let mut out = Vec::with_capacity(q.end + sections_len + opt_len);
         out.extend_from_slice(&packet[..q.end]);
         out[2] = 0x84 | (packet[2] & 0x01); // QR, AA, RD copied; opcode 0
         out[3] = (packet[3] & 0x10) | head.rcode; // CD copied; RA, Z, AD zero
