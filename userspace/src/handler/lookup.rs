@@ -130,7 +130,7 @@ impl<'z> Gather<'z> {
                             None => self.push_proof(&Denial::NoDs { cut: &cut })?,
                         }
                     }
-                    return self.push_addresses_for(&ns.rdatas, true);
+                    return self.push_addresses_for(ns, true);
                 }
                 Found::Dname {
                     owner: at,
@@ -139,7 +139,7 @@ impl<'z> Gather<'z> {
                 } => {
                     let at_name = Name::from(&at);
                     self.push_signed(Section::Answer, &at_name, node, dname)?;
-                    let Some(target) = dname.rdatas.first().and_then(dname_target) else {
+                    let Some(target) = dname.first().as_ref().and_then(dname_target) else {
                         return Ok(());
                     };
                     // RFC 6672 §2.2: the labels above the DNAME owner,
@@ -151,10 +151,9 @@ impl<'z> Gather<'z> {
                         self.reply.rcode = ResponseCode::YXDomain;
                         return Ok(());
                     };
-                    let cname = RRset {
-                        rtype: RecordType::CNAME,
-                        ttl: dname.ttl,
-                        rdatas: vec![RData::CNAME(CNAME(synthesised.clone()))],
+                    let record = RData::CNAME(CNAME(synthesised.clone()));
+                    let Ok(cname) = RRset::new(RecordType::CNAME, dname.ttl, [&record]) else {
+                        return Ok(());
                     };
                     self.push(Section::Answer, &owner, &cname, None)?;
                     if qtype == RecordType::CNAME
@@ -199,7 +198,7 @@ impl<'z> Gather<'z> {
                     };
                     if let Some(set) = rrset {
                         self.push_signed(Section::Answer, &owner, node, set)?;
-                        return self.push_addresses_for(&set.rdatas, false);
+                        return self.push_addresses_for(set, false);
                     }
                     let Some(cname) = node.rrset(RecordType::CNAME) else {
                         self.push_negative_soa()?;
@@ -216,7 +215,7 @@ impl<'z> Gather<'z> {
                         return self.push_proof(&denial);
                     };
                     self.push_signed(Section::Answer, &owner, node, cname)?;
-                    let Some(RData::CNAME(target)) = cname.rdatas.first() else {
+                    let Some(RData::CNAME(target)) = cname.first() else {
                         return Ok(());
                     };
                     if !zone.origin_key().zone_of(&LowerName::new(&target.0)) {
@@ -247,12 +246,11 @@ impl<'z> Gather<'z> {
         set: &RRset,
         ttl: Option<u32>,
     ) -> Result<(), Full> {
-        self.budget = self.budget.checked_sub(set.rdatas.len()).ok_or(Full)?;
+        self.budget = self.budget.checked_sub(set.len()).ok_or(Full)?;
         let ttl = ttl.unwrap_or(set.ttl);
         self.section(section).extend(
-            set.rdatas
-                .iter()
-                .map(|d| Record::from_rdata(owner.clone(), ttl, d.clone())),
+            set.rdatas()
+                .map(|d| Record::from_rdata(owner.clone(), ttl, d)),
         );
         Ok(())
     }
@@ -328,13 +326,16 @@ impl<'z> Gather<'z> {
     /// only additional data a client needs, signed in a signed answer.
     /// With `glue`, targets below a zone cut count too (they are glue for
     /// the referral, and unsigned).
-    fn push_addresses_for(&mut self, rdatas: &[RData], glue: bool) -> Result<(), Full> {
+    fn push_addresses_for(&mut self, set: &RRset, glue: bool) -> Result<(), Full> {
+        if !matches!(set.rtype, RecordType::MX | RecordType::SRV | RecordType::NS) {
+            return Ok(());
+        }
         let zone = self.zone;
         // Two MX records to one host must not list it twice (a set: a
         // large SRV RRset must not cost a quadratic search).
         let mut seen = HashSet::new();
-        for d in rdatas {
-            let target = match d {
+        for d in set.rdatas() {
+            let target = match &d {
                 RData::MX(mx) => &mx.exchange,
                 RData::SRV(srv) => &srv.target,
                 RData::NS(ns) => &ns.0,

@@ -62,7 +62,7 @@ pub(super) fn decide<'s>(
     let one_soa = zone
         .apex()
         .rrset(RecordType::SOA)
-        .is_some_and(|set| set.rdatas.len() == 1);
+        .is_some_and(|set| set.len() == 1);
     if zone.is_expired() || (dnssec_ok && zone.is_signed()) || !one_soa {
         return None;
     }

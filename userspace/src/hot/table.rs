@@ -197,7 +197,13 @@ mod tests {
     use hickory_proto::rr::RData;
 
     fn entry(last: u8) -> Compiled {
-        encode_answer(60, &[RData::A(A::new(192, 0, 2, last))], 0).unwrap()
+        let set = crate::zone::RRset::new(
+            hickory_proto::rr::RecordType::A,
+            60,
+            [&RData::A(A::new(192, 0, 2, last))],
+        )
+        .unwrap();
+        encode_answer(&set, 0).unwrap()
     }
 
     fn key(name: &[u8]) -> EntryKey {

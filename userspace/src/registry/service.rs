@@ -474,7 +474,7 @@ impl Writer {
                         .zone(&LowerName::new(origin))
                         .and_then(|z| z.node(&LowerName::new(&key.0)))
                         .and_then(|n| n.rrset(key.1))
-                        .map(|s| (s.ttl, s.rdatas.clone()));
+                        .map(|s| (s.ttl, s.rdatas().collect()));
                     rrset_changes(&key.0, old, self.table.rrset(&key), changes);
                 }
             }

@@ -399,7 +399,7 @@ mod tests {
                     .and_then(|z| z.node(&LowerName::new(&key.0)))
                     .and_then(|n| n.rrset(key.1))
                     .map(|s| {
-                        let mut d: Vec<String> = s.rdatas.iter().map(|d| d.to_string()).collect();
+                        let mut d: Vec<String> = s.rdatas().map(|d| d.to_string()).collect();
                         d.sort();
                         (s.ttl, d)
                     });

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use hickory_proto::rr::{LowerName, Name, RData, RecordType};
+use hickory_proto::rr::{LowerName, Name, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use std::sync::Arc;
 
@@ -320,7 +320,7 @@ fn compile_node(
     }
     let sets = [(a, qtype_slot::A), (aaaa, qtype_slot::AAAA)];
     for (set, slot) in sets.into_iter().filter_map(|(s, slot)| Some((s?, slot))) {
-        let Some(mut answer) = encode_answer(set.ttl, &set.rdatas, mark.flags) else {
+        let Some(mut answer) = encode_answer(set, mark.flags) else {
             skipped.too_large += 1;
             continue;
         };
@@ -350,9 +350,9 @@ fn compile_node(
 /// writes RRSIG data in canonical form: the signer name uncompressed and
 /// lower case). `None` when it would not fit a block.
 pub fn encode_signed_answer(set: &RRset, sigs: &RRset) -> Option<Compiled> {
-    let plain = encode_answer(set.ttl, &set.rdatas, 0)?;
+    let plain = encode_answer(set, 0)?;
     let mut section = plain.section().to_vec();
-    for sig in &sigs.rdatas {
+    for sig in sigs.rdatas() {
         let mut rdata = Vec::with_capacity(128);
         sig.emit(&mut BinEncoder::new(&mut rdata)).ok()?;
         section.extend_from_slice(&[0xc0, 0x0c]);
@@ -362,7 +362,7 @@ pub fn encode_signed_answer(set: &RRset, sigs: &RRset) -> Option<Compiled> {
         section.extend_from_slice(&u16::try_from(rdata.len()).ok()?.to_be_bytes());
         section.extend_from_slice(&rdata);
     }
-    let count = u8::try_from(set.rdatas.len() + sigs.rdatas.len()).ok()?;
+    let count = u8::try_from(set.len() + sigs.len()).ok()?;
     if section.len() > BLOCK_MAX {
         return None;
     }
@@ -381,20 +381,18 @@ pub fn encode_signed_answer(set: &RRset, sigs: &RRset) -> Option<Compiled> {
 /// The answer section exactly as the fallback encodes it: each record
 /// owned by a pointer to the question name (0xC00C), class IN. `None`
 /// when it is not A/AAAA or larger than a block.
-pub fn encode_answer(ttl: u32, rdatas: &[RData], flags: u16) -> Option<Compiled> {
-    let record_len = |rd: &RData| match rd {
-        RData::A(_) => Some(16),
-        RData::AAAA(_) => Some(28),
-        _ => None,
+pub fn encode_answer(set: &RRset, flags: u16) -> Option<Compiled> {
+    let (rtype, addr_len) = match set.rtype {
+        RecordType::A => (1u16, 4),
+        RecordType::AAAA => (28, 16),
+        _ => return None,
     };
-    let mut len = 0;
-    for rd in rdatas {
-        len += record_len(rd)?;
-    }
-    if len == 0 || len > BLOCK_MAX {
+    let count = set.len();
+    let len = count * (12 + addr_len);
+    if len == 0 || len > BLOCK_MAX || set.wire().any(|w| w.len() != addr_len) {
         return None;
     }
-    let mut head = Answer::new(len as u16, rdatas.len() as u8, flags);
+    let mut head = Answer::new(len as u16, count as u8, flags);
     let mut big = Vec::new();
     let out: &mut [u8] = if len <= INLINE_MAX {
         &mut head.data[..len]
@@ -402,28 +400,13 @@ pub fn encode_answer(ttl: u32, rdatas: &[RData], flags: u16) -> Option<Compiled>
         big.resize(len, 0);
         &mut big
     };
-    let mut at = 0;
-    for rd in rdatas {
-        let mut buf = [0u8; 16];
-        let (rtype, addr): (u16, &[u8]) = match rd {
-            RData::A(a) => {
-                buf[..4].copy_from_slice(&a.0.octets());
-                (1, &buf[..4])
-            }
-            RData::AAAA(a) => {
-                buf = a.0.octets();
-                (28, &buf[..])
-            }
-            _ => return None,
-        };
-        let rec = &mut out[at..at + 12 + addr.len()];
+    for (rec, addr) in out.chunks_exact_mut(12 + addr_len).zip(set.wire()) {
         rec[..2].copy_from_slice(&[0xc0, 0x0c]);
         rec[2..4].copy_from_slice(&rtype.to_be_bytes());
         rec[4..6].copy_from_slice(&1u16.to_be_bytes());
-        rec[6..10].copy_from_slice(&ttl.to_be_bytes());
-        rec[10..12].copy_from_slice(&(addr.len() as u16).to_be_bytes());
+        rec[6..10].copy_from_slice(&set.ttl.to_be_bytes());
+        rec[10..12].copy_from_slice(&(addr_len as u16).to_be_bytes());
         rec[12..].copy_from_slice(addr);
-        at += rec.len();
     }
     head.csum = ones_complement_sum(out);
     Some(Compiled {
@@ -487,7 +470,7 @@ mod tests {
     use std::str::FromStr;
 
     use hickory_proto::rr::rdata::A;
-    use hickory_proto::rr::Record;
+    use hickory_proto::rr::{RData, Record};
 
     use super::*;
     use crate::zone::store::Change;

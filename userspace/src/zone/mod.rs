@@ -12,6 +12,7 @@
 pub mod check;
 pub mod feed;
 pub mod load_log;
+pub mod packed;
 pub mod parser;
 pub mod serial;
 pub mod signing_check;
@@ -27,29 +28,80 @@ use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 pub use check::{check_zone, ZoneCheckError};
 pub use feed::{Commit, FeedItem, Subscription, ZoneEvent};
 pub use load_log::{LoadLog, LoadRecord, TransferOutcome};
+pub use packed::{PackError, PackedRdatas};
 pub use parser::{parse_zone_file, parse_zone_str, SourceRecord, ZoneFileError};
 pub use serial::SerialPolicy;
 pub use snapshot::{Snapshot, ZoneDiff};
 pub use store::{Change, ZoneStore};
 
-/// All records of one (owner, type), in stable (insertion) order.
+/// All records of one (owner, type), in stable (insertion) order, packed
+/// in wire form (see [`packed`]).
 ///
 /// RFC 2181 §5.2: an RRset has one TTL; the latest inserted record's TTL wins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RRset {
     pub rtype: RecordType,
     pub ttl: u32,
-    pub rdatas: Vec<RData>,
+    rdatas: PackedRdatas,
 }
 
-/// One owner name: its RRsets, and how many child nodes hang below it.
 impl RRset {
-    /// The type an RRSIG set covers.
+    pub fn new<'a>(
+        rtype: RecordType,
+        ttl: u32,
+        rdatas: impl IntoIterator<Item = &'a RData>,
+    ) -> Result<Self, PackError> {
+        Ok(RRset {
+            rtype,
+            ttl,
+            rdatas: PackedRdatas::pack(rdatas)?,
+        })
+    }
+
+    /// A set of records already packed (a snapshot's).
+    pub fn from_packed(rtype: RecordType, ttl: u32, rdatas: PackedRdatas) -> Self {
+        RRset { rtype, ttl, rdatas }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.rdatas.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rdatas.is_empty()
+    }
+
+    /// The records, decoded.
+    pub fn rdatas(&self) -> impl Iterator<Item = RData> + '_ {
+        self.rdatas.decoded(self.rtype)
+    }
+
+    /// The first record, decoded.
+    pub fn first(&self) -> Option<RData> {
+        self.rdatas().next()
+    }
+
+    /// Each record's RDATA in wire form (names uncompressed).
+    pub fn wire(&self) -> packed::WireRdatas<'_> {
+        self.rdatas.wire()
+    }
+
+    pub fn packed(&self) -> &PackedRdatas {
+        &self.rdatas
+    }
+
+    pub fn contains(&self, rdata: &RData) -> bool {
+        self.rdatas.position(rdata).is_some()
+    }
+
+    /// The type an RRSIG set covers: the first two bytes of its RDATA.
     pub fn covered(&self) -> Option<RecordType> {
         if self.rtype != RecordType::RRSIG {
             return None;
         }
-        self.rdatas.first().and_then(covered_type)
+        let w = self.rdatas.wire().next()?;
+        Some(RecordType::from(u16::from_be_bytes(w.get(..2)?.try_into().ok()?)))
     }
 
     /// Whether a record of `rtype` with `rdata` belongs in this set.
@@ -117,7 +169,7 @@ impl Node {
     pub fn set_like(&self, set: &RRset) -> Option<&RRset> {
         self.rrsets
             .iter()
-            .find(|s| s.same_set(set.rtype, set.rdatas.first()))
+            .find(|s| s.rtype == set.rtype && s.covered() == set.covered())
     }
 
     /// True when the node exists only for NSEC3 records (an NSEC3 owner
@@ -148,6 +200,8 @@ pub enum ZoneError {
     OutOfZone { name: Box<Name>, origin: Box<Name> },
     #[error("class {class} is not served (only IN)")]
     Class { class: DNSClass },
+    #[error(transparent)]
+    Pack(#[from] PackError),
 }
 
 /// A persistent hash map hashed with foldhash: every query hashes its name
@@ -170,6 +224,9 @@ pub struct Zone {
     dname_count: usize,
     /// A secondary zone past its SOA expire: answered with SERVFAIL.
     expired: bool,
+    /// The apex SOA and its TTL, decoded once (serial checks and negative
+    /// answers read it).
+    soa: Option<Arc<(SOA, u32)>>,
     /// Owners of NSEC records, in canonical order (RFC 4034 §6.1).
     nsec_owners: imbl::OrdSet<LowerName>,
     /// NSEC3 owners by chain (see [`nsec3_chain`]) and the hash their
@@ -192,6 +249,7 @@ impl Zone {
             cut_count: 0,
             dname_count: 0,
             expired: false,
+            soa: None,
             nsec_owners: imbl::OrdSet::new(),
             nsec3_hashes: imbl::OrdMap::new(),
         }
@@ -247,11 +305,15 @@ impl Zone {
 
     /// The apex SOA and its TTL, if the zone has one.
     pub fn soa(&self) -> Option<(&SOA, u32)> {
-        let set = self.apex().rrset(RecordType::SOA)?;
-        match set.rdatas.first() {
-            Some(RData::SOA(soa)) => Some((soa, set.ttl)),
+        self.soa.as_deref().map(|(soa, ttl)| (soa, *ttl))
+    }
+
+    fn refresh_soa(&mut self) {
+        let set = self.apex().rrset(RecordType::SOA);
+        self.soa = match set.and_then(|s| Some((s.first()?, s.ttl))) {
+            Some((RData::SOA(soa), ttl)) => Some(Arc::new((soa, ttl))),
             _ => None,
-        }
+        };
     }
 
     /// The apex SOA as a record (what transfers and NOTIFY carry).
@@ -294,19 +356,15 @@ impl Zone {
         {
             Some(set) => {
                 set.ttl = record.ttl;
-                if set.rdatas.contains(&record.data) {
+                if set.contains(&record.data) {
                     false
                 } else {
-                    set.rdatas.push(record.data);
+                    set.rdatas.push(&record.data)?;
                     true
                 }
             }
             None => {
-                rrsets.push(RRset {
-                    rtype,
-                    ttl: record.ttl,
-                    rdatas: vec![record.data],
-                });
+                rrsets.push(RRset::new(rtype, record.ttl, [&record.data])?);
                 if rtype == RecordType::NS && key != self.origin_key {
                     self.cut_count += 1;
                 }
@@ -319,6 +377,9 @@ impl Zone {
         if added {
             self.record_count += 1;
             self.index_denial(rtype, &key, chain, true);
+        }
+        if rtype == RecordType::SOA {
+            self.refresh_soa();
         }
         Ok(added)
     }
@@ -335,11 +396,11 @@ impl Zone {
         let Some(pos) = rrsets.iter().position(|s| s.same_set(rtype, Some(rdata))) else {
             return false;
         };
-        let Some(i) = rrsets[pos].rdatas.iter().position(|d| d == rdata) else {
+        let Some(i) = rrsets[pos].rdatas.position(rdata) else {
             return false;
         };
         rrsets[pos].rdatas.remove(i);
-        if rrsets[pos].rdatas.is_empty() {
+        if rrsets[pos].is_empty() {
             rrsets.remove(pos);
             if rtype == RecordType::NS && key != self.origin_key {
                 self.cut_count -= 1;
@@ -351,6 +412,9 @@ impl Zone {
         }
         self.record_count -= 1;
         self.prune(key);
+        if rtype == RecordType::SOA {
+            self.refresh_soa();
+        }
         true
     }
 
@@ -445,7 +509,7 @@ impl Zone {
     /// 0 (RFC 5155 §4.1.2), else those of any NSEC3 record.
     pub fn nsec3_params(&self) -> Option<(u16, Vec<u8>)> {
         let from_param = self.apex().rrset(RecordType::NSEC3PARAM).and_then(|set| {
-            set.rdatas.iter().find_map(|d| match d {
+            set.rdatas().find_map(|d| match d {
                 RData::DNSSEC(DNSSECRData::NSEC3PARAM(p)) if p.flags() == 0 => {
                     Some((p.iterations(), p.salt().to_vec()))
                 }
@@ -455,7 +519,7 @@ impl Zone {
         from_param.or_else(|| {
             let (_, owner) = self.nsec3_hashes.get_min()?;
             let set = self.node(owner)?.rrset(RecordType::NSEC3)?;
-            match set.rdatas.first()? {
+            match set.first()? {
                 RData::DNSSEC(DNSSECRData::NSEC3(n)) => Some((n.iterations(), n.salt().to_vec())),
                 _ => None,
             }
@@ -502,9 +566,8 @@ impl Zone {
             let name = Name::from(key);
             node.rrsets.iter().flat_map(move |set| {
                 let name = name.clone();
-                set.rdatas
-                    .iter()
-                    .map(move |d| Record::from_rdata(name.clone(), set.ttl, d.clone()))
+                set.rdatas()
+                    .map(move |d| Record::from_rdata(name.clone(), set.ttl, d))
             })
         })
     }
@@ -685,7 +748,7 @@ mod tests {
         assert!(!z.insert(a("WWW.Example.Com.", [192, 0, 2, 1])).unwrap());
         assert!(z.insert(a("WWW.Example.Com.", [192, 0, 2, 2])).unwrap());
         let node = z.node(&LowerName::from(name("wWw.eXample.com."))).unwrap();
-        assert_eq!(node.rrset(RecordType::A).unwrap().rdatas.len(), 2);
+        assert_eq!(node.rrset(RecordType::A).unwrap().len(), 2);
         assert_eq!(z.record_count(), 2);
         assert_eq!(z.origin().to_string(), "example.com.");
     }
@@ -710,7 +773,6 @@ mod tests {
                 .unwrap()
                 .rrset(RecordType::A)
                 .unwrap()
-                .rdatas
                 .len(),
             1
         );
@@ -719,7 +781,6 @@ mod tests {
                 .unwrap()
                 .rrset(RecordType::A)
                 .unwrap()
-                .rdatas
                 .len(),
             2
         );
