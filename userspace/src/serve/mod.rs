@@ -11,16 +11,19 @@
 //! journal recovery ────┘    one Commit event)
 //! ```
 
+pub mod images;
 mod live;
 mod metrics_http;
 mod systemd;
 mod zone_files;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
+use hickory_proto::rr::LowerName;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -63,6 +66,10 @@ const CONTROL_THREADS: usize = 1;
 /// Where the propagation state is written, under `transfer.data_dir`.
 pub const STATUS_FILE: &str = "transfer-status.json";
 
+/// How long the zone image writer waits after writing before it writes
+/// the newest versions of what changed meanwhile.
+const IMAGE_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How long a stop waits for the IXFR journal to catch up with the store.
 const JOURNAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -74,22 +81,62 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let config = Config::load(&config_path)?;
-    let (zones, failed) = load_zones(&config.zones);
+    let images_dir = images_dir(&config);
+    let zone_files::StartLoad {
+        parsed,
+        imaged,
+        failed,
+        mut stale,
+    } = zone_files::load_zones_at_start(&config, images_dir.as_deref());
     if let Some((_, e)) = failed.first() {
         bail!("{e}");
     }
     let loads = Arc::new(LoadLog::default());
-    for z in &zones {
+    for z in parsed.iter().chain(&imaged) {
         info!(zone = %z.origin(), serial = z.serial(), records = z.record_count(), "zone loaded");
         zone_files::record_loaded(&loads, z);
     }
-    let (journal, recovered) = open_journal(&config)?;
+    // The journal decodes only the zones it has other versions of than
+    // the images just read.
+    let held = imaged
+        .iter()
+        .filter_map(|z| Some((z.origin_key().clone(), z.serial()?)))
+        .collect();
+    let (journal, recovered) = open_journal(&config, &held)?;
+    let (imaged, superseded): (Vec<Zone>, Vec<Zone>) = imaged
+        .into_iter()
+        .partition(|z| !recovered.iter().any(|r| r.origin_key() == z.origin_key()));
+    for z in &superseded {
+        // The journal is written at every commit, the image later: the
+        // journal's version is the newer. Its file is read again.
+        warn!(zone = %z.origin(), "zone image is older than the journal; serving the journal's version");
+        if let Some(zc) = config
+            .zones
+            .iter()
+            .find(|c| c.file.is_some() && LowerName::new(&c.origin_name()) == *z.origin_key())
+        {
+            if !stale.iter().any(|s| s.origin == zc.origin) {
+                stale.push(zc.clone());
+            }
+        }
+    }
+    drop(superseded);
+    // Images of zones the journal has no history of are committed as new
+    // zones once it subscribes, so it starts one.
+    let (restored, unjournaled): (Vec<Zone>, Vec<Zone>) = imaged
+        .into_iter()
+        .partition(|z| journal.has_zone(z.origin_key()));
+    let imaged_keys: Vec<LowerName> = restored
+        .iter()
+        .chain(&unjournaled)
+        .map(|z| z.origin_key().clone())
+        .collect();
     let store = ZoneStore::new();
     store.set_serial_policy(config.transfer.serial_policy);
     // What was served before a restart comes back first: secondary zones
     // are served before their primaries answer, and the journal's history
     // continues from it.
-    store.restore_zones(recovered);
+    store.restore_zones(recovered.into_iter().chain(restored).collect());
     secondary::expire_stale_copies(
         &store,
         &config.settings.secondary_zones,
@@ -115,6 +162,17 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
 
     // Subscribers before sources, so they see every commit from here on.
     let journaled = start_journal(&router);
+    if let Some(dir) = images_dir {
+        let snapshot = router.store.snapshot();
+        let loaded: Vec<&Zone> = imaged_keys
+            .iter()
+            .filter_map(|k| snapshot.zone(k).map(|z| &**z))
+            .chain(&unjournaled)
+            .collect();
+        let writer = images::ImageWriter::new(dir, &loaded);
+        let (_, feed) = router.store.subscribe();
+        images::start(writer, feed, IMAGE_PAUSE);
+    }
     let in_control = control.enter();
     let (notifier, propagation) = start_notify(
         &config,
@@ -124,7 +182,11 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &mut tasks,
     );
     drop(in_control);
-    router.store.replace_zones(zones, &[], unix_secs());
+    router.store.replace_zones(
+        parsed.into_iter().chain(unjournaled).collect(),
+        &[],
+        unix_secs(),
+    );
     let mut bound_addrs = Vec::new();
     let mut udp_workers = Vec::new();
     for &addr in &config.server.listen {
@@ -240,6 +302,15 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     }
     info!("ready");
     systemd::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
+    if !stale.is_empty() {
+        let (r, log) = (router.clone(), loads.clone());
+        tasks.push(tokio::spawn(async move {
+            let work = move || zone_files::reload_stale(&stale, &r, &log);
+            if let Err(e) = in_background("reload-stale", work).await {
+                error!("reloading zone files changed since their images: {e}");
+            }
+        }));
+    }
 
     let mut current = config;
     let mut failure = None;
@@ -362,18 +433,37 @@ async fn in_background<T: Send + 'static>(
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
-            let param = libc::sched_param { sched_priority: 0 };
-            // SAFETY: changes only this thread's scheduling class (pid 0 =
-            // the calling thread); on failure it stays at normal priority.
-            if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
-                warn!(
-                    "cannot lower the reload thread's priority: {}",
-                    std::io::Error::last_os_error()
-                );
-            }
+            lower_priority();
             let _ = tx.send(work());
         })?;
     Ok(rx.await?)
+}
+
+/// Moves the calling thread to the idle scheduling class (see
+/// [`in_background`]).
+pub(crate) fn lower_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: changes only this thread's scheduling class (pid 0 = the
+    // calling thread); on failure it stays at normal priority.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        warn!(
+            "cannot lower a background thread's priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Where zone images live: `images/` under `transfer.data_dir` (none
+/// without one: every start then loads from the sources).
+fn images_dir(config: &Config) -> Option<PathBuf> {
+    let dir = config.transfer.data_dir.as_ref()?.join("images");
+    match std::fs::create_dir_all(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) => {
+            warn!(dir = %dir.display(), "cannot create the zone image directory ({e}); zones load from their sources at every start");
+            None
+        }
+    }
 }
 
 /// Resolves when `task` ends (never when there is none).
@@ -386,7 +476,10 @@ async fn wait_for<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task:
 
 /// The IXFR journal: on disk under `transfer.data_dir`, with every zone it
 /// recovered that is still configured.
-fn open_journal(config: &Config) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
+fn open_journal(
+    config: &Config,
+    held: &HashMap<LowerName, u32>,
+) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
     let limits = config.transfer.journal;
     let Some(dir) = &config.transfer.data_dir else {
         info!(
@@ -394,7 +487,7 @@ fn open_journal(config: &Config) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
         );
         return Ok((IxfrJournal::in_memory(limits), Vec::new()));
     };
-    let (journal, recovered) = IxfrJournal::open(&dir.join("journal"), limits)
+    let (journal, recovered) = IxfrJournal::open_holding(&dir.join("journal"), limits, held)
         .with_context(|| format!("{}: transfer.data_dir", config.file.display()))?;
     let known = configured_origins(config);
     let keep = recovered

@@ -12,6 +12,7 @@ use super::handler_for;
 use crate::clock::unix_secs;
 use crate::config::{Config, ZoneConfig};
 use crate::router::Router;
+use crate::zone::image::{self, ImageError};
 use crate::zone::{load_zone_file, LoadError, LoadLog, Zone};
 
 /// Loads every configured zone file; returns the zones that loaded and
@@ -29,6 +30,93 @@ pub fn load_zones(zones: &[ZoneConfig]) -> (Vec<Zone>, Vec<(Name, LoadError)>) {
         }
     }
     (ok, failed)
+}
+
+/// What start-up loaded: zones to serve, the errors of those that did
+/// not load, and the file zones served from an image their file changed
+/// since (to be reloaded from the file once serving).
+#[derive(Default)]
+pub(super) struct StartLoad {
+    /// Zones parsed from their files.
+    pub parsed: Vec<Zone>,
+    /// Zones read from their images (any source: file, secondary,
+    /// registry).
+    pub imaged: Vec<Zone>,
+    pub failed: Vec<(Name, LoadError)>,
+    /// File zones whose file changed since their image.
+    pub stale: Vec<ZoneConfig>,
+}
+
+/// Start-up: every configured zone from its image in `images` when there
+/// is one (read in a fraction of the time a large file takes to parse),
+/// file zones without one from their files. A file zone whose file changed
+/// since its image is served from the image all the same and listed in
+/// [`StartLoad::stale`]; a damaged or unreadable image is ignored with
+/// one log line.
+pub(super) fn load_zones_at_start(config: &Config, images: Option<&Path>) -> StartLoad {
+    let mut out = StartLoad::default();
+    let registry = config.registry_zone_names().map(|n| (n, None));
+    let configured = config.zones.iter().map(|z| (z.origin_name(), Some(z)));
+    for (origin, zc) in configured.chain(registry) {
+        if let Some(l) = images.and_then(|dir| read_image(dir, &origin)) {
+            let file = zc.and_then(|z| z.file.as_ref());
+            let current = file.is_none_or(|f| {
+                l.stamp.is_current() && l.stamp.files.first().is_some_and(|s| s.path == *f)
+            });
+            info!(zone = %origin, serial = l.zone.serial(), records = l.zone.record_count(),
+                  current, "zone served from its image");
+            if let (false, Some(zc)) = (current, zc) {
+                out.stale.push(zc.clone());
+            }
+            let mut zone = l.zone;
+            if file.is_some() {
+                zone.set_source(l.stamp);
+            }
+            out.imaged.push(zone);
+            continue;
+        }
+        let Some(file) = zc.and_then(|z| z.file.as_ref()) else {
+            continue;
+        };
+        match load_zone_file(file, &origin) {
+            Ok(zone) => out.parsed.push(zone),
+            Err(e) => out.failed.push((origin, e)),
+        }
+    }
+    out
+}
+
+fn read_image(dir: &Path, origin: &Name) -> Option<image::Loaded> {
+    let path = image::path_in(dir, origin);
+    match image::read(&path) {
+        Ok(l) if l.zone.origin_key() == &LowerName::new(origin) => Some(l),
+        Ok(_) => {
+            warn!(zone = %origin, file = %path.display(), "zone image is of another zone; ignored");
+            None
+        }
+        Err(ImageError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            warn!(zone = %origin, "zone image ignored, the zone loads from its source: {e}");
+            None
+        }
+    }
+}
+
+/// Reloads the zone files of `stale` (served from out-of-date images) as
+/// one normal change.
+pub(super) fn reload_stale(stale: &[ZoneConfig], router: &Router, log: &LoadLog) {
+    let (zones, failed) = load_zones(stale);
+    for (origin, e) in &failed {
+        error!(zone = %origin, "{e}; still serving the zone's image");
+        log.record(origin, unix_secs(), Err(e.to_string()));
+    }
+    for z in &zones {
+        record_loaded(log, z);
+    }
+    for d in router.store.replace_zones(zones, &[], unix_secs()) {
+        info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
+              removed = d.removed.len(), added = d.added.len(), "zone file changed since its image; reloaded");
+    }
 }
 
 /// Notes a zone file's successful load in `log`.

@@ -53,6 +53,19 @@ impl IxfrJournal {
         dir: &Path,
         limits: JournalLimits,
     ) -> Result<(IxfrJournal, Vec<Zone>), JournalError> {
+        Self::open_holding(dir, limits, &HashMap::new())
+    }
+
+    /// [`IxfrJournal::open`] when the caller already holds some zones
+    /// (from their images), by origin and serial: a zone whose newest
+    /// version in the journal has that serial is not decoded again (its
+    /// history is); only zones the journal has newer or other versions
+    /// of are returned.
+    pub fn open_holding(
+        dir: &Path,
+        limits: JournalLimits,
+        held: &HashMap<LowerName, u32>,
+    ) -> Result<(IxfrJournal, Vec<Zone>), JournalError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut zones = HashMap::new();
         let mut recovered = Vec::new();
@@ -61,12 +74,17 @@ impl IxfrJournal {
             if path.extension().is_none_or(|e| e != "ixfr") {
                 continue;
             }
-            match read_zone_file(&path)? {
-                Some((zone, mut history)) => {
+            match read_zone_file(&path, held)? {
+                Some(Recovered::Zone(zone, mut history)) => {
                     history.trim(&limits, crate::clock::unix_secs());
                     info!(zone = %zone.origin(), serial = zone.serial(), diffs = history.changes().count(), file = %path.display(), "journal: recovered zone");
                     zones.insert(zone.origin_key().clone(), history);
                     recovered.push(zone);
+                }
+                Some(Recovered::Held(origin, mut history)) => {
+                    history.trim(&limits, crate::clock::unix_secs());
+                    info!(zone = %origin, diffs = history.changes().count(), file = %path.display(), "journal: history recovered, zone already held");
+                    zones.insert(origin, history);
                 }
                 None => warn!(file = %path.display(), "journal: no snapshot in file; ignored"),
             }
@@ -132,6 +150,12 @@ impl IxfrJournal {
                 Persist::Append | Persist::Rewrite => self.rewrite(zone, history),
             }
         }
+    }
+
+    /// Whether the journal holds a history for zone `origin`.
+    pub fn has_zone(&self, origin: &LowerName) -> bool {
+        let zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        zones.contains_key(origin)
     }
 
     /// IXFR from `from` for `zone` (its current version).
@@ -236,8 +260,12 @@ impl IxfrJournal {
 
 // ---- file format ----
 
+/// A snapshot without its serial in front (files written before `TAG_SNAPSHOT_SERIAL`).
 const TAG_SNAPSHOT: u8 = 1;
 const TAG_DIFF: u8 = 2;
+/// A snapshot with its serial in front, so an open can tell without
+/// decoding it whether the caller already holds that version.
+const TAG_SNAPSHOT_SERIAL: u8 = 3;
 
 /// Appends records uncompressed, one encoder each: a snapshot is far
 /// larger than the 64 KiB one encoder can address, and without compression
@@ -277,8 +305,9 @@ fn encode_diff(d: &ZoneDiff, at: u64) -> Vec<u8> {
 
 fn encode_snapshot(zone: &Zone) -> Vec<u8> {
     let mut buf = Vec::with_capacity(zone.record_count() * 40);
-    buf.push(TAG_SNAPSHOT);
+    buf.push(TAG_SNAPSHOT_SERIAL);
     buf.extend_from_slice(&origin_bytes(zone.origin()));
+    buf.extend_from_slice(&zone.serial().unwrap_or(0).to_be_bytes());
     buf.extend_from_slice(&(zone.record_count() as u32).to_be_bytes());
     emit_records(&mut buf, zone.records());
     buf
@@ -292,12 +321,47 @@ fn origin_bytes(origin: &Name) -> Vec<u8> {
     out
 }
 
-enum Frame {
+enum Frame<'a> {
     Snapshot(Zone),
+    /// A snapshot not decoded yet: its origin, serial and frame payload.
+    SnapshotAt(Name, u32, &'a [u8]),
     Diff(Change),
 }
 
-fn decode_frame(payload: &[u8]) -> Option<Frame> {
+/// What one journal file gave back.
+enum Recovered {
+    Zone(Zone, History),
+    /// The caller holds the zone's newest version already.
+    Held(LowerName, History),
+}
+
+/// Decodes a frame; a snapshot that states its serial is left encoded
+/// (see [`decode_snapshot`]).
+fn decode_frame(payload: &[u8]) -> Option<Frame<'_>> {
+    if payload.first() == Some(&TAG_SNAPSHOT_SERIAL) {
+        let mut d = BinDecoder::new(&payload[1..]);
+        let len = d.read_u16().ok()?.unverified() as usize;
+        let bytes = d.read_slice(len).ok()?.unverified();
+        let origin = Name::from_ascii(std::str::from_utf8(bytes).ok()?).ok()?;
+        let serial = d.read_u32().ok()?.unverified();
+        return Some(Frame::SnapshotAt(origin, serial, payload));
+    }
+    decode_full_frame(payload)
+}
+
+/// The zone in a `TAG_SNAPSHOT_SERIAL` frame.
+fn decode_snapshot(payload: &[u8]) -> Option<Zone> {
+    let mut d = BinDecoder::new(payload.get(1..)?);
+    let len = d.read_u16().ok()?.unverified() as usize;
+    let bytes = d.read_slice(len).ok()?.unverified();
+    let origin = Name::from_ascii(std::str::from_utf8(bytes).ok()?).ok()?;
+    let _serial = d.read_u32().ok()?;
+    let n = d.read_u32().ok()?.unverified();
+    let recs: Option<Vec<Record>> = (0..n).map(|_| Record::read(&mut d).ok()).collect();
+    Zone::from_records(&origin, recs?).ok()
+}
+
+fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {
     let mut d = BinDecoder::new(payload);
     let tag = d.read_u8().ok()?.unverified();
     let origin = |d: &mut BinDecoder<'_>| -> Option<Name> {
@@ -329,6 +393,7 @@ fn decode_frame(payload: &[u8]) -> Option<Frame> {
                     new_serial: Some(new),
                     removed,
                     added,
+                    whole_zone: false,
                 },
                 at,
             }))
@@ -338,27 +403,49 @@ fn decode_frame(payload: &[u8]) -> Option<Frame> {
 }
 
 /// Reads one zone's file: its newest version and its history. A torn or
-/// corrupt tail is cut off.
-fn read_zone_file(path: &Path) -> Result<Option<(Zone, History)>, JournalError> {
+/// corrupt tail is cut off. When `held` has the zone at the serial the
+/// file ends with, its snapshot is not decoded nor its diffs applied.
+fn read_zone_file(
+    path: &Path,
+    held: &HashMap<LowerName, u32>,
+) -> Result<Option<Recovered>, JournalError> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(io_err(path))?;
     let mut at = 0;
+    // The newest snapshot, still encoded, with the diffs after it.
+    let mut base: Option<(Name, u32, &[u8])> = None;
     let mut zone: Option<Zone> = None;
+    let mut after: Vec<ZoneDiff> = Vec::new();
     let mut history = History::default();
     for (body, end) in crate::frames::frames(&bytes) {
         match decode_frame(body) {
             Some(Frame::Snapshot(z)) => {
                 zone = Some(z);
+                base = None;
+                after.clear();
+                history.file_diffs = 0;
+            }
+            Some(Frame::SnapshotAt(origin, serial, payload)) => {
+                base = Some((origin, serial, payload));
+                zone = None;
+                after.clear();
                 history.file_diffs = 0;
             }
             Some(Frame::Diff(c)) => {
-                if let Some(z) = zone.as_mut() {
-                    if !apply(z, &c.diff) {
-                        warn!(file = %path.display(), "journal: diff does not apply; history cut here");
-                        break;
-                    }
+                let follows = match (&zone, &base, after.last()) {
+                    (_, _, Some(last)) => last.new_serial == c.diff.old_serial,
+                    (Some(z), _, None) => z.serial() == c.diff.old_serial,
+                    (None, Some((_, serial, _)), None) => Some(*serial) == c.diff.old_serial,
+                    (None, None, None) => true,
+                };
+                if !follows {
+                    warn!(file = %path.display(), "journal: diff does not apply; history cut here");
+                    break;
+                }
+                if zone.is_some() || base.is_some() {
+                    after.push(c.diff.clone());
                     history.file_diffs += 1;
                 }
                 history.restored(c);
@@ -376,7 +463,30 @@ fn read_zone_file(path: &Path) -> Result<Option<(Zone, History)>, JournalError> 
         f.set_len(at as u64).map_err(io_err(path))?;
         f.sync_all().map_err(io_err(path))?;
     }
-    Ok(zone.map(|z| (z, history)))
+    if let Some((origin, serial, payload)) = base {
+        let newest = after.last().and_then(|d| d.new_serial).unwrap_or(serial);
+        let key = LowerName::new(&origin);
+        if held.get(&key) == Some(&newest) {
+            return Ok(Some(Recovered::Held(key, history)));
+        }
+        zone = decode_snapshot(payload);
+        if zone.is_none() {
+            warn!(file = %path.display(), "journal: snapshot does not decode; ignored");
+            return Ok(None);
+        }
+    }
+    let Some(mut zone) = zone else {
+        return Ok(None);
+    };
+    for d in &after {
+        if !apply(&mut zone, d) {
+            // Cannot happen for a chain checked above unless the records
+            // disagree with the serials; serve what applied.
+            warn!(file = %path.display(), "journal: diff does not apply to its snapshot; later history ignored");
+            break;
+        }
+    }
+    Ok(Some(Recovered::Zone(zone, history)))
 }
 
 /// Applies a diff to a zone; false if the zone is not at its old serial.

@@ -10,6 +10,8 @@
 
 use std::sync::Arc;
 
+use hickory_proto::rr::LowerName;
+
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
@@ -49,6 +51,11 @@ pub fn plan(items: &[FeedItem]) -> Update {
             match event {
                 ZoneEvent::Published(d) => {
                     records += d.removed.len() + d.added.len();
+                    if d.whole_zone {
+                        // The zone's records, from whichever side has them.
+                        let before = c.snapshot.zone(&LowerName::new(&d.origin));
+                        records += before.map_or(SMALL_DIFF + 1, |z| z.record_count());
+                    }
                     diffs.push(d.clone());
                 }
                 ZoneEvent::Expired(_) | ZoneEvent::Fresh(_) => return Update::Rebuild,

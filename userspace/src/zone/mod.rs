@@ -11,6 +11,7 @@
 
 pub mod check;
 pub mod feed;
+pub mod image;
 pub mod load_log;
 pub mod packed;
 pub mod parser;
@@ -101,7 +102,9 @@ impl RRset {
             return None;
         }
         let w = self.rdatas.wire().next()?;
-        Some(RecordType::from(u16::from_be_bytes(w.get(..2)?.try_into().ok()?)))
+        Some(RecordType::from(u16::from_be_bytes(
+            w.get(..2)?.try_into().ok()?,
+        )))
     }
 
     /// Whether a record of `rtype` with `rdata` belongs in this set.
@@ -227,6 +230,9 @@ pub struct Zone {
     /// The apex SOA and its TTL, decoded once (serial checks and negative
     /// answers read it).
     soa: Option<Arc<(SOA, u32)>>,
+    /// The zone file(s) it was loaded from, as they were then (file zones
+    /// only): what decides whether its image is still current.
+    source: Option<Arc<image::SourceStamp>>,
     /// Owners of NSEC records, in canonical order (RFC 4034 §6.1).
     nsec_owners: imbl::OrdSet<LowerName>,
     /// NSEC3 owners by chain (see [`nsec3_chain`]) and the hash their
@@ -250,6 +256,7 @@ impl Zone {
             dname_count: 0,
             expired: false,
             soa: None,
+            source: None,
             nsec_owners: imbl::OrdSet::new(),
             nsec3_hashes: imbl::OrdMap::new(),
         }
@@ -268,8 +275,51 @@ impl Zone {
         Ok(zone)
     }
 
+    /// A zone from whole nodes (an image's), with its record count.
+    /// `None` unless every name is inside the zone and the apex is there.
+    pub fn from_nodes(
+        origin: &Name,
+        nodes: Vec<(LowerName, Node)>,
+        record_count: usize,
+    ) -> Option<Self> {
+        let mut zone = Zone::new(origin);
+        zone.nodes = FastMap::default();
+        for (key, node) in nodes {
+            if !zone.origin_key.zone_of(&key) {
+                return None;
+            }
+            for set in node.rrsets() {
+                match set.rtype {
+                    RecordType::NS if key != zone.origin_key => zone.cut_count += 1,
+                    RecordType::DNAME => zone.dname_count += 1,
+                    RecordType::NSEC | RecordType::NSEC3 => {
+                        for d in set.rdatas() {
+                            zone.index_denial(set.rtype, &key, nsec3_chain(&d), true);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            zone.nodes.insert(key, node);
+        }
+        if !zone.nodes.contains_key(&zone.origin_key) {
+            return None;
+        }
+        zone.record_count = record_count;
+        zone.refresh_soa();
+        Some(zone)
+    }
+
     pub fn origin(&self) -> &Name {
         &self.origin
+    }
+
+    pub fn source(&self) -> Option<&image::SourceStamp> {
+        self.source.as_deref()
+    }
+
+    pub fn set_source(&mut self, stamp: image::SourceStamp) {
+        self.source = Some(Arc::new(stamp));
     }
 
     pub fn origin_key(&self) -> &LowerName {
@@ -640,8 +690,23 @@ pub fn load_zone_file_with_warnings(
     path: &std::path::Path,
     origin: &Name,
 ) -> Result<(Zone, Vec<String>), LoadError> {
+    // Stamped before reading: an edit during the load makes the stamp
+    // stale, so the next start reads the file again.
+    let main = image::SourceFile::stat(path).ok();
     let records = parse_zone_file(path, origin)?;
-    let zone = check_zone(origin, path, &records)?;
+    let mut zone = check_zone(origin, path, &records)?;
+    let mut included: Vec<&std::path::Path> = Vec::new();
+    for r in &records {
+        let file: &std::path::Path = &r.file;
+        if file != path && included.last() != Some(&file) {
+            included.push(file);
+        }
+    }
+    if let (Some(main), Ok(rest)) = (main, image::SourceStamp::of(included)) {
+        let mut files = vec![main];
+        files.extend(rest.files);
+        zone.set_source(image::SourceStamp { files });
+    }
     let signed = records
         .iter()
         .any(|r| r.record.record_type() == RecordType::RRSIG);
@@ -776,14 +841,7 @@ mod tests {
                 .len(),
             1
         );
-        assert_eq!(
-            z.node(&key)
-                .unwrap()
-                .rrset(RecordType::A)
-                .unwrap()
-                .len(),
-            2
-        );
+        assert_eq!(z.node(&key).unwrap().rrset(RecordType::A).unwrap().len(), 2);
     }
 
     #[test]

@@ -66,6 +66,10 @@ impl Snapshot {
 
 /// What one change did to one zone: the records removed and added, SOA
 /// included, in the shape of an IXFR difference sequence.
+///
+/// A zone that appears or goes as a whole carries no record lists
+/// (`whole_zone`): listing a million records that every subscriber reads
+/// from the snapshot anyway cost seconds at start-up.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ZoneDiff {
     pub origin: Name,
@@ -75,10 +79,13 @@ pub struct ZoneDiff {
     pub new_serial: Option<u32>,
     pub removed: Vec<Record>,
     pub added: Vec<Record>,
+    /// The zone appeared (`old_serial` is `None`) or went (`new_serial`
+    /// is `None`): the lists are empty, the snapshot has the records.
+    pub whole_zone: bool,
 }
 
 impl ZoneDiff {
     pub fn is_empty(&self) -> bool {
-        self.removed.is_empty() && self.added.is_empty()
+        !self.whole_zone && self.removed.is_empty() && self.added.is_empty()
     }
 }

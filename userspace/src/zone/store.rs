@@ -508,8 +508,12 @@ fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) -> ZoneDiff
         origin: origin.clone(),
         old_serial: old.and_then(Zone::serial),
         new_serial: new.and_then(Zone::serial),
+        whole_zone: old.is_none() || new.is_none(),
         ..ZoneDiff::default()
     };
+    if diff.whole_zone {
+        return diff;
+    }
     if let Some(new) = new {
         for (key, node) in new.nodes() {
             let before = old.and_then(|o| o.node(key));

@@ -1,0 +1,113 @@
+//! Zone images as a subscriber to the store's change feed: a thread of its
+//! own writes the newest version of every changed zone to its image (see
+//! [`crate::zone::image`]), so the next start serves it at once.
+//!
+//! Writes are coalesced: after writing, the thread waits `pause` and then
+//! writes only the newest version of what changed meanwhile, so a registry
+//! zone that changes every few milliseconds is not rewritten for each
+//! change. What is on disk is remembered (serial, expiry, sources), so a
+//! start-up that loaded a zone from its image does not write it again.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hickory_proto::rr::LowerName;
+use tracing::{debug, warn};
+
+use crate::zone::image::{self, SourceStamp};
+use crate::zone::{FeedItem, Snapshot, Subscription, Zone};
+
+/// What an image on disk holds, enough to tell whether a zone version
+/// differs from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Imaged {
+    serial: Option<u32>,
+    records: usize,
+    stamp: SourceStamp,
+}
+
+impl Imaged {
+    pub fn of(zone: &Zone) -> Imaged {
+        Imaged {
+            serial: zone.serial(),
+            records: zone.record_count(),
+            stamp: zone.source().cloned().unwrap_or_default(),
+        }
+    }
+}
+
+pub struct ImageWriter {
+    dir: PathBuf,
+    on_disk: HashMap<LowerName, Imaged>,
+}
+
+impl ImageWriter {
+    /// A writer for `dir`, which already holds the images of `loaded`.
+    pub fn new(dir: PathBuf, loaded: &[&Zone]) -> ImageWriter {
+        let on_disk = loaded
+            .iter()
+            .map(|z| (z.origin_key().clone(), Imaged::of(z)))
+            .collect();
+        ImageWriter { dir, on_disk }
+    }
+
+    /// Brings every image in step with `snapshot`: writes zones that
+    /// differ from their image, removes images of zones no longer served.
+    pub fn sync(&mut self, snapshot: &Snapshot) {
+        for zone in snapshot.zones() {
+            let now = Imaged::of(zone);
+            if self.on_disk.get(zone.origin_key()) == Some(&now) {
+                continue;
+            }
+            let path = image::path_in(&self.dir, zone.origin());
+            let started = std::time::Instant::now();
+            let bytes = image::encode(zone, &now.stamp);
+            match image::write_atomically(&path, &bytes) {
+                Ok(()) => {
+                    debug!(zone = %zone.origin(), serial = now.serial, bytes = bytes.len(),
+                           elapsed_ms = started.elapsed().as_millis() as u64, "zone image written");
+                    self.on_disk.insert(zone.origin_key().clone(), now);
+                }
+                Err(e) => {
+                    warn!(zone = %zone.origin(), file = %path.display(), "cannot write the zone image ({e}); the next start loads the zone from its source");
+                    self.on_disk.remove(zone.origin_key());
+                }
+            }
+        }
+        let gone: Vec<LowerName> = self
+            .on_disk
+            .keys()
+            .filter(|k| snapshot.zone(k).is_none())
+            .cloned()
+            .collect();
+        for key in gone {
+            self.on_disk.remove(&key);
+            let _ = std::fs::remove_file(image::path_in(&self.dir, &(&key).into()));
+        }
+    }
+}
+
+/// Starts the writer's thread on `feed`.
+pub fn start(mut writer: ImageWriter, mut feed: Subscription, pause: Duration) {
+    std::thread::Builder::new()
+        .name("zone-images".into())
+        .spawn(move || {
+            // Encoding and writing a large zone takes a while; serving
+            // comes first.
+            super::lower_priority();
+            while let Some(mut item) = feed.blocking_next() {
+                // Only the newest snapshot matters: skip to it.
+                while let Some(next) = feed.try_next() {
+                    item = next;
+                }
+                let snapshot = match &item {
+                    FeedItem::Commit(c) => &c.snapshot,
+                    FeedItem::Resync(s) => s,
+                };
+                writer.sync(snapshot);
+                std::thread::sleep(pause);
+            }
+        })
+        .expect("spawn the zone image thread");
+}

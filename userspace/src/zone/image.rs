@@ -1,0 +1,332 @@
+//! A zone's compiled image on disk: what a restart serves at once instead
+//! of parsing the zone file (or replaying a transfer) again.
+//!
+//! The layout is the in-memory one flattened: each node's lower-cased
+//! wire name, its child count and its RRsets already packed in wire form
+//! (see [`super::packed`]), so loading is a walk over a memory map that
+//! copies byte ranges, with no text parsing and no RDATA decoding. The
+//! zone file(s) it came from are stamped (path, length, modification
+//! time), so a start-up can tell whether the image is still current.
+//!
+//! ```text
+//! "XDPDNSZI" version:u32 flags:u32 (none yet) body_len:u64
+//! body: origin(u8 len, wire) serial:u32 records:u64
+//!       sources:u32 { path(u16 len, bytes) len:u64 mtime_s:i64 mtime_ns:u32 }
+//!       nodes:u64   { name(u8 len, wire) children:u32 rrsets:u16
+//!                     { type:u16 ttl:u32 packed(u32 len, bytes) } }
+//! crc32(everything before):u32
+//! ```
+//! Integers are little-endian. An image that fails its magic, version,
+//! length or checksum is refused as a whole ([`ImageError`]).
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hickory_proto::rr::{LowerName, Name, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
+
+use super::{Node, PackedRdatas, RRset, Zone};
+
+const MAGIC: &[u8; 8] = b"XDPDNSZI";
+/// Bumped whenever the layout changes: an image of another version is
+/// rebuilt from its source, never misread.
+pub const VERSION: u32 = 1;
+const HEAD_LEN: usize = 24;
+
+/// The files a zone was loaded from, as they were when it was read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceStamp {
+    pub files: Vec<SourceFile>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFile {
+    pub path: PathBuf,
+    pub len: u64,
+    pub modified_s: i64,
+    pub modified_ns: u32,
+}
+
+impl SourceFile {
+    pub fn stat(path: &Path) -> io::Result<SourceFile> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok(SourceFile {
+            path: path.to_path_buf(),
+            len: m.len(),
+            modified_s: m.mtime(),
+            modified_ns: m.mtime_nsec() as u32,
+        })
+    }
+}
+
+impl SourceStamp {
+    /// Stamps `paths` as they are now.
+    pub fn of<'a>(paths: impl IntoIterator<Item = &'a Path>) -> io::Result<SourceStamp> {
+        let mut files: Vec<SourceFile> = Vec::new();
+        for p in paths {
+            if !files.iter().any(|f| f.path == p) {
+                files.push(SourceFile::stat(p)?);
+            }
+        }
+        Ok(SourceStamp { files })
+    }
+
+    /// Whether every stamped file still has its length and modification
+    /// time (an edit, a replacement or a removal all change that).
+    pub fn is_current(&self) -> bool {
+        !self.files.is_empty()
+            && self
+                .files
+                .iter()
+                .all(|f| SourceFile::stat(&f.path).is_ok_and(|now| now == *f))
+    }
+}
+
+/// Why an image was not used.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: not a zone image (bad magic or too short)", path.display())]
+    NotAnImage { path: PathBuf },
+    #[error("{}: image version {found}, this build reads {VERSION}", path.display())]
+    Version { path: PathBuf, found: u32 },
+    #[error("{}: checksum mismatch (torn or damaged)", path.display())]
+    Checksum { path: PathBuf },
+    #[error("{}: damaged at byte {at}: {what}", path.display())]
+    Damaged {
+        path: PathBuf,
+        at: usize,
+        what: &'static str,
+    },
+}
+
+/// A zone read back from its image, with the stamp of its sources.
+pub struct Loaded {
+    pub zone: Zone,
+    pub stamp: SourceStamp,
+}
+
+/// Encodes `zone` (with the stamp of the files it came from).
+pub fn encode(zone: &Zone, stamp: &SourceStamp) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD_LEN + zone.node_count() * 48);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    // Flags, none defined: whether a secondary copy expired is decided
+    // again at start-up from its SOA timers.
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&0u64.to_le_bytes());
+    put_name(&mut out, zone.origin_key());
+    out.extend_from_slice(&zone.serial().unwrap_or(0).to_le_bytes());
+    out.extend_from_slice(&(zone.record_count() as u64).to_le_bytes());
+    out.extend_from_slice(&(stamp.files.len() as u32).to_le_bytes());
+    for f in &stamp.files {
+        let path = f.path.as_os_str().as_encoded_bytes();
+        out.extend_from_slice(&(path.len() as u16).to_le_bytes());
+        out.extend_from_slice(path);
+        out.extend_from_slice(&f.len.to_le_bytes());
+        out.extend_from_slice(&f.modified_s.to_le_bytes());
+        out.extend_from_slice(&f.modified_ns.to_le_bytes());
+    }
+    out.extend_from_slice(&(zone.node_count() as u64).to_le_bytes());
+    for (key, node) in zone.nodes() {
+        put_name(&mut out, key);
+        out.extend_from_slice(&node.children.to_le_bytes());
+        out.extend_from_slice(&(node.rrsets.len() as u16).to_le_bytes());
+        for set in node.rrsets() {
+            out.extend_from_slice(&u16::from(set.rtype).to_le_bytes());
+            out.extend_from_slice(&set.ttl.to_le_bytes());
+            let packed = set.packed().as_bytes();
+            out.extend_from_slice(&(packed.len() as u32).to_le_bytes());
+            out.extend_from_slice(packed);
+        }
+    }
+    let body_len = (out.len() - HEAD_LEN) as u64;
+    out[16..24].copy_from_slice(&body_len.to_le_bytes());
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes an image held in `bytes` (read from `path`, named in errors).
+pub fn decode(bytes: &[u8], path: &Path) -> Result<Loaded, ImageError> {
+    let not_image = || ImageError::NotAnImage {
+        path: path.to_path_buf(),
+    };
+    if bytes.len() < HEAD_LEN + 4 || &bytes[..8] != MAGIC {
+        return Err(not_image());
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(ImageError::Version {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    let body_len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    if HEAD_LEN as u64 + body_len + 4 != bytes.len() as u64 {
+        return Err(ImageError::Checksum {
+            path: path.to_path_buf(),
+        });
+    }
+    let (covered, crc) = bytes.split_at(bytes.len() - 4);
+    if crc32fast::hash(covered) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+        return Err(ImageError::Checksum {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut r = Reader {
+        bytes: covered,
+        at: HEAD_LEN,
+    };
+    read_body(&mut r).map_err(|what| ImageError::Damaged {
+        path: path.to_path_buf(),
+        at: r.at,
+        what,
+    })
+}
+
+fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
+    let origin = Name::from(r.name()?);
+    let _serial = r.u32()?;
+    let records = r.u64()? as usize;
+    let mut stamp = SourceStamp::default();
+    for _ in 0..r.u32()? {
+        let len = r.u16()? as usize;
+        let path = r.take(len)?;
+        // Written from an OsStr on this platform (Unix: any bytes).
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
+        stamp.files.push(SourceFile {
+            path,
+            len: r.u64()?,
+            modified_s: r.u64()? as i64,
+            modified_ns: r.u32()?,
+        });
+    }
+    let count = r.u64()? as usize;
+    let mut nodes = Vec::with_capacity(count.min(r.bytes.len() / 8));
+    for _ in 0..count {
+        let key = r.name()?;
+        let children = r.u32()?;
+        let sets = r.u16()? as usize;
+        let mut rrsets = Vec::with_capacity(sets);
+        for _ in 0..sets {
+            let rtype = RecordType::from(r.u16()?);
+            let ttl = r.u32()?;
+            let len = r.u32()? as usize;
+            let packed = PackedRdatas::from_packed(r.take(len)?).ok_or("bad record framing")?;
+            rrsets.push(RRset::from_packed(rtype, ttl, packed));
+        }
+        let node = Node {
+            rrsets: Arc::new(rrsets),
+            children,
+        };
+        nodes.push((key, node));
+    }
+    if r.at != r.bytes.len() {
+        return Err("bytes after the last node");
+    }
+    let zone = Zone::from_nodes(&origin, nodes, records).ok_or("nodes do not make a zone")?;
+    Ok(Loaded { zone, stamp })
+}
+
+/// Maps and decodes the image at `path`.
+pub fn read(path: &Path) -> Result<Loaded, ImageError> {
+    let io = |source| ImageError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    // SAFETY: images are only ever replaced by rename, never written in
+    // place, so the mapped file does not change under the map.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    decode(&map, path)
+}
+
+/// Writes `image` to `path` so that a crash at any moment leaves either
+/// the previous image or this one: a temporary file, fsync, rename over
+/// the old one, fsync of the directory.
+pub fn write_atomically(path: &Path, image: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(image)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Where the image of zone `origin` lives in `dir`.
+pub fn path_in(dir: &Path, origin: &Name) -> PathBuf {
+    let mut name = origin.to_lowercase().to_ascii();
+    if name == "." {
+        name = "root.".into();
+    }
+    let safe: String = name
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() || "-_.".contains(c) {
+            true => c,
+            false => '%',
+        })
+        .collect();
+    dir.join(format!("{safe}zimg"))
+}
+
+fn put_name(out: &mut Vec<u8>, name: &LowerName) {
+    let mut wire = Vec::with_capacity(64);
+    let _ = name.emit(&mut BinEncoder::new(&mut wire));
+    out.push(wire.len() as u8);
+    out.extend_from_slice(&wire);
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
+        let s = self.bytes.get(self.at..self.at + n).ok_or("cut short")?;
+        self.at += n;
+        Ok(s)
+    }
+
+    fn u16(&mut self) -> Result<u16, &'static str> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))
+    }
+
+    fn u32(&mut self) -> Result<u32, &'static str> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+
+    fn u64(&mut self) -> Result<u64, &'static str> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+
+    fn name(&mut self) -> Result<LowerName, &'static str> {
+        let len = self.take(1)?[0] as usize;
+        let wire = self.take(len)?;
+        let mut d = BinDecoder::new(wire);
+        let name = LowerName::read(&mut d).map_err(|_| "bad name")?;
+        match d.is_empty() {
+            true => Ok(name),
+            false => Err("bad name length"),
+        }
+    }
+}
