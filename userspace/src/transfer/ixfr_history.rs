@@ -273,6 +273,7 @@ mod tests {
                 soa(to),
                 Record::from_rdata(n, 60, RData::A(A::new(192, 0, 2, to as u8))),
             ],
+            whole_zone: false,
         }
     }
 

@@ -342,6 +342,7 @@ mod tests {
                     )
                 })
                 .collect(),
+            whole_zone: false,
         }
     }
 

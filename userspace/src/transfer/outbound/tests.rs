@@ -192,6 +192,7 @@ fn ixfr_is_new_soa_old_soa_removed_new_soa_added_new_soa() {
         new_serial: Some(2),
         removed: vec![soa(1), a(1)],
         added: vec![soa(2), a(2), a(3)],
+        whole_zone: false,
     };
     let q = Query::query(name("example.com."), RecordType::IXFR);
     let msgs = collect(|sink| write_ixfr(&diff, 9, &q, sink));
