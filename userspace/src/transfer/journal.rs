@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -409,10 +409,11 @@ fn read_zone_file(
     path: &Path,
     held: &HashMap<LowerName, u32>,
 ) -> Result<Option<Recovered>, JournalError> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(io_err(path))?;
+    let file = File::open(path).map_err(io_err(path))?;
+    // SAFETY: only this process writes the journal, and not while it is
+    // being opened; a torn tail is cut off below the last byte read.
+    let bytes = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
+    let bytes: &[u8] = &bytes;
     let mut at = 0;
     // The newest snapshot, still encoded, with the diffs after it.
     let mut base: Option<(Name, u32, &[u8])> = None;

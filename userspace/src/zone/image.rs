@@ -4,13 +4,15 @@
 //! The layout is the in-memory one flattened: each node's lower-cased
 //! wire name, its child count and its RRsets already packed in wire form
 //! (see [`super::packed`]), so loading is a walk over a memory map that
-//! copies byte ranges, with no text parsing and no RDATA decoding. The
+//! copies byte ranges, with no text parsing and no RDATA decoding. Nodes
+//! are written in the order of the zone's map, whose hash seed the image
+//! keeps, so they are inserted into the new map in order too. The
 //! zone file(s) it came from are stamped (path, length, modification
 //! time), so a start-up can tell whether the image is still current.
 //!
 //! ```text
 //! "XDPDNSZI" version:u32 flags:u32 (none yet) body_len:u64
-//! body: origin(u8 len, wire) serial:u32 records:u64
+//! body: origin(u8 len, wire) serial:u32 records:u64 seed:u64
 //!       sources:u32 { path(u16 len, bytes) len:u64 mtime_s:i64 mtime_ns:u32 }
 //!       nodes:u64   { name(u8 len, wire) children:u32 rrsets:u16
 //!                     { type:u16 ttl:u32 packed(u32 len, bytes) } }
@@ -127,6 +129,7 @@ pub fn encode(zone: &Zone, stamp: &SourceStamp) -> Vec<u8> {
     put_name(&mut out, zone.origin_key());
     out.extend_from_slice(&zone.serial().unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&(zone.record_count() as u64).to_le_bytes());
+    out.extend_from_slice(&zone.seed().to_le_bytes());
     out.extend_from_slice(&(stamp.files.len() as u32).to_le_bytes());
     for f in &stamp.files {
         let path = f.path.as_os_str().as_encoded_bytes();
@@ -198,6 +201,7 @@ fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
     let origin = Name::from(r.name()?);
     let _serial = r.u32()?;
     let records = r.u64()? as usize;
+    let seed = r.u64()?;
     let mut stamp = SourceStamp::default();
     for _ in 0..r.u32()? {
         let len = r.u16()? as usize;
@@ -212,30 +216,55 @@ fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
         });
     }
     let count = r.u64()? as usize;
-    let mut nodes = Vec::with_capacity(count.min(r.bytes.len() / 8));
-    for _ in 0..count {
-        let key = r.name()?;
-        let children = r.u32()?;
-        let sets = r.u16()? as usize;
-        let mut rrsets = Vec::with_capacity(sets);
-        for _ in 0..sets {
-            let rtype = RecordType::from(r.u16()?);
-            let ttl = r.u32()?;
-            let len = r.u32()? as usize;
-            let packed = PackedRdatas::from_packed(r.take(len)?).ok_or("bad record framing")?;
-            rrsets.push(RRset::from_packed(rtype, ttl, packed));
-        }
-        let node = Node {
-            rrsets: Arc::new(rrsets),
-            children,
-        };
-        nodes.push((key, node));
+    // Two stages on two threads: this one decodes nodes, the other
+    // inserts them into the zone's map (each about half the work).
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(LowerName, Node)>>(8);
+    std::thread::scope(|scope| {
+        let builder =
+            scope.spawn(move || Zone::from_nodes(&origin, seed, rx.into_iter().flatten(), records));
+        let decoded = (|| {
+            let mut batch = Vec::with_capacity(BATCH);
+            for _ in 0..count {
+                batch.push(read_node(r)?);
+                if batch.len() == BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    tx.send(full).map_err(|_| "zone builder stopped")?;
+                }
+            }
+            tx.send(batch).map_err(|_| "zone builder stopped")?;
+            drop(tx);
+            if r.at != r.bytes.len() {
+                return Err("bytes after the last node");
+            }
+            Ok(())
+        })();
+        let zone = builder.join().map_err(|_| "zone builder panicked")?;
+        decoded?;
+        let zone = zone.ok_or("nodes do not make a zone")?;
+        Ok(Loaded { zone, stamp })
+    })
+}
+
+/// Nodes handed from the decoding thread to the building one at a time.
+const BATCH: usize = 4096;
+
+fn read_node(r: &mut Reader<'_>) -> Result<(LowerName, Node), &'static str> {
+    let key = r.name()?;
+    let children = r.u32()?;
+    let sets = r.u16()? as usize;
+    let mut rrsets = Vec::with_capacity(sets);
+    for _ in 0..sets {
+        let rtype = RecordType::from(r.u16()?);
+        let ttl = r.u32()?;
+        let len = r.u32()? as usize;
+        let packed = PackedRdatas::from_packed(r.take(len)?).ok_or("bad record framing")?;
+        rrsets.push(RRset::from_packed(rtype, ttl, packed));
     }
-    if r.at != r.bytes.len() {
-        return Err("bytes after the last node");
-    }
-    let zone = Zone::from_nodes(&origin, nodes, records).ok_or("nodes do not make a zone")?;
-    Ok(Loaded { zone, stamp })
+    let node = Node {
+        rrsets: Arc::new(rrsets),
+        children,
+    };
+    Ok((key, node))
 }
 
 /// Maps and decodes the image at `path`.

@@ -209,9 +209,20 @@ pub enum ZoneError {
 
 /// A persistent hash map hashed with foldhash: every query hashes its name
 /// into these maps (with SipHash that was a visible share of a fallback
-/// answer's CPU).
+/// answer's CPU). Seeded explicitly (a zone picks a random seed and its
+/// image keeps it), so a zone read back from its image is inserted in its
+/// map's own order, leaf after leaf, instead of at random: that halved
+/// the time to build a million-name map.
 pub(crate) type FastMap<K, V> =
-    imbl::GenericHashMap<K, V, foldhash::fast::RandomState, imbl::shared_ptr::DefaultSharedPtr>;
+    imbl::GenericHashMap<K, V, foldhash::fast::FixedState, imbl::shared_ptr::DefaultSharedPtr>;
+
+/// A random seed for a zone's map.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
 
 /// One authoritative zone.
 #[derive(Clone, Debug)]
@@ -219,6 +230,8 @@ pub struct Zone {
     origin: Name,
     origin_key: LowerName,
     nodes: FastMap<LowerName, Node>,
+    /// The seed of `nodes`' hasher.
+    seed: u64,
     record_count: usize,
     /// Non-apex names with NS records. Without any, lookups skip the
     /// label-by-label walk that looks for a cut above the name.
@@ -243,14 +256,20 @@ pub struct Zone {
 impl Zone {
     /// An empty zone (only its apex node, no records).
     pub fn new(origin: &Name) -> Self {
+        Self::with_seed(origin, random_seed())
+    }
+
+    /// An empty zone whose map hashes with `seed` (an image's).
+    pub fn with_seed(origin: &Name, seed: u64) -> Self {
         let origin = fqdn_lower(origin);
         let origin_key = LowerName::new(&origin);
-        let mut nodes = FastMap::default();
+        let mut nodes = FastMap::with_hasher(foldhash::fast::FixedState::with_seed(seed));
         nodes.insert(origin_key.clone(), Node::default());
         Zone {
             origin,
             origin_key,
             nodes,
+            seed,
             record_count: 0,
             cut_count: 0,
             dname_count: 0,
@@ -279,11 +298,12 @@ impl Zone {
     /// `None` unless every name is inside the zone and the apex is there.
     pub fn from_nodes(
         origin: &Name,
-        nodes: Vec<(LowerName, Node)>,
+        seed: u64,
+        nodes: impl IntoIterator<Item = (LowerName, Node)>,
         record_count: usize,
     ) -> Option<Self> {
-        let mut zone = Zone::new(origin);
-        zone.nodes = FastMap::default();
+        let mut zone = Zone::with_seed(origin, seed);
+        zone.nodes.clear();
         for (key, node) in nodes {
             if !zone.origin_key.zone_of(&key) {
                 return None;
@@ -312,6 +332,11 @@ impl Zone {
 
     pub fn origin(&self) -> &Name {
         &self.origin
+    }
+
+    /// The seed of the zone's map (kept in its image).
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     pub fn source(&self) -> Option<&image::SourceStamp> {
