@@ -17,3 +17,4 @@ mod registry_api;
 mod transfer_interop;
 mod xdp_differential;
 mod xdp_veth;
+mod zone_images;

@@ -16,6 +16,7 @@ pub mod cookies;
 pub mod frames;
 pub mod handler;
 pub mod hot;
+pub mod memory;
 pub mod metrics;
 pub mod privileges;
 pub mod registry;

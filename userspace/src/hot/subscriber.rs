@@ -28,10 +28,11 @@ pub fn start(table: Arc<HotTable>, store: &ZoneStore) -> tokio::task::JoinHandle
 
 async fn run(table: Arc<HotTable>, first: Arc<Snapshot>, mut feed: Subscription) {
     let t = table.clone();
-    if tokio::task::spawn_blocking(move || fill(&t, &first))
-        .await
-        .is_err()
-    {
+    let first_fill = move || {
+        fill(&t, &first);
+        crate::memory::release_freed();
+    };
+    if tokio::task::spawn_blocking(first_fill).await.is_err() {
         error!("hot answer table: compile panicked; the full handler answers everything");
         return;
     }
@@ -46,7 +47,10 @@ async fn run(table: Arc<HotTable>, first: Arc<Snapshot>, mut feed: Subscription)
         let t = table.clone();
         let done = tokio::task::spawn_blocking(move || {
             match update {
-                Update::Rebuild => fill(&t, &snapshot),
+                Update::Rebuild => {
+                    fill(&t, &snapshot);
+                    crate::memory::release_freed();
+                }
                 Update::Delta(diffs) => {
                     let delta = compile_diffs(&snapshot, &diffs, &*t);
                     t.unsettle();

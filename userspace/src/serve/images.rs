@@ -10,13 +10,14 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hickory_proto::rr::LowerName;
 use tracing::{debug, warn};
 
 use crate::zone::image::{self, SourceStamp};
-use crate::zone::{FeedItem, Snapshot, Subscription, Zone};
+use crate::zone::{Snapshot, Subscription, Zone};
 
 /// What an image on disk holds, enough to tell whether a zone version
 /// differs from it.
@@ -88,8 +89,25 @@ impl ImageWriter {
     }
 }
 
+/// The running writer, for a last write at a clean stop.
+#[derive(Clone)]
+pub struct Images(Arc<Mutex<ImageWriter>>);
+
+impl Images {
+    /// Writes every zone whose image is behind `snapshot` (a clean stop:
+    /// the next start then finds every image current).
+    pub fn flush(&self, snapshot: &Snapshot) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sync(snapshot);
+    }
+}
+
 /// Starts the writer's thread on `feed`.
-pub fn start(mut writer: ImageWriter, mut feed: Subscription, pause: Duration) {
+pub fn start(writer: ImageWriter, mut feed: Subscription, pause: Duration) -> Images {
+    let shared = Images(Arc::new(Mutex::new(writer)));
+    let writer = shared.clone();
     std::thread::Builder::new()
         .name("zone-images".into())
         .spawn(move || {
@@ -101,13 +119,10 @@ pub fn start(mut writer: ImageWriter, mut feed: Subscription, pause: Duration) {
                 while let Some(next) = feed.try_next() {
                     item = next;
                 }
-                let snapshot = match &item {
-                    FeedItem::Commit(c) => &c.snapshot,
-                    FeedItem::Resync(s) => s,
-                };
-                writer.sync(snapshot);
+                writer.flush(item.snapshot());
                 std::thread::sleep(pause);
             }
         })
         .expect("spawn the zone image thread");
+    shared
 }

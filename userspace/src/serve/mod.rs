@@ -70,6 +70,9 @@ pub const STATUS_FILE: &str = "transfer-status.json";
 /// the newest versions of what changed meanwhile.
 const IMAGE_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long a stop waits for the last zone images to be written.
+const IMAGE_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How long a stop waits for the IXFR journal to catch up with the store.
 const JOURNAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -162,6 +165,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
 
     // Subscribers before sources, so they see every commit from here on.
     let journaled = start_journal(&router);
+    let mut images = None;
     if let Some(dir) = images_dir {
         let snapshot = router.store.snapshot();
         let loaded: Vec<&Zone> = imaged_keys
@@ -171,7 +175,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             .collect();
         let writer = images::ImageWriter::new(dir, &loaded);
         let (_, feed) = router.store.subscribe();
-        images::start(writer, feed, IMAGE_PAUSE);
+        images = Some(images::start(writer, feed, IMAGE_PAUSE));
     }
     let in_control = control.enter();
     let (notifier, propagation) = start_notify(
@@ -187,6 +191,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &[],
         unix_secs(),
     );
+    crate::memory::release_freed();
     let mut bound_addrs = Vec::new();
     let mut udp_workers = Vec::new();
     for &addr in &config.server.listen {
@@ -379,6 +384,16 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         }
     }
     drain_journal(&router, journaled).await;
+    if let Some(images) = images {
+        // What changed since the last image write (the writer pauses
+        // between writes), so the next start finds every image current.
+        let snapshot = router.store.snapshot();
+        let _ = tokio::time::timeout(
+            IMAGE_FLUSH,
+            tokio::task::spawn_blocking(move || images.flush(&snapshot)),
+        )
+        .await;
+    }
     drop(control_socket);
     info!("stopped");
     match failure {

@@ -200,6 +200,7 @@ pub fn reload(path: &Path, old: &Config, router: &Router, log: &LoadLog) -> Opti
     let before: Vec<Arc<Zone>> = router.store.snapshot().zones().cloned().collect();
     let diffs = router.store.replace_zones(zones, &removed, unix_secs());
     free_here(before);
+    crate::memory::release_freed();
     for d in &diffs {
         info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
               removed = d.removed.len(), added = d.added.len(), "zone changed");

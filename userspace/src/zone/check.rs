@@ -26,6 +26,13 @@ impl ZoneCheckError {
         }
     }
 
+    fn at_line(file: &Path, line: usize, problem: String) -> Self {
+        ZoneCheckError {
+            location: format!("{}:{line}", file.display()),
+            problem,
+        }
+    }
+
     fn in_file(file: &Path, problem: String) -> Self {
         ZoneCheckError {
             location: file.display().to_string(),
@@ -99,6 +106,116 @@ pub fn check_zone(
     }
     check_glue(&zone, records)?;
     Ok(zone)
+}
+
+/// A zone built from records streamed in batches, with what the checks
+/// after it need: the DNSSEC records (for the signing warnings) and the
+/// files the records came from.
+pub struct Built {
+    pub zone: Zone,
+    pub dnssec: Vec<SourceRecord>,
+    pub files: Vec<std::sync::Arc<Path>>,
+}
+
+/// [`check_zone`] over records arriving in batches, building the zone as
+/// they come and keeping no record it does not need. It finds whether
+/// the zone is valid, not the message: on a problem it returns the first
+/// one it saw, and the caller runs [`check_zone`] for the exact message
+/// (which names the earlier record of a conflict).
+pub fn build_checked(
+    origin: &Name,
+    file: &Path,
+    batches: impl IntoIterator<Item = Vec<SourceRecord>>,
+) -> Result<Built, ZoneCheckError> {
+    let origin = fqdn_lower(origin);
+    let origin_key = LowerName::new(&origin);
+    let mut zone = Zone::new(&origin);
+    let mut dnssec = Vec::new();
+    let mut files: Vec<std::sync::Arc<Path>> = Vec::new();
+    let mut ns = Vec::new();
+    let mut first: Option<SourceRecord> = None;
+    let mut soa_seen = false;
+    // Consecutive records of one owner are added together.
+    let mut group: Vec<SourceRecord> = Vec::new();
+    let add = |zone: &mut Zone, group: &mut Vec<SourceRecord>| -> Result<(), ZoneCheckError> {
+        let Some(head) = group.first() else {
+            return Ok(());
+        };
+        let key = LowerName::new(&head.record.name);
+        let (file, line) = (head.file.clone(), head.line);
+        zone.insert_at(&key, group.drain(..).map(|r| r.record))
+            .map_err(|e| ZoneCheckError::at_line(&file, line, e.to_string()))?;
+        let node = zone.node(&key).expect("just inserted");
+        let cname = node.rrset(RecordType::CNAME);
+        let beside = node.rrsets().iter().any(|s| {
+            !matches!(
+                s.rtype,
+                RecordType::CNAME | RecordType::RRSIG | RecordType::NSEC
+            )
+        });
+        match cname.is_some_and(|c| beside || c.len() > 1) {
+            true => Err(ZoneCheckError::at_line(
+                &file,
+                line,
+                "CNAME conflict".into(),
+            )),
+            false => Ok(()),
+        }
+    };
+    for batch in batches {
+        for rec in batch {
+            if first.is_none() {
+                first = Some(rec.clone());
+            }
+            if files.last() != Some(&rec.file) && !files.contains(&rec.file) {
+                files.push(rec.file.clone());
+            }
+            let rtype = rec.record.record_type();
+            let at_apex = || LowerName::new(&rec.record.name) == origin_key;
+            match rtype {
+                RecordType::SOA if soa_seen || !at_apex() => {
+                    return Err(ZoneCheckError::at(
+                        &rec,
+                        "SOA not at the apex, or a second one".into(),
+                    ))
+                }
+                RecordType::SOA => soa_seen = true,
+                RecordType::NS => ns.push(rec.clone()),
+                RecordType::DNSKEY
+                | RecordType::RRSIG
+                | RecordType::NSEC3
+                | RecordType::NSEC3PARAM => dnssec.push(rec.clone()),
+                _ => {}
+            }
+            if group
+                .first()
+                .is_some_and(|g| g.record.name != rec.record.name)
+            {
+                add(&mut zone, &mut group)?;
+            }
+            group.push(rec);
+        }
+    }
+    add(&mut zone, &mut group)?;
+    let missing = |what: &str| {
+        let text = format!("zone {origin} has no {what} at its apex");
+        match &first {
+            Some(r) => ZoneCheckError::at(r, text),
+            None => ZoneCheckError::in_file(file, text),
+        }
+    };
+    if !soa_seen {
+        return Err(missing("SOA record"));
+    }
+    if zone.apex().rrset(RecordType::NS).is_none() {
+        return Err(missing("NS records"));
+    }
+    check_glue(&zone, &ns)?;
+    Ok(Built {
+        zone,
+        dnssec,
+        files,
+    })
 }
 
 /// What has been seen at one owner name, for the CNAME exclusivity rule.

@@ -359,3 +359,109 @@ impl<'a> Reader<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zone::load_zone_str;
+    use std::str::FromStr;
+
+    fn every_type_zone() -> Zone {
+        let text = include_str!("../../../tests/support/every-type.zone");
+        let origin = Name::from_str("every.test.").unwrap();
+        load_zone_str(text, &origin, Path::new("every.zone")).unwrap()
+    }
+
+    fn stamp() -> SourceStamp {
+        SourceStamp {
+            files: vec![SourceFile {
+                path: PathBuf::from("/etc/zones/every.zone"),
+                len: 1234,
+                modified_s: 1_700_000_000,
+                modified_ns: 42,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_zone_comes_back_node_for_node_with_its_seed_and_stamp() {
+        let zone = every_type_zone();
+        let image = encode(&zone, &stamp());
+        let back = decode(&image, Path::new("x.zimg")).unwrap();
+        assert_eq!(back.stamp, stamp());
+        let z = back.zone;
+        assert_eq!(z.origin(), zone.origin());
+        assert_eq!(z.serial(), zone.serial());
+        assert_eq!(z.record_count(), zone.record_count());
+        assert_eq!(z.node_count(), zone.node_count());
+        assert_eq!(z.seed(), zone.seed());
+        assert_eq!(
+            (z.has_cuts(), z.has_dnames(), z.has_nsec(), z.has_nsec3()),
+            (
+                zone.has_cuts(),
+                zone.has_dnames(),
+                zone.has_nsec(),
+                zone.has_nsec3()
+            )
+        );
+        for (key, node) in zone.nodes() {
+            let other = z.node(key).unwrap_or_else(|| panic!("{key} missing"));
+            assert_eq!(other.rrsets(), node.rrsets(), "{key}");
+            assert_eq!(other.has_children(), node.has_children(), "{key}");
+        }
+        // Same map order: the image of the copy is the same bytes.
+        assert_eq!(encode(&z, &stamp()), image);
+    }
+
+    #[test]
+    fn any_flipped_byte_or_cut_is_refused() {
+        let image = encode(&every_type_zone(), &stamp());
+        for at in (0..image.len()).step_by(97).chain([image.len() - 1]) {
+            let mut bad = image.clone();
+            bad[at] ^= 0x20;
+            assert!(decode(&bad, Path::new("x")).is_err(), "flip at {at}");
+        }
+        for len in [0, 10, HEAD_LEN + 3, image.len() / 2, image.len() - 1] {
+            assert!(
+                decode(&image[..len], Path::new("x")).is_err(),
+                "cut at {len}"
+            );
+        }
+        let mut other = image.clone();
+        other[8..12].copy_from_slice(&(VERSION + 1).to_le_bytes());
+        assert!(matches!(
+            decode(&other, Path::new("x")),
+            Err(ImageError::Version { .. })
+        ));
+    }
+
+    #[test]
+    fn a_stamp_is_current_until_its_file_changes() {
+        let dir = std::env::temp_dir().join(format!("xdpdns-stamp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("z.zone");
+        std::fs::write(&file, "one").unwrap();
+        let stamp = SourceStamp::of([file.as_path()]).unwrap();
+        assert!(stamp.is_current());
+        std::fs::write(&file, "one more").unwrap();
+        assert!(!stamp.is_current());
+        std::fs::remove_file(&file).unwrap();
+        assert!(!stamp.is_current());
+        assert!(!SourceStamp::default().is_current(), "no file, no proof");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn written_atomically_or_not_at_all() {
+        let dir = std::env::temp_dir().join(format!("xdpdns-image-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let origin = Name::from_str("every.test.").unwrap();
+        let path = path_in(&dir, &origin);
+        assert_eq!(path.file_name().unwrap(), "every.test.zimg");
+        let image = encode(&every_type_zone(), &stamp());
+        write_atomically(&path, &image).unwrap();
+        assert!(!path.with_extension("tmp").exists());
+        assert_eq!(read(&path).unwrap().zone.record_count(), 49);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

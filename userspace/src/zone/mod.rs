@@ -408,52 +408,74 @@ impl Zone {
     /// Adds one record. Returns `false` if the identical record was already
     /// present (duplicates are merged, RFC 2181 §5).
     pub fn insert(&mut self, record: Record) -> Result<bool, ZoneError> {
-        if record.dns_class != DNSClass::IN {
-            return Err(ZoneError::Class {
-                class: record.dns_class,
-            });
-        }
         let key = LowerName::new(&record.name);
-        if !self.origin_key.zone_of(&key) {
+        Ok(self.insert_at(&key, [record])? == 1)
+    }
+
+    /// Adds records that all have the owner `key` (a file's consecutive
+    /// lines for one name: one map lookup for all of them). Returns how
+    /// many were new.
+    pub fn insert_at(
+        &mut self,
+        key: &LowerName,
+        records: impl IntoIterator<Item = Record>,
+    ) -> Result<usize, ZoneError> {
+        if !self.origin_key.zone_of(key) {
             return Err(ZoneError::OutOfZone {
-                name: Box::new(record.name),
+                name: Box::new(Name::from(key)),
                 origin: Box::new(self.origin.clone()),
             });
         }
-        self.ensure_node(&key);
-        let node = self.nodes.get_mut(&key).expect("ensured");
+        self.ensure_node(key);
+        let node = self.nodes.get_mut(key).expect("ensured");
         let rrsets = Arc::make_mut(&mut node.rrsets);
-        let rtype = record.record_type();
-        let chain = nsec3_chain(&record.data);
-        let added = match rrsets
-            .iter_mut()
-            .find(|s| s.same_set(rtype, Some(&record.data)))
-        {
-            Some(set) => {
-                set.ttl = record.ttl;
-                if set.contains(&record.data) {
-                    false
-                } else {
-                    set.rdatas.push(&record.data)?;
+        let mut indexed = Vec::new();
+        let mut added = 0;
+        let mut soa = false;
+        for record in records {
+            if record.dns_class != DNSClass::IN {
+                return Err(ZoneError::Class {
+                    class: record.dns_class,
+                });
+            }
+            let rtype = record.record_type();
+            let new = match rrsets
+                .iter_mut()
+                .find(|s| s.same_set(rtype, Some(&record.data)))
+            {
+                Some(set) => {
+                    set.ttl = record.ttl;
+                    if set.contains(&record.data) {
+                        false
+                    } else {
+                        set.rdatas.push(&record.data)?;
+                        true
+                    }
+                }
+                None => {
+                    rrsets.push(RRset::new(rtype, record.ttl, [&record.data])?);
+                    if rtype == RecordType::NS && *key != self.origin_key {
+                        self.cut_count += 1;
+                    }
+                    if rtype == RecordType::DNAME {
+                        self.dname_count += 1;
+                    }
                     true
                 }
-            }
-            None => {
-                rrsets.push(RRset::new(rtype, record.ttl, [&record.data])?);
-                if rtype == RecordType::NS && key != self.origin_key {
-                    self.cut_count += 1;
+            };
+            soa |= rtype == RecordType::SOA;
+            if new {
+                added += 1;
+                if matches!(rtype, RecordType::NSEC | RecordType::NSEC3) {
+                    indexed.push((rtype, nsec3_chain(&record.data)));
                 }
-                if rtype == RecordType::DNAME {
-                    self.dname_count += 1;
-                }
-                true
             }
-        };
-        if added {
-            self.record_count += 1;
-            self.index_denial(rtype, &key, chain, true);
         }
-        if rtype == RecordType::SOA {
+        self.record_count += added;
+        for (rtype, chain) in indexed {
+            self.index_denial(rtype, key, chain, true);
+        }
+        if soa {
             self.refresh_soa();
         }
         Ok(added)
@@ -718,25 +740,51 @@ pub fn load_zone_file_with_warnings(
     // Stamped before reading: an edit during the load makes the stamp
     // stale, so the next start reads the file again.
     let main = image::SourceFile::stat(path).ok();
-    let records = parse_zone_file(path, origin)?;
-    let mut zone = check_zone(origin, path, &records)?;
-    let mut included: Vec<&std::path::Path> = Vec::new();
-    for r in &records {
-        let file: &std::path::Path = &r.file;
-        if file != path && included.last() != Some(&file) {
-            included.push(file);
+    // Two threads: this one parses, the other builds and checks the zone
+    // from batches of records as they come (each about half the work).
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<SourceRecord>>(16);
+    let started = std::time::Instant::now();
+    let (parsed, built) = std::thread::scope(|scope| {
+        let builder = scope.spawn(|| check::build_checked(origin, path, rx));
+        let parsed = parser::parse_zone_file_in_batches(path, origin, &mut |batch| {
+            // A builder that stopped on a problem has said so; the rest
+            // of the file is still parsed (a syntax error comes first).
+            let _ = tx.send(batch);
+        });
+        drop(tx);
+        let parse_ms = started.elapsed().as_millis() as u64;
+        let built = builder.join().expect("the zone builder does not panic");
+        tracing::debug!(file = %path.display(), parse_ms, load_ms = started.elapsed().as_millis() as u64, "zone file parsed and built");
+        (parsed, built)
+    });
+    parsed?;
+    let built = match built {
+        Ok(b) => b,
+        // The message names the earlier record of a conflict: the full
+        // check over the whole file finds it.
+        Err(first) => {
+            let records = parse_zone_file(path, origin)?;
+            return Err(check_zone(origin, path, &records)
+                .err()
+                .unwrap_or(first)
+                .into());
         }
-    }
+    };
+    let mut zone = built.zone;
+    let included: Vec<&std::path::Path> = built
+        .files
+        .iter()
+        .map(|f| &**f)
+        .filter(|f| *f != path)
+        .collect();
     if let (Some(main), Ok(rest)) = (main, image::SourceStamp::of(included)) {
         let mut files = vec![main];
         files.extend(rest.files);
         zone.set_source(image::SourceStamp { files });
     }
-    let signed = records
-        .iter()
-        .any(|r| r.record.record_type() == RecordType::RRSIG);
+    let signed = !built.dnssec.is_empty();
     let warnings = match signed || zone.is_signed() {
-        true => signing_check::signing_warnings(origin, &records, crate::clock::unix_secs()),
+        true => signing_check::signing_warnings(origin, &built.dnssec, crate::clock::unix_secs()),
         false => Vec::new(),
     };
     Ok((zone, warnings))

@@ -83,6 +83,39 @@ pub fn parse_zone_str(
     Ok(parser.records)
 }
 
+/// Records handed to a [`parse_zone_file_in_batches`] sink at a time.
+pub const BATCH: usize = 4096;
+
+/// [`parse_zone_file`] handing the records to `sink` in batches of
+/// [`BATCH`] as they are parsed (so another thread can build the zone
+/// meanwhile) instead of returning them.
+pub fn parse_zone_file_in_batches(
+    path: &Path,
+    origin: &Name,
+    sink: &mut dyn FnMut(Vec<SourceRecord>),
+) -> Result<(), ZoneFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ZoneFileError::Io {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    let mut origin = origin.clone();
+    origin.set_fqdn(true);
+    let mut scope = Scope {
+        origin,
+        owner: None,
+    };
+    let mut parser = Parser {
+        sink: Some(sink),
+        ..Parser::default()
+    };
+    parser.parse_text(&text, &Arc::from(path), &mut scope, 0)?;
+    let rest = std::mem::take(&mut parser.records);
+    if let Some(sink) = parser.sink {
+        sink(rest);
+    }
+    Ok(())
+}
+
 /// How many `$INCLUDE`s may be nested; this also stops include cycles.
 const MAX_INCLUDE_DEPTH: usize = 16;
 
@@ -159,12 +192,26 @@ impl TtlDefaults {
 }
 
 #[derive(Default)]
-struct Parser {
+struct Parser<'s> {
     records: Vec<SourceRecord>,
     ttl: TtlDefaults,
+    /// Where full batches go, when records are streamed.
+    sink: Option<&'s mut dyn FnMut(Vec<SourceRecord>)>,
 }
 
-impl Parser {
+impl Parser<'_> {
+    fn push(&mut self, record: SourceRecord) {
+        self.records.push(record);
+        if let Some(sink) = self.sink.as_mut() {
+            if self.records.len() >= BATCH {
+                sink(std::mem::replace(
+                    &mut self.records,
+                    Vec::with_capacity(BATCH),
+                ));
+            }
+        }
+    }
+
     fn parse_text(
         &mut self,
         text: &str,
@@ -191,7 +238,7 @@ impl Parser {
             let record = self
                 .parse_record(entry, scope)
                 .map_err(|f| f.in_file(file))?;
-            self.records.push(SourceRecord {
+            self.push(SourceRecord {
                 record,
                 file: file.clone(),
                 line: entry.line,
@@ -265,7 +312,7 @@ impl Parser {
             let record = self
                 .parse_record(&entry, scope)
                 .map_err(|f| f.in_file(file))?;
-            self.records.push(SourceRecord {
+            self.push(SourceRecord {
                 record,
                 file: file.clone(),
                 line: directive.line,
