@@ -104,8 +104,22 @@ impl Images {
     }
 }
 
-/// Starts the writer's thread on `feed`.
-pub fn start(writer: ImageWriter, mut feed: Subscription, pause: Duration) -> Images {
+/// Starts the writer's thread on `feed`, which starts at `snapshot`.
+pub fn start(
+    writer: ImageWriter,
+    snapshot: Arc<Snapshot>,
+    mut feed: Subscription,
+    pause: Duration,
+) -> Images {
+    // Files a write killed half-way left behind (never read: images are
+    // renamed into place whole).
+    if let Ok(entries) = std::fs::read_dir(&writer.dir) {
+        for e in entries.flatten() {
+            if e.path().extension().is_some_and(|x| x == "tmp") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     let shared = Images(Arc::new(Mutex::new(writer)));
     let writer = shared.clone();
     std::thread::Builder::new()
@@ -114,6 +128,10 @@ pub fn start(writer: ImageWriter, mut feed: Subscription, pause: Duration) -> Im
             // Encoding and writing a large zone takes a while; serving
             // comes first.
             super::lower_priority();
+            // Zones served from elsewhere than a current image (a file
+            // parsed, a journal's newer version) get theirs now.
+            writer.flush(&snapshot);
+            drop(snapshot);
             while let Some(mut item) = feed.blocking_next() {
                 // Only the newest snapshot matters: skip to it.
                 while let Some(next) = feed.try_next() {

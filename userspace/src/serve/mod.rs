@@ -174,8 +174,8 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             .chain(&unjournaled)
             .collect();
         let writer = images::ImageWriter::new(dir, &loaded);
-        let (_, feed) = router.store.subscribe();
-        images = Some(images::start(writer, feed, IMAGE_PAUSE));
+        let (snapshot, feed) = router.store.subscribe();
+        images = Some(images::start(writer, snapshot, feed, IMAGE_PAUSE));
     }
     let in_control = control.enter();
     let (notifier, propagation) = start_notify(
