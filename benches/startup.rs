@@ -128,6 +128,10 @@ fn main() {
         drop(primary);
     }
 
+    // With the XDP fast path: start -> ready (the ready file is written
+    // once the kernel table is installed and the program attached).
+    rows.extend(xdp_case(&dir, &zone, runs));
+
     // Registry: instances registered once, then restarts.
     let reg = registry_case(&dir, instances, runs);
     rows.extend(reg);
@@ -138,9 +142,18 @@ fn main() {
     );
     println!("| --- | --- | --- | --- |");
     for r in &rows {
+        let mb = |v: u64| match v {
+            0 => "-".to_string(),
+            v => format!("{v} MB"),
+        };
         println!(
-            "| {} | {:.3} s ({:.3}-{:.3}) | {} MB | {} MB |",
-            r.what, r.median, r.min, r.max, r.pss_mb, r.rss_mb
+            "| {} | {:.3} s ({:.3}-{:.3}) | {} | {} |",
+            r.what,
+            r.median,
+            r.min,
+            r.max,
+            mb(r.pss_mb),
+            mb(r.rss_mb)
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -390,6 +403,103 @@ fn write_zone(path: &Path, services: usize) -> (usize, String) {
         }
     }
     (records, last)
+}
+
+/// The file zone served with XDP (generic mode) on a veth pair inside a
+/// network namespace of its own: start -> ready, which with `[xdp]`
+/// includes compiling and installing the kernel table. Root only.
+fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !which("ip") {
+        println!("startup: not root; XDP rows skipped");
+        return Vec::new();
+    }
+    let ns = format!("xdpdns-startup-{}", std::process::id());
+    let ip = |args: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("ip {args}")])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let _ = ip(&format!("netns del {ns}"));
+    let made = ip(&format!("netns add {ns}"))
+        && ip(&format!("-n {ns} link add xs0 type veth peer name xs1"))
+        && ip(&format!("-n {ns} addr add 10.99.0.1/24 dev xs0"))
+        && ip(&format!("-n {ns} link set dev xs0 up"))
+        && ip(&format!("-n {ns} link set dev xs1 up"))
+        && ip(&format!("-n {ns} link set dev lo up"));
+    let mut rows = Vec::new();
+    if made {
+        let data = dir.join("xdp-data");
+        let cfg = dir.join("xdp.toml");
+        let ready = dir.join("xdp.ready");
+        std::fs::write(
+            &cfg,
+            format!(
+                "[server]\nlisten = [\"10.99.0.1:53\"]\n[log]\nlevel = \"warn\"\n[control]\nsocket = \"{}\"\n\
+                 [xdp]\ninterfaces = [\"xs0\"]\nmode = \"generic\"\ncapacity = 1048576\n\
+                 [[zone]]\norigin = \"{ORIGIN}\"\nfile = \"{}\"\n[transfer]\ndata_dir = \"{}\"\n",
+                dir.join("xdp.sock").display(),
+                zone.display(),
+                data.display()
+            ),
+        )
+        .unwrap();
+        let bin = std::env::var("XDPDNS_BIN").unwrap_or_else(|_| process::BIN.to_string());
+        let mut case = |what: &str, clear: bool| {
+            let mut times = Vec::new();
+            for _ in 0..runs {
+                if clear {
+                    let _ = std::fs::remove_dir_all(&data);
+                }
+                let _ = std::fs::remove_file(&ready);
+                let began = Instant::now();
+                let child = process::KillOnDrop(
+                    Command::new("ip")
+                        .args(["netns", "exec", &ns, &bin, "serve", "--config"])
+                        .arg(&cfg)
+                        .arg("--ready-file")
+                        .arg(&ready)
+                        .stdout(Stdio::null())
+                        .stderr(process::bench_stderr())
+                        .spawn()
+                        .expect("start xdpdns in the namespace"),
+                );
+                while !ready.exists() {
+                    assert!(began.elapsed() < START_LIMIT, "{what}: never ready");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                times.push(began.elapsed().as_secs_f64());
+                std::thread::sleep(settle());
+                stop(child);
+            }
+            times.sort_by(f64::total_cmp);
+            println!(
+                "startup: {what}: {:.3} s (runs {times:?})",
+                times[times.len() / 2]
+            );
+            Row {
+                what: what.into(),
+                median: times[times.len() / 2],
+                min: times[0],
+                max: times[times.len() - 1],
+                pss_mb: 0,
+                rss_mb: 0,
+            }
+        };
+        rows.push(case(
+            "xdpdns + XDP, file zone, cold: start -> ready (kernel table installed)",
+            true,
+        ));
+        rows.push(case(
+            "xdpdns + XDP, file zone, warm: start -> ready (kernel table installed)",
+            false,
+        ));
+    } else {
+        println!("startup: cannot create a network namespace; XDP rows skipped");
+    }
+    let _ = ip(&format!("netns del {ns}"));
+    rows
 }
 
 /// The registry case: `instances` registered through the API once, then

@@ -509,16 +509,78 @@ impl FastPath {
         generation: u8,
         left_out: &HashSet<EntryKey>,
     ) -> Result<(), XdpError> {
+        // Upserts go in batches, one system call per map and thousands of
+        // entries (a million-entry table: 2 s one by one).
+        let mut batches: [Batch<'_>; 3] = Default::default();
         for (key, answer) in &delta.upsert {
-            match left_out.contains(key) {
-                true => self.del(key, generation)?,
-                false => self.put(key, generation, answer)?,
+            if left_out.contains(key) {
+                self.del(key, generation)?;
+                continue;
             }
+            let value = self.value_of(answer);
+            let value = bytes_of(&value);
+            match &split_key(key, generation) {
+                Split::Tiny(k) => batches[0].push(bytes_of(k), value, key, answer),
+                Split::Short(k) => batches[1].push(bytes_of(k), value, key, answer),
+                Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, answer),
+            }
+        }
+        let fds = [
+            self.tiny.map().fd().as_fd().as_raw_fd(),
+            self.short.map().fd().as_fd().as_raw_fd(),
+            self.long.map().fd().as_fd().as_raw_fd(),
+        ];
+        for (batch, fd) in batches.iter().zip(fds) {
+            self.write_batch(fd, batch, generation)?;
         }
         for key in &delta.delete {
             self.del(key, generation)?;
         }
         Ok(())
+    }
+
+    /// Writes `batch` into the map `fd` in chunks; an element the kernel
+    /// refuses is written on its own (`put` decides: a full table leaves
+    /// it to the fallback) and the batch goes on after it.
+    fn write_batch(
+        &mut self,
+        fd: RawFd,
+        batch: &Batch<'_>,
+        generation: u8,
+    ) -> Result<(), XdpError> {
+        const CHUNK: usize = 4096;
+        let n = batch.entries.len();
+        let mut at = 0;
+        while at < n {
+            let count = (n - at).min(CHUNK);
+            let (ks, vs) = (batch.key_size, batch.value_size);
+            let (done, result) = super::sys::update_batch(
+                fd,
+                &batch.keys[at * ks..(at + count) * ks],
+                &batch.values[at * vs..(at + count) * vs],
+                count as u32,
+            );
+            at += done as usize;
+            if result.is_err() && at < n {
+                let (key, answer) = batch.entries[at];
+                self.put(key, generation, answer)?;
+                at += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel value for `c`: its head, pointing at its block.
+    fn value_of(&self, c: &Compiled) -> Answer {
+        let mut answer = c.head;
+        if let Some(section) = &c.block {
+            let ids = match is_small(section) {
+                true => &self.small_blocks,
+                false => &self.blocks,
+            };
+            answer.set_block(ids.id(section).expect("acquired before the entries"));
+        }
+        answer
     }
 
     /// Stops in-kernel answers (port 0: everything is passed) and waits
@@ -668,14 +730,7 @@ impl FastPath {
     }
 
     fn put(&mut self, key: &EntryKey, generation: u8, c: &Compiled) -> Result<(), XdpError> {
-        let mut answer = c.head;
-        if let Some(section) = &c.block {
-            let ids = match is_small(section) {
-                true => &self.small_blocks,
-                false => &self.blocks,
-            };
-            answer.set_block(ids.id(section).expect("acquired before the entries"));
-        }
+        let answer = self.value_of(c);
         let r = match split_key(key, generation) {
             Split::Tiny(k) => self.tiny.insert(k, answer, 0),
             Split::Short(k) => self.short.insert(k, answer, 0),
@@ -800,6 +855,33 @@ fn clear<K: aya::Pod, V: aya::Pod>(map: &mut HashMap<MapData, K, V>) {
 }
 
 /// A map refused a new key because it is full.
+/// Entries for one answer map, packed as the kernel takes a batch.
+#[derive(Default)]
+struct Batch<'a> {
+    keys: Vec<u8>,
+    values: Vec<u8>,
+    key_size: usize,
+    value_size: usize,
+    entries: Vec<(&'a EntryKey, &'a Compiled)>,
+}
+
+impl<'a> Batch<'a> {
+    fn push(&mut self, key: &[u8], value: &[u8], entry: &'a EntryKey, c: &'a Compiled) {
+        self.key_size = key.len();
+        self.value_size = value.len();
+        self.keys.extend_from_slice(key);
+        self.values.extend_from_slice(value);
+        self.entries.push((entry, c));
+    }
+}
+
+/// The bytes of a map key or value (plain `repr(C)` data without padding
+/// the kernel would read).
+fn bytes_of<T: aya::Pod>(v: &T) -> &[u8] {
+    // SAFETY: `Pod` types are plain data; the slice covers exactly `v`.
+    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
+}
+
 fn table_full(e: &aya::maps::MapError) -> bool {
     matches!(e, aya::maps::MapError::SyscallError(e) if e.io_error.raw_os_error() == Some(libc::E2BIG))
 }

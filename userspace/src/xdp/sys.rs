@@ -1,6 +1,7 @@
-//! The two bpf(2) commands aya 0.14 does not wrap: BPF_PROG_TEST_RUN, and
-//! an RCU grace period (an update to a map-in-map waits in the kernel for
-//! every running BPF program to finish: `maybe_wait_bpf_programs`).
+//! The bpf(2) commands aya 0.14 does not wrap: BPF_PROG_TEST_RUN,
+//! BPF_MAP_UPDATE_BATCH, and an RCU grace period (an update to a
+//! map-in-map waits in the kernel for every running BPF program to
+//! finish: `maybe_wait_bpf_programs`).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -8,6 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
 
@@ -76,6 +78,28 @@ impl GracePeriod {
         attr[3] = 0;
         bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
     }
+}
+
+/// BPF_MAP_UPDATE_BATCH (Linux 5.6): writes `count` elements, `keys` and
+/// `values` each packed at the map's key and value size, in one system
+/// call. Returns how many were written, and the error that stopped the
+/// batch before the next one, if any.
+pub fn update_batch(
+    map_fd: RawFd,
+    keys: &[u8],
+    values: &[u8],
+    count: u32,
+) -> (u32, io::Result<()>) {
+    // struct { u64 in_batch; u64 out_batch; u64 keys; u64 values;
+    //          u32 count; u32 map_fd; u64 elem_flags; u64 flags; }
+    let mut attr = [0u64; 16];
+    attr[2] = keys.as_ptr() as u64;
+    attr[3] = values.as_ptr() as u64;
+    attr[4] = count as u64 | ((map_fd as u32 as u64) << 32);
+    let result = bpf(BPF_MAP_UPDATE_BATCH, &mut attr).map(|_| ());
+    // The kernel writes back how many it processed.
+    let done = (attr[4] as u32).min(count);
+    (done, result)
 }
 
 /// Result of running a program once on a frame.
