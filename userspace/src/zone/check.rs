@@ -143,17 +143,10 @@ pub fn build_checked(
         };
         let key = LowerName::new(&head.record.name);
         let (file, line) = (head.file.clone(), head.line);
-        zone.insert_at(&key, group.drain(..).map(|r| r.record))
+        let inserted = zone
+            .insert_at(&key, group.drain(..).map(|r| r.record))
             .map_err(|e| ZoneCheckError::at_line(&file, line, e.to_string()))?;
-        let node = zone.node(&key).expect("just inserted");
-        let cname = node.rrset(RecordType::CNAME);
-        let beside = node.rrsets().iter().any(|s| {
-            !matches!(
-                s.rtype,
-                RecordType::CNAME | RecordType::RRSIG | RecordType::NSEC
-            )
-        });
-        match cname.is_some_and(|c| beside || c.len() > 1) {
+        match inserted.cname_conflict {
             true => Err(ZoneCheckError::at_line(
                 &file,
                 line,

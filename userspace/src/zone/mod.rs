@@ -197,6 +197,15 @@ impl Node {
     }
 }
 
+/// What [`Zone::insert_at`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inserted {
+    /// Records that were new (duplicates merge).
+    pub added: usize,
+    /// The name now holds a CNAME beside other data, or two CNAMEs.
+    pub cname_conflict: bool,
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ZoneError {
     #[error("{name} is not inside zone {origin}")]
@@ -409,25 +418,29 @@ impl Zone {
     /// present (duplicates are merged, RFC 2181 §5).
     pub fn insert(&mut self, record: Record) -> Result<bool, ZoneError> {
         let key = LowerName::new(&record.name);
-        Ok(self.insert_at(&key, [record])? == 1)
+        Ok(self.insert_at(&key, [record])?.added == 1)
     }
 
     /// Adds records that all have the owner `key` (a file's consecutive
-    /// lines for one name: one map lookup for all of them). Returns how
-    /// many were new.
+    /// lines for one name: one map lookup for all of them).
     pub fn insert_at(
         &mut self,
         key: &LowerName,
         records: impl IntoIterator<Item = Record>,
-    ) -> Result<usize, ZoneError> {
+    ) -> Result<Inserted, ZoneError> {
         if !self.origin_key.zone_of(key) {
             return Err(ZoneError::OutOfZone {
                 name: Box::new(Name::from(key)),
                 origin: Box::new(self.origin.clone()),
             });
         }
-        self.ensure_node(key);
-        let node = self.nodes.get_mut(key).expect("ensured");
+        let node = match self.nodes.get_mut(key) {
+            Some(node) => node,
+            None => {
+                self.ensure_node(key);
+                self.nodes.get_mut(key).expect("ensured")
+            }
+        };
         let rrsets = Arc::make_mut(&mut node.rrsets);
         let mut indexed = Vec::new();
         let mut added = 0;
@@ -439,21 +452,26 @@ impl Zone {
                 });
             }
             let rtype = record.record_type();
+            // Encoded once: compared with the set's records, then kept.
+            let wire = packed::encode(&record.data)?;
+            let wire = wire.as_slice();
             let new = match rrsets
                 .iter_mut()
                 .find(|s| s.same_set(rtype, Some(&record.data)))
             {
                 Some(set) => {
                     set.ttl = record.ttl;
-                    if set.contains(&record.data) {
+                    if set.rdatas.position_encoded(&record.data, wire).is_some() {
                         false
                     } else {
-                        set.rdatas.push(&record.data)?;
+                        set.rdatas.push_encoded(rtype, wire)?;
                         true
                     }
                 }
                 None => {
-                    rrsets.push(RRset::new(rtype, record.ttl, [&record.data])?);
+                    let mut rdatas = PackedRdatas::default();
+                    rdatas.push_encoded(rtype, wire)?;
+                    rrsets.push(RRset::from_packed(rtype, record.ttl, rdatas));
                     if rtype == RecordType::NS && *key != self.origin_key {
                         self.cut_count += 1;
                     }
@@ -471,6 +489,16 @@ impl Zone {
                 }
             }
         }
+        // RFC 2181 §10.1, RFC 4035 §2.5: a CNAME stands alone, but for
+        // the DNSSEC records that sign or deny it.
+        let cname = rrsets.iter().find(|s| s.rtype == RecordType::CNAME);
+        let beside = rrsets.iter().any(|s| {
+            !matches!(
+                s.rtype,
+                RecordType::CNAME | RecordType::RRSIG | RecordType::NSEC
+            )
+        });
+        let cname_conflict = cname.is_some_and(|c| beside || c.len() > 1);
         self.record_count += added;
         for (rtype, chain) in indexed {
             self.index_denial(rtype, key, chain, true);
@@ -478,7 +506,10 @@ impl Zone {
         if soa {
             self.refresh_soa();
         }
-        Ok(added)
+        Ok(Inserted {
+            added,
+            cname_conflict,
+        })
     }
 
     /// Removes one record (matched by owner, type and data; TTL ignored).
@@ -889,6 +920,68 @@ mod tests {
         assert_eq!(node.rrset(RecordType::A).unwrap().len(), 2);
         assert_eq!(z.record_count(), 2);
         assert_eq!(z.origin().to_string(), "example.com.");
+    }
+
+    #[test]
+    fn a_file_loads_on_two_threads_with_the_exact_checks_and_messages() {
+        let dir = std::env::temp_dir().join(format!("xdpdns-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let origin = name("example.com.");
+        let head = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n";
+        let load = |body: &str| {
+            let path = dir.join("z.zone");
+            std::fs::write(&path, format!("{head}{body}")).unwrap();
+            load_zone_file(&path, &origin).map_err(|e| e.to_string())
+        };
+        // Many batches' worth, an owner's records split across lines.
+        let mut big = String::new();
+        for i in 0..10_000 {
+            big.push_str(&format!(
+                "h{i} A 10.0.{}.{}\nh{i} AAAA 2001:db8::{i:x}\n",
+                i / 256,
+                i % 256
+            ));
+        }
+        big.push_str("h0 TXT \"again\"\n");
+        let zone = load(&big).unwrap();
+        assert_eq!(zone.record_count(), 3 + 20_001);
+        let h0 = zone
+            .node(&LowerName::from(name("h0.example.com.")))
+            .unwrap();
+        assert_eq!(h0.rrsets().len(), 3);
+        assert!(zone.source().is_some_and(|s| s.is_current()));
+        // Problems are worded by the full check: the earlier line named.
+        let z = dir.join("z.zone");
+        let at = |line: usize| format!("{}:{line}: ", z.display());
+        let err = load("www A 192.0.2.80\nwww CNAME other\n").unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{}CNAME and other data at www.example.com. (A at line 6)",
+                at(7)
+            )
+        );
+        let err = load(&format!("{big}x CNAME a\nx CNAME b\n")).unwrap_err();
+        assert!(
+            err.contains("second CNAME at x.example.com. (first at line"),
+            "{err}"
+        );
+        let err = load("www.example.org. A 192.0.2.1\n").unwrap_err();
+        assert_eq!(
+            err,
+            format!("{}www.example.org. is outside zone example.com.", at(6))
+        );
+        let err = load("@ SOA ns1 h 2 3600 600 86400 60\n").unwrap_err();
+        assert!(
+            err.contains("second SOA record for example.com. (first at line 3)"),
+            "{err}"
+        );
+        let err = load("@ NS ns2\n").unwrap_err();
+        assert!(
+            err.contains("NS target ns2.example.com. is inside the zone but has no A/AAAA"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -87,9 +87,12 @@ impl PackedRdatas {
     /// The position of the record equal to `rdata` (as `RData` compares:
     /// names in it case-insensitively).
     pub fn position(&self, rdata: &RData) -> Option<usize> {
-        let mut wire = Vec::new();
-        append(&mut wire, rdata).ok()?;
-        let wire = &wire[2..];
+        self.position_encoded(rdata, encode(rdata).ok()?.as_slice())
+    }
+
+    /// [`PackedRdatas::position`] of `rdata` whose wire form is `wire`
+    /// (from [`encode`]).
+    pub fn position_encoded(&self, rdata: &RData, wire: &[u8]) -> Option<usize> {
         let rtype = rdata.record_type();
         // Same bytes is equal; equal under case folding needs the same length.
         self.wire().position(|w| {
@@ -99,16 +102,22 @@ impl PackedRdatas {
 
     /// Appends `rdata`.
     pub fn push(&mut self, rdata: &RData) -> Result<(), PackError> {
+        let wire = encode(rdata)?;
+        self.push_encoded(rdata.record_type(), wire.as_slice())
+    }
+
+    /// Appends a record of `rtype` whose wire form is `wire`.
+    pub fn push_encoded(&mut self, rtype: RecordType, wire: &[u8]) -> Result<(), PackError> {
         let count = self.len();
-        let mut out = Vec::with_capacity(self.0.len().max(2) + 64);
-        match count {
-            0 => out.extend_from_slice(&[0, 0]),
-            _ => out.extend_from_slice(&self.0),
+        let count = u16::try_from(count + 1).map_err(|_| PackError { rtype })?;
+        let len = u16::try_from(wire.len()).map_err(|_| PackError { rtype })?;
+        let mut out = Vec::with_capacity(self.0.len().max(2) + 2 + wire.len());
+        match self.0.is_empty() {
+            true => out.extend_from_slice(&[0, 0]),
+            false => out.extend_from_slice(&self.0),
         }
-        append(&mut out, rdata)?;
-        let count = u16::try_from(count + 1).map_err(|_| PackError {
-            rtype: rdata.record_type(),
-        })?;
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(wire);
         out[..2].copy_from_slice(&count.to_be_bytes());
         self.0 = out.into_boxed_slice();
         Ok(())
@@ -179,6 +188,42 @@ fn has_names(rtype: RecordType) -> bool {
 }
 
 fn append(out: &mut Vec<u8>, rdata: &RData) -> Result<(), PackError> {
+    let wire = encode(rdata)?;
+    let wire = wire.as_slice();
+    let len = u16::try_from(wire.len()).map_err(|_| PackError {
+        rtype: rdata.record_type(),
+    })?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(wire);
+    Ok(())
+}
+
+/// A record's RDATA in wire form; addresses without an allocation.
+pub enum Encoded {
+    Address([u8; 16], u8),
+    Other(Vec<u8>),
+}
+
+impl Encoded {
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Encoded::Address(b, len) => &b[..*len as usize],
+            Encoded::Other(v) => v,
+        }
+    }
+}
+
+/// `rdata` in wire form, names uncompressed with their case.
+pub fn encode(rdata: &RData) -> Result<Encoded, PackError> {
+    match rdata {
+        RData::A(a) => {
+            let mut b = [0; 16];
+            b[..4].copy_from_slice(&a.0.octets());
+            return Ok(Encoded::Address(b, 4));
+        }
+        RData::AAAA(a) => return Ok(Encoded::Address(a.0.octets(), 16)),
+        _ => {}
+    }
     let err = || PackError {
         rtype: rdata.record_type(),
     };
@@ -187,10 +232,8 @@ fn append(out: &mut Vec<u8>, rdata: &RData) -> Result<(), PackError> {
     let mut enc = BinEncoder::new(&mut wire);
     enc.set_name_encoding(NameEncoding::Uncompressed);
     rdata.emit(&mut enc).map_err(|_| err())?;
-    let len = u16::try_from(wire.len()).map_err(|_| err())?;
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&wire);
-    Ok(())
+    u16::try_from(wire.len()).map_err(|_| err())?;
+    Ok(Encoded::Other(wire))
 }
 
 #[cfg(test)]
