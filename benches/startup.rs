@@ -418,6 +418,7 @@ fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
     let ip = |args: &str| {
         Command::new("sh")
             .args(["-c", &format!("ip {args}")])
+            .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
     };

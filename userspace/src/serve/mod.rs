@@ -246,6 +246,8 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         registry_task = Some(writer);
         api_addr = Some(addr);
         registry = Some(handle);
+        // Recovering the registry builds and drops a lot on the way.
+        crate::memory::release_freed();
     }
     {
         let _in_control = control.enter();
