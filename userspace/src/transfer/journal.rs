@@ -179,22 +179,7 @@ impl IxfrJournal {
 
     fn path_of(&self, origin: &Name) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
-        let mut name = origin.to_lowercase().to_ascii();
-        if name == "." {
-            name = "root.".into();
-        }
-        // Zone names cannot contain '/', but escaped labels could.
-        let safe: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '%'
-                }
-            })
-            .collect();
-        Some(dir.join(format!("{safe}ixfr")))
+        Some(dir.join(format!("{}ixfr", crate::zone::image::file_stem(origin))))
     }
 
     fn append(&self, zone: &Zone, history: &mut History, diff: &ZoneDiff, now: u64) {

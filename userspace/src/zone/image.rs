@@ -303,18 +303,23 @@ pub fn write_atomically(path: &Path, image: &[u8]) -> io::Result<()> {
 
 /// Where the image of zone `origin` lives in `dir`.
 pub fn path_in(dir: &Path, origin: &Name) -> PathBuf {
+    dir.join(format!("{}zimg", file_stem(origin)))
+}
+
+/// A file name for zone `origin`: its lower-case text with a final dot
+/// (`example.com.`, `root.` for the root), any character that is not
+/// alphanumeric, `-`, `_` or `.` as `%` (escaped labels could hold `/`).
+pub fn file_stem(origin: &Name) -> String {
     let mut name = origin.to_lowercase().to_ascii();
     if name == "." {
         name = "root.".into();
     }
-    let safe: String = name
-        .chars()
+    name.chars()
         .map(|c| match c.is_ascii_alphanumeric() || "-_.".contains(c) {
             true => c,
             false => '%',
         })
-        .collect();
-    dir.join(format!("{safe}zimg"))
+        .collect()
 }
 
 fn put_name(out: &mut Vec<u8>, name: &LowerName) {
