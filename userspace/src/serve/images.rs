@@ -41,6 +41,9 @@ impl Imaged {
 pub struct ImageWriter {
     dir: PathBuf,
     on_disk: HashMap<LowerName, Imaged>,
+    /// The newest snapshot version synced: an older one (the thread's,
+    /// overtaken by the stop's flush) is not written over it.
+    synced: u64,
 }
 
 impl ImageWriter {
@@ -50,12 +53,20 @@ impl ImageWriter {
             .iter()
             .map(|z| (z.origin_key().clone(), Imaged::of(z)))
             .collect();
-        ImageWriter { dir, on_disk }
+        ImageWriter {
+            dir,
+            on_disk,
+            synced: 0,
+        }
     }
 
     /// Brings every image in step with `snapshot`: writes zones that
     /// differ from their image, removes images of zones no longer served.
     pub fn sync(&mut self, snapshot: &Snapshot) {
+        if snapshot.version() < self.synced {
+            return;
+        }
+        self.synced = snapshot.version();
         for zone in snapshot.zones() {
             let now = Imaged::of(zone);
             if self.on_disk.get(zone.origin_key()) == Some(&now) {

@@ -43,6 +43,7 @@ use crate::transfer::notify::Propagation;
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
 use crate::xdp::{compile, FastPath, KernelTable, XdpError};
+use crate::zone::serial::is_newer;
 use crate::zone::{LoadLog, Zone, ZoneStore};
 use live::Live;
 
@@ -105,13 +106,19 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         .iter()
         .filter_map(|z| Some((z.origin_key().clone(), z.serial()?)))
         .collect();
-    let (journal, recovered) = open_journal(&config, &held)?;
-    let (imaged, superseded): (Vec<Zone>, Vec<Zone>) = imaged
-        .into_iter()
-        .partition(|z| !recovered.iter().any(|r| r.origin_key() == z.origin_key()));
+    let (journal, mut recovered) = open_journal(&config, &held)?;
+    // A zone both in an image and (at another serial) in the journal: the
+    // newer serial wins. Usually the journal's (written at every commit,
+    // the image after a pause); its file is then read again.
+    let journal_newer = |z: &Zone| {
+        recovered.iter().any(|r| {
+            r.origin_key() == z.origin_key()
+                && matches!((r.serial(), z.serial()), (Some(j), Some(i)) if is_newer(j, i))
+        })
+    };
+    let (superseded, imaged): (Vec<Zone>, Vec<Zone>) = imaged.into_iter().partition(journal_newer);
+    recovered.retain(|r| !imaged.iter().any(|z| z.origin_key() == r.origin_key()));
     for z in &superseded {
-        // The journal is written at every commit, the image later: the
-        // journal's version is the newer. Its file is read again.
         warn!(zone = %z.origin(), "zone image is older than the journal; serving the journal's version");
         if let Some(zc) = config
             .zones
@@ -165,18 +172,6 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
 
     // Subscribers before sources, so they see every commit from here on.
     let journaled = start_journal(&router);
-    let mut images = None;
-    if let Some(dir) = images_dir {
-        let snapshot = router.store.snapshot();
-        let loaded: Vec<&Zone> = imaged_keys
-            .iter()
-            .filter_map(|k| snapshot.zone(k).map(|z| &**z))
-            .chain(&unjournaled)
-            .collect();
-        let writer = images::ImageWriter::new(dir, &loaded);
-        let (snapshot, feed) = router.store.subscribe();
-        images = Some(images::start(writer, snapshot, feed, IMAGE_PAUSE));
-    }
     let in_control = control.enter();
     let (notifier, propagation) = start_notify(
         &config,
@@ -191,7 +186,26 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &[],
         unix_secs(),
     );
+    // Image-only zones committed just now: their SOA timers as well.
+    secondary::expire_stale_copies(
+        &router.store,
+        &config.settings.secondary_zones,
+        secondary_dir(&config).as_deref(),
+    );
     crate::memory::release_freed();
+    // The image writer subscribes once every zone is in the store, so its
+    // first pass sees them all (and removes only images of zones gone).
+    let mut images = None;
+    if let Some(dir) = images_dir {
+        let snapshot = router.store.snapshot();
+        let loaded: Vec<&Zone> = imaged_keys
+            .iter()
+            .filter_map(|k| snapshot.zone(k).map(|z| &**z))
+            .collect();
+        let writer = images::ImageWriter::new(dir, &loaded);
+        let (snapshot, feed) = router.store.subscribe();
+        images = Some(images::start(writer, snapshot, feed, IMAGE_PAUSE));
+    }
     let mut bound_addrs = Vec::new();
     let mut udp_workers = Vec::new();
     for &addr in &config.server.listen {
@@ -389,12 +403,19 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     if let Some(images) = images {
         // What changed since the last image write (the writer pauses
         // between writes), so the next start finds every image current.
+        // A thread of its own, waited for at most IMAGE_FLUSH: a stop is
+        // never held up by a slow disk (the process ends without it).
         let snapshot = router.store.snapshot();
-        let _ = tokio::time::timeout(
-            IMAGE_FLUSH,
-            tokio::task::spawn_blocking(move || images.flush(&snapshot)),
-        )
-        .await;
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let flusher = std::thread::Builder::new()
+            .name("zone-images-stop".into())
+            .spawn(move || {
+                images.flush(&snapshot);
+                let _ = done_tx.send(());
+            });
+        if flusher.is_ok() && tokio::time::timeout(IMAGE_FLUSH, done_rx).await.is_err() {
+            warn!("zone images not all written before the stop; the next start reads those zones from their sources");
+        }
     }
     drop(control_socket);
     info!("stopped");

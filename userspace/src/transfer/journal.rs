@@ -16,7 +16,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use hickory_proto::rr::{LowerName, Name, Record};
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{
     BinDecodable, BinDecoder, BinEncodable, BinEncoder, NameEncoding,
 };
@@ -245,12 +245,11 @@ impl IxfrJournal {
 
 // ---- file format ----
 
-/// A snapshot without its serial in front (files written before `TAG_SNAPSHOT_SERIAL`).
+/// A snapshot: the zone's records, its SOA first (since zone images: an
+/// open reads the serial without decoding the rest; older files, with
+/// the SOA anywhere, are decoded whole).
 const TAG_SNAPSHOT: u8 = 1;
 const TAG_DIFF: u8 = 2;
-/// A snapshot with its serial in front, so an open can tell without
-/// decoding it whether the caller already holds that version.
-const TAG_SNAPSHOT_SERIAL: u8 = 3;
 
 /// Appends records uncompressed, one encoder each: a snapshot is far
 /// larger than the 64 KiB one encoder can address, and without compression
@@ -290,11 +289,22 @@ fn encode_diff(d: &ZoneDiff, at: u64) -> Vec<u8> {
 
 fn encode_snapshot(zone: &Zone) -> Vec<u8> {
     let mut buf = Vec::with_capacity(zone.record_count() * 40);
-    buf.push(TAG_SNAPSHOT_SERIAL);
+    buf.push(TAG_SNAPSHOT);
     buf.extend_from_slice(&origin_bytes(zone.origin()));
-    buf.extend_from_slice(&zone.serial().unwrap_or(0).to_be_bytes());
-    buf.extend_from_slice(&(zone.record_count() as u32).to_be_bytes());
-    emit_records(&mut buf, zone.records());
+    let at = buf.len();
+    buf.extend_from_slice(&0u32.to_be_bytes());
+    // A zone holds one SOA, at its apex.
+    let others = zone
+        .records()
+        .filter(|r| r.record_type() != RecordType::SOA);
+    let mut count = 0u32;
+    let counted = zone
+        .soa_record()
+        .into_iter()
+        .chain(others)
+        .inspect(|_| count += 1);
+    emit_records(&mut buf, counted);
+    buf[at..at + 4].copy_from_slice(&count.to_be_bytes());
     buf
 }
 
@@ -320,30 +330,30 @@ enum Recovered {
     Held(LowerName, History),
 }
 
-/// Decodes a frame; a snapshot that states its serial is left encoded
-/// (see [`decode_snapshot`]).
+/// Decodes a frame; a snapshot whose first record is its SOA is left
+/// encoded, with that serial (see [`decode_snapshot`]).
 fn decode_frame(payload: &[u8]) -> Option<Frame<'_>> {
-    if payload.first() == Some(&TAG_SNAPSHOT_SERIAL) {
+    if payload.first() == Some(&TAG_SNAPSHOT) {
         let mut d = BinDecoder::new(&payload[1..]);
         let len = d.read_u16().ok()?.unverified() as usize;
         let bytes = d.read_slice(len).ok()?.unverified();
         let origin = Name::from_ascii(std::str::from_utf8(bytes).ok()?).ok()?;
-        let serial = d.read_u32().ok()?.unverified();
-        return Some(Frame::SnapshotAt(origin, serial, payload));
+        let _count = d.read_u32().ok()?;
+        if let Ok(first) = Record::read(&mut d) {
+            if let (RData::SOA(soa), true) = (&first.data, first.name == origin) {
+                return Some(Frame::SnapshotAt(origin, soa.serial, payload));
+            }
+        }
     }
     decode_full_frame(payload)
 }
 
-/// The zone in a `TAG_SNAPSHOT_SERIAL` frame.
+/// The zone in a snapshot frame.
 fn decode_snapshot(payload: &[u8]) -> Option<Zone> {
-    let mut d = BinDecoder::new(payload.get(1..)?);
-    let len = d.read_u16().ok()?.unverified() as usize;
-    let bytes = d.read_slice(len).ok()?.unverified();
-    let origin = Name::from_ascii(std::str::from_utf8(bytes).ok()?).ok()?;
-    let _serial = d.read_u32().ok()?;
-    let n = d.read_u32().ok()?.unverified();
-    let recs: Option<Vec<Record>> = (0..n).map(|_| Record::read(&mut d).ok()).collect();
-    Zone::from_records(&origin, recs?).ok()
+    match decode_full_frame(payload)? {
+        Frame::Snapshot(zone) => Some(zone),
+        _ => None,
+    }
 }
 
 fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {

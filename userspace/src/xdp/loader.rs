@@ -560,11 +560,23 @@ impl FastPath {
                 &batch.values[at * vs..(at + count) * vs],
                 count as u32,
             );
-            at += done as usize;
-            if result.is_err() && at < n {
-                let (key, answer) = batch.entries[at];
-                self.put(key, generation, answer)?;
-                at += 1;
+            match result {
+                Ok(()) => at += count,
+                // Stopped at element `done`: that one on its own, then on.
+                Err(_) if (done as usize) < count => {
+                    at += done as usize;
+                    let (key, answer) = batch.entries[at];
+                    self.put(key, generation, answer)?;
+                    at += 1;
+                }
+                // Refused before any element (no batch support, no
+                // memory): nothing is known written, so each on its own.
+                Err(_) => {
+                    for &(key, answer) in &batch.entries[at..at + count] {
+                        self.put(key, generation, answer)?;
+                    }
+                    at += count;
+                }
             }
         }
         Ok(())

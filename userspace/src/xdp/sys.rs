@@ -97,7 +97,10 @@ pub fn update_batch(
     attr[3] = values.as_ptr() as u64;
     attr[4] = count as u64 | ((map_fd as u32 as u64) << 32);
     let result = bpf(BPF_MAP_UPDATE_BATCH, &mut attr).map(|_| ());
-    // The kernel writes back how many it processed.
+    // The kernel writes back how many it processed once it started; an
+    // early refusal leaves `count` as sent (the caller cannot tell those
+    // apart from "all written", so it treats an error with `count` as
+    // "none known written").
     let done = (attr[4] as u32).min(count);
     (done, result)
 }

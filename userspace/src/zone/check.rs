@@ -109,12 +109,10 @@ pub fn check_zone(
 }
 
 /// A zone built from records streamed in batches, with what the checks
-/// after it need: the DNSSEC records (for the signing warnings) and the
-/// files the records came from.
+/// after it need: the DNSSEC records (for the signing warnings).
 pub struct Built {
     pub zone: Zone,
     pub dnssec: Vec<SourceRecord>,
-    pub files: Vec<std::sync::Arc<Path>>,
 }
 
 /// [`check_zone`] over records arriving in batches, building the zone as
@@ -131,7 +129,6 @@ pub fn build_checked(
     let origin_key = LowerName::new(&origin);
     let mut zone = Zone::new(&origin);
     let mut dnssec = Vec::new();
-    let mut files: Vec<std::sync::Arc<Path>> = Vec::new();
     let mut ns = Vec::new();
     let mut first: Option<SourceRecord> = None;
     let mut soa_seen = false;
@@ -159,9 +156,6 @@ pub fn build_checked(
         for rec in batch {
             if first.is_none() {
                 first = Some(rec.clone());
-            }
-            if files.last() != Some(&rec.file) && !files.contains(&rec.file) {
-                files.push(rec.file.clone());
             }
             let rtype = rec.record.record_type();
             let at_apex = || LowerName::new(&rec.record.name) == origin_key;
@@ -204,11 +198,7 @@ pub fn build_checked(
         return Err(missing("NS records"));
     }
     check_glue(&zone, &ns)?;
-    Ok(Built {
-        zone,
-        dnssec,
-        files,
-    })
+    Ok(Built { zone, dnssec })
 }
 
 /// What has been seen at one owner name, for the CNAME exclusivity rule.

@@ -24,6 +24,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -286,7 +287,13 @@ pub fn read(path: &Path) -> Result<Loaded, ImageError> {
 pub fn write_atomically(path: &Path, image: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     let result = (|| {
-        let mut f = File::create(&tmp)?;
+        // Owner only: an image holds the zone's hash seed.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(image)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;

@@ -768,9 +768,6 @@ pub fn load_zone_file_with_warnings(
     path: &std::path::Path,
     origin: &Name,
 ) -> Result<(Zone, Vec<String>), LoadError> {
-    // Stamped before reading: an edit during the load makes the stamp
-    // stale, so the next start reads the file again.
-    let main = image::SourceFile::stat(path).ok();
     // Two threads: this one parses, the other builds and checks the zone
     // from batches of records as they come (each about half the work).
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<SourceRecord>>(16);
@@ -788,7 +785,7 @@ pub fn load_zone_file_with_warnings(
         tracing::debug!(file = %path.display(), parse_ms, load_ms = started.elapsed().as_millis() as u64, "zone file parsed and built");
         (parsed, built)
     });
-    parsed?;
+    let stamp = parsed?;
     let built = match built {
         Ok(b) => b,
         // The message names the earlier record of a conflict: the full
@@ -802,17 +799,10 @@ pub fn load_zone_file_with_warnings(
         }
     };
     let mut zone = built.zone;
-    let included: Vec<&std::path::Path> = built
-        .files
-        .iter()
-        .map(|f| &**f)
-        .filter(|f| *f != path)
-        .collect();
-    if let (Some(main), Ok(rest)) = (main, image::SourceStamp::of(included)) {
-        let mut files = vec![main];
-        files.extend(rest.files);
-        zone.set_source(image::SourceStamp { files });
-    }
+    // Every file read, each stamped just before it was read: an edit
+    // during the load leaves the stamp stale, so the next start reads
+    // the file again.
+    zone.set_source(stamp);
     let signed = !built.dnssec.is_empty();
     let warnings = match signed || zone.is_signed() {
         true => signing_check::signing_warnings(origin, &built.dnssec, crate::clock::unix_secs()),
@@ -950,6 +940,21 @@ mod tests {
             .unwrap();
         assert_eq!(h0.rrsets().len(), 3);
         assert!(zone.source().is_some_and(|s| s.is_current()));
+        // An included file is stamped even when it holds no record.
+        std::fs::write(dir.join("inc.zone"), "$TTL 60\n").unwrap();
+        let zone = load(&format!(
+            "$INCLUDE {}\nwww A 192.0.2.80\n",
+            dir.join("inc.zone").display()
+        ))
+        .unwrap();
+        let stamp = zone.source().unwrap();
+        assert_eq!(stamp.files.len(), 2, "{stamp:?}");
+        assert!(stamp.is_current());
+        std::fs::write(dir.join("inc.zone"), "$TTL 120\n").unwrap();
+        assert!(
+            !stamp.is_current(),
+            "an edited include makes the image stale"
+        );
         // Problems are worded by the full check: the earlier line named.
         let z = dir.join("z.zone");
         let at = |line: usize| format!("{}:{line}: ", z.display());

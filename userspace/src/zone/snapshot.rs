@@ -11,10 +11,21 @@ use super::Zone;
 const FEW_ZONES: usize = 8;
 
 /// An immutable view of every served zone.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Snapshot {
     pub(super) version: u64,
     pub(super) zones: super::FastMap<LowerName, Arc<Zone>>,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        // A random seed: the hash of names clients send is not public.
+        let seed = super::random_seed();
+        Snapshot {
+            version: 0,
+            zones: super::FastMap::with_hasher(foldhash::fast::FixedState::with_seed(seed)),
+        }
+    }
 }
 
 impl Snapshot {

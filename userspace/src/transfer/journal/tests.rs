@@ -416,3 +416,34 @@ fn after_a_failed_append_and_rewrite_the_next_change_is_not_lost() {
     );
     drop(fs);
 }
+
+/// A caller holding the zone at the journal's newest serial (from its
+/// image) gets the history without the zone decoded again; at any other
+/// serial it gets the journal's zone. Both keep IXFR working.
+#[test]
+fn an_open_holding_the_newest_version_skips_the_zone_but_keeps_the_history() {
+    let dir = tmpdir("holding");
+    let limits = JournalLimits::default();
+    let origin = name("example.com.");
+    {
+        let (journal, _) = IxfrJournal::open(&dir, limits).unwrap();
+        let store = store_with(Arc::new(journal));
+        store.replace_zones(vec![base_zone()], &[]);
+        for i in 0..5 {
+            store.update(&origin, &change(i)).unwrap();
+        }
+    }
+    let newest = 6u32;
+    let key = LowerName::new(&origin);
+    let held = HashMap::from([(key.clone(), newest)]);
+    let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &held).unwrap();
+    assert!(recovered.is_empty(), "the held zone is not decoded again");
+    assert!(journal.has_zone(&key));
+    assert_eq!(journal.span(&origin).map(|(_, n)| n), Some(5));
+    let (journal, recovered) =
+        IxfrJournal::open_holding(&dir, limits, &HashMap::from([(key.clone(), 3)])).unwrap();
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(recovered[0].serial(), Some(newest));
+    assert!(matches!(journal.ixfr(&recovered[0], 2), Ixfr::Diff(_)));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -88,12 +88,17 @@ pub const BATCH: usize = 4096;
 
 /// [`parse_zone_file`] handing the records to `sink` in batches of
 /// [`BATCH`] as they are parsed (so another thread can build the zone
-/// meanwhile) instead of returning them.
+/// meanwhile) instead of returning them. Returns the stamp of every file
+/// read, each taken just before it was read, the main file first.
 pub fn parse_zone_file_in_batches(
     path: &Path,
     origin: &Name,
     sink: &mut dyn FnMut(Vec<SourceRecord>),
-) -> Result<(), ZoneFileError> {
+) -> Result<crate::zone::image::SourceStamp, ZoneFileError> {
+    let main = crate::zone::image::SourceFile::stat(path).map_err(|source| ZoneFileError::Io {
+        file: path.to_path_buf(),
+        source,
+    })?;
     let text = std::fs::read_to_string(path).map_err(|source| ZoneFileError::Io {
         file: path.to_path_buf(),
         source,
@@ -113,7 +118,13 @@ pub fn parse_zone_file_in_batches(
     if let Some(sink) = parser.sink {
         sink(rest);
     }
-    Ok(())
+    let mut files = vec![main];
+    for f in parser.opened {
+        if !files.iter().any(|seen| seen.path == f.path) {
+            files.push(f);
+        }
+    }
+    Ok(crate::zone::image::SourceStamp { files })
 }
 
 /// How many `$INCLUDE`s may be nested; this also stops include cycles.
@@ -197,6 +208,9 @@ struct Parser<'s> {
     ttl: TtlDefaults,
     /// Where full batches go, when records are streamed.
     sink: Option<&'s mut dyn FnMut(Vec<SourceRecord>)>,
+    /// Every file read, as it was just before (the main file's stamp is
+    /// the caller's): what decides whether a zone's image is current.
+    opened: Vec<crate::zone::image::SourceFile>,
 }
 
 impl Parser<'_> {
@@ -344,6 +358,11 @@ impl Parser<'_> {
                 "$INCLUDE \"{}\" nested more than {MAX_INCLUDE_DEPTH} deep",
                 path.display()
             )));
+        }
+        // Stamped before it is read: an edit while it is read makes the
+        // stamp stale, never current.
+        if let Ok(stamp) = crate::zone::image::SourceFile::stat(&path) {
+            self.opened.push(stamp);
         }
         let text = std::fs::read_to_string(&path).map_err(|e| {
             fail(format!(
