@@ -447,7 +447,7 @@ fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
         )
         .unwrap();
         let bin = std::env::var("XDPDNS_BIN").unwrap_or_else(|_| process::BIN.to_string());
-        let mut case = |what: &str, clear: bool| {
+        let case = |what: &str, clear: bool| {
             let mut times = Vec::new();
             for _ in 0..runs {
                 if clear {

@@ -76,6 +76,7 @@ impl IxfrJournal {
             }
             match read_zone_file(&path, held)? {
                 Some(Recovered::Zone(zone, mut history)) => {
+                    let zone = *zone;
                     history.trim(&limits, crate::clock::unix_secs());
                     info!(zone = %zone.origin(), serial = zone.serial(), diffs = history.changes().count(), file = %path.display(), "journal: recovered zone");
                     zones.insert(zone.origin_key().clone(), history);
@@ -325,7 +326,7 @@ enum Frame<'a> {
 
 /// What one journal file gave back.
 enum Recovered {
-    Zone(Zone, History),
+    Zone(Box<Zone>, History),
     /// The caller holds the zone's newest version already.
     Held(LowerName, History),
 }
@@ -415,7 +416,7 @@ fn read_zone_file(
     let mut zone: Option<Zone> = None;
     let mut after: Vec<ZoneDiff> = Vec::new();
     let mut history = History::default();
-    for (body, end) in crate::frames::frames(&bytes) {
+    for (body, end) in crate::frames::frames(bytes) {
         match decode_frame(body) {
             Some(Frame::Snapshot(z)) => {
                 zone = Some(z);
@@ -482,7 +483,7 @@ fn read_zone_file(
             break;
         }
     }
-    Ok(Some(Recovered::Zone(zone, history)))
+    Ok(Some(Recovered::Zone(Box::new(zone), history)))
 }
 
 /// Applies a diff to a zone; false if the zone is not at its old serial.

@@ -298,7 +298,7 @@ mod tests {
         );
         p.remove(0);
         p.remove(0);
-        assert!(p.is_empty() && p.len() == 0);
+        assert!(p.is_empty() && p.as_bytes().is_empty());
         assert_eq!(PackedRdatas::from_packed(p.as_bytes()), Some(p));
     }
 
