@@ -113,7 +113,11 @@ fn a_warm_start_answers_every_name_and_type_like_a_cold_one() {
         );
     }
     assert!(!server.log().contains("served from its image"));
+    // The image of a zone no longer configured goes at the next start.
+    let gone = server.dir.0.join("data/images/gone.test.zimg");
+    std::fs::write(&gone, b"an old zone's image").unwrap();
     server.restart_after("TERM");
+    assert!(!gone.exists(), "an unconfigured zone's image is removed");
     for (origin, _) in files {
         assert!(
             server

@@ -116,18 +116,30 @@ impl Images {
 }
 
 /// Starts the writer's thread on `feed`, which starts at `snapshot`.
+/// `configured` are the zones the configuration serves: images of other
+/// zones (removed from the configuration) are deleted.
 pub fn start(
     writer: ImageWriter,
     snapshot: Arc<Snapshot>,
     mut feed: Subscription,
     pause: Duration,
+    configured: &[hickory_proto::rr::Name],
 ) -> Images {
-    // Files a write killed half-way left behind (never read: images are
-    // renamed into place whole).
+    let keep: Vec<PathBuf> = configured
+        .iter()
+        .map(|origin| image::path_in(&writer.dir, origin))
+        .collect();
     if let Ok(entries) = std::fs::read_dir(&writer.dir) {
-        for e in entries.flatten() {
-            if e.path().extension().is_some_and(|x| x == "tmp") {
-                let _ = std::fs::remove_file(e.path());
+        for path in entries.flatten().map(|e| e.path()) {
+            // Files a write killed half-way left (never read: images are
+            // renamed into place whole), and images of zones not served.
+            let leftover = match path.extension() {
+                Some(x) if x == "tmp" => true,
+                Some(x) if x == "zimg" => !keep.contains(&path),
+                _ => false,
+            };
+            if leftover {
+                let _ = std::fs::remove_file(&path);
             }
         }
     }

@@ -204,7 +204,17 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             .collect();
         let writer = images::ImageWriter::new(dir, &loaded);
         let (snapshot, feed) = router.store.subscribe();
-        images = Some(images::start(writer, snapshot, feed, IMAGE_PAUSE));
+        let configured: Vec<hickory_proto::rr::Name> = configured_origins(&config)
+            .iter()
+            .map(hickory_proto::rr::Name::from)
+            .collect();
+        images = Some(images::start(
+            writer,
+            snapshot,
+            feed,
+            IMAGE_PAUSE,
+            &configured,
+        ));
     }
     let mut bound_addrs = Vec::new();
     let mut udp_workers = Vec::new();
