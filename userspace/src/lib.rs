@@ -13,6 +13,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod cookies;
+pub mod durable;
 pub mod frames;
 pub mod handler;
 pub mod hot;

@@ -22,9 +22,8 @@
 //! length or checksum is refused as a whole ([`ImageError`]).
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -271,30 +270,10 @@ pub fn read(path: &Path) -> Result<Loaded, ImageError> {
 }
 
 /// Writes `image` to `path` so that a crash at any moment leaves either
-/// the previous image or this one: a temporary file, fsync, rename over
-/// the old one, fsync of the directory.
+/// the previous image or this one (mode 0600: an image holds the zone's
+/// hash seed).
 pub fn write_atomically(path: &Path, image: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let result = (|| {
-        // Owner only: an image holds the zone's hash seed.
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(image)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent() {
-            File::open(dir)?.sync_all()?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::durable::replace_file(path, image)
 }
 
 /// Where the image of zone `origin` lives in `dir`.
