@@ -20,10 +20,7 @@ pub struct ZoneCheckError {
 
 impl ZoneCheckError {
     fn at(rec: &SourceRecord, problem: String) -> Self {
-        ZoneCheckError {
-            location: format!("{}:{}", rec.file.display(), rec.line),
-            problem,
-        }
+        Self::at_line(&rec.file, rec.line, problem)
     }
 
     fn at_line(file: &Path, line: usize, problem: String) -> Self {
