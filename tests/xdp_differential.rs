@@ -1548,7 +1548,7 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
         .build()
         .unwrap();
     let _in_rt = rt.enter();
-    let (kernel, _task) = KernelTable::start(fast, feed);
+    let (kernel, _task) = KernelTable::start(fast, snapshot, feed);
     let (_stop_tx, stop) = tokio::sync::watch::channel(false);
     // The copy at serial 10 was refreshed just now (as after an AXFR), so
     // a failed refresh is not an expiry.

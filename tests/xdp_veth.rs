@@ -459,6 +459,140 @@ fn attach_pass(link: &Link) -> KillOnDrop {
     KillOnDrop(Some(child))
 }
 
+/// A bpf filesystem mounted on a temporary directory; unmounted on drop,
+/// which unpins (detaches and frees) whatever is still pinned in it.
+struct Bpffs(TempDir);
+
+impl Bpffs {
+    fn mount() -> Bpffs {
+        let dir = TempDir::new("bpffs");
+        let ok = Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(&dir.0)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount -t bpf");
+        Bpffs(dir)
+    }
+}
+
+impl Drop for Bpffs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0 .0).status();
+    }
+}
+
+/// With `[xdp] pin_dir` the kernel keeps answering while the server is
+/// down (`kill -9`, and after a clean stop), a restarted server adopts
+/// the pinned table instead of loading the program and table again, and
+/// changes made after the adoption reach the kernel: a reload, and a
+/// zone file edited while the server was down. Removing the pins
+/// detaches the program.
+#[test]
+fn a_pinned_table_answers_through_restarts_and_is_adopted() {
+    let link = Link::new("p");
+    let bpffs = Bpffs::mount();
+    let pins = bpffs.0 .0.join("xdpdns");
+    let dir = TempDir::new("pinned");
+    dir.write("zone.db", ZONE);
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"10.211.0.1:53\"]\n[log]\nlevel = \"info\"\n\
+             [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\npin_dir = \"{}\"\n\
+             [transfer]\ndata_dir = \"{}\"\n\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
+            link.server_if,
+            pins.display(),
+            dir.0.join("data").display()
+        ),
+    );
+    let image = dir.0.join("data/images/example.com.zimg");
+    let netns = ["ip", "netns", "exec", link.server_ns.as_str()];
+    let start = |dir: TempDir| Server::start_in(dir, config.clone(), &netns);
+    let a_of = |name: &str| link.dig(&["+short", name, "A"]).trim().to_string();
+    let attached = || link.server_link().contains("xdpgeneric");
+
+    let mut srv = start(dir);
+    assert!(srv.log().contains("nothing pinned; loading the program"), "{}", srv.log());
+    assert_eq!(a_of("www.example.com"), "192.0.2.80");
+    assert!(eventually(Duration::from_secs(10), || image.exists()));
+
+    // Killed: the kernel still answers what its table holds; the rest
+    // finds no server.
+    srv.signal("KILL");
+    let _ = srv.child.wait();
+    assert!(attached(), "{}", link.server_link());
+    let out = link.dig(&["www.example.com", "A"]);
+    assert!(out.contains("flags: qr aa") && out.contains("192.0.2.80"), "{out}");
+    assert!(!link.dig(&["nope.example.com", "A"]).contains("status:"));
+
+    // Restarted: the table is adopted as it is.
+    let dir = std::mem::replace(&mut srv.dir, TempDir(std::path::PathBuf::new()));
+    drop(srv);
+    let srv = start(dir);
+    let log = srv.log();
+    assert!(log.contains("XDP table adopted as pinned"), "{log}");
+    assert!(!log.contains("XDP answer table compiled"), "{log}");
+    assert!(srv.wait_log("adopted table's entries are known", Duration::from_secs(10)));
+    let c0 = counters(&srv);
+    assert_eq!(a_of("www.example.com"), "192.0.2.80");
+    assert!(link.dig(&["nope.example.com", "A"]).contains("status: NXDOMAIN"));
+
+    // A change after the adoption: an address moves, a name comes, the
+    // AAAA goes; each as the kernel answers it.
+    srv.dir.write(
+        "zone.db",
+        &ZONE
+            .replace(" 1 3600", " 2 3600")
+            .replace("192.0.2.80", "192.0.2.81")
+            .replace("www AAAA 2001:db8::80\n", "new A 192.0.2.9\n"),
+    );
+    srv.signal("HUP");
+    assert!(srv.wait_log("reload done", Duration::from_secs(10)), "{}", srv.log());
+    assert_eq!(a_of("www.example.com"), "192.0.2.81");
+    assert_eq!(a_of("new.example.com"), "192.0.2.9");
+    let out = link.dig(&["www.example.com", "AAAA"]);
+    assert!(out.contains("ANSWER: 0"), "{out}");
+    let c1 = counters(&srv);
+    assert_eq!(c1["answered_a"] - c0["answered_a"], 3, "{c1:?}");
+    assert_eq!(c1["answered_aaaa"], c0["answered_aaaa"], "the AAAA is gone from the kernel");
+
+    // A clean stop leaves the program answering too.
+    let mut srv = srv;
+    srv.signal("TERM");
+    assert!(srv.child.wait().unwrap().success());
+    assert!(srv.log().contains("left attached and answering"), "{}", srv.log());
+    assert_eq!(a_of("www.example.com"), "192.0.2.81");
+
+    // Edited while the server was down: served from the image (adopted
+    // with it), then reloaded from the file, in the kernel as well.
+    srv.dir.write(
+        "zone.db",
+        &ZONE
+            .replace(" 1 3600", " 3 3600")
+            .replace("192.0.2.80", "192.0.2.82"),
+    );
+    let dir = std::mem::replace(&mut srv.dir, TempDir(std::path::PathBuf::new()));
+    drop(srv);
+    let srv = start(dir);
+    assert!(srv.log().contains("XDP table adopted as pinned"), "{}", srv.log());
+    assert!(eventually(Duration::from_secs(10), || a_of("www.example.com") == "192.0.2.82"));
+    let c2 = counters(&srv);
+    assert_eq!(a_of("new.example.com"), "", "deleted from the kernel as well");
+    assert_eq!(a_of("www.example.com"), "192.0.2.82");
+    let c3 = counters(&srv);
+    assert_eq!(c3["answered_a"] - c2["answered_a"], 1, "{c3:?}");
+
+    // Unpinned: detached.
+    drop(srv);
+    for e in std::fs::read_dir(&pins).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    assert!(eventually(Duration::from_secs(5), || !attached()), "{}", link.server_link());
+}
+
 #[test]
 fn dig_through_xdp_in_generic_mode() {
     run("g", "generic");

@@ -266,6 +266,13 @@ pub struct XdpConfig {
     /// 1: answer only queries to an address in the ADDRESSES map.
     pub filter_destination: u32,
     pub _pad: u32,
+    /// The first 8 bytes of the loaded object's SHA-256: a restarted
+    /// controller adopts pinned maps only from the same object. Never
+    /// read by the program.
+    pub object_tag: u64,
+    /// Fingerprint of the zone versions both table generations hold, or
+    /// 0 while a change is being written. Never read by the program.
+    pub table_tag: u64,
 }
 
 impl XdpConfig {
@@ -285,6 +292,8 @@ impl XdpConfig {
             nsid: [0; NSID_MAX + 4],
             filter_destination: 0,
             _pad: 0,
+            object_tag: 0,
+            table_tag: 0,
         }
     }
 }
@@ -389,7 +398,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
         assert_eq!(core::mem::size_of::<LongKey>(), 256);
         assert_eq!(core::mem::size_of::<Answer>(), 40, "no padding");
-        assert_eq!(core::mem::size_of::<XdpConfig>(), 136, "no padding");
+        assert_eq!(core::mem::size_of::<XdpConfig>(), 152, "no padding");
     }
 
     #[test]

@@ -283,6 +283,12 @@ pub struct XdpConfig {
     /// `server.listen` addresses, or every address of the interfaces when
     /// one of those is a wildcard (0.0.0.0 or ::).
     pub addresses: Vec<std::net::IpAddr>,
+    /// A directory on a bpf filesystem (e.g. `/sys/fs/bpf/xdpdns`) where
+    /// the program, its maps and its attachments are pinned: the kernel
+    /// keeps answering while the process is down, and a restart adopts
+    /// the table instead of loading it again. Unset: the program is
+    /// detached when the server stops.
+    pub pin_dir: Option<PathBuf>,
 }
 
 impl Default for XdpConfig {
@@ -292,6 +298,7 @@ impl Default for XdpConfig {
             mode: AttachMode::Auto,
             capacity: 131_072,
             addresses: Vec::new(),
+            pin_dir: None,
         }
     }
 }
@@ -569,6 +576,12 @@ impl Config {
         if !self.xdp.interfaces.is_empty() {
             if self.xdp.capacity == 0 {
                 return Err(self.invalid("xdp.capacity", "must be at least 1"));
+            }
+            if self.xdp.pin_dir.as_ref().is_some_and(|d| !d.is_absolute()) {
+                return Err(self.invalid(
+                    "xdp.pin_dir",
+                    "must be an absolute path (a directory on a bpf filesystem)",
+                ));
             }
             let port = s.listen[0].port();
             if s.listen.iter().any(|a| a.port() != port) {

@@ -35,6 +35,17 @@ fn registry() -> &'static Registry {
     })
 }
 
+/// Assigns ids to `zones` in name order (those without one yet): the
+/// zones served at start-up get the same ids at every start, as the
+/// entries of a kernel table kept across a restart say.
+pub fn assign_in_order<'a>(zones: impl IntoIterator<Item = &'a LowerName>) {
+    let mut zones: Vec<&LowerName> = zones.into_iter().collect();
+    zones.sort();
+    for z in zones {
+        id(z);
+    }
+}
+
 /// The id of `zone` (1..ZONES_MAX), assigned at first sight; 0 once the
 /// ids are used up.
 pub fn id(zone: &LowerName) -> u32 {

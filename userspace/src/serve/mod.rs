@@ -42,7 +42,7 @@ use crate::transfer::journal_subscriber::{self, Journaled};
 use crate::transfer::notify::Propagation;
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
-use crate::xdp::{compile, FastPath, KernelTable, XdpError};
+use crate::xdp::{compile, table_tag, FastPath, KernelTable, PinDir, XdpError};
 use crate::zone::serial::is_newer;
 use crate::zone::{LoadLog, Zone, ZoneStore};
 use live::Live;
@@ -249,6 +249,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let port = bound_addrs.first().map_or(0, |a| a.port());
     // The hot answer table follows the store on the control runtime; the
     // UDP workers use it once it has caught up.
+    crate::metrics::zones::assign_in_order(
+        router.store.snapshot().zones().map(|z| z.origin_key()),
+    );
     let _hot = {
         let _in_control = control.enter();
         crate::hot::start(router.hot.clone(), &router.store)
@@ -893,10 +896,35 @@ fn start_fast_path(
     }
     let (snapshot, feed) = router.store.subscribe();
     let attempt = || -> Result<FastPath, XdpError> {
-        let mut fp = FastPath::load(x.capacity, port, &router.handler.load().edns)?;
-        let (table, skipped) = compile(&snapshot);
-        info!(entries = table.len(), ?skipped, "XDP answer table compiled");
-        fp.install(table)?;
+        let edns = &router.handler.load().edns;
+        let pins = x.pin_dir.as_deref().and_then(|dir| match PinDir::open(dir) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                warn!("{e}; the XDP program is not pinned and stops with the server");
+                None
+            }
+        });
+        let mut fp = match pins {
+            None => FastPath::load(x.capacity, port, edns)?,
+            Some(p) => match FastPath::adopt(x.capacity, port, edns, p.clone()) {
+                Ok(fp) => fp,
+                Err(e) => {
+                    info!(pin_dir = %p.path().display(), "XDP: {e}; loading the program");
+                    FastPath::load_pinned(x.capacity, port, edns, p)?
+                }
+            },
+        };
+        let tag = table_tag(&snapshot);
+        if fp.table_unknown() && fp.healthy() && fp.pinned_table_tag() == tag {
+            info!("XDP table adopted as pinned: it holds the zone versions served");
+        } else {
+            if fp.table_unknown() {
+                info!("XDP: the pinned table holds other zone versions; rebuilding it");
+            }
+            let (table, skipped) = compile(&snapshot);
+            info!(entries = table.len(), ?skipped, "XDP answer table compiled");
+            fp.install_tagged(table, tag)?;
+        }
         let destinations = config.xdp_destinations();
         fp.set_destinations(destinations.as_deref())?;
         match &destinations {
@@ -907,10 +935,11 @@ fn start_fast_path(
             let mode = fp.attach(iface, x.mode)?;
             info!(interface = %iface, mode = %mode, port, "XDP fast path attached");
         }
+        fp.drop_other_pinned_links(&x.interfaces)?;
         Ok(fp)
     };
     match attempt() {
-        Ok(fp) => Ok(KernelTable::start(fp, feed)),
+        Ok(fp) => Ok(KernelTable::start(fp, snapshot, feed)),
         Err(e) => {
             warn!("XDP fast path unavailable, serving through the fallback only: {e}");
             Err(e.to_string())

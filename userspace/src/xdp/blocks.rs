@@ -47,6 +47,26 @@ impl BlockIds {
         self.free.push(id);
     }
 
+    /// Records a reference to `content` held in a kernel table adopted
+    /// from a previous controller, under the id the kernel entry names.
+    pub(super) fn adopt(&mut self, content: &Arc<[u8]>, id: u32) {
+        let (_, refs) = self.by_content.entry(content.clone()).or_insert((id, 0));
+        *refs += 1;
+        self.next = self.next.max(id);
+    }
+
+    /// Ends an adoption: ids below the highest adopted one that no entry
+    /// uses become free. Returns the ids among `in_kernel` (the block
+    /// map's keys) no entry uses: blocks to delete before their id is
+    /// reused (no packet can read them: no entry points at them).
+    pub(super) fn finish_adoption(&mut self, in_kernel: Vec<u32>) -> Vec<u32> {
+        let used: std::collections::HashSet<u32> =
+            self.by_content.values().map(|(id, _)| *id).collect();
+        self.next = in_kernel.iter().copied().fold(self.next, u32::max);
+        self.free = (1..=self.next).filter(|id| !used.contains(id)).collect();
+        in_kernel.into_iter().filter(|id| !used.contains(id)).collect()
+    }
+
     pub(super) fn id(&self, content: &[u8]) -> Option<u32> {
         self.by_content.get(content).map(|(id, _)| *id)
     }
@@ -86,5 +106,26 @@ mod tests {
         assert!(iz != ix && iz != iy);
         b.recycle(ix);
         assert_eq!(b.acquire(&Arc::from(vec![4u8; 64])).0, ix);
+    }
+
+    #[test]
+    fn an_adopted_table_keeps_its_ids_and_frees_the_rest() {
+        let mut b = BlockIds::default();
+        let x: Arc<[u8]> = Arc::from(vec![1u8; 64]);
+        let y: Arc<[u8]> = Arc::from(vec![2u8; 64]);
+        b.adopt(&x, 5);
+        b.adopt(&x, 5);
+        b.adopt(&y, 2);
+        // Block 7 is in the kernel but no entry uses it.
+        assert_eq!(b.finish_adoption(vec![2, 5, 7]), vec![7]);
+        assert_eq!((b.id(&x), b.id(&y), b.len()), (Some(5), Some(2), 2));
+        assert_eq!(b.release(&x), None, "two references were adopted");
+        assert_eq!(b.release(&x), Some(5));
+        // New sections get the free ids, never one still in use.
+        let mut got: Vec<u32> = (0..6)
+            .map(|i| b.acquire(&Arc::from(vec![10 + i; 64])).0)
+            .collect();
+        got.sort();
+        assert_eq!(got, vec![1, 3, 4, 6, 7, 8]);
     }
 }

@@ -100,6 +100,26 @@ impl Skipped {
     }
 }
 
+/// Names the table `snapshot` compiles to without compiling it: a hash
+/// of each zone's contents id ([`Zone::uid`]) and counter id, never 0.
+/// A kernel table pinned with this tag is adopted as it is by a
+/// restarted controller serving the same zone versions.
+pub fn table_tag(snapshot: &Snapshot) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let state = foldhash::quality::FixedState::with_seed(0x7864_7064_6e73_7467);
+    // Summed, so the zones' order in the snapshot does not matter.
+    let sum = snapshot.zones().fold(0u64, |sum, zone| {
+        let mut h = state.build_hasher();
+        zone.origin_key().hash(&mut h);
+        zone.uid().hash(&mut h);
+        crate::metrics::zones::id(zone.origin_key()).hash(&mut h);
+        sum.wrapping_add(h.finish())
+    });
+    let mut h = state.build_hasher();
+    (sum, snapshot.zone_count()).hash(&mut h);
+    h.finish().max(1)
+}
+
 /// Names per compile thread below which one thread does it all.
 const PARALLEL_MIN_NAMES: usize = 50_000;
 

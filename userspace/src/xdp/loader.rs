@@ -6,8 +6,10 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
-use aya::maps::{Array, HashMap, IterableMap, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap, IterableMap, Map, MapData, PerCpuArray};
+use aya::programs::links::FdLink;
 use aya::programs::{Xdp, XdpMode};
+use aya_obj::programs::XdpAttachType;
 use aya::{Ebpf, EbpfLoader};
 use xdpdns_common::{
     counter, edns_option, key_lead, key_tail, nsid_mode, AddressKey, Answer, AnswerBlock,
@@ -18,6 +20,7 @@ use xdpdns_common::{
 
 use super::blocks::BlockIds;
 use super::compile::{diff_tables, ones_complement_sum, Compiled, EntryKey, Table, TableDelta};
+use super::pins::PinDir;
 use super::sys::GracePeriod;
 use crate::wire::ServerEdns;
 
@@ -28,6 +31,14 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xd
 pub fn object_sha256() -> String {
     use sha2::Digest;
     data_encoding::HEXLOWER.encode(&sha2::Sha256::digest(OBJECT))
+}
+
+/// The first 8 bytes of `object`'s SHA-256 (`XdpConfig::object_tag`):
+/// pinned maps are adopted only by a controller with the same object.
+fn object_tag(object: &[u8]) -> u64 {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(object);
+    u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 /// The same program built with its `bench` feature: plus the timing
 /// programs and the benchmark floor (`xdp_reflect`). Never loaded to serve.
@@ -58,6 +69,20 @@ pub enum XdpError {
     MissingMap(&'static str),
     #[error("running a frame through the program: {0}")]
     TestRun(#[source] std::io::Error),
+    #[error("pinning {}: {source}", path.display())]
+    Pin {
+        path: std::path::PathBuf,
+        #[source]
+        source: aya::pin::PinError,
+    },
+    #[error("pinned program: {0}")]
+    Link(#[from] aya::programs::links::LinkError),
+    #[error("{0}")]
+    PinDir(#[from] super::pins::PinDirError),
+    #[error("the pinned objects cannot be adopted: {0}")]
+    NotAdoptable(String),
+    #[error("unpinning: {0}")]
+    Unpin(#[source] std::io::Error),
 }
 
 /// How to attach: native (driver) mode, generic (skb) mode, or native with
@@ -100,8 +125,122 @@ impl std::fmt::Display for Counters {
     }
 }
 
+/// The program: loaded from the embedded object, or adopted from its pin
+/// (the maps it was loaded with come from their pins too).
+enum Object {
+    Loaded(Ebpf),
+    Pinned(Xdp),
+}
+
+/// The maps whose size follows `[xdp] capacity`, with their sizes.
+fn map_sizes(capacity: u32) -> [(&'static str, u32); 5] {
+    // Both generations in each table. Elements are allocated as they
+    // are inserted (BPF_F_NO_PREALLOC): a table sized for every name
+    // costs only its bucket array until it fills.
+    // Every map's bucket array is allocated up front (16 bytes per
+    // slot), so the tables for less common name lengths get a share of
+    // `capacity`; an entry that finds its table full is left to the
+    // fallback (`entries_left_out`).
+    let entries = capacity.max(16).saturating_mul(2);
+    let short_entries = (capacity / 2).max(16).saturating_mul(2);
+    let long_entries = (capacity / 16).max(16).saturating_mul(2);
+    // Ids never exceed the block table's size, which fits `Answer`'s 24 bits.
+    let block_entries = (capacity / 8)
+        .max(64)
+        .saturating_mul(2)
+        .min(BLOCK_ID_MAX - 1);
+    // Signed variants each take a small block of their own; a quarter
+    // of the entries (the bucket array costs 16 bytes a slot even
+    // when empty). Sections that find it full are the fallback's.
+    let small_block_entries = (capacity / 4)
+        .max(64)
+        .saturating_mul(2)
+        .min(BLOCK_ID_MAX - 1);
+    [
+        ("TINY_NAMES", entries),
+        ("SHORT_NAMES", short_entries),
+        ("LONG_NAMES", long_entries),
+        ("BLOCKS", block_entries),
+        ("SMALL_BLOCKS", small_block_entries),
+    ]
+}
+
+/// Every map the controller reads or writes: what is pinned.
+const MAPS: [&str; 9] = [
+    "CONFIG",
+    "TINY_NAMES",
+    "SHORT_NAMES",
+    "LONG_NAMES",
+    "BLOCKS",
+    "SMALL_BLOCKS",
+    "COUNTERS",
+    "ZONE_QUERIES",
+    "ADDRESSES",
+];
+
+/// The maps by name, taken from a loaded object or opened from pins.
+struct Maps {
+    config: Array<MapData, XdpConfig>,
+    tiny: HashMap<MapData, TinyKey, Answer>,
+    short: HashMap<MapData, ShortKey, Answer>,
+    long: HashMap<MapData, LongKey, Answer>,
+    block_map: HashMap<MapData, u32, AnswerBlock>,
+    small_block_map: HashMap<MapData, u32, SmallBlock>,
+    counters: PerCpuArray<MapData, u64>,
+    zone_queries: PerCpuArray<MapData, u64>,
+    addresses: HashMap<MapData, AddressKey, u8>,
+}
+
+impl Maps {
+    fn new(mut take: impl FnMut(&'static str) -> Result<Map, XdpError>) -> Result<Self, XdpError> {
+        Ok(Maps {
+            config: Array::try_from(take("CONFIG")?)?,
+            tiny: HashMap::try_from(take("TINY_NAMES")?)?,
+            short: HashMap::try_from(take("SHORT_NAMES")?)?,
+            long: HashMap::try_from(take("LONG_NAMES")?)?,
+            block_map: HashMap::try_from(take("BLOCKS")?)?,
+            small_block_map: HashMap::try_from(take("SMALL_BLOCKS")?)?,
+            counters: PerCpuArray::try_from(take("COUNTERS")?)?,
+            zone_queries: PerCpuArray::try_from(take("ZONE_QUERIES")?)?,
+            addresses: HashMap::try_from(take("ADDRESSES")?)?,
+        })
+    }
+
+    /// Opens the pinned maps; `None` when one is missing.
+    fn from_pins(pins: &PinDir) -> Result<Option<Self>, XdpError> {
+        if MAPS.iter().any(|name| !pins.map(name).exists()) {
+            return Ok(None);
+        }
+        let open = |name: &'static str| -> Result<Map, XdpError> {
+            let data = MapData::from_pin(pins.map(name))?;
+            Ok(match name {
+                "CONFIG" => Map::Array(data),
+                "COUNTERS" | "ZONE_QUERIES" => Map::PerCpuArray(data),
+                _ => Map::HashMap(data),
+            })
+        };
+        Self::new(open).map(Some)
+    }
+
+    fn each(&self) -> [(&'static str, &MapData); 9] {
+        [
+            ("CONFIG", self.config.map()),
+            ("TINY_NAMES", self.tiny.map()),
+            ("SHORT_NAMES", self.short.map()),
+            ("LONG_NAMES", self.long.map()),
+            ("BLOCKS", self.block_map.map()),
+            ("SMALL_BLOCKS", self.small_block_map.map()),
+            ("COUNTERS", self.counters.map()),
+            ("ZONE_QUERIES", self.zone_queries.map()),
+            ("ADDRESSES", self.addresses.map()),
+        ]
+    }
+}
+
 pub struct FastPath {
-    ebpf: Ebpf,
+    object: Object,
+    /// Where the program, maps and links are pinned, if they are.
+    pins: Option<PinDir>,
     config: Array<MapData, XdpConfig>,
     tiny: HashMap<MapData, TinyKey, Answer>,
     short: HashMap<MapData, ShortKey, Answer>,
@@ -114,12 +253,16 @@ pub struct FastPath {
     left_out: u64,
     counters: PerCpuArray<MapData, u64>,
     zone_queries: PerCpuArray<MapData, u64>,
+    addresses: HashMap<MapData, AddressKey, u8>,
     grace: GracePeriod,
     current: XdpConfig,
     /// The port answered while healthy (`current.port` is 0 when not).
     port: u16,
     healthy: bool,
     installed: Table,
+    /// Adopted with a whole table whose contents `installed` does not
+    /// hold yet (see [`FastPath::adopt_table`]).
+    table_unknown: bool,
     attached: Vec<(String, &'static str)>,
 }
 
@@ -127,13 +270,26 @@ impl FastPath {
     /// Loads the program (not yet attached). `capacity` is the number of
     /// (name, type) entries per table generation; the maps hold two.
     pub fn load(capacity: u32, port: u16, edns: &ServerEdns) -> Result<Self, XdpError> {
-        Self::load_object(OBJECT, capacity, port, edns)
+        Self::load_object(OBJECT, capacity, port, edns, None)
+    }
+
+    /// [`load`](Self::load), with the program and maps pinned in `pins`
+    /// (whatever was pinned there before is removed first) and every
+    /// attachment pinned as it is made: they outlive the process.
+    pub fn load_pinned(
+        capacity: u32,
+        port: u16,
+        edns: &ServerEdns,
+        pins: PinDir,
+    ) -> Result<Self, XdpError> {
+        pins.clear().map_err(XdpError::Unpin)?;
+        Self::load_object(OBJECT, capacity, port, edns, Some(pins))
     }
 
     /// [`load`](Self::load) from the benchmark object, whose timing
     /// programs (`bench_program_fd`) share the answer tables.
     pub fn load_for_bench(capacity: u32, port: u16, edns: &ServerEdns) -> Result<Self, XdpError> {
-        Self::load_object(BENCH_OBJECT, capacity, port, edns)
+        Self::load_object(BENCH_OBJECT, capacity, port, edns, None)
     }
 
     fn load_object(
@@ -141,56 +297,63 @@ impl FastPath {
         capacity: u32,
         port: u16,
         edns: &ServerEdns,
+        pins: Option<PinDir>,
     ) -> Result<Self, XdpError> {
-        // Both generations in each table. Elements are allocated as they
-        // are inserted (BPF_F_NO_PREALLOC): a table sized for every name
-        // costs only its bucket array until it fills.
-        // Every map's bucket array is allocated up front (16 bytes per
-        // slot), so the tables for less common name lengths get a share of
-        // `capacity`; an entry that finds its table full is left to the
-        // fallback (`entries_left_out`).
-        let entries = capacity.max(16).saturating_mul(2);
-        let short_entries = (capacity / 2).max(16).saturating_mul(2);
-        let long_entries = (capacity / 16).max(16).saturating_mul(2);
-        // Ids never exceed the block table's size, which fits `Answer`'s 24 bits.
-        let block_entries = (capacity / 8)
-            .max(64)
-            .saturating_mul(2)
-            .min(BLOCK_ID_MAX - 1);
-        // Signed variants each take a small block of their own; a quarter
-        // of the entries (the bucket array costs 16 bytes a slot even
-        // when empty). Sections that find it full are the fallback's.
-        let small_block_entries = (capacity / 4)
-            .max(64)
-            .saturating_mul(2)
-            .min(BLOCK_ID_MAX - 1);
-        let mut ebpf = EbpfLoader::new()
-            .map_max_entries("TINY_NAMES", entries)
-            .map_max_entries("SHORT_NAMES", short_entries)
-            .map_max_entries("LONG_NAMES", long_entries)
-            .map_max_entries("BLOCKS", block_entries)
-            .map_max_entries("SMALL_BLOCKS", small_block_entries)
-            .load(object)?;
+        let mut loader = EbpfLoader::new();
+        for (name, entries) in map_sizes(capacity) {
+            loader.map_max_entries(name, entries);
+        }
+        let mut ebpf = loader.load(object)?;
         let prog: &mut Xdp = ebpf
             .program_mut(PROGRAM)
             .ok_or(XdpError::MissingMap(PROGRAM))?
             .try_into()?;
         prog.load()?;
-        let mut take = |name: &'static str| ebpf.take_map(name).ok_or(XdpError::MissingMap(name));
-        let mut config = Array::try_from(take("CONFIG")?)?;
-        let tiny = HashMap::try_from(take("TINY_NAMES")?)?;
-        let short = HashMap::try_from(take("SHORT_NAMES")?)?;
-        let long = HashMap::try_from(take("LONG_NAMES")?)?;
-        let block_map = HashMap::try_from(take("BLOCKS")?)?;
-        let small_block_map = HashMap::try_from(take("SMALL_BLOCKS")?)?;
-        let counters = PerCpuArray::try_from(take("COUNTERS")?)?;
-        let zone_queries = PerCpuArray::try_from(take("ZONE_QUERIES")?)?;
+        if let Some(p) = &pins {
+            prog.pin(p.program()).map_err(|source| XdpError::Pin {
+                path: p.program(),
+                source,
+            })?;
+        }
+        let maps = Maps::new(|name| ebpf.take_map(name).ok_or(XdpError::MissingMap(name)))?;
+        if let Some(p) = &pins {
+            for (name, map) in maps.each() {
+                map.pin(p.map(name)).map_err(|source| XdpError::Pin {
+                    path: p.map(name),
+                    source,
+                })?;
+            }
+        }
         let mut current = XdpConfig::new(port, edns.udp_payload);
-        set_edns_fields(&mut current, edns);
-        current.realtime_offset_ns = realtime_offset_ns();
-        config.set(0, current, 0)?;
+        current.object_tag = object_tag(object);
+        let mut fp = Self::with_maps(Object::Loaded(ebpf), pins, maps, current, port)?;
+        set_edns_fields(&mut fp.current, edns);
+        fp.current.realtime_offset_ns = realtime_offset_ns();
+        fp.config.set(0, fp.current, 0)?;
+        Ok(fp)
+    }
+
+    fn with_maps(
+        object: Object,
+        pins: Option<PinDir>,
+        maps: Maps,
+        current: XdpConfig,
+        port: u16,
+    ) -> Result<Self, XdpError> {
+        let Maps {
+            config,
+            tiny,
+            short,
+            long,
+            block_map,
+            small_block_map,
+            counters,
+            zone_queries,
+            addresses,
+        } = maps;
         Ok(FastPath {
-            ebpf,
+            object,
+            pins,
             config,
             tiny,
             short,
@@ -202,30 +365,150 @@ impl FastPath {
             left_out: 0,
             counters,
             zone_queries,
+            addresses,
             grace: GracePeriod::new().map_err(XdpError::Grace)?,
             current,
             port,
             healthy: true,
             installed: Table::default(),
+            table_unknown: false,
             attached: Vec::new(),
         })
     }
 
+    /// Takes over the program and maps a previous controller pinned in
+    /// `pins`, answering as they are: no load, no table written. Refused
+    /// (`NotAdoptable`) when nothing is pinned, or the objects come from
+    /// another build or another `capacity`. The table they hold is
+    /// [`FastPath::pinned_table_tag`]'s; the caller either confirms it
+    /// with [`FastPath::adopt_table`] or installs another (a rebuild).
+    pub fn adopt(
+        capacity: u32,
+        port: u16,
+        edns: &ServerEdns,
+        pins: PinDir,
+    ) -> Result<Self, XdpError> {
+        let refuse = |why: &str| Err(XdpError::NotAdoptable(why.to_string()));
+        if !pins.program().exists() {
+            return refuse("nothing pinned");
+        }
+        let Some(maps) = Maps::from_pins(&pins)? else {
+            return refuse("a map is missing");
+        };
+        let saved = maps.config.get(&0, 0)?;
+        if saved.object_tag != object_tag(OBJECT) {
+            return refuse("pinned by another build of the program");
+        }
+        for (name, entries) in map_sizes(capacity) {
+            if MapData::from_pin(pins.map(name))?.info()?.max_entries() != entries {
+                return refuse("[xdp] capacity changed");
+            }
+        }
+        let program = Xdp::from_pin(pins.program(), XdpAttachType::Interface)?;
+        let mut fp = Self::with_maps(Object::Pinned(program), Some(pins), maps, saved, port)?;
+        // A change cut short (tag 0) left the generations unequal: the
+        // next install rebuilds them while the kernel passes everything.
+        fp.healthy = saved.table_tag != 0 && saved.port != 0;
+        fp.table_unknown = true;
+        fp.current.port = if fp.healthy { port } else { 0 };
+        set_edns_fields(&mut fp.current, edns);
+        fp.current.realtime_offset_ns = realtime_offset_ns();
+        fp.config.set(0, fp.current, 0)?;
+        Ok(fp)
+    }
+
+    /// The tag of the table the kernel holds (0: unknown or being
+    /// changed); see `compile::table_tag`.
+    pub fn pinned_table_tag(&self) -> u64 {
+        self.current.table_tag
+    }
+
+    /// Where the objects are pinned, if they are.
+    pub fn pin_dir(&self) -> Option<&std::path::Path> {
+        self.pins.as_ref().map(PinDir::path)
+    }
+
+    /// Whether the table was adopted and its contents are not known yet.
+    pub fn table_unknown(&self) -> bool {
+        self.table_unknown
+    }
+
+    /// Confirms that the adopted kernel table is `table` (compiled from a
+    /// snapshot whose tag the kernel table carries): it becomes what the
+    /// controller diffs against, and block ids are read back from the
+    /// kernel entries that use them. Nothing is written but the removal
+    /// of blocks no entry uses.
+    pub fn adopt_table(&mut self, mut table: Table) -> Result<(), XdpError> {
+        let live = self.current.generation as u8;
+        self.blocks.clear();
+        self.small_blocks.clear();
+        let mut absent = Vec::new();
+        for (key, c) in &table {
+            let Some(section) = &c.block else { continue };
+            let value = match split_key(key, live) {
+                Split::Tiny(k) => self.tiny.get(&k, 0),
+                Split::Short(k) => self.short.get(&k, 0),
+                Split::Long(k) => self.long.get(&k, 0),
+            };
+            match value {
+                Ok(answer) => match is_small(section) {
+                    true => self.small_blocks.adopt(section, answer.block()),
+                    false => self.blocks.adopt(section, answer.block()),
+                },
+                // Left out when it was written (its table was full).
+                Err(aya::maps::MapError::KeyNotFound) => absent.push(key.clone()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for key in absent {
+            table.remove(&key);
+        }
+        for (small, orphans) in [
+            (false, self.blocks.finish_adoption(block_ids(&self.block_map))),
+            (true, self.small_blocks.finish_adoption(block_ids(&self.small_block_map))),
+        ] {
+            for id in orphans {
+                let _ = match small {
+                    true => self.small_block_map.remove(&id),
+                    false => self.block_map.remove(&id),
+                };
+            }
+        }
+        self.installed = table;
+        self.table_unknown = false;
+        Ok(())
+    }
+
     fn program(&mut self) -> &mut Xdp {
-        self.ebpf
-            .program_mut(PROGRAM)
-            .expect("loaded")
-            .try_into()
-            .expect("an XDP program")
+        match &mut self.object {
+            Object::Loaded(ebpf) => ebpf
+                .program_mut(PROGRAM)
+                .expect("loaded")
+                .try_into()
+                .expect("an XDP program"),
+            Object::Pinned(p) => p,
+        }
     }
 
     /// The loaded program (read-only).
     fn loaded(&self) -> &Xdp {
-        self.ebpf
-            .program(PROGRAM)
-            .expect("loaded")
-            .try_into()
-            .expect("XDP")
+        match &self.object {
+            Object::Loaded(ebpf) => ebpf
+                .program(PROGRAM)
+                .expect("loaded")
+                .try_into()
+                .expect("XDP"),
+            Object::Pinned(p) => p,
+        }
+    }
+
+    fn ebpf_mut(&mut self) -> Result<&mut Ebpf, XdpError> {
+        match &mut self.object {
+            Object::Loaded(ebpf) => Ok(ebpf),
+            Object::Pinned(_) => Err(XdpError::NotAdoptable(
+                "benchmark programs need a loaded object".into(),
+            )),
+        }
     }
 
     /// The kernel's id of the loaded program (what an interface running
@@ -243,7 +526,7 @@ impl FastPath {
     /// `bench_reflect`) and returns its fd for BPF_PROG_TEST_RUN.
     pub fn bench_program_fd(&mut self, name: &'static str) -> Result<RawFd, XdpError> {
         let prog: &mut Xdp = self
-            .ebpf
+            .ebpf_mut()?
             .program_mut(name)
             .ok_or(XdpError::MissingMap(name))?
             .try_into()?;
@@ -262,7 +545,7 @@ impl FastPath {
         };
         saved.data[..frame.len()].copy_from_slice(frame);
         let mut map: PerCpuArray<&mut MapData, BenchFrame> = PerCpuArray::try_from(
-            self.ebpf
+            self.ebpf_mut()?
                 .map_mut("BENCH_FRAME")
                 .ok_or(XdpError::MissingMap("BENCH_FRAME"))?,
         )?;
@@ -273,17 +556,31 @@ impl FastPath {
         Ok(())
     }
 
-    /// Attaches to `interface`; returns the mode that worked.
+    /// Attaches to `interface`; returns the mode that worked. With pins,
+    /// an attachment already pinned for this program, interface and an
+    /// allowed mode is kept as it is, and a new one is pinned.
     pub fn attach(&mut self, interface: &str, mode: AttachMode) -> Result<&'static str, XdpError> {
         let tries: &[(XdpMode, &'static str)] = match mode {
             AttachMode::Driver => &[(XdpMode::Driver, "driver")],
             AttachMode::Generic => &[(XdpMode::Skb, "generic")],
             AttachMode::Auto => &[(XdpMode::Driver, "driver"), (XdpMode::Skb, "generic")],
         };
+        if let Some(name) = self.keep_pinned_link(interface, tries)? {
+            self.attached.push((interface.to_string(), name));
+            return Ok(name);
+        }
         let mut last = None;
         for &(m, name) in tries {
             match self.program().attach(interface, m) {
-                Ok(_) => {
+                Ok(id) => {
+                    if let Some(pins) = self.pins.clone() {
+                        let path = pins.link(interface, name);
+                        let link = self.program().take_link(id)?;
+                        let link = FdLink::try_from(link)
+                            .map_err(|e| XdpError::Link(aya::programs::links::LinkError::from(e)))?;
+                        link.pin(&path)
+                            .map_err(|source| XdpError::Pin { path, source })?;
+                    }
                     self.attached.push((interface.to_string(), name));
                     return Ok(name);
                 }
@@ -296,6 +593,52 @@ impl FastPath {
             mode,
             source,
         })
+    }
+
+    /// Looks for a pinned attachment to `interface` in one of `modes`
+    /// running this program; unpins (detaches) any other pinned one for
+    /// the interface. Returns the mode kept.
+    fn keep_pinned_link(
+        &mut self,
+        interface: &str,
+        modes: &[(XdpMode, &'static str)],
+    ) -> Result<Option<&'static str>, XdpError> {
+        let Some(pins) = self.pins.clone() else {
+            return Ok(None);
+        };
+        let program = self.program_id()?;
+        let ifindex = interface_index(interface);
+        let mut kept = None;
+        for (iface, mode, path) in pins.links().into_iter().filter(|l| l.0 == interface) {
+            let running = super::sys::pinned_xdp_link(&path)
+                .ok()
+                .flatten()
+                .is_some_and(|(prog, index)| prog == program && Some(index) == ifindex);
+            let allowed = modes.iter().find(|(_, m)| *m == mode).map(|(_, m)| *m);
+            match (kept, allowed) {
+                (None, Some(m)) if running => kept = Some(m),
+                _ => {
+                    tracing::info!(interface = %iface, %mode, "XDP: removing a stale pinned attachment");
+                    std::fs::remove_file(&path).map_err(XdpError::Unpin)?;
+                }
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Unpins (detaches) the pinned attachments to interfaces not in
+    /// `interfaces`.
+    pub fn drop_other_pinned_links(&mut self, interfaces: &[String]) -> Result<(), XdpError> {
+        let Some(pins) = &self.pins else {
+            return Ok(());
+        };
+        for (iface, mode, path) in pins.links() {
+            if !interfaces.contains(&iface) {
+                tracing::info!(interface = %iface, %mode, "XDP: detaching from an interface no longer configured");
+                std::fs::remove_file(&path).map_err(XdpError::Unpin)?;
+            }
+        }
+        Ok(())
     }
 
     pub fn attached(&self) -> &[(String, &'static str)] {
@@ -324,11 +667,18 @@ impl FastPath {
 
     /// Makes the kernel table equal to `table`.
     pub fn install(&mut self, table: Table) -> Result<(), XdpError> {
-        if !self.healthy {
-            return self.rebuild(table);
+        self.install_tagged(table, 0)
+    }
+
+    /// [`install`](Self::install), recording `tag` (`compile::table_tag`
+    /// of the snapshot `table` was compiled from) once both generations
+    /// hold it: what a restarted controller checks before adopting them.
+    pub fn install_tagged(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
+        if !self.healthy || self.table_unknown {
+            return self.rebuild(table, tag);
         }
         let delta = diff_tables(&self.installed, &table);
-        self.apply(&delta)
+        self.apply_tagged(&delta, tag)
     }
 
     /// Applies a change. Both generations hold the whole table: the change
@@ -340,14 +690,23 @@ impl FastPath {
     /// at once since Linux 6.1, so updating a live entry in place is not
     /// safe). On failure the kernel is told to pass everything.
     pub fn apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+        self.apply_tagged(delta, 0)
+    }
+
+    /// [`apply`](Self::apply), then records `tag` (see
+    /// [`install_tagged`](Self::install_tagged)).
+    pub fn apply_tagged(&mut self, delta: &TableDelta, tag: u64) -> Result<(), XdpError> {
+        assert!(!self.table_unknown, "a delta against an adopted table not confirmed");
         if delta.is_empty() {
-            return Ok(());
+            return self.set_table_tag(tag);
         }
         if !self.healthy {
             let mut table = self.installed.clone();
             delta.apply_to(&mut table);
-            return self.rebuild(table);
+            return self.rebuild(table, tag);
         }
+        // Unknown until both generations hold the change.
+        self.set_table_tag(0)?;
         // Whether the change frees blocks (after it is written).
         let frees = delta
             .upsert
@@ -359,16 +718,24 @@ impl FastPath {
             Ok(left_out) => {
                 delta.apply_to(&mut self.installed);
                 self.forget(&left_out);
-                match frees {
-                    true => self.retry(delta, &left_out),
-                    false => Ok(()),
+                if frees {
+                    self.retry(delta, &left_out)?;
                 }
+                self.set_table_tag(tag)
             }
             Err(e) => {
                 self.disable();
                 Err(e)
             }
         }
+    }
+
+    fn set_table_tag(&mut self, tag: u64) -> Result<(), XdpError> {
+        if self.current.table_tag != tag {
+            self.current.table_tag = tag;
+            self.config.set(0, self.current, 0)?;
+        }
+        Ok(())
     }
 
     /// Writes once more the entries of `delta` that found no block space:
@@ -601,13 +968,14 @@ impl FastPath {
     fn disable(&mut self) {
         self.healthy = false;
         self.current.port = 0;
+        self.current.table_tag = 0;
         let _ = self.config.set(0, self.current, 0);
         let _ = self.grace.wait();
     }
 
     /// Rebuilds both generations from scratch while the kernel passes
     /// everything, then resumes in-kernel answers.
-    fn rebuild(&mut self, table: Table) -> Result<(), XdpError> {
+    fn rebuild(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
         self.disable();
         clear(&mut self.tiny);
         clear(&mut self.short);
@@ -627,10 +995,12 @@ impl FastPath {
         self.current = XdpConfig {
             generation: 0,
             port: self.port,
+            table_tag: tag,
             ..self.current
         };
         self.config.set(0, self.current, 0)?;
         self.installed = table;
+        self.table_unknown = false;
         self.forget(&left_out);
         self.healthy = true;
         Ok(())
@@ -662,11 +1032,7 @@ impl FastPath {
     /// Answers only queries sent to `addresses` (`None`: to any address
     /// of the attached interfaces).
     pub fn set_destinations(&mut self, addresses: Option<&[IpAddr]>) -> Result<(), XdpError> {
-        let mut map: HashMap<&mut MapData, AddressKey, u8> = HashMap::try_from(
-            self.ebpf
-                .map_mut("ADDRESSES")
-                .ok_or(XdpError::MissingMap("ADDRESSES"))?,
-        )?;
+        let map = &mut self.addresses;
         let old: Vec<AddressKey> = map.keys().filter_map(Result::ok).collect();
         let new: Vec<AddressKey> = addresses
             .unwrap_or_default()
@@ -855,6 +1221,19 @@ fn split_key(key: &EntryKey, generation: u8) -> Split {
         fill(&mut k.name);
         Split::Long(k)
     }
+}
+
+/// The ids of the blocks in a block map.
+fn block_ids<V: aya::Pod>(map: &HashMap<MapData, u32, V>) -> Vec<u32> {
+    map.keys().filter_map(Result::ok).collect()
+}
+
+/// The kernel's index of `interface`, if it exists.
+fn interface_index(interface: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(interface).ok()?;
+    // SAFETY: a valid C string.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (index != 0).then_some(index)
 }
 
 /// Removes every element of `map` (best effort: it runs while the kernel

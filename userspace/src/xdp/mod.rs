@@ -1,13 +1,16 @@
 //! The XDP fast path, userspace side: the pure compiler from snapshots to
-//! answer-table entries, the loader that owns the BPF objects, and the two
-//! raw bpf(2) calls aya does not wrap.
+//! answer-table entries, the loader that owns the BPF objects, where they
+//! are pinned to outlive a restart, and the raw bpf(2) calls aya does not
+//! wrap.
 
 mod blocks;
 pub mod compile;
 pub mod loader;
+pub mod pins;
 pub mod subscriber;
 pub mod sys;
 
-pub use compile::{compile, compile_diffs, diff_tables, Table, TableDelta};
+pub use compile::{compile, compile_diffs, diff_tables, table_tag, Table, TableDelta};
 pub use loader::{attach_helper_program, AttachMode, Counters, FastPath, XdpError};
+pub use pins::PinDir;
 pub use subscriber::{KernelState, KernelTable, SelfCheck, WeakKernelTable};

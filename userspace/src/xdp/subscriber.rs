@@ -15,7 +15,7 @@ use hickory_proto::rr::LowerName;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use super::compile::{compile, compile_diffs};
+use super::compile::{compile, compile_diffs, table_tag};
 use super::loader::{Counters, FastPath, XdpError};
 use crate::wire::ServerEdns;
 use crate::zone::{FeedItem, Snapshot, Subscription, ZoneDiff, ZoneEvent};
@@ -80,12 +80,12 @@ fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
                 deletes = delta.delete.len(),
                 "XDP table updated in place"
             );
-            fp.apply(&delta)
+            fp.apply_tagged(&delta, table_tag(snapshot))
         }
         Update::Rebuild => {
             let (table, skipped) = compile(snapshot);
             let entries = table.len();
-            fp.install(table)?;
+            fp.install_tagged(table, table_tag(snapshot))?;
             if fp.entries_left_out() > 0 {
                 warn!(
                     left_out = fp.entries_left_out(),
@@ -185,11 +185,17 @@ impl KernelTable {
     }
 
     /// Starts the subscriber. `fp` holds the table compiled from
-    /// `feed`'s starting snapshot. The program is detached when the task
-    /// ends: when every handle is dropped, or the store is.
-    pub fn start(fp: FastPath, feed: Subscription) -> (KernelTable, tokio::task::JoinHandle<()>) {
+    /// `feed`'s starting snapshot `first` (when it was adopted as pinned,
+    /// the subscriber first compiles `first` to know its entries). The
+    /// program is detached when the task ends (when every handle is
+    /// dropped, or the store is), unless it is pinned.
+    pub fn start(
+        fp: FastPath,
+        first: Arc<Snapshot>,
+        feed: Subscription,
+    ) -> (KernelTable, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(16);
-        let task = tokio::spawn(run(fp, feed, rx));
+        let task = tokio::spawn(run(fp, first, feed, rx));
         (KernelTable { tx }, task)
     }
 
@@ -224,8 +230,51 @@ impl KernelTable {
     }
 }
 
-async fn run(fp: FastPath, mut feed: Subscription, mut requests: mpsc::Receiver<Request>) {
+/// Learns the entries of a kernel table adopted as pinned (compiled from
+/// `first`, the snapshot whose tag it carries), or rebuilds it if that
+/// fails.
+fn learn_adopted(fp: &mut FastPath, first: &Snapshot) {
+    let began = std::time::Instant::now();
+    let (table, _) = compile(first);
+    let entries = table.len();
+    if let Err(e) = fp.adopt_table(table.clone()) {
+        warn!("XDP: reading the adopted table back failed ({e}); rebuilding it");
+        if let Err(e) = fp.install_tagged(table, table_tag(first)) {
+            error!("XDP table rebuild failed ({e}); the kernel passes every query to the fallback until the next update succeeds");
+        }
+        return;
+    }
+    info!(
+        entries,
+        ms = began.elapsed().as_millis() as u64,
+        "XDP: the adopted table's entries are known; changes apply from here"
+    );
+}
+
+async fn run(
+    fp: FastPath,
+    first: Arc<Snapshot>,
+    mut feed: Subscription,
+    mut requests: mpsc::Receiver<Request>,
+) {
     let mut fp = Some(fp);
+    if fp.as_ref().is_some_and(FastPath::table_unknown) {
+        let mut owned = fp.take().expect("owned");
+        let learned = tokio::task::spawn_blocking(move || {
+            learn_adopted(&mut owned, &first);
+            owned
+        })
+        .await;
+        match learned {
+            Ok(owned) => fp = Some(owned),
+            Err(e) => {
+                error!("XDP: compiling the adopted table panicked ({e}); the fallback answers what the kernel does not");
+                return;
+            }
+        }
+    } else {
+        drop(first);
+    }
     let mut clock = tokio::time::interval(CLOCK_REFRESH);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -306,8 +355,12 @@ async fn run(fp: FastPath, mut feed: Subscription, mut requests: mpsc::Receiver<
         if let Ok(c) = fp.counters() {
             info!("xdp counters {c}");
         }
+        let pinned = fp.pin_dir().map(|p| p.display().to_string());
         drop(fp);
-        info!("XDP program detached");
+        match pinned {
+            Some(dir) => info!(pin_dir = %dir, "XDP program left attached and answering (pinned)"),
+            None => info!("XDP program detached"),
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The bpf(2) commands aya 0.14 does not wrap: BPF_PROG_TEST_RUN,
-//! BPF_MAP_UPDATE_BATCH, and an RCU grace period (an update to a
-//! map-in-map waits in the kernel for every running BPF program to
-//! finish: `maybe_wait_bpf_programs`).
+//! BPF_MAP_UPDATE_BATCH, an XDP link's interface (BPF_OBJ_GET_INFO_BY_FD),
+//! and an RCU grace period (an update to a map-in-map waits in the kernel
+//! for every running BPF program to finish: `maybe_wait_bpf_programs`);
+//! and whether a directory is on a bpf filesystem.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -9,6 +10,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_OBJ_GET: libc::c_long = 7;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
@@ -135,4 +138,46 @@ pub fn test_run(prog_fd: RawFd, frame: &[u8], repeat: u32) -> io::Result<TestRun
         frame: out,
         duration_ns,
     })
+}
+
+/// `BPF_LINK_TYPE_XDP` in `bpf_link_info.type`.
+const BPF_LINK_TYPE_XDP: u32 = 6;
+
+/// A pinned XDP link's program id and interface index; `None` when the
+/// pin is not an XDP link or its interface is gone (the kernel reports 0).
+pub fn pinned_xdp_link(path: &std::path::Path) -> io::Result<Option<(u32, u32)>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // struct { u64 pathname; u32 bpf_fd; u32 file_flags; }
+    let mut attr = [0u64; 16];
+    attr[0] = c.as_ptr() as u64;
+    let fd = bpf(BPF_OBJ_GET, &mut attr)?;
+    // SAFETY: BPF_OBJ_GET returned a new fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    // struct bpf_link_info { u32 type; u32 id; u32 prog_id; union {
+    //   ... struct { u32 ifindex; } xdp; ... } } (the union at offset 16)
+    let mut info = [0u32; 32];
+    // struct { u32 bpf_fd; u32 info_len; u64 info; }
+    let mut attr = [0u64; 16];
+    attr[0] = fd.as_raw_fd() as u32 as u64 | ((std::mem::size_of_val(&info) as u64) << 32);
+    attr[1] = info.as_mut_ptr() as u64;
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    Ok((info[0] == BPF_LINK_TYPE_XDP && info[4] != 0).then_some((info[2], info[4])))
+}
+
+/// `BPF_FS_MAGIC`, the `f_type` statfs(2) reports for a bpf filesystem.
+const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+
+/// Whether `dir` is on a bpf filesystem (where objects can be pinned).
+pub fn is_bpffs(dir: &std::path::Path) -> io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a valid C string and an out-pointer to a zeroed statfs.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_type as i64 == BPF_FS_MAGIC)
 }

@@ -49,6 +49,16 @@ pub enum ZoneEvent {
     Fresh(Name),
 }
 
+impl ZoneEvent {
+    /// The zone the event is about.
+    pub fn origin(&self) -> &Name {
+        match self {
+            ZoneEvent::Published(d) => &d.origin,
+            ZoneEvent::Expired(origin) | ZoneEvent::Fresh(origin) => origin,
+        }
+    }
+}
+
 /// What a subscriber is handed next.
 #[derive(Debug)]
 pub enum FeedItem {

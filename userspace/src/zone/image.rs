@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! "XDPDNSZI" version:u32 flags:u32 (none yet) body_len:u64
-//! body: origin(u8 len, wire) serial:u32 records:u64 seed:u64
+//! body: origin(u8 len, wire) serial:u32 records:u64 seed:u64 uid:u64
 //!       sources:u32 { path(u16 len, bytes) len:u64 mtime_s:i64 mtime_ns:u32 }
 //!       nodes:u64   { name(u8 len, wire) children:u32 rrsets:u16
 //!                     { type:u16 ttl:u32 packed(u32 len, bytes) } }
@@ -35,7 +35,7 @@ use super::{Node, PackedRdatas, RRset, Zone};
 const MAGIC: &[u8; 8] = b"XDPDNSZI";
 /// Bumped whenever the layout changes: an image of another version is
 /// rebuilt from its source, never misread.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const HEAD_LEN: usize = 24;
 
 /// The files a zone was loaded from, as they were when it was read.
@@ -119,6 +119,7 @@ pub fn encode(zone: &Zone, stamp: &SourceStamp) -> Vec<u8> {
     out.extend_from_slice(&zone.serial().unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&(zone.record_count() as u64).to_le_bytes());
     out.extend_from_slice(&zone.seed().to_le_bytes());
+    out.extend_from_slice(&zone.uid().to_le_bytes());
     out.extend_from_slice(&(stamp.files.len() as u32).to_le_bytes());
     for f in &stamp.files {
         let path = f.path.as_os_str().as_encoded_bytes();
@@ -191,6 +192,7 @@ fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
     let _serial = r.u32()?;
     let records = r.u64()? as usize;
     let seed = r.u64()?;
+    let uid = r.u64()?;
     let mut stamp = SourceStamp::default();
     for _ in 0..r.u32()? {
         let len = r.u16()? as usize;
@@ -229,7 +231,8 @@ fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
         })();
         let zone = builder.join().map_err(|_| "zone builder panicked")?;
         decoded?;
-        let zone = zone.ok_or("nodes do not make a zone")?;
+        let mut zone = zone.ok_or("nodes do not make a zone")?;
+        zone.set_uid(uid);
         Ok(Loaded { zone, stamp })
     })
 }
@@ -375,6 +378,7 @@ mod tests {
         assert_eq!(z.record_count(), zone.record_count());
         assert_eq!(z.node_count(), zone.node_count());
         assert_eq!(z.seed(), zone.seed());
+        assert_eq!(z.uid(), zone.uid(), "the same version of the contents");
         assert_eq!(
             (z.has_cuts(), z.has_dnames(), z.has_nsec(), z.has_nsec3()),
             (

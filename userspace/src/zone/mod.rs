@@ -241,6 +241,11 @@ pub struct Zone {
     nodes: FastMap<LowerName, Node>,
     /// The seed of `nodes`' hasher.
     seed: u64,
+    /// Names this version of the zone's contents: new for every zone
+    /// built and for every change committed (`ZoneStore::commit`), kept
+    /// by its image. Equal ids mean equal contents (the kernel table
+    /// pinned across a restart is adopted on that: `compile::table_tag`).
+    uid: u64,
     record_count: usize,
     /// Non-apex names with NS records. Without any, lookups skip the
     /// label-by-label walk that looks for a cut above the name.
@@ -279,6 +284,7 @@ impl Zone {
             origin_key,
             nodes,
             seed,
+            uid: random_seed(),
             record_count: 0,
             cut_count: 0,
             dname_count: 0,
@@ -346,6 +352,21 @@ impl Zone {
     /// The seed of the zone's map (kept in its image).
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    /// The id of this version of the zone's contents (see the field).
+    pub fn uid(&self) -> u64 {
+        self.uid
+    }
+
+    /// Takes the id an image recorded.
+    pub(crate) fn set_uid(&mut self, uid: u64) {
+        self.uid = uid;
+    }
+
+    /// A new id: the contents changed.
+    pub(crate) fn renew_uid(&mut self) {
+        self.uid = random_seed();
     }
 
     pub fn source(&self) -> Option<&image::SourceStamp> {

@@ -100,7 +100,21 @@ impl ZoneStore {
     /// the commit to the feed. Sending never blocks; subscribers do their
     /// work on their own tasks.
     fn commit(&self, _w: &Writer, mut next: Snapshot, events: Vec<ZoneEvent>) {
-        next.version = self.current.load().version + 1;
+        let old = self.current.load();
+        next.version = old.version + 1;
+        // A changed zone built from the one it replaces (a clone changed
+        // in place) is a new version of the contents; one that arrives
+        // with an id of its own (parsed, transferred, read from its
+        // image) keeps it.
+        for event in &events {
+            let key = LowerName::new(event.origin());
+            if let (Some(before), Some(after)) = (old.zones.get(&key), next.zones.get_mut(&key)) {
+                if before.uid() == after.uid() {
+                    Arc::make_mut(after).renew_uid();
+                }
+            }
+        }
+        drop(old);
         let snapshot = Arc::new(next);
         self.current.store(snapshot.clone());
         let commit = Commit {
