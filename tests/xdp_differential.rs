@@ -18,7 +18,7 @@ use xdpdns::cookies::CookieSecrets;
 use xdpdns::handler::{Handler, Transport};
 use xdpdns::wire::ServerEdns;
 use xdpdns::xdp::sys::test_run;
-use xdpdns::xdp::{compile, FastPath};
+use xdpdns::xdp::{compile, compile_diffs, table_tag, FastPath, PinDir, XdpError};
 use xdpdns::zone::{load_zone_str, Snapshot, ZoneStore};
 use xdpdns_common::cookie::{self as cookie, ClientIp};
 
@@ -1139,6 +1139,102 @@ fn large_sections_are_stored_once_and_freed_with_their_last_entry() {
         test_run(r.fast.program_fd(), &f, 1).unwrap().action,
         XDP_PASS
     );
+}
+
+/// Every A/AAAA question for the snapshot's names, with and without
+/// EDNS: what the kernel answers is byte-identical to the fallback, and
+/// every direct hit is answered. Returns the kernel's answers.
+fn assert_kernel_answers_like_the_fallback(r: &Rig) -> usize {
+    let snap = r.store.snapshot();
+    let mut names: Vec<Name> = snap
+        .zones()
+        .flat_map(|z| z.nodes().map(|(k, _)| Name::from(k)).collect::<Vec<_>>())
+        .collect();
+    names.push(Name::from_ascii("gone.example.com.").unwrap());
+    let mut tx = 0;
+    for (i, name) in names.iter().enumerate() {
+        for qtype in [RecordType::A, RecordType::AAAA] {
+            for payload in [None, Some(1232)] {
+                let dns = query(name, qtype, payload.map(edns), i as u16);
+                let expected = r.expected(&snap, &dns, Family::V4);
+                let f = frame(Family::V4, 0, &dns, Quirks::default());
+                let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+                match out.action {
+                    XDP_TX => {
+                        tx += 1;
+                        let got = check_reply(Family::V4, 0, &f, &out.frame);
+                        assert_eq!(got, expected, "{name} {qtype} {payload:?}");
+                    }
+                    _ => assert!(
+                        !is_direct_hit(&snap, &expected, name, qtype),
+                        "{name} {qtype} {payload:?}: a hit the kernel passed"
+                    ),
+                }
+            }
+        }
+    }
+    tx
+}
+
+/// A table pinned by one controller is adopted by the next without a
+/// write: it answers byte-identically to the fallback, its blocks keep
+/// their ids, and changes made after the adoption (a shared block losing
+/// a user, one freed, a new one) keep it so. A controller with another
+/// capacity does not adopt it.
+#[test]
+fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
+    let bpffs = crate::support::Bpffs::mount();
+    let pins = PinDir::open(&bpffs.0 .0.join("xdpdns")).unwrap();
+    let base = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n";
+    let shared: String = (1..=5).map(|i| format!("a A 10.0.4.{i}\nb A 10.0.4.{i}\n")).collect();
+    let own: String = (1..=4).map(|i| format!("c A 10.0.6.{i}\nc AAAA 2001:db8::6:{i}\n")).collect();
+    let mut r = rig(&format!("{base}{shared}{own}"));
+    let snap = r.store.snapshot();
+    let mut first = FastPath::load_pinned(1024, 53, &r.handler.edns, pins.clone()).unwrap();
+    first.install_tagged(compile(&snap).0, table_tag(&snap)).unwrap();
+    let blocks = first.blocks_in_use();
+    assert_eq!(blocks, 3, "a+b share one; c has an A and an AAAA block");
+    drop(first);
+
+    let refused = FastPath::adopt(2048, 53, &r.handler.edns, pins.clone());
+    assert!(matches!(refused, Err(XdpError::NotAdoptable(_))), "capacity changed");
+    let mut fast = FastPath::adopt(1024, 53, &r.handler.edns, pins.clone()).unwrap();
+    assert!(fast.table_unknown() && fast.healthy());
+    assert_eq!(fast.pinned_table_tag(), table_tag(&snap));
+    fast.adopt_table(compile(&snap).0).unwrap();
+    assert_eq!(fast.blocks_in_use(), blocks);
+    r.fast = fast;
+    r.pin_clock(NOW);
+    assert_eq!(
+        assert_kernel_answers_like_the_fallback(&r),
+        2 * 5,
+        "A of ns1, a, b, c and AAAA of c, each with and without EDNS"
+    );
+
+    // a goes (b keeps the shared block), c's AAAA set goes (its block is
+    // freed), d brings a new block.
+    let newer: String = (1..=3).map(|i| format!("d A 10.0.7.{i}\n")).collect();
+    let text = format!(
+        "{}{}{}{newer}",
+        base.replace(" 1 3600", " 2 3600"),
+        shared.lines().filter(|l| l.starts_with('b')).map(|l| format!("{l}\n")).collect::<String>(),
+        own.lines().filter(|l| l.contains(" A ")).map(|l| format!("{l}\n")).collect::<String>(),
+    );
+    let origin = Name::from_ascii("example.com.").unwrap();
+    let zone = load_zone_str(&text, &origin, Path::new("other.zone")).unwrap();
+    let diffs = r.store.replace_zones(vec![zone], &[], 0);
+    let snap = r.store.snapshot();
+    let delta = compile_diffs(&snap, &diffs, r.fast.installed());
+    r.fast.apply_tagged(&delta, table_tag(&snap)).unwrap();
+    assert_eq!(r.fast.blocks_in_use(), 3, "b's, c's A, d's");
+    assert_eq!(r.fast.pinned_table_tag(), table_tag(&snap));
+    assert_eq!(
+        assert_kernel_answers_like_the_fallback(&r),
+        2 * 4,
+        "A of ns1, b, c, d"
+    );
+    drop(r);
+    pins.clear().unwrap();
 }
 
 #[test]

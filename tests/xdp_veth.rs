@@ -459,30 +459,6 @@ fn attach_pass(link: &Link) -> KillOnDrop {
     KillOnDrop(Some(child))
 }
 
-/// A bpf filesystem mounted on a temporary directory; unmounted on drop,
-/// which unpins (detaches and frees) whatever is still pinned in it.
-struct Bpffs(TempDir);
-
-impl Bpffs {
-    fn mount() -> Bpffs {
-        let dir = TempDir::new("bpffs");
-        let ok = Command::new("mount")
-            .args(["-t", "bpf", "bpf"])
-            .arg(&dir.0)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mount -t bpf");
-        Bpffs(dir)
-    }
-}
-
-impl Drop for Bpffs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0 .0).status();
-    }
-}
-
 /// With `[xdp] pin_dir` the kernel keeps answering while the server is
 /// down (`kill -9`, and after a clean stop), a restarted server adopts
 /// the pinned table instead of loading the program and table again, and

@@ -203,6 +203,30 @@ impl Server {
     }
 }
 
+/// A bpf filesystem mounted on a temporary directory; unmounted on drop,
+/// which unpins (detaches and frees) whatever is still pinned in it.
+pub struct Bpffs(pub TempDir);
+
+impl Bpffs {
+    pub fn mount() -> Bpffs {
+        let dir = TempDir::new("bpffs");
+        let ok = Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(&dir.0)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount -t bpf");
+        Bpffs(dir)
+    }
+}
+
+impl Drop for Bpffs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0 .0).status();
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
