@@ -429,29 +429,53 @@ fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
         && ip(&format!("-n {ns} link set dev xs0 up"))
         && ip(&format!("-n {ns} link set dev xs1 up"))
         && ip(&format!("-n {ns} link set dev lo up"));
+    // The pins live on a bpf filesystem mounted for the run (the server's
+    // `ip netns exec` sees the mount) and go with it.
+    let bpffs = dir.join("bpffs");
+    let _ = std::fs::create_dir_all(&bpffs);
+    let mounted = Command::new("mount")
+        .args(["-t", "bpf", "bpf"])
+        .arg(&bpffs)
+        .status()
+        .is_ok_and(|s| s.success());
+    let pins = bpffs.join("xdpdns");
     let mut rows = Vec::new();
-    if made {
+    if made && mounted {
         let data = dir.join("xdp-data");
-        let cfg = dir.join("xdp.toml");
         let ready = dir.join("xdp.ready");
-        std::fs::write(
-            &cfg,
-            format!(
-                "[server]\nlisten = [\"10.99.0.1:53\"]\n[log]\nlevel = \"warn\"\n[control]\nsocket = \"{}\"\n\
-                 [xdp]\ninterfaces = [\"xs0\"]\nmode = \"generic\"\ncapacity = 1048576\n\
-                 [[zone]]\norigin = \"{ORIGIN}\"\nfile = \"{}\"\n[transfer]\ndata_dir = \"{}\"\n",
-                dir.join("xdp.sock").display(),
-                zone.display(),
-                data.display()
-            ),
-        )
-        .unwrap();
+        let config = |pinned: bool| {
+            let cfg = dir.join(format!("xdp-{pinned}.toml"));
+            let pin = match pinned {
+                true => format!("pin_dir = \"{}\"\n", pins.display()),
+                false => String::new(),
+            };
+            std::fs::write(
+                &cfg,
+                format!(
+                    "[server]\nlisten = [\"10.99.0.1:53\"]\n[log]\nlevel = \"warn\"\n[control]\nsocket = \"{}\"\n\
+                     [xdp]\ninterfaces = [\"xs0\"]\nmode = \"generic\"\ncapacity = 1048576\n{pin}\
+                     [[zone]]\norigin = \"{ORIGIN}\"\nfile = \"{}\"\n[transfer]\ndata_dir = \"{}\"\n",
+                    dir.join("xdp.sock").display(),
+                    zone.display(),
+                    data.display()
+                ),
+            )
+            .unwrap();
+            cfg
+        };
         let bin = std::env::var("XDPDNS_BIN").unwrap_or_else(|_| process::BIN.to_string());
-        let case = |what: &str, clear: bool| {
+        let clear_pins = || {
+            for e in std::fs::read_dir(&pins).into_iter().flatten().flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        };
+        let case = |what: &str, clear: bool, pinned: bool| {
+            let cfg = config(pinned);
             let mut times = Vec::new();
             for _ in 0..runs {
                 if clear {
                     let _ = std::fs::remove_dir_all(&data);
+                    clear_pins();
                 }
                 let _ = std::fs::remove_file(&ready);
                 let began = Instant::now();
@@ -491,13 +515,25 @@ fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
         rows.push(case(
             "xdpdns + XDP, file zone, cold: start -> ready (kernel table installed)",
             true,
+            true,
         ));
         rows.push(case(
-            "xdpdns + XDP, file zone, warm: start -> ready (kernel table installed)",
+            "xdpdns + XDP, file zone, warm, pinned table adopted: start -> ready",
+            false,
+            true,
+        ));
+        clear_pins();
+        rows.push(case(
+            "xdpdns + XDP, file zone, warm, not pinned: start -> ready (kernel table installed)",
+            false,
             false,
         ));
     } else {
-        println!("startup: cannot create a network namespace; XDP rows skipped");
+        println!("startup: cannot create a network namespace or mount a bpf filesystem; XDP rows skipped");
+    }
+    if mounted {
+        // Unmounting unpins everything: the program is detached, the maps freed.
+        let _ = Command::new("umount").arg(&bpffs).status();
     }
     let _ = ip(&format!("netns del {ns}"));
     rows
