@@ -1186,18 +1186,27 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
     let bpffs = crate::support::Bpffs::mount();
     let pins = PinDir::open(&bpffs.0 .0.join("xdpdns")).unwrap();
     let base = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n";
-    let shared: String = (1..=5).map(|i| format!("a A 10.0.4.{i}\nb A 10.0.4.{i}\n")).collect();
-    let own: String = (1..=4).map(|i| format!("c A 10.0.6.{i}\nc AAAA 2001:db8::6:{i}\n")).collect();
+    let shared: String = (1..=5)
+        .map(|i| format!("a A 10.0.4.{i}\nb A 10.0.4.{i}\n"))
+        .collect();
+    let own: String = (1..=4)
+        .map(|i| format!("c A 10.0.6.{i}\nc AAAA 2001:db8::6:{i}\n"))
+        .collect();
     let mut r = rig(&format!("{base}{shared}{own}"));
     let snap = r.store.snapshot();
     let mut first = FastPath::load_pinned(1024, 53, &r.handler.edns, pins.clone()).unwrap();
-    first.install_tagged(compile(&snap).0, table_tag(&snap)).unwrap();
+    first
+        .install_tagged(compile(&snap).0, table_tag(&snap))
+        .unwrap();
     let blocks = first.blocks_in_use();
     assert_eq!(blocks, 3, "a+b share one; c has an A and an AAAA block");
     drop(first);
 
     let refused = FastPath::adopt(2048, 53, &r.handler.edns, pins.clone());
-    assert!(matches!(refused, Err(XdpError::NotAdoptable(_))), "capacity changed");
+    assert!(
+        matches!(refused, Err(XdpError::NotAdoptable(_))),
+        "capacity changed"
+    );
     let mut fast = FastPath::adopt(1024, 53, &r.handler.edns, pins.clone()).unwrap();
     assert!(fast.table_unknown() && fast.healthy());
     assert_eq!(fast.pinned_table_tag(), table_tag(&snap));
@@ -1217,8 +1226,15 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
     let text = format!(
         "{}{}{}{newer}",
         base.replace(" 1 3600", " 2 3600"),
-        shared.lines().filter(|l| l.starts_with('b')).map(|l| format!("{l}\n")).collect::<String>(),
-        own.lines().filter(|l| l.contains(" A ")).map(|l| format!("{l}\n")).collect::<String>(),
+        shared
+            .lines()
+            .filter(|l| l.starts_with('b'))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+        own.lines()
+            .filter(|l| l.contains(" A "))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
     );
     let origin = Name::from_ascii("example.com.").unwrap();
     let zone = load_zone_str(&text, &origin, Path::new("other.zone")).unwrap();

@@ -467,7 +467,7 @@ fn attach_pass(link: &Link) -> KillOnDrop {
 /// detaches the program.
 #[test]
 fn a_pinned_table_answers_through_restarts_and_is_adopted() {
-    let link = Link::new("p");
+    let link = Link::new("k");
     let bpffs = Bpffs::mount();
     let pins = bpffs.0 .0.join("xdpdns");
     let dir = TempDir::new("pinned");
@@ -491,7 +491,11 @@ fn a_pinned_table_answers_through_restarts_and_is_adopted() {
     let attached = || link.server_link().contains("xdpgeneric");
 
     let mut srv = start(dir);
-    assert!(srv.log().contains("nothing pinned; loading the program"), "{}", srv.log());
+    assert!(
+        srv.log().contains("nothing pinned; loading the program"),
+        "{}",
+        srv.log()
+    );
     assert_eq!(a_of("www.example.com"), "192.0.2.80");
     assert!(eventually(Duration::from_secs(10), || image.exists()));
 
@@ -501,7 +505,10 @@ fn a_pinned_table_answers_through_restarts_and_is_adopted() {
     let _ = srv.child.wait();
     assert!(attached(), "{}", link.server_link());
     let out = link.dig(&["www.example.com", "A"]);
-    assert!(out.contains("flags: qr aa") && out.contains("192.0.2.80"), "{out}");
+    assert!(
+        out.contains("flags: qr aa") && out.contains("192.0.2.80"),
+        "{out}"
+    );
     assert!(!link.dig(&["nope.example.com", "A"]).contains("status:"));
 
     // Restarted: the table is adopted as it is.
@@ -514,7 +521,9 @@ fn a_pinned_table_answers_through_restarts_and_is_adopted() {
     assert!(srv.wait_log("adopted table's entries are known", Duration::from_secs(10)));
     let c0 = counters(&srv);
     assert_eq!(a_of("www.example.com"), "192.0.2.80");
-    assert!(link.dig(&["nope.example.com", "A"]).contains("status: NXDOMAIN"));
+    assert!(link
+        .dig(&["nope.example.com", "A"])
+        .contains("status: NXDOMAIN"));
 
     // A change after the adoption: an address moves, a name comes, the
     // AAAA goes; each as the kernel answers it.
@@ -526,20 +535,31 @@ fn a_pinned_table_answers_through_restarts_and_is_adopted() {
             .replace("www AAAA 2001:db8::80\n", "new A 192.0.2.9\n"),
     );
     srv.signal("HUP");
-    assert!(srv.wait_log("reload done", Duration::from_secs(10)), "{}", srv.log());
+    assert!(
+        srv.wait_log("reload done", Duration::from_secs(10)),
+        "{}",
+        srv.log()
+    );
     assert_eq!(a_of("www.example.com"), "192.0.2.81");
     assert_eq!(a_of("new.example.com"), "192.0.2.9");
     let out = link.dig(&["www.example.com", "AAAA"]);
     assert!(out.contains("ANSWER: 0"), "{out}");
     let c1 = counters(&srv);
     assert_eq!(c1["answered_a"] - c0["answered_a"], 3, "{c1:?}");
-    assert_eq!(c1["answered_aaaa"], c0["answered_aaaa"], "the AAAA is gone from the kernel");
+    assert_eq!(
+        c1["answered_aaaa"], c0["answered_aaaa"],
+        "the AAAA is gone from the kernel"
+    );
 
     // A clean stop leaves the program answering too.
     let mut srv = srv;
     srv.signal("TERM");
     assert!(srv.child.wait().unwrap().success());
-    assert!(srv.log().contains("left attached and answering"), "{}", srv.log());
+    assert!(
+        srv.log().contains("left attached and answering"),
+        "{}",
+        srv.log()
+    );
     assert_eq!(a_of("www.example.com"), "192.0.2.81");
 
     // Edited while the server was down: served from the image (adopted
@@ -553,10 +573,20 @@ fn a_pinned_table_answers_through_restarts_and_is_adopted() {
     let dir = std::mem::replace(&mut srv.dir, TempDir(std::path::PathBuf::new()));
     drop(srv);
     let srv = start(dir);
-    assert!(srv.log().contains("XDP table adopted as pinned"), "{}", srv.log());
-    assert!(eventually(Duration::from_secs(10), || a_of("www.example.com") == "192.0.2.82"));
+    assert!(
+        srv.log().contains("XDP table adopted as pinned"),
+        "{}",
+        srv.log()
+    );
+    assert!(eventually(Duration::from_secs(10), || a_of(
+        "www.example.com"
+    ) == "192.0.2.82"));
     let c2 = counters(&srv);
-    assert_eq!(a_of("new.example.com"), "", "deleted from the kernel as well");
+    assert_eq!(
+        a_of("new.example.com"),
+        "",
+        "deleted from the kernel as well"
+    );
     assert_eq!(a_of("www.example.com"), "192.0.2.82");
     let c3 = counters(&srv);
     assert_eq!(c3["answered_a"] - c2["answered_a"], 1, "{c3:?}");
@@ -566,7 +596,11 @@ fn a_pinned_table_answers_through_restarts_and_is_adopted() {
     for e in std::fs::read_dir(&pins).unwrap() {
         std::fs::remove_file(e.unwrap().path()).unwrap();
     }
-    assert!(eventually(Duration::from_secs(5), || !attached()), "{}", link.server_link());
+    assert!(
+        eventually(Duration::from_secs(5), || !attached()),
+        "{}",
+        link.server_link()
+    );
 }
 
 #[test]

@@ -178,6 +178,35 @@ impl Answer {
         }
     }
 
+    /// The entry's fixed fields (section length and flags, checksum,
+    /// block id or zone, record count) and the first four bytes of
+    /// `data` (the zone of a block answer): with the section, all a copy
+    /// outside the kernel needs to rebuild the entry ([`Answer::from_head`]).
+    pub fn head(&self) -> [u8; 12] {
+        let mut h = [0; 12];
+        h[..2].copy_from_slice(&self.len_flags.to_le_bytes());
+        h[2..4].copy_from_slice(&self.csum.to_le_bytes());
+        h[4..8].copy_from_slice(&self.block_count.to_le_bytes());
+        h[8..].copy_from_slice(&self.data[..4]);
+        h
+    }
+
+    /// The entry [`Answer::head`] came from, given its `section` (copied
+    /// into `data` when it is inline).
+    pub fn from_head(h: [u8; 12], section: &[u8]) -> Self {
+        let mut a = Answer {
+            len_flags: u16::from_le_bytes([h[0], h[1]]),
+            csum: u16::from_le_bytes([h[2], h[3]]),
+            block_count: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
+            data: [0; INLINE_MAX],
+        };
+        a.data[..4].copy_from_slice(&h[8..]);
+        if section.len() <= INLINE_MAX {
+            a.data[..section.len()].copy_from_slice(section);
+        }
+        a
+    }
+
     /// Sets [`Answer::zone`]; after the section length, before a block id.
     pub fn set_zone(&mut self, id: u32) {
         if self.section_len() as usize <= INLINE_MAX {

@@ -12,11 +12,11 @@ use xdpdns_common::{
     MAX_NAME_WIRE_LEN, NSID_MAX,
 };
 
+use super::table::HotEntry;
 use super::{negative, HotTable};
 use crate::handler::Transport;
 use crate::metrics::zones;
 use crate::wire::ServerEdns;
-use crate::xdp::compile::Compiled;
 use crate::zone::Snapshot;
 
 /// The OPT record without options.
@@ -88,13 +88,13 @@ pub fn answer(
     let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
     if let Some(slot) = address_slot(q.qtype) {
         let version = snapshot.version();
-        let build = |entry: &Compiled| {
+        let build = |entry: &HotEntry<'_>| {
             let head = Head {
                 rcode: 0,
                 ancount: entry.head.ancount(),
                 nscount: 0,
             };
-            let section = entry.section();
+            let section = entry.section;
             reply
                 .write(head, section.len(), |out| out.extend_from_slice(section))
                 .map(|bytes| (bytes, entry.head.zone()))

@@ -249,9 +249,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let port = bound_addrs.first().map_or(0, |a| a.port());
     // The hot answer table follows the store on the control runtime; the
     // UDP workers use it once it has caught up.
-    crate::metrics::zones::assign_in_order(
-        router.store.snapshot().zones().map(|z| z.origin_key()),
-    );
+    crate::metrics::zones::assign_in_order(router.store.snapshot().zones().map(|z| z.origin_key()));
     let _hot = {
         let _in_control = control.enter();
         crate::hot::start(router.hot.clone(), &router.store)
@@ -897,13 +895,16 @@ fn start_fast_path(
     let (snapshot, feed) = router.store.subscribe();
     let attempt = || -> Result<FastPath, XdpError> {
         let edns = &router.handler.load().edns;
-        let pins = x.pin_dir.as_deref().and_then(|dir| match PinDir::open(dir) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                warn!("{e}; the XDP program is not pinned and stops with the server");
-                None
-            }
-        });
+        let pins = x
+            .pin_dir
+            .as_deref()
+            .and_then(|dir| match PinDir::open(dir) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    warn!("{e}; the XDP program is not pinned and stops with the server");
+                    None
+                }
+            });
         let mut fp = match pins {
             None => FastPath::load(x.capacity, port, edns)?,
             Some(p) => match FastPath::adopt(x.capacity, port, edns, p.clone()) {

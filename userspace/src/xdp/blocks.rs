@@ -64,7 +64,10 @@ impl BlockIds {
             self.by_content.values().map(|(id, _)| *id).collect();
         self.next = in_kernel.iter().copied().fold(self.next, u32::max);
         self.free = (1..=self.next).filter(|id| !used.contains(id)).collect();
-        in_kernel.into_iter().filter(|id| !used.contains(id)).collect()
+        in_kernel
+            .into_iter()
+            .filter(|id| !used.contains(id))
+            .collect()
     }
 
     pub(super) fn id(&self, content: &[u8]) -> Option<u32> {

@@ -115,9 +115,7 @@ pub fn table_tag(snapshot: &Snapshot) -> u64 {
         crate::metrics::zones::id(zone.origin_key()).hash(&mut h);
         sum.wrapping_add(h.finish())
     });
-    let mut h = state.build_hasher();
-    (sum, snapshot.zone_count()).hash(&mut h);
-    h.finish().max(1)
+    state.hash_one((sum, snapshot.zone_count())).max(1)
 }
 
 /// Names per compile thread below which one thread does it all.

@@ -9,8 +9,8 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use aya::maps::{Array, HashMap, IterableMap, Map, MapData, PerCpuArray};
 use aya::programs::links::FdLink;
 use aya::programs::{Xdp, XdpMode};
-use aya_obj::programs::XdpAttachType;
 use aya::{Ebpf, EbpfLoader};
+use aya_obj::programs::XdpAttachType;
 use xdpdns_common::{
     counter, edns_option, key_lead, key_tail, nsid_mode, AddressKey, Answer, AnswerBlock,
     BenchFrame, LongKey, PassReason, ShortKey, SmallBlock, TinyKey, XdpConfig, BENCH_FRAME_MAX,
@@ -129,7 +129,7 @@ impl std::fmt::Display for Counters {
 /// (the maps it was loaded with come from their pins too).
 enum Object {
     Loaded(Ebpf),
-    Pinned(Xdp),
+    Pinned(Box<Xdp>),
 }
 
 /// The maps whose size follows `[xdp] capacity`, with their sizes.
@@ -405,7 +405,13 @@ impl FastPath {
             }
         }
         let program = Xdp::from_pin(pins.program(), XdpAttachType::Interface)?;
-        let mut fp = Self::with_maps(Object::Pinned(program), Some(pins), maps, saved, port)?;
+        let mut fp = Self::with_maps(
+            Object::Pinned(Box::new(program)),
+            Some(pins),
+            maps,
+            saved,
+            port,
+        )?;
         // A change cut short (tag 0) left the generations unequal: the
         // next install rebuilds them while the kernel passes everything.
         fp.healthy = saved.table_tag != 0 && saved.port != 0;
@@ -464,8 +470,15 @@ impl FastPath {
             table.remove(&key);
         }
         for (small, orphans) in [
-            (false, self.blocks.finish_adoption(block_ids(&self.block_map))),
-            (true, self.small_blocks.finish_adoption(block_ids(&self.small_block_map))),
+            (
+                false,
+                self.blocks.finish_adoption(block_ids(&self.block_map)),
+            ),
+            (
+                true,
+                self.small_blocks
+                    .finish_adoption(block_ids(&self.small_block_map)),
+            ),
         ] {
             for id in orphans {
                 let _ = match small {
@@ -576,8 +589,7 @@ impl FastPath {
                     if let Some(pins) = self.pins.clone() {
                         let path = pins.link(interface, name);
                         let link = self.program().take_link(id)?;
-                        let link = FdLink::try_from(link)
-                            .map_err(|e| XdpError::Link(aya::programs::links::LinkError::from(e)))?;
+                        let link = FdLink::try_from(link)?;
                         link.pin(&path)
                             .map_err(|source| XdpError::Pin { path, source })?;
                     }
@@ -696,7 +708,10 @@ impl FastPath {
     /// [`apply`](Self::apply), then records `tag` (see
     /// [`install_tagged`](Self::install_tagged)).
     pub fn apply_tagged(&mut self, delta: &TableDelta, tag: u64) -> Result<(), XdpError> {
-        assert!(!self.table_unknown, "a delta against an adopted table not confirmed");
+        assert!(
+            !self.table_unknown,
+            "a delta against an adopted table not confirmed"
+        );
         if delta.is_empty() {
             return self.set_table_tag(tag);
         }
