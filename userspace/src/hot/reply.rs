@@ -91,18 +91,18 @@ pub fn answer(
         let build = |entry: &HotEntry<'_>| {
             let head = Head {
                 rcode: 0,
-                ancount: entry.head.ancount(),
+                ancount: entry.ancount(),
                 nscount: 0,
             };
             let section = entry.section;
             reply
                 .write(head, section.len(), |out| out.extend_from_slice(section))
-                .map(|bytes| (bytes, entry.head.zone()))
+                .map(|bytes| (bytes, entry.zone()))
         };
         // Under DO=1 a signed zone's entry answers from its signed
         // variant (the full handler answers when there is none).
         let plain = table.read(version, name, slot, |entry| {
-            let signed = entry.head.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
+            let signed = entry.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
             (!signed).then(|| build(entry))
         });
         match plain {

@@ -47,11 +47,31 @@ struct Shard {
     garbage: usize,
 }
 
-/// An entry as the hot path reads it: the kernel entry (without its
-/// inline bytes) and the section.
+/// An entry as the hot path reads it: the kernel entry's head
+/// ([`Answer::head`]) and the section.
 pub struct HotEntry<'a> {
-    pub head: Answer,
+    head: [u8; HEAD],
     pub section: &'a [u8],
+}
+
+impl HotEntry<'_> {
+    /// The kernel entry's fields, read without building it (the zone of an
+    /// inline answer is where a block answer keeps its block id).
+    pub fn ancount(&self) -> u16 {
+        u16::from(self.head[7])
+    }
+
+    pub fn flags(&self) -> u16 {
+        self.head[1] as u16 >> 4
+    }
+
+    pub fn zone(&self) -> u32 {
+        let word = match self.section.len() <= INLINE_MAX {
+            true => [self.head[4], self.head[5], self.head[6], 0],
+            false => [self.head[8], self.head[9], self.head[10], self.head[11]],
+        };
+        u32::from_le_bytes(word)
+    }
 }
 
 impl Shard {
@@ -74,10 +94,11 @@ impl Shard {
     }
 
     fn find(&self, hash: u64, name: &[u8], qtype: u8) -> Option<u32> {
+        let arena = &self.arena[..];
         self.index
             .find(hash, |&at| {
-                let (n, q, _, _) = self.entry_at(at);
-                q == qtype && n == name
+                let a = &arena[at as usize..];
+                a[0] as usize == name.len() && a[1] == qtype && &a[LEAD..LEAD + name.len()] == name
             })
             .copied()
     }
@@ -202,10 +223,7 @@ impl HotTable {
         let shard = self.shard(hash).read().unwrap_or_else(|p| p.into_inner());
         let at = shard.find(hash, name, qtype)?;
         let (_, _, head, section) = shard.entry_at(at);
-        let out = f(&HotEntry {
-            head: Answer::from_head(head, &[]),
-            section,
-        });
+        let out = f(&HotEntry { head, section });
         drop(shard);
         // The entry was read under the shard's lock: if the writer had
         // begun changing the table by then, the version below shows it.
@@ -483,12 +501,7 @@ mod tests {
         for (k, c) in &model {
             assert_eq!(t.entry(k).as_ref(), Some(c), "{k:?}");
             let read = t.read(39, &k.name, k.qtype, |e| {
-                (
-                    e.section.to_vec(),
-                    e.head.zone(),
-                    e.head.ancount(),
-                    e.head.flags(),
-                )
+                (e.section.to_vec(), e.zone(), e.ancount(), e.flags())
             });
             assert_eq!(
                 read,
