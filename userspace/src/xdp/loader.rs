@@ -19,7 +19,8 @@ use xdpdns_common::{
 };
 
 use super::blocks::BlockIds;
-use super::compile::{diff_tables, ones_complement_sum, Compiled, EntryKey, Table, TableDelta};
+use super::compile::{ones_complement_sum, Compiled, EntryKey, Table, TableDelta};
+use super::packed::PackedTable;
 use super::pins::PinDir;
 use super::sys::GracePeriod;
 use crate::wire::ServerEdns;
@@ -259,7 +260,8 @@ pub struct FastPath {
     /// The port answered while healthy (`current.port` is 0 when not).
     port: u16,
     healthy: bool,
-    installed: Table,
+    /// What both generations hold, packed (`xdp::packed`).
+    installed: PackedTable,
     /// Adopted with a whole table whose contents `installed` does not
     /// hold yet (see [`FastPath::adopt_table`]).
     table_unknown: bool,
@@ -370,7 +372,7 @@ impl FastPath {
             current,
             port,
             healthy: true,
-            installed: Table::default(),
+            installed: PackedTable::default(),
             table_unknown: false,
             attached: Vec::new(),
         })
@@ -487,7 +489,7 @@ impl FastPath {
                 };
             }
         }
-        self.installed = table;
+        self.installed = PackedTable::from_table(&table);
         self.table_unknown = false;
         Ok(())
     }
@@ -657,7 +659,7 @@ impl FastPath {
         &self.attached
     }
 
-    pub fn installed(&self) -> &Table {
+    pub fn installed(&self) -> &PackedTable {
         &self.installed
     }
 
@@ -689,7 +691,7 @@ impl FastPath {
         if !self.healthy || self.table_unknown {
             return self.rebuild(table, tag);
         }
-        let delta = diff_tables(&self.installed, &table);
+        let delta = self.installed.diff(&table);
         self.apply_tagged(&delta, tag)
     }
 
@@ -716,7 +718,7 @@ impl FastPath {
             return self.set_table_tag(tag);
         }
         if !self.healthy {
-            let mut table = self.installed.clone();
+            let mut table = self.installed.to_table();
             delta.apply_to(&mut table);
             return self.rebuild(table, tag);
         }
@@ -728,10 +730,10 @@ impl FastPath {
             .iter()
             .map(|(k, _)| k)
             .chain(&delta.delete)
-            .any(|k| self.installed.get(k).is_some_and(|c| c.block.is_some()));
+            .any(|k| self.installed.has_block(k));
         match self.try_apply(delta) {
             Ok(left_out) => {
-                delta.apply_to(&mut self.installed);
+                self.installed.apply(delta);
                 self.forget(&left_out);
                 if frees {
                     self.retry(delta, &left_out)?;
@@ -770,7 +772,7 @@ impl FastPath {
         };
         match self.try_apply(&again) {
             Ok(still_out) => {
-                again.apply_to(&mut self.installed);
+                self.installed.apply(&again);
                 self.forget(&still_out);
                 Ok(())
             }
@@ -800,13 +802,13 @@ impl FastPath {
         let mut released = Vec::new();
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
         for key in replaced {
-            if let Some(section) = self.installed.get(key).and_then(|c| c.block.as_ref()) {
-                let small = is_small(section);
+            if let Some(section) = self.installed.block_of(key) {
+                let small = is_small(&section);
                 let ids = match small {
                     true => &mut self.small_blocks,
                     false => &mut self.blocks,
                 };
-                released.extend(ids.release(section).map(|id| (small, id)));
+                released.extend(ids.release(&section).map(|id| (small, id)));
             }
         }
         let live = self.current.generation as u8;
@@ -999,7 +1001,7 @@ impl FastPath {
         self.blocks.clear();
         clear(&mut self.small_block_map);
         self.small_blocks.clear();
-        self.installed.clear();
+        self.installed = PackedTable::default();
         let full = TableDelta {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             delete: Vec::new(),
@@ -1014,7 +1016,7 @@ impl FastPath {
             ..self.current
         };
         self.config.set(0, self.current, 0)?;
-        self.installed = table;
+        self.installed = PackedTable::from_table(&table);
         self.table_unknown = false;
         self.forget(&left_out);
         self.healthy = true;

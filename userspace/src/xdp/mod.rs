@@ -6,6 +6,7 @@
 mod blocks;
 pub mod compile;
 pub mod loader;
+pub mod packed;
 pub mod pins;
 pub mod subscriber;
 pub mod sys;
