@@ -472,6 +472,7 @@ fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
         let case = |what: &str, clear: bool, pinned: bool| {
             let cfg = config(pinned);
             let mut times = Vec::new();
+            let mut mem = Vec::new();
             for _ in 0..runs {
                 if clear {
                     let _ = std::fs::remove_dir_all(&data);
@@ -496,20 +497,26 @@ fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
                 }
                 times.push(began.elapsed().as_secs_f64());
                 std::thread::sleep(settle());
+                // `ip netns exec` execs the server: the child is it.
+                mem.push(memory(child.0.id()));
                 stop(child);
             }
             times.sort_by(f64::total_cmp);
+            mem.sort();
+            let (pss, rss) = mem[mem.len() / 2];
             println!(
-                "startup: {what}: {:.3} s (runs {times:?})",
-                times[times.len() / 2]
+                "startup: {what}: {:.3} s (runs {times:?}), PSS {} MB, largest RSS {} MB",
+                times[times.len() / 2],
+                pss / 1024,
+                rss / 1024
             );
             Row {
                 what: what.into(),
                 median: times[times.len() / 2],
                 min: times[0],
                 max: times[times.len() - 1],
-                pss_mb: 0,
-                rss_mb: 0,
+                pss_mb: pss / 1024,
+                rss_mb: rss / 1024,
             }
         };
         rows.push(case(
