@@ -925,6 +925,7 @@ fn start_fast_path(
             let (table, skipped) = compile(&snapshot);
             info!(entries = table.len(), ?skipped, "XDP answer table compiled");
             fp.install_tagged(table, tag)?;
+            crate::memory::release_freed();
         }
         let destinations = config.xdp_destinations();
         fp.set_destinations(destinations.as_deref())?;

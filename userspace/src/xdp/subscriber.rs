@@ -86,6 +86,8 @@ fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
             let (table, skipped) = compile(snapshot);
             let entries = table.len();
             fp.install_tagged(table, table_tag(snapshot))?;
+            // The compiled table is kept packed; the map it came in is gone.
+            crate::memory::release_freed();
             if fp.entries_left_out() > 0 {
                 warn!(
                     left_out = fp.entries_left_out(),
@@ -244,6 +246,7 @@ fn learn_adopted(fp: &mut FastPath, first: &Snapshot) {
         }
         return;
     }
+    crate::memory::release_freed();
     info!(
         entries,
         ms = began.elapsed().as_millis() as u64,
