@@ -1210,7 +1210,7 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
     let mut fast = FastPath::adopt(1024, 53, &r.handler.edns, pins.clone()).unwrap();
     assert!(fast.table_unknown() && fast.healthy());
     assert_eq!(fast.pinned_table_tag(), table_tag(&snap));
-    fast.adopt_table(compile(&snap).0).unwrap();
+    fast.adopt_table(&compile(&snap).0).unwrap();
     assert_eq!(fast.blocks_in_use(), blocks);
     r.fast = fast;
     r.pin_clock(NOW);

@@ -446,12 +446,12 @@ impl FastPath {
     /// controller diffs against, and block ids are read back from the
     /// kernel entries that use them. Nothing is written but the removal
     /// of blocks no entry uses.
-    pub fn adopt_table(&mut self, mut table: Table) -> Result<(), XdpError> {
+    pub fn adopt_table(&mut self, table: &Table) -> Result<(), XdpError> {
         let live = self.current.generation as u8;
         self.blocks.clear();
         self.small_blocks.clear();
         let mut absent = Vec::new();
-        for (key, c) in &table {
+        for (key, c) in table {
             let Some(section) = &c.block else { continue };
             let value = match split_key(key, live) {
                 Split::Tiny(k) => self.tiny.get(&k, 0),
@@ -467,9 +467,6 @@ impl FastPath {
                 Err(aya::maps::MapError::KeyNotFound) => absent.push(key.clone()),
                 Err(e) => return Err(e.into()),
             }
-        }
-        for key in absent {
-            table.remove(&key);
         }
         for (small, orphans) in [
             (
@@ -489,7 +486,10 @@ impl FastPath {
                 };
             }
         }
-        self.installed = PackedTable::from_table(&table);
+        self.installed = PackedTable::from_table(table);
+        for key in &absent {
+            self.installed.remove(key);
+        }
         self.table_unknown = false;
         Ok(())
     }

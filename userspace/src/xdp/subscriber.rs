@@ -239,13 +239,14 @@ fn learn_adopted(fp: &mut FastPath, first: &Snapshot) {
     let began = std::time::Instant::now();
     let (table, _) = compile(first);
     let entries = table.len();
-    if let Err(e) = fp.adopt_table(table.clone()) {
+    if let Err(e) = fp.adopt_table(&table) {
         warn!("XDP: reading the adopted table back failed ({e}); rebuilding it");
         if let Err(e) = fp.install_tagged(table, table_tag(first)) {
             error!("XDP table rebuild failed ({e}); the kernel passes every query to the fallback until the next update succeeds");
         }
         return;
     }
+    drop(table);
     crate::memory::release_freed();
     info!(
         entries,
