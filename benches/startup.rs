@@ -193,6 +193,11 @@ fn measure(
         mem.push(memory(child.0.id()));
         stop(child);
     }
+    row(what, times, mem)
+}
+
+/// The medians of a case's runs (times in seconds, memory in KiB), printed.
+fn row(what: &str, mut times: Vec<f64>, mut mem: Vec<(u64, u64)>) -> Row {
     times.sort_by(f64::total_cmp);
     mem.sort();
     let row = Row {
@@ -501,23 +506,7 @@ fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
                 mem.push(memory(child.0.id()));
                 stop(child);
             }
-            times.sort_by(f64::total_cmp);
-            mem.sort();
-            let (pss, rss) = mem[mem.len() / 2];
-            println!(
-                "startup: {what}: {:.3} s (runs {times:?}), PSS {} MB, largest RSS {} MB",
-                times[times.len() / 2],
-                pss / 1024,
-                rss / 1024
-            );
-            Row {
-                what: what.into(),
-                median: times[times.len() / 2],
-                min: times[0],
-                max: times[times.len() - 1],
-                pss_mb: pss / 1024,
-                rss_mb: rss / 1024,
-            }
+            row(what, times, mem)
         };
         rows.push(case(
             "xdpdns + XDP, file zone, cold: start -> ready (kernel table installed)",
