@@ -1200,7 +1200,24 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
         .unwrap();
     let blocks = first.blocks_in_use();
     assert_eq!(blocks, 3, "a+b share one; c has an A and an AAAA block");
+    let idle = 1 - first.generation() as u8;
     drop(first);
+    // One generation lost an entry (as a write its table had no room for
+    // does): the adoption finds it and writes it again in both.
+    {
+        use aya::maps::{HashMap as BpfMap, Map, MapData};
+        use xdpdns_common::{key_lead, qtype_slot, Answer, TinyKey, TINY_NAME_MAX};
+        let data = MapData::from_pin(pins.map("TINY_NAMES")).unwrap();
+        let mut tiny: BpfMap<MapData, TinyKey, Answer> =
+            BpfMap::try_from(Map::HashMap(data)).unwrap();
+        let wire = b"\x03ns1\x07example\x03com\x00";
+        let mut k = TinyKey {
+            name: [0; TINY_NAME_MAX],
+        };
+        k.name[..wire.len()].copy_from_slice(wire);
+        k.name[0] = key_lead(wire[0], qtype_slot::A, idle);
+        tiny.remove(&k).unwrap();
+    }
 
     let refused = FastPath::adopt(2048, 53, &r.handler.edns, pins.clone());
     assert!(

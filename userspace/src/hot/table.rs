@@ -53,8 +53,10 @@ impl HotEntry<'_> {
     }
 }
 
+/// Bits 32.. pick the shard: hashbrown takes its control tag from the top
+/// seven bits and its bucket from the bottom ones.
 fn shard_of(hash: u64) -> usize {
-    (hash >> 60) as usize % SHARDS
+    (hash >> 32) as usize % SHARDS
 }
 
 pub struct HotTable {

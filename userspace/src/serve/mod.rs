@@ -193,6 +193,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         secondary_dir(&config).as_deref(),
     );
     crate::memory::release_freed();
+    // Zone ids in name order before any query can assign one: a kernel
+    // table pinned across the restart carries the same ids.
+    crate::metrics::zones::assign_in_order(router.store.snapshot().zones().map(|z| z.origin_key()));
     // The image writer subscribes once every zone is in the store, so its
     // first pass sees them all (and removes only images of zones gone).
     let mut images = None;
@@ -249,7 +252,6 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let port = bound_addrs.first().map_or(0, |a| a.port());
     // The hot answer table follows the store on the control runtime; the
     // UDP workers use it once it has caught up.
-    crate::metrics::zones::assign_in_order(router.store.snapshot().zones().map(|z| z.origin_key()));
     let _hot = {
         let _in_control = control.enter();
         crate::hot::start(router.hot.clone(), &router.store)
@@ -890,6 +892,7 @@ fn start_fast_path(
     let x = &config.xdp;
     if x.interfaces.is_empty() {
         info!("XDP fast path off (no [xdp] interfaces configured): every query is answered by the fallback server");
+        unpin_all(x.pin_dir.as_deref());
         return Err("no [xdp] interfaces configured".into());
     }
     let (snapshot, feed) = router.store.subscribe();
@@ -944,8 +947,23 @@ fn start_fast_path(
         Ok(fp) => Ok(KernelTable::start(fp, snapshot, feed)),
         Err(e) => {
             warn!("XDP fast path unavailable, serving through the fallback only: {e}");
+            // A pinned program adopted before the failure must not go on
+            // answering from a table nothing keeps current.
+            unpin_all(x.pin_dir.as_deref());
             Err(e.to_string())
         }
+    }
+}
+
+/// Detaches and frees whatever is pinned in `dir` (best effort, logged).
+fn unpin_all(dir: Option<&std::path::Path>) {
+    let Some(dir) = dir.filter(|d| d.exists()) else {
+        return;
+    };
+    match PinDir::open(dir).map(|p| p.clear()) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => warn!(pin_dir = %dir.display(), "XDP: cannot remove the pinned objects: {e}"),
+        Err(e) => warn!("{e}"),
     }
 }
 

@@ -34,11 +34,27 @@ pub fn object_sha256() -> String {
     data_encoding::HEXLOWER.encode(&sha2::Sha256::digest(OBJECT))
 }
 
-/// The first 8 bytes of `object`'s SHA-256 (`XdpConfig::object_tag`):
-/// pinned maps are adopted only by a controller with the same object.
+/// `XdpConfig::object_tag`: pinned objects are adopted only by the same
+/// build, both the program (`object`'s SHA-256) and the controller that
+/// compiled their table (the executable file: device, inode, size and
+/// modification time; a reinstalled binary is another file).
 fn object_tag(object: &[u8]) -> u64 {
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(object);
+    use std::os::unix::fs::MetadataExt;
+    let mut h = sha2::Sha256::new();
+    h.update(object);
+    if let Ok(m) = std::fs::metadata("/proc/self/exe") {
+        for v in [
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime() as u64,
+            m.mtime_nsec() as u64,
+        ] {
+            h.update(v.to_le_bytes());
+        }
+    }
+    let digest = h.finalize();
     u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 /// The same program built with its `bench` feature: plus the timing
@@ -84,6 +100,8 @@ pub enum XdpError {
     NotAdoptable(String),
     #[error("unpinning: {0}")]
     Unpin(#[source] std::io::Error),
+    #[error("the kernel table's contents are not known: a whole table must be installed")]
+    TableUnknown,
 }
 
 /// How to attach: native (driver) mode, generic (skb) mode, or native with
@@ -436,7 +454,12 @@ impl FastPath {
         self.pins.as_ref().map(PinDir::path)
     }
 
-    /// Whether the table was adopted and its contents are not known yet.
+    pub fn pins(&self) -> Option<&PinDir> {
+        self.pins.as_ref()
+    }
+
+    /// Whether the table's contents are not known (adopted and not yet
+    /// confirmed, or a rebuild failed): only a whole table can follow.
     pub fn table_unknown(&self) -> bool {
         self.table_unknown
     }
@@ -450,22 +473,35 @@ impl FastPath {
         let live = self.current.generation as u8;
         self.blocks.clear();
         self.small_blocks.clear();
+        // Each entry is checked in both generations against what was
+        // compiled: one missing (a write its table had no room for) or
+        // different is deleted from both, so a later change writes it
+        // again and no generation keeps what the other lost.
         let mut absent = Vec::new();
         for (key, c) in table {
-            let Some(section) = &c.block else { continue };
-            let value = match split_key(key, live) {
-                Split::Tiny(k) => self.tiny.get(&k, 0),
-                Split::Short(k) => self.short.get(&k, 0),
-                Split::Long(k) => self.long.get(&k, 0),
+            let live_value = self.get(key, live)?;
+            let idle_value = self.get(key, 1 - live)?;
+            let same = match (live_value, idle_value) {
+                (Some(a), Some(b)) if a == b => {
+                    let mut expected = c.head;
+                    if c.block.is_some() {
+                        expected.set_block(a.block());
+                    }
+                    (expected == a).then_some(a)
+                }
+                _ => None,
             };
-            match value {
-                Ok(answer) => match is_small(section) {
+            match (same, &c.block) {
+                (None, _) => {
+                    self.del(key, 0)?;
+                    self.del(key, 1)?;
+                    absent.push(key.clone());
+                }
+                (Some(_), None) => {}
+                (Some(answer), Some(section)) => match is_small(section) {
                     true => self.small_blocks.adopt(section, answer.block()),
                     false => self.blocks.adopt(section, answer.block()),
                 },
-                // Left out when it was written (its table was full).
-                Err(aya::maps::MapError::KeyNotFound) => absent.push(key.clone()),
-                Err(e) => return Err(e.into()),
             }
         }
         for (small, orphans) in [
@@ -491,7 +527,19 @@ impl FastPath {
             self.installed.remove(key);
         }
         self.table_unknown = false;
-        Ok(())
+        // Written again now, not at the next change that touches them.
+        let missing = TableDelta {
+            upsert: absent
+                .into_iter()
+                .map(|k| {
+                    let c = table[&k].clone();
+                    (k, c)
+                })
+                .collect(),
+            delete: Vec::new(),
+        };
+        let tag = self.current.table_tag;
+        self.apply_tagged(&missing, tag)
     }
 
     fn program(&mut self) -> &mut Xdp {
@@ -710,10 +758,10 @@ impl FastPath {
     /// [`apply`](Self::apply), then records `tag` (see
     /// [`install_tagged`](Self::install_tagged)).
     pub fn apply_tagged(&mut self, delta: &TableDelta, tag: u64) -> Result<(), XdpError> {
-        assert!(
-            !self.table_unknown,
-            "a delta against an adopted table not confirmed"
-        );
+        if self.table_unknown {
+            // Nothing to diff against: the caller installs a whole table.
+            return Err(XdpError::TableUnknown);
+        }
         if delta.is_empty() {
             return self.set_table_tag(tag);
         }
@@ -1002,6 +1050,8 @@ impl FastPath {
         clear(&mut self.small_block_map);
         self.small_blocks.clear();
         self.installed = PackedTable::default();
+        // Until this rebuild completes, only a whole table can follow.
+        self.table_unknown = true;
         let full = TableDelta {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             delete: Vec::new(),
@@ -1147,6 +1197,20 @@ impl FastPath {
     /// `[xdp] capacity`).
     pub fn entries_left_out(&self) -> u64 {
         self.left_out
+    }
+
+    /// The kernel's value for `key` in `generation`, if any.
+    fn get(&self, key: &EntryKey, generation: u8) -> Result<Option<Answer>, XdpError> {
+        let value = match split_key(key, generation) {
+            Split::Tiny(k) => self.tiny.get(&k, 0),
+            Split::Short(k) => self.short.get(&k, 0),
+            Split::Long(k) => self.long.get(&k, 0),
+        };
+        match value {
+            Ok(answer) => Ok(Some(answer)),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn del(&mut self, key: &EntryKey, generation: u8) -> Result<(), XdpError> {

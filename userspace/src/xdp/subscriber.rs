@@ -70,6 +70,12 @@ pub fn plan(items: &[FeedItem]) -> Update {
 
 /// Brings `fp`'s table in line with `snapshot` by `update`.
 fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), XdpError> {
+    // After a failed update the kernel's contents are not known: only a
+    // whole table makes them so again.
+    let update = match update {
+        Update::Delta(_) if fp.table_unknown() || !fp.healthy() => &Update::Rebuild,
+        other => other,
+    };
     match update {
         Update::Delta(diffs) if diffs.is_empty() => Ok(()),
         Update::Delta(diffs) => {
@@ -261,6 +267,17 @@ async fn run(
     mut feed: Subscription,
     mut requests: mpsc::Receiver<Request>,
 ) {
+    // A pinned program outlives the process; if this task dies, nothing
+    // keeps its table current, so it is unpinned (detached) then.
+    let pins = fp.pins().cloned();
+    let abandon = |why: &str| {
+        error!("{why}; the fast path is detached, the fallback answers everything");
+        if let Some(p) = &pins {
+            if let Err(e) = p.clear() {
+                error!(pin_dir = %p.path().display(), "XDP: cannot unpin: {e}");
+            }
+        }
+    };
     let mut fp = Some(fp);
     if fp.as_ref().is_some_and(FastPath::table_unknown) {
         let mut owned = fp.take().expect("owned");
@@ -272,7 +289,7 @@ async fn run(
         match learned {
             Ok(owned) => fp = Some(owned),
             Err(e) => {
-                error!("XDP: compiling the adopted table panicked ({e}); the fallback answers what the kernel does not");
+                abandon(&format!("XDP: compiling the adopted table panicked ({e})"));
                 return;
             }
         }
@@ -313,7 +330,7 @@ async fn run(
                         fp = Some(owned);
                     }
                     Err(e) => {
-                        error!("XDP table compile panicked ({e}); the fast path is detached, the fallback answers everything");
+                        abandon(&format!("XDP table compile panicked ({e})"));
                         return;
                     }
                 }
