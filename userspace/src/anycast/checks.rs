@@ -122,7 +122,7 @@ impl Checks {
             other => return Err(format!("kernel path: verdict {other} for the check query")),
         }
         for interface in &run.interfaces {
-            let ifindex = if_index(interface)
+            let ifindex = crate::xdp::sys::interface_index(interface)
                 .ok_or_else(|| format!("kernel path: interface {interface} is gone"))?;
             let id = netlink::xdp_program_id(ifindex)
                 .map_err(|e| format!("kernel path: reading {interface}'s XDP program: {e}"))?;
@@ -134,13 +134,6 @@ impl Checks {
         }
         Ok(())
     }
-}
-
-fn if_index(name: &str) -> Option<u32> {
-    let c = std::ffi::CString::new(name).ok()?;
-    // SAFETY: a NUL-terminated name.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    (i != 0).then_some(i)
 }
 
 fn ask_udp(to: SocketAddr, query: &[u8]) -> std::io::Result<Vec<u8>> {

@@ -669,7 +669,7 @@ impl FastPath {
             return Ok(None);
         };
         let program = self.program_id()?;
-        let ifindex = interface_index(interface);
+        let ifindex = super::sys::interface_index(interface);
         let mut kept = None;
         for (iface, mode, path) in pins.links().into_iter().filter(|l| l.0 == interface) {
             let running = super::sys::pinned_xdp_link(&path)
@@ -1307,14 +1307,6 @@ fn split_key(key: &EntryKey, generation: u8) -> Split {
 /// The ids of the blocks in a block map.
 fn block_ids<V: aya::Pod>(map: &HashMap<MapData, u32, V>) -> Vec<u32> {
     map.keys().filter_map(Result::ok).collect()
-}
-
-/// The kernel's index of `interface`, if it exists.
-fn interface_index(interface: &str) -> Option<u32> {
-    let c = std::ffi::CString::new(interface).ok()?;
-    // SAFETY: a valid C string.
-    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    (index != 0).then_some(index)
 }
 
 /// Removes every element of `map` (best effort: it runs while the kernel

@@ -181,3 +181,11 @@ pub fn is_bpffs(dir: &std::path::Path) -> io::Result<bool> {
     }
     Ok(st.f_type as i64 == BPF_FS_MAGIC)
 }
+
+/// The kernel's index of the interface `name`, if it exists.
+pub fn interface_index(name: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: a NUL-terminated name.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (index != 0).then_some(index)
+}
