@@ -77,7 +77,7 @@ fn bench(c: &mut Criterion) {
         ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()),
         handler.clone(),
     );
-    xdpdns::hot::fill(&router.hot, &router.store.snapshot());
+    xdpdns::xdp::answers::fill(&router.hot, &router.store.snapshot());
     let resolver = resolver_shaped(&hit);
     // Negative answers (the hot path from the snapshot), beside the full
     // handler answering the same queries.
@@ -125,7 +125,7 @@ fn bench(c: &mut Criterion) {
     .unwrap();
     let signed_router =
         xdpdns::router::Router::new(ZoneStore::with_zones(vec![signed_zone]), handler.clone());
-    xdpdns::hot::fill(&signed_router.hot, &signed_router.store.snapshot());
+    xdpdns::xdp::answers::fill(&signed_router.hot, &signed_router.store.snapshot());
     let signed_snapshot = signed_router.store.snapshot();
     let do1 = resolver_shaped(&query("www.signed.test.", RecordType::A));
     let mut do0 = do1.clone();
@@ -182,7 +182,7 @@ fn bench(c: &mut Criterion) {
     )
     .unwrap();
     let big = xdpdns::router::Router::new(ZoneStore::with_zones(vec![big]), handler.clone());
-    xdpdns::hot::fill(&big.hot, &big.store.snapshot());
+    xdpdns::xdp::answers::fill(&big.hot, &big.store.snapshot());
     let mut order: Vec<u32> = (0..100_000).collect();
     let mut x = 0x9e37_79b9u32;
     for i in (1..order.len()).rev() {

@@ -188,8 +188,8 @@ fn fuzzed_queries_get_the_same_bytes_hot_or_full() {
     let zone = load_zone_str(&zone_text(), &origin(), Path::new("t.zone")).unwrap();
     let store = ZoneStore::with_zones(vec![zone]);
     let snapshot = store.snapshot();
-    let table = xdpdns::hot::HotTable::default();
-    xdpdns::hot::fill(&table, &snapshot);
+    let table = xdpdns::xdp::AnswerTable::default();
+    xdpdns::xdp::answers::fill(&table, &snapshot);
     let handler = Handler {
         edns: xdpdns::wire::ServerEdns {
             nsid: Some(b"fuzz-node".to_vec()),

@@ -1257,7 +1257,7 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
     let zone = load_zone_str(&text, &origin, Path::new("other.zone")).unwrap();
     let diffs = r.store.replace_zones(vec![zone], &[], 0);
     let snap = r.store.snapshot();
-    let delta = compile_diffs(&snap, &diffs, r.fast.installed());
+    let delta = compile_diffs(&snap, &diffs, &**r.fast.installed());
     r.fast.apply_tagged(&delta, table_tag(&snap)).unwrap();
     assert_eq!(r.fast.blocks_in_use(), 3, "b's, c's A, d's");
     assert_eq!(r.fast.pinned_table_tag(), table_tag(&snap));
@@ -1323,6 +1323,10 @@ fn a_full_block_table_leaves_its_entries_to_the_fallback() {
     let left_out = fast.entries_left_out();
     assert!(left_out > 0, "the table filled up");
     let snap = store.snapshot();
+    // The compiled table (the hot path's) holds every entry all the same;
+    // the kernel's lacks those left out.
+    assert_eq!(fast.installed().to_table(), compile(&snap).0);
+    assert_eq!(fast.entries() as u64 + left_out, 201);
     let mut answered = 0;
     for i in 0..200 {
         let dns = query(
@@ -1363,6 +1367,7 @@ fn a_full_block_table_leaves_its_entries_to_the_fallback() {
     fast.install(compile(&store.snapshot()).0).unwrap();
     assert!(fast.healthy());
     let snap = store.snapshot();
+    assert_eq!(fast.entries(), 101, "ns1 and n100..n199, all in the kernel");
     for i in 0..200 {
         let dns = query(
             &Name::from_ascii(format!("n{i}.example.com.")).unwrap(),
@@ -1668,8 +1673,12 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
         Handler::default(),
     ));
     let mut fast = FastPath::load(1024, 53, &Handler::default().edns).expect("load");
+    // The loader keeps its record in the hot path's table, which the
+    // subscriber then settles at each version it reaches.
+    fast.use_table(router.hot.clone());
     let (snapshot, feed) = router.store.subscribe();
     fast.install(compile(&snapshot).0).unwrap();
+    router.hot.settle(snapshot.version());
     let prog = fast.program_fd();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -1772,6 +1781,15 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
         kernel_answer("x.example.com."),
         Some(11),
         "both diffs, one commit"
+    );
+    let now = router.store.snapshot();
+    wait("the hot table to settle", &|| {
+        router.hot.version() == Some(now.version())
+    });
+    assert_eq!(
+        router.hot.to_table(),
+        compile(&now).0,
+        "the hot path answers from exactly what the kernel was given"
     );
     drop(kernel);
 }

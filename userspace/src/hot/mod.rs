@@ -5,20 +5,16 @@
 //! running the resolver. Everything else, and every hit while the table
 //! is behind the zone store, goes to the full handler.
 //!
-//! `table` holds the entries (versioned, one writer), `reply` builds the
-//! answer, `negative` decides and writes negative answers, `names`
-//! compresses names as the full handler's encoder does, `subscriber`
-//! keeps the table in step with the change feed.
+//! The entries are [`crate::xdp::AnswerTable`]'s (versioned, one writer:
+//! the kernel table's subscriber, or `xdp::answers` without XDP).
+//! `reply` builds the answer, `negative` decides and writes negative
+//! answers, `names` compresses names as the full handler's encoder does.
 
 mod names;
 mod negative;
 mod reply;
-mod subscriber;
-mod table;
 
 pub use reply::answer;
-pub use subscriber::{fill, start};
-pub use table::HotTable;
 
 #[cfg(test)]
 mod tests;

@@ -12,8 +12,8 @@ use xdpdns_common::{
     MAX_NAME_WIRE_LEN, NSID_MAX,
 };
 
-use super::table::HotEntry;
-use super::{negative, HotTable};
+use super::negative;
+use crate::xdp::table::{AnswerTable, HotEntry};
 use crate::handler::Transport;
 use crate::metrics::zones;
 use crate::wire::ServerEdns;
@@ -57,7 +57,7 @@ struct Question {
 /// served) with the answering zone's id (for the per-zone counters), or
 /// `None` when the full handler must answer.
 pub fn answer(
-    table: &HotTable,
+    table: &AnswerTable,
     snapshot: &Snapshot,
     packet: &[u8],
     transport: Transport,

@@ -10,6 +10,8 @@ use std::path::Path;
 use hickory_proto::rr::Name;
 
 use super::*;
+use crate::xdp::answers::{fill, start};
+use crate::xdp::AnswerTable;
 use crate::cookies::CookieSecrets;
 use crate::handler::{Handler, Transport};
 use crate::wire::ServerEdns;
@@ -187,7 +189,7 @@ fn option_sets(h: &Handler, peer: IpAddr) -> Vec<Vec<u8>> {
 /// The full handler's reply, and the hot path's.
 fn both(
     store: &ZoneStore,
-    table: &HotTable,
+    table: &AnswerTable,
     h: &Handler,
     q: &[u8],
     transport: Transport,
@@ -202,7 +204,7 @@ fn both(
 #[test]
 fn every_hot_answer_is_the_full_handlers_bytes() {
     let store = store();
-    let table = HotTable::default();
+    let table = AnswerTable::default();
     fill(&table, &store.snapshot());
     let peers: [IpAddr; 3] = [
         "192.0.2.99".parse().unwrap(),
@@ -296,7 +298,7 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
 #[test]
 fn what_the_hot_path_answers_and_what_it_leaves() {
     let store = store();
-    let table = HotTable::default();
+    let table = AnswerTable::default();
     fill(&table, &store.snapshot());
     let h = handler(Some(b"node-1"));
     let peer: IpAddr = "192.0.2.99".parse().unwrap();
@@ -414,7 +416,7 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
 #[test]
 fn a_table_behind_the_store_never_answers() {
     let store = store();
-    let table = HotTable::default();
+    let table = AnswerTable::default();
     let h = handler(None);
     let peer: IpAddr = "192.0.2.99".parse().unwrap();
     let q = query("www.example.com.", 1, [0, 0], None);
@@ -442,7 +444,7 @@ fn a_table_behind_the_store_never_answers() {
 #[tokio::test]
 async fn the_subscriber_follows_the_store() {
     let store = store();
-    let table = std::sync::Arc::new(HotTable::default());
+    let table = std::sync::Arc::new(AnswerTable::default());
     let _task = start(table.clone(), &store);
     let wait_for = |version: u64| {
         let table = table.clone();

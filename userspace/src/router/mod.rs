@@ -19,7 +19,8 @@ mod log_limit;
 use log_limit::LogLimit;
 
 use crate::handler::{Handler, Transport};
-use crate::hot::{self, HotTable};
+use crate::hot;
+use crate::xdp::AnswerTable;
 use crate::metrics::zones;
 use crate::transfer::outbound::{self, Plan};
 use crate::transfer::tsig::{self, ReplySigner};
@@ -35,9 +36,10 @@ pub struct Router {
     pub handler: ArcSwap<Handler>,
     pub transfer: ArcSwap<TransferPolicy>,
     pub journal: Arc<IxfrJournal>,
-    /// Compiled A/AAAA answers, kept in step with `store` by
-    /// [`crate::hot::start`]; empty (and unused) until then.
-    pub hot: Arc<HotTable>,
+    /// Compiled A/AAAA answers, kept in step with `store` by the kernel
+    /// table's subscriber, or [`crate::xdp::answers`] without XDP; empty
+    /// (and unused) until then.
+    pub hot: Arc<AnswerTable>,
     /// Query counters, one block per answering thread (`/metrics`).
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Where accepted NOTIFYs for secondary zones go (set once the

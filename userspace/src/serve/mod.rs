@@ -250,17 +250,17 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         tasks.push(tokio::spawn(tcp.run(router.clone(), stop_rx.clone())));
     }
     let port = bound_addrs.first().map_or(0, |a| a.port());
-    // The hot answer table follows the store on the control runtime; the
-    // UDP workers use it once it has caught up.
-    let _hot = {
-        let _in_control = control.enter();
-        crate::hot::start(router.hot.clone(), &router.store)
-    };
-    let (mut kernel, xdp_off_reason) = {
+    // The compiled answer table follows the store on the control runtime
+    // (kept by the kernel table's subscriber when XDP is on); the UDP
+    // workers answer from it once it has caught up.
+    let (mut kernel, xdp_off_reason, _answers) = {
         let _in_control = control.enter();
         match start_fast_path(&config, port, &router) {
-            Ok(k) => (Some(k), None),
-            Err(why) => (None, Some(why)),
+            Ok(k) => (Some(k), None, None),
+            Err(why) => {
+                let answers = crate::xdp::answers::start(router.hot.clone(), &router.store);
+                (None, Some(why), Some(answers))
+            }
         }
     };
     let mut registry_task = None;
@@ -918,6 +918,8 @@ fn start_fast_path(
                 }
             },
         };
+        // The hot path's table is the loader's record of the kernel's.
+        fp.use_table(router.hot.clone());
         let tag = table_tag(&snapshot);
         if fp.table_unknown() && fp.healthy() && fp.pinned_table_tag() == tag {
             info!("XDP table adopted as pinned: it holds the zone versions served");
@@ -928,6 +930,7 @@ fn start_fast_path(
             let (table, skipped) = compile(&snapshot);
             info!(entries = table.len(), ?skipped, "XDP answer table compiled");
             fp.install_tagged(table, tag)?;
+            router.hot.settle(snapshot.version());
             crate::memory::release_freed();
         }
         let destinations = config.xdp_destinations();

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::Arc;
 
 use aya::maps::{Array, HashMap, IterableMap, Map, MapData, PerCpuArray};
 use aya::programs::links::FdLink;
@@ -19,10 +20,10 @@ use xdpdns_common::{
 };
 
 use super::blocks::BlockIds;
-use super::compile::{ones_complement_sum, Compiled, EntryKey, Table, TableDelta};
-use super::packed::PackedTable;
+use super::compile::{ones_complement_sum, Compiled, EntryKey, Installed, Table, TableDelta};
 use super::pins::PinDir;
 use super::sys::GracePeriod;
+use super::table::AnswerTable;
 use crate::wire::ServerEdns;
 
 /// The XDP object built from `ebpf/` by `build.rs`: what serves.
@@ -278,8 +279,14 @@ pub struct FastPath {
     /// The port answered while healthy (`current.port` is 0 when not).
     port: u16,
     healthy: bool,
-    /// What both generations hold, packed (`xdp::packed`).
-    installed: PackedTable,
+    /// The compiled table both generations were last given: the hot
+    /// path's table (see [`FastPath::use_table`]). The loader unsettles it
+    /// while changing it; the caller settles it at the snapshot's version.
+    installed: Arc<AnswerTable>,
+    /// Entries of `installed` the kernel does not hold (their table was
+    /// full): they hold no block reference, and the next change or whole
+    /// table writes them again.
+    absent: HashSet<EntryKey>,
     /// Adopted with a whole table whose contents `installed` does not
     /// hold yet (see [`FastPath::adopt_table`]).
     table_unknown: bool,
@@ -390,7 +397,8 @@ impl FastPath {
             current,
             port,
             healthy: true,
-            installed: PackedTable::default(),
+            installed: Arc::default(),
+            absent: HashSet::new(),
             table_unknown: false,
             attached: Vec::new(),
         })
@@ -522,10 +530,9 @@ impl FastPath {
                 };
             }
         }
-        self.installed = PackedTable::from_table(table);
-        for key in &absent {
-            self.installed.remove(key);
-        }
+        self.installed.unsettle();
+        self.installed.replace(table);
+        self.absent = absent.iter().cloned().collect();
         self.table_unknown = false;
         // Written again now, not at the next change that touches them.
         let missing = TableDelta {
@@ -707,8 +714,29 @@ impl FastPath {
         &self.attached
     }
 
-    pub fn installed(&self) -> &PackedTable {
+    /// The compiled table the kernel's was made from (see `absent`).
+    pub fn installed(&self) -> &Arc<AnswerTable> {
         &self.installed
+    }
+
+    /// Keeps the compiled table in `table` (the hot path's) instead of a
+    /// table of its own, so it is compiled and held once. Before the
+    /// first install or adoption: what `table` holds is replaced then.
+    pub fn use_table(&mut self, table: Arc<AnswerTable>) {
+        self.installed = table;
+    }
+
+    /// (name, type) entries the kernel holds.
+    pub fn entries(&self) -> usize {
+        self.installed.len().saturating_sub(self.absent.len())
+    }
+
+    /// The block `key`'s kernel entry references, if it holds one.
+    fn held_block(&self, key: &EntryKey) -> Option<Arc<[u8]>> {
+        match self.absent.contains(key) {
+            true => None,
+            false => self.installed.block_of(key),
+        }
     }
 
     /// Answer sections held in the block table (each stored once).
@@ -739,7 +767,15 @@ impl FastPath {
         if !self.healthy || self.table_unknown {
             return self.rebuild(table, tag);
         }
-        let delta = self.installed.diff(&table);
+        let mut delta = self.installed.diff(&table);
+        // Entries the kernel lacks are written again even when unchanged.
+        for key in &self.absent {
+            if let Some(c) = table.get(key) {
+                if self.installed.entry(key).as_ref() == Some(c) {
+                    delta.upsert.push((key.clone(), c.clone()));
+                }
+            }
+        }
         self.apply_tagged(&delta, tag)
     }
 
@@ -757,9 +793,13 @@ impl FastPath {
 
     /// [`apply`](Self::apply), then records `tag` (see
     /// [`install_tagged`](Self::install_tagged)).
+    ///
+    /// Whatever becomes of the kernel's write, the compiled table takes
+    /// the change: it is what the hot path answers from.
     pub fn apply_tagged(&mut self, delta: &TableDelta, tag: u64) -> Result<(), XdpError> {
         if self.table_unknown {
             // Nothing to diff against: the caller installs a whole table.
+            self.record(delta);
             return Err(XdpError::TableUnknown);
         }
         if delta.is_empty() {
@@ -770,19 +810,21 @@ impl FastPath {
             delta.apply_to(&mut table);
             return self.rebuild(table, tag);
         }
-        // Unknown until both generations hold the change.
-        self.set_table_tag(0)?;
         // Whether the change frees blocks (after it is written).
         let frees = delta
             .upsert
             .iter()
             .map(|(k, _)| k)
             .chain(&delta.delete)
-            .any(|k| self.installed.has_block(k));
-        match self.try_apply(delta) {
+            .any(|k| self.held_block(k).is_some());
+        // The tag is unknown until both generations hold the change.
+        let written = self
+            .set_table_tag(0)
+            .and_then(|()| self.try_apply(delta));
+        self.record(delta);
+        match written {
             Ok(left_out) => {
-                self.installed.apply(delta);
-                self.forget(&left_out);
+                self.absent.extend(left_out.iter().cloned());
                 if frees {
                     self.retry(delta, &left_out)?;
                 }
@@ -792,6 +834,16 @@ impl FastPath {
                 self.disable();
                 Err(e)
             }
+        }
+    }
+
+    /// Applies `delta` to the compiled table; its entries count as
+    /// written until told otherwise.
+    fn record(&mut self, delta: &TableDelta) {
+        self.installed.unsettle();
+        self.installed.apply(delta);
+        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
+            self.absent.remove(key);
         }
     }
 
@@ -820,23 +872,13 @@ impl FastPath {
         };
         match self.try_apply(&again) {
             Ok(still_out) => {
-                self.installed.apply(&again);
-                self.forget(&still_out);
+                self.absent.retain(|k| !left_out.contains(k) || still_out.contains(k));
                 Ok(())
             }
             Err(e) => {
                 self.disable();
                 Err(e)
             }
-        }
-    }
-
-    /// Drops entries that were not written from what the kernel is known
-    /// to hold: they hold no block reference, and a later change retries
-    /// them.
-    fn forget(&mut self, left_out: &HashSet<EntryKey>) {
-        for key in left_out {
-            self.installed.remove(key);
         }
     }
 
@@ -850,7 +892,7 @@ impl FastPath {
         let mut released = Vec::new();
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
         for key in replaced {
-            if let Some(section) = self.installed.block_of(key) {
+            if let Some(section) = self.held_block(key) {
                 let small = is_small(&section);
                 let ids = match small {
                     true => &mut self.small_blocks,
@@ -1049,8 +1091,12 @@ impl FastPath {
         self.blocks.clear();
         clear(&mut self.small_block_map);
         self.small_blocks.clear();
-        self.installed = PackedTable::default();
-        // Until this rebuild completes, only a whole table can follow.
+        // The compiled table is `table` from here, whatever the kernel's
+        // becomes; until this rebuild completes, only a whole table can
+        // follow.
+        self.installed.unsettle();
+        self.installed.replace(&table);
+        self.absent.clear();
         self.table_unknown = true;
         let full = TableDelta {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -1066,9 +1112,8 @@ impl FastPath {
             ..self.current
         };
         self.config.set(0, self.current, 0)?;
-        self.installed = PackedTable::from_table(&table);
+        self.absent = left_out;
         self.table_unknown = false;
-        self.forget(&left_out);
         self.healthy = true;
         Ok(())
     }

@@ -5,9 +5,8 @@
 //! `EntryKey → Compiled` took 150–200. A replaced or deleted entry leaves
 //! garbage in the arena until it is compacted (once more than half).
 //!
-//! [`Packed`] is the storage (hashes come from the caller, so a sharded
-//! table hashes once); [`PackedTable`] is one unsharded table by
-//! [`EntryKey`], what the loader keeps of the kernel's contents.
+//! [`Packed`] is the storage; hashes come from the caller, so the sharded
+//! [`super::table::AnswerTable`] hashes once.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 use xdpdns_common::{Answer, INLINE_MAX};
 
-use super::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
+use super::compile::{Compiled, EntryKey};
 
 /// Bytes of an entry before its name: name length, query-type slot.
 const LEAD: usize = 2;
@@ -201,204 +200,8 @@ impl Packed {
         self.garbage = 0;
     }
 
-    /// Arena bytes, live and garbage (tests).
-    #[cfg(test)]
+    /// Arena bytes, live and garbage.
     pub fn arena_len(&self) -> usize {
         self.arena.len()
-    }
-}
-
-/// One packed table by [`EntryKey`].
-#[derive(Default)]
-pub struct PackedTable {
-    hasher: KeyHasher,
-    packed: Packed,
-}
-
-impl PackedTable {
-    pub fn from_table(table: &Table) -> Self {
-        let hasher = KeyHasher::default();
-        let entries: Vec<_> = table
-            .iter()
-            .map(|(k, c)| (hasher.hash(&k.name, k.qtype), k, c))
-            .collect();
-        let packed = Packed::build(&entries, &hasher);
-        PackedTable { hasher, packed }
-    }
-
-    pub fn len(&self) -> usize {
-        self.packed.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.packed.is_empty()
-    }
-
-    pub fn get(&self, key: &EntryKey) -> Option<Compiled> {
-        let hash = self.hasher.hash(&key.name, key.qtype);
-        Some(self.packed.get(hash, &key.name, key.qtype)?.compiled())
-    }
-
-    /// The section of `key`'s entry when it is held outside the entry (a
-    /// block), without rebuilding the entry.
-    pub fn block_of(&self, key: &EntryKey) -> Option<Arc<[u8]>> {
-        let hash = self.hasher.hash(&key.name, key.qtype);
-        let e = self.packed.get(hash, &key.name, key.qtype)?;
-        (e.section.len() > INLINE_MAX).then(|| Arc::from(e.section))
-    }
-
-    /// Whether `key`'s entry holds its section in a block.
-    pub fn has_block(&self, key: &EntryKey) -> bool {
-        let hash = self.hasher.hash(&key.name, key.qtype);
-        self.packed
-            .get(hash, &key.name, key.qtype)
-            .is_some_and(|e| e.section.len() > INLINE_MAX)
-    }
-
-    pub fn remove(&mut self, key: &EntryKey) {
-        let hash = self.hasher.hash(&key.name, key.qtype);
-        self.packed.remove(hash, key);
-    }
-
-    /// Applies `delta` as [`TableDelta::apply_to`] does.
-    pub fn apply(&mut self, delta: &TableDelta) {
-        for (k, c) in &delta.upsert {
-            let hash = self.hasher.hash(&k.name, k.qtype);
-            self.packed.upsert(hash, k, c, &self.hasher);
-        }
-        for k in &delta.delete {
-            self.remove(k);
-        }
-        self.packed.compact_if_wasteful(&self.hasher);
-    }
-
-    /// The change that turns this table into `new`.
-    pub fn diff(&self, new: &Table) -> TableDelta {
-        TableDelta {
-            upsert: new
-                .iter()
-                .filter(|(k, c)| self.get(k).as_ref() != Some(*c))
-                .map(|(k, c)| (k.clone(), c.clone()))
-                .collect(),
-            delete: self
-                .packed
-                .entries()
-                .filter_map(|e| {
-                    let key = EntryKey {
-                        name: e.name.into(),
-                        qtype: e.qtype,
-                    };
-                    (!new.contains_key(&key)).then_some(key)
-                })
-                .collect(),
-        }
-    }
-
-    /// The table unpacked.
-    pub fn to_table(&self) -> Table {
-        self.packed
-            .entries()
-            .map(|e| {
-                let key = EntryKey {
-                    name: e.name.into(),
-                    qtype: e.qtype,
-                };
-                (key, e.compiled())
-            })
-            .collect()
-    }
-}
-
-impl Installed for PackedTable {
-    fn entry(&self, key: &EntryKey) -> Option<Compiled> {
-        self.get(key)
-    }
-
-    fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
-        for e in self.packed.entries() {
-            f(&EntryKey {
-                name: e.name.into(),
-                qtype: e.qtype,
-            });
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::xdp::compile::{diff_tables, encode_answer};
-    use hickory_proto::rr::rdata::A;
-    use hickory_proto::rr::{RData, RecordType};
-
-    /// An entry of `n` A records (a block from three on) of zone `zone`.
-    fn entry_of(n: u8, zone: u32) -> Compiled {
-        let rdatas: Vec<RData> = (1..=n)
-            .map(|i| RData::A(A::new(10, 0, zone as u8, i)))
-            .collect();
-        let set = crate::zone::RRset::new(RecordType::A, 60, &rdatas).unwrap();
-        let mut c = encode_answer(&set, 0).unwrap();
-        c.head.set_zone(zone);
-        c
-    }
-
-    fn name(i: u32) -> Arc<[u8]> {
-        let label = format!("n{i}");
-        let mut w = vec![label.len() as u8];
-        w.extend_from_slice(label.as_bytes());
-        w.extend_from_slice(b"\x07example\x00");
-        w.into()
-    }
-
-    #[test]
-    fn packed_entries_come_back_exactly_through_changes_and_compaction() {
-        let mut t = PackedTable::default();
-        let mut model = Table::default();
-        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
-        for round in 0..40 {
-            let mut delta = TableDelta::default();
-            for _ in 0..200 {
-                let r = next();
-                let k = EntryKey {
-                    name: name((r % 300) as u32),
-                    qtype: (r >> 20) as u8 & 3,
-                };
-                if r >> 40 & 3 == 0 {
-                    delta.delete.push(k);
-                } else {
-                    let c = entry_of(1 + (r >> 30) as u8 % 6, 1 + (r >> 50) as u32 % 9);
-                    delta.upsert.push((k, c));
-                }
-            }
-            // The diff against the model is what the model says.
-            let mut after = model.clone();
-            delta.apply_to(&mut after);
-            let mut want = diff_tables(&model, &after);
-            let mut got = t.diff(&after);
-            for d in [&mut want, &mut got] {
-                d.upsert.sort_by(|a, b| a.0.cmp(&b.0));
-                d.delete.sort();
-            }
-            assert_eq!(got, want, "round {round}");
-            model = after;
-            t.apply(&delta);
-            assert_eq!(t.len(), model.len(), "round {round}");
-        }
-        assert!(t.packed.arena_len() < 40 * 200 * 40, "garbage is reclaimed");
-        assert_eq!(t.to_table(), model);
-        for (k, c) in &model {
-            assert_eq!(t.get(k).as_ref(), Some(c), "{k:?}");
-            assert_eq!(t.block_of(k), c.block);
-            assert_eq!(t.has_block(k), c.block.is_some());
-        }
-        let rebuilt = PackedTable::from_table(&model);
-        assert_eq!(rebuilt.to_table(), model);
-        assert!(rebuilt.diff(&model).is_empty());
     }
 }

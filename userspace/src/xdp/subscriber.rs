@@ -10,66 +10,28 @@
 
 use std::sync::Arc;
 
-use hickory_proto::rr::LowerName;
-
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
+use super::answers::{self, plan, Update};
 use super::compile::{compile, compile_diffs, table_tag};
 use super::loader::{Counters, FastPath, XdpError};
 use crate::wire::ServerEdns;
-use crate::zone::{FeedItem, Snapshot, Subscription, ZoneDiff, ZoneEvent};
+use crate::zone::{Snapshot, Subscription};
 
 /// How often the kernel's wall clock (cookie timestamps) is re-read.
 const CLOCK_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Changes up to this many records are compiled from the diffs alone;
-/// larger ones recompile the whole table (either way the kernel switches
-/// generations once).
-pub const SMALL_DIFF: usize = 1_000;
-
-/// What to do with the kernel table after a burst of feed items.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Update {
-    /// Recompile everything from the snapshot.
-    Rebuild,
-    /// Recompile the names these diffs touch.
-    Delta(Vec<ZoneDiff>),
-}
-
-/// Merges a burst of feed items (in feed order) into one update against
-/// the newest snapshot among them: a resync, an expiry change or a large
-/// change rebuilds; otherwise the diffs are compiled together.
-pub fn plan(items: &[FeedItem]) -> Update {
-    let mut diffs = Vec::new();
-    let mut records = 0;
-    for item in items {
-        let FeedItem::Commit(c) = item else {
-            return Update::Rebuild;
-        };
-        for event in &c.events {
-            match event {
-                ZoneEvent::Published(d) => {
-                    records += d.removed.len() + d.added.len();
-                    if d.whole_zone {
-                        // The zone's records, from whichever side has them.
-                        let before = c.snapshot.zone(&LowerName::new(&d.origin));
-                        records += before.map_or(SMALL_DIFF + 1, |z| z.record_count());
-                    }
-                    diffs.push(d.clone());
-                }
-                ZoneEvent::Expired(_) | ZoneEvent::Fresh(_) => return Update::Rebuild,
-            }
-        }
-        if records > SMALL_DIFF {
-            return Update::Rebuild;
-        }
-    }
-    Update::Delta(diffs)
-}
-
-/// Brings `fp`'s table in line with `snapshot` by `update`.
+/// Brings `fp`'s table, and the compiled table it keeps (the hot path's),
+/// in line with `snapshot` by `update`.
 fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), XdpError> {
+    let result = write(fp, snapshot, update);
+    // The compiled table took the change whether or not the kernel did.
+    fp.installed().settle(snapshot.version());
+    result
+}
+
+fn write(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), XdpError> {
     // After a failed update the kernel's contents are not known: only a
     // whole table makes them so again.
     let update = match update {
@@ -79,7 +41,7 @@ fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
     match update {
         Update::Delta(diffs) if diffs.is_empty() => Ok(()),
         Update::Delta(diffs) => {
-            let delta = compile_diffs(snapshot, diffs, fp.installed());
+            let delta = compile_diffs(snapshot, diffs, &**fp.installed());
             info!(
                 version = snapshot.version(),
                 upserts = delta.upsert.len(),
@@ -156,7 +118,7 @@ fn state(fp: &FastPath) -> Result<KernelState, XdpError> {
         zone_queries: fp.zone_queries(crate::metrics::zones::names().len() + 1)?,
         counters: fp.counters()?,
         generation: fp.generation(),
-        entries: fp.installed().len(),
+        entries: fp.entries(),
         bytes: fp.table_memory().iter().map(|(_, b)| b).sum(),
         attached: fp.attached().to_vec(),
         left_out: fp.entries_left_out(),
@@ -240,8 +202,13 @@ impl KernelTable {
 
 /// Learns the entries of a kernel table adopted as pinned (compiled from
 /// `first`, the snapshot whose tag it carries), or rebuilds it if that
-/// fails.
+/// fails. The compiled table is `first`'s then either way.
 fn learn_adopted(fp: &mut FastPath, first: &Snapshot) {
+    learn(fp, first);
+    fp.installed().settle(first.version());
+}
+
+fn learn(fp: &mut FastPath, first: &Snapshot) {
     let began = std::time::Instant::now();
     let (table, _) = compile(first);
     let entries = table.len();
@@ -267,20 +234,24 @@ async fn run(
     mut feed: Subscription,
     mut requests: mpsc::Receiver<Request>,
 ) {
-    // A pinned program outlives the process; if this task dies, nothing
-    // keeps its table current, so it is unpinned (detached) then.
+    // A pinned program outlives the process; if a compile panics, the
+    // kernel table is left as it was, so it is unpinned (detached) and the
+    // compiled table goes on following the feed for the hot path alone.
     let pins = fp.pins().cloned();
-    let abandon = |why: &str| {
+    let table = fp.installed().clone();
+    let abandon = |why: String, at: Arc<Snapshot>, feed: Subscription| {
         error!("{why}; the fast path is detached, the fallback answers everything");
         if let Some(p) = &pins {
             if let Err(e) = p.clear() {
                 error!(pin_dir = %p.path().display(), "XDP: cannot unpin: {e}");
             }
         }
+        answers::follow(table.clone(), at, feed)
     };
     let mut fp = Some(fp);
     if fp.as_ref().is_some_and(FastPath::table_unknown) {
         let mut owned = fp.take().expect("owned");
+        let at = first.clone();
         let learned = tokio::task::spawn_blocking(move || {
             learn_adopted(&mut owned, &first);
             owned
@@ -289,8 +260,9 @@ async fn run(
         match learned {
             Ok(owned) => fp = Some(owned),
             Err(e) => {
-                abandon(&format!("XDP: compiling the adopted table panicked ({e})"));
-                return;
+                drop(requests);
+                let why = format!("XDP: compiling the adopted table panicked ({e})");
+                return abandon(why, at, feed).await;
             }
         }
     } else {
@@ -317,6 +289,7 @@ async fn run(
                 let update = plan(&burst);
                 drop(burst);
                 let mut owned = fp.take().expect("owned between updates");
+                let at = snapshot.clone();
                 let done = tokio::task::spawn_blocking(move || {
                     let result = apply(&mut owned, &snapshot, &update);
                     (owned, result)
@@ -330,8 +303,8 @@ async fn run(
                         fp = Some(owned);
                     }
                     Err(e) => {
-                        abandon(&format!("XDP table compile panicked ({e})"));
-                        return;
+                        drop(requests);
+                        return abandon(format!("XDP table compile panicked ({e})"), at, feed).await;
                     }
                 }
             }
@@ -382,66 +355,5 @@ async fn run(
             Some(dir) => info!(pin_dir = %dir, "XDP program left attached and answering (pinned)"),
             None => info!("XDP program detached"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::zone::Commit;
-    use hickory_proto::rr::rdata::A;
-    use hickory_proto::rr::{Name, RData, Record};
-
-    fn commit(version: u64, events: Vec<ZoneEvent>) -> FeedItem {
-        FeedItem::Commit(Arc::new(Commit {
-            version,
-            snapshot: Arc::new(Snapshot::default()),
-            events,
-        }))
-    }
-
-    fn diff(records: usize) -> ZoneDiff {
-        let name = Name::from_ascii("a.example.").unwrap();
-        ZoneDiff {
-            origin: Name::from_ascii("example.").unwrap(),
-            old_serial: Some(1),
-            new_serial: Some(2),
-            removed: Vec::new(),
-            added: (0..records)
-                .map(|i| {
-                    Record::from_rdata(
-                        name.clone(),
-                        60,
-                        RData::A(A::new(10, 0, (i >> 8) as u8, i as u8)),
-                    )
-                })
-                .collect(),
-            whole_zone: false,
-        }
-    }
-
-    #[test]
-    fn a_burst_of_small_commits_is_one_delta_in_feed_order() {
-        let items = [
-            commit(1, vec![ZoneEvent::Published(diff(1))]),
-            commit(2, vec![ZoneEvent::Published(diff(2))]),
-        ];
-        assert_eq!(plan(&items), Update::Delta(vec![diff(1), diff(2)]));
-    }
-
-    #[test]
-    fn resync_expiry_and_large_changes_rebuild() {
-        let origin = Name::from_ascii("example.").unwrap();
-        let resync = FeedItem::Resync(Arc::new(Snapshot::default()));
-        assert_eq!(plan(&[resync]), Update::Rebuild);
-        let expired = commit(3, vec![ZoneEvent::Expired(origin.clone())]);
-        assert_eq!(plan(&[expired]), Update::Rebuild);
-        let fresh = commit(3, vec![ZoneEvent::Fresh(origin)]);
-        assert_eq!(plan(&[fresh]), Update::Rebuild);
-        let big = [
-            commit(1, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2))]),
-            commit(2, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2 + 1))]),
-        ];
-        assert_eq!(plan(&big), Update::Rebuild, "the burst as a whole is large");
     }
 }

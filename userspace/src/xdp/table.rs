@@ -1,9 +1,12 @@
 //! The compiled answers in userspace: the kernel table's entries, keyed
 //! by lower-cased wire name and query-type slot, stamped with the
-//! zone-store version they were compiled from.
+//! zone-store version they were compiled from. One table serves the hot
+//! path (`crate::hot`) and is the loader's record of what it wrote into
+//! the kernel, so each change is compiled once and kept once.
 //!
-//! One writer (the subscriber) changes entries in place; readers run on
-//! every UDP worker. A reader uses an entry only when the table's version
+//! One writer (the kernel table's subscriber, or without XDP
+//! [`super::answers`]) changes entries in place; readers run on every UDP
+//! worker. A reader uses an entry only when the table's version
 //! equals the snapshot it answers from, before and after the lookup (a
 //! sequence lock over a sharded map): while a change is being written,
 //! or before the table has caught up with a commit, the full handler
@@ -12,12 +15,12 @@
 //! ([`crate::xdp::packed`]): entries end to end in one byte arena.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use xdpdns_common::INLINE_MAX;
 
-use crate::xdp::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
-use crate::xdp::packed::{KeyHasher, Packed, HEAD};
+use super::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
+use super::packed::{KeyHasher, Packed, Stored, HEAD};
 
 /// The version of a table being changed, or not yet filled.
 const UNSETTLED: u64 = u64::MAX;
@@ -59,16 +62,16 @@ fn shard_of(hash: u64) -> usize {
     (hash >> 32) as usize % SHARDS
 }
 
-pub struct HotTable {
+pub struct AnswerTable {
     /// The store version the entries match, or [`UNSETTLED`].
     version: AtomicU64,
     hasher: KeyHasher,
     shards: [RwLock<Packed>; SHARDS],
 }
 
-impl Default for HotTable {
+impl Default for AnswerTable {
     fn default() -> Self {
-        HotTable {
+        AnswerTable {
             version: AtomicU64::new(UNSETTLED),
             hasher: KeyHasher::default(),
             shards: Default::default(),
@@ -76,7 +79,7 @@ impl Default for HotTable {
     }
 }
 
-impl HotTable {
+impl AnswerTable {
     fn read_shard(&self, hash: u64) -> RwLockReadGuard<'_, Packed> {
         self.shards[shard_of(hash)]
             .read()
@@ -116,6 +119,60 @@ impl HotTable {
         (self.version.load(Ordering::Relaxed) == version).then_some(out)
     }
 
+    /// Calls `f` with `key`'s entry as stored, whatever the version.
+    fn stored<R>(&self, key: &EntryKey, f: impl FnOnce(&Stored<'_>) -> R) -> Option<R> {
+        let hash = self.hasher.hash(&key.name, key.qtype);
+        let shard = self.read_shard(hash);
+        Some(f(&shard.get(hash, &key.name, key.qtype)?))
+    }
+
+    /// The section of `key`'s entry when it is held outside the entry (a
+    /// block), without rebuilding the entry.
+    pub fn block_of(&self, key: &EntryKey) -> Option<Arc<[u8]>> {
+        self.stored(key, |e| (e.section.len() > INLINE_MAX).then(|| Arc::from(e.section)))
+            .flatten()
+    }
+
+    /// Whether `key`'s entry holds its section in a block.
+    pub fn has_block(&self, key: &EntryKey) -> bool {
+        self.stored(key, |e| e.section.len() > INLINE_MAX)
+            .unwrap_or(false)
+    }
+
+    /// The change that turns this table into `new`.
+    pub fn diff(&self, new: &Table) -> TableDelta {
+        let mut delete = Vec::new();
+        self.each_key(&mut |k| {
+            if !new.contains_key(k) {
+                delete.push(k.clone());
+            }
+        });
+        TableDelta {
+            upsert: new
+                .iter()
+                .filter(|(k, c)| self.entry(k).as_ref() != Some(*c))
+                .map(|(k, c)| (k.clone(), c.clone()))
+                .collect(),
+            delete,
+        }
+    }
+
+    /// The table unpacked.
+    pub fn to_table(&self) -> Table {
+        let mut table = Table::default();
+        for shard in &self.shards {
+            let s = shard.read().unwrap_or_else(|p| p.into_inner());
+            for e in s.entries() {
+                let key = EntryKey {
+                    name: e.name.into(),
+                    qtype: e.qtype,
+                };
+                table.insert(key, e.compiled());
+            }
+        }
+        table
+    }
+
     /// The store version the table matches, if it is settled.
     pub fn version(&self) -> Option<u64> {
         Some(self.version.load(Ordering::Acquire)).filter(|v| *v != UNSETTLED)
@@ -134,7 +191,7 @@ impl HotTable {
     }
 
     /// Marks the table as changing: readers stop using it until
-    /// [`HotTable::settle`]. Writer only.
+    /// [`AnswerTable::settle`]. Writer only.
     pub fn unsettle(&self) {
         self.version.store(UNSETTLED, Ordering::SeqCst);
     }
@@ -144,7 +201,7 @@ impl HotTable {
         self.version.store(version, Ordering::Release);
     }
 
-    /// Applies a change (between [`HotTable::unsettle`] and `settle`).
+    /// Applies a change (between [`AnswerTable::unsettle`] and `settle`).
     pub fn apply(&self, delta: &TableDelta) {
         for (key, entry) in &delta.upsert {
             let hash = self.hasher.hash(&key.name, key.qtype);
@@ -176,14 +233,9 @@ impl HotTable {
     }
 }
 
-impl Installed for HotTable {
+impl Installed for AnswerTable {
     fn entry(&self, key: &EntryKey) -> Option<Compiled> {
-        let hash = self.hasher.hash(&key.name, key.qtype);
-        Some(
-            self.read_shard(hash)
-                .get(hash, &key.name, key.qtype)?
-                .compiled(),
-        )
+        self.stored(key, |e| e.compiled())
     }
 
     fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
@@ -226,7 +278,7 @@ mod tests {
 
     #[test]
     fn entries_are_read_only_at_the_settled_version() {
-        let t = HotTable::default();
+        let t = AnswerTable::default();
         let name = b"\x03www\x07example\x00";
         let delta = TableDelta {
             upsert: vec![(key(name), entry(1))],
@@ -265,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_change_written_during_a_read_voids_the_read() {
-        let t = HotTable::default();
+        let t = AnswerTable::default();
         let name = b"\x01a\x00";
         t.apply(&TableDelta {
             upsert: vec![(key(name), entry(1))],
@@ -279,7 +331,7 @@ mod tests {
 
     #[test]
     fn replace_and_installed_view() {
-        let t = HotTable::default();
+        let t = AnswerTable::default();
         let mut table = Table::default();
         table.insert(key(b"\x01a\x00"), entry(1));
         table.insert(
@@ -298,5 +350,83 @@ mod tests {
         let mut want: Vec<_> = table.keys().cloned().collect();
         want.sort();
         assert_eq!(keys, want);
+    }
+
+    /// An entry of `n` A records (a block from three on) of zone `zone`.
+    fn entry_of(n: u8, zone: u32) -> Compiled {
+        let rdatas: Vec<RData> = (1..=n)
+            .map(|i| RData::A(A::new(10, 0, zone as u8, i)))
+            .collect();
+        let set = crate::zone::RRset::new(hickory_proto::rr::RecordType::A, 60, &rdatas).unwrap();
+        let mut c = encode_answer(&set, 0).unwrap();
+        c.head.set_zone(zone);
+        c
+    }
+
+    fn name(i: u32) -> Arc<[u8]> {
+        let label = format!("n{i}");
+        let mut w = vec![label.len() as u8];
+        w.extend_from_slice(label.as_bytes());
+        w.extend_from_slice(b"\x07example\x00");
+        w.into()
+    }
+
+    #[test]
+    fn packed_entries_come_back_exactly_through_changes_and_compaction() {
+        use crate::xdp::compile::diff_tables;
+        let t = AnswerTable::default();
+        let mut model = Table::default();
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for round in 0..40 {
+            let mut delta = TableDelta::default();
+            for _ in 0..200 {
+                let r = next();
+                let k = EntryKey {
+                    name: name((r % 300) as u32),
+                    qtype: (r >> 20) as u8 & 3,
+                };
+                if r >> 40 & 3 == 0 {
+                    delta.delete.push(k);
+                } else {
+                    let c = entry_of(1 + (r >> 30) as u8 % 6, 1 + (r >> 50) as u32 % 9);
+                    delta.upsert.push((k, c));
+                }
+            }
+            // The diff against the model is what the model says.
+            let mut after = model.clone();
+            delta.apply_to(&mut after);
+            let mut want = diff_tables(&model, &after);
+            let mut got = t.diff(&after);
+            for d in [&mut want, &mut got] {
+                d.upsert.sort_by(|a, b| a.0.cmp(&b.0));
+                d.delete.sort();
+            }
+            assert_eq!(got, want, "round {round}");
+            model = after;
+            t.apply(&delta);
+            assert_eq!(t.len(), model.len(), "round {round}");
+        }
+        let arena: usize = t
+            .shards
+            .iter()
+            .map(|s| s.read().unwrap().arena_len())
+            .sum();
+        assert!(arena < 40 * 200 * 40, "garbage is reclaimed");
+        assert_eq!(t.to_table(), model);
+        for (k, c) in &model {
+            assert_eq!(t.entry(k).as_ref(), Some(c), "{k:?}");
+            assert_eq!(t.block_of(k), c.block);
+            assert_eq!(t.has_block(k), c.block.is_some());
+        }
+        let rebuilt = AnswerTable::default();
+        rebuilt.replace(&model);
+        assert_eq!(rebuilt.to_table(), model);
+        assert!(rebuilt.diff(&model).is_empty());
     }
 }

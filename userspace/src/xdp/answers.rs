@@ -1,0 +1,182 @@
+//! The answer table as a subscriber to the zone store's change feed when
+//! no kernel table is kept (XDP off, or its subscriber gone): each burst
+//! of commits is compiled on a blocking thread, with the same plan the
+//! kernel table's subscriber follows, and applied in place.
+
+use std::sync::Arc;
+
+use hickory_proto::rr::LowerName;
+use tracing::{debug, error};
+
+use super::compile::{compile, compile_diffs};
+use super::table::AnswerTable;
+use crate::zone::{FeedItem, Snapshot, Subscription, ZoneDiff, ZoneEvent, ZoneStore};
+
+/// Changes up to this many records are compiled from the diffs alone;
+/// larger ones recompile the whole table (either way the kernel switches
+/// generations once).
+pub const SMALL_DIFF: usize = 1_000;
+
+/// What to do with the kernel table after a burst of feed items.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Update {
+    /// Recompile everything from the snapshot.
+    Rebuild,
+    /// Recompile the names these diffs touch.
+    Delta(Vec<ZoneDiff>),
+}
+
+/// Merges a burst of feed items (in feed order) into one update against
+/// the newest snapshot among them: a resync, an expiry change or a large
+/// change rebuilds; otherwise the diffs are compiled together.
+pub fn plan(items: &[FeedItem]) -> Update {
+    let mut diffs = Vec::new();
+    let mut records = 0;
+    for item in items {
+        let FeedItem::Commit(c) = item else {
+            return Update::Rebuild;
+        };
+        for event in &c.events {
+            match event {
+                ZoneEvent::Published(d) => {
+                    records += d.removed.len() + d.added.len();
+                    if d.whole_zone {
+                        // The zone's records, from whichever side has them.
+                        let before = c.snapshot.zone(&LowerName::new(&d.origin));
+                        records += before.map_or(SMALL_DIFF + 1, |z| z.record_count());
+                    }
+                    diffs.push(d.clone());
+                }
+                ZoneEvent::Expired(_) | ZoneEvent::Fresh(_) => return Update::Rebuild,
+            }
+        }
+        if records > SMALL_DIFF {
+            return Update::Rebuild;
+        }
+    }
+    Update::Delta(diffs)
+}
+
+/// Compiles `snapshot` into `table` as a whole.
+pub fn fill(table: &AnswerTable, snapshot: &Snapshot) {
+    let (compiled, _) = compile(snapshot);
+    table.unsettle();
+    table.replace(&compiled);
+    table.settle(snapshot.version());
+}
+
+/// Fills `table` from `store` and keeps it current until the store is
+/// dropped.
+pub fn start(table: Arc<AnswerTable>, store: &ZoneStore) -> tokio::task::JoinHandle<()> {
+    let (snapshot, feed) = store.subscribe();
+    tokio::spawn(follow(table, snapshot, feed))
+}
+
+/// Fills `table` from `first` and keeps it current with `feed`.
+pub async fn follow(table: Arc<AnswerTable>, first: Arc<Snapshot>, mut feed: Subscription) {
+    let t = table.clone();
+    let first_fill = move || {
+        fill(&t, &first);
+        crate::memory::release_freed();
+    };
+    if tokio::task::spawn_blocking(first_fill).await.is_err() {
+        error!("answer table: compile panicked; the full handler answers everything");
+        return;
+    }
+    while let Some(item) = feed.next().await {
+        let mut burst = vec![item];
+        while let Some(more) = feed.try_next() {
+            burst.push(more);
+        }
+        let snapshot = burst.last().expect("one item").snapshot().clone();
+        let update = plan(&burst);
+        drop(burst);
+        let t = table.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            match update {
+                Update::Rebuild => {
+                    fill(&t, &snapshot);
+                    crate::memory::release_freed();
+                }
+                Update::Delta(diffs) => {
+                    let delta = compile_diffs(&snapshot, &diffs, &*t);
+                    t.unsettle();
+                    t.apply(&delta);
+                    t.settle(snapshot.version());
+                }
+            }
+            debug!(
+                version = snapshot.version(),
+                entries = t.len(),
+                "answer table updated"
+            );
+        })
+        .await;
+        if done.is_err() {
+            // Left unsettled: the full handler answers everything.
+            error!("answer table: compile panicked; the full handler answers everything");
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zone::Commit;
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::{Name, RData, Record};
+
+    fn commit(version: u64, events: Vec<ZoneEvent>) -> FeedItem {
+        FeedItem::Commit(Arc::new(Commit {
+            version,
+            snapshot: Arc::new(Snapshot::default()),
+            events,
+        }))
+    }
+
+    fn diff(records: usize) -> ZoneDiff {
+        let name = Name::from_ascii("a.example.").unwrap();
+        ZoneDiff {
+            origin: Name::from_ascii("example.").unwrap(),
+            old_serial: Some(1),
+            new_serial: Some(2),
+            removed: Vec::new(),
+            added: (0..records)
+                .map(|i| {
+                    Record::from_rdata(
+                        name.clone(),
+                        60,
+                        RData::A(A::new(10, 0, (i >> 8) as u8, i as u8)),
+                    )
+                })
+                .collect(),
+            whole_zone: false,
+        }
+    }
+
+    #[test]
+    fn a_burst_of_small_commits_is_one_delta_in_feed_order() {
+        let items = [
+            commit(1, vec![ZoneEvent::Published(diff(1))]),
+            commit(2, vec![ZoneEvent::Published(diff(2))]),
+        ];
+        assert_eq!(plan(&items), Update::Delta(vec![diff(1), diff(2)]));
+    }
+
+    #[test]
+    fn resync_expiry_and_large_changes_rebuild() {
+        let origin = Name::from_ascii("example.").unwrap();
+        let resync = FeedItem::Resync(Arc::new(Snapshot::default()));
+        assert_eq!(plan(&[resync]), Update::Rebuild);
+        let expired = commit(3, vec![ZoneEvent::Expired(origin.clone())]);
+        assert_eq!(plan(&[expired]), Update::Rebuild);
+        let fresh = commit(3, vec![ZoneEvent::Fresh(origin)]);
+        assert_eq!(plan(&[fresh]), Update::Rebuild);
+        let big = [
+            commit(1, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2))]),
+            commit(2, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2 + 1))]),
+        ];
+        assert_eq!(plan(&big), Update::Rebuild, "the burst as a whole is large");
+    }
+}
