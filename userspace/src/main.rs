@@ -159,6 +159,7 @@ fn long_version() -> String {
 }
 
 fn main() -> ExitCode {
+    xdpdns::memory::tune_allocator();
     // Computed at run time (the object's hash), once: leaked for clap.
     let version: &'static str = Box::leak(long_version().into_boxed_str());
     let command = Cli::command().version(version);

@@ -3,43 +3,139 @@
 //! and reused only after the loader has deleted the block from the kernel
 //! (which it does after an RCU grace period, so no packet still reads it).
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::hash::BuildHasher;
 
-#[derive(Debug, Default)]
+use hashbrown::HashTable;
+
+/// Sections end to end in one arena (a 2-byte length, then the bytes),
+/// with an index of slots by content hash: no allocation per block, and
+/// nothing left behind in the heap the compile's allocations shared.
+#[derive(Default)]
 pub(super) struct BlockIds {
-    by_content: HashMap<Arc<[u8]>, (u32, usize)>,
+    hasher: Seeded,
+    index: HashTable<Slot>,
+    arena: Vec<u8>,
+    /// Arena bytes no slot points at.
+    garbage: usize,
     free: Vec<u32>,
     next: u32,
 }
 
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// Offset of the section's length in the arena.
+    at: u32,
+    id: u32,
+    refs: u32,
+}
+
+/// A random seed: sections come from zone data.
+struct Seeded(foldhash::fast::FixedState);
+
+impl Default for Seeded {
+    fn default() -> Self {
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0u8);
+        Seeded(foldhash::fast::FixedState::with_seed(seed))
+    }
+}
+
+impl std::fmt::Debug for BlockIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockIds")
+            .field("blocks", &self.index.len())
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+fn content_at(arena: &[u8], at: u32) -> &[u8] {
+    let at = at as usize;
+    let len = u16::from_le_bytes([arena[at], arena[at + 1]]) as usize;
+    &arena[at + 2..at + 2 + len]
+}
+
 impl BlockIds {
+    fn hash(&self, content: &[u8]) -> u64 {
+        self.hasher.0.hash_one(content)
+    }
+
+    fn find(&self, content: &[u8]) -> Option<&Slot> {
+        let arena = &self.arena[..];
+        self.index
+            .find(self.hash(content), |s| content_at(arena, s.at) == content)
+    }
+
+    fn find_mut(&mut self, content: &[u8]) -> Option<&mut Slot> {
+        let hash = self.hash(content);
+        let arena = &self.arena[..];
+        self.index
+            .find_mut(hash, |s| content_at(arena, s.at) == content)
+    }
+
+    fn insert(&mut self, content: &[u8], id: u32, refs: u32) {
+        let at = u32::try_from(self.arena.len()).expect("an arena below 4 GiB");
+        let len = u16::try_from(content.len()).expect("a section below 64 KiB");
+        self.arena.extend_from_slice(&len.to_le_bytes());
+        self.arena.extend_from_slice(content);
+        let (hasher, arena) = (&self.hasher.0, &self.arena);
+        self.index.insert_unique(
+            hasher.hash_one(content),
+            Slot { at, id, refs },
+            |s| hasher.hash_one(content_at(arena, s.at)),
+        );
+    }
+
     /// Takes a reference to `content`: its id, and whether the block is
     /// new (the loader writes it before any entry points at it).
-    pub(super) fn acquire(&mut self, content: &Arc<[u8]>) -> (u32, bool) {
-        if let Some((id, refs)) = self.by_content.get_mut(content) {
-            *refs += 1;
-            return (*id, false);
+    pub(super) fn acquire(&mut self, content: &[u8]) -> (u32, bool) {
+        if let Some(slot) = self.find_mut(content) {
+            slot.refs += 1;
+            return (slot.id, false);
         }
         let id = self.free.pop().unwrap_or_else(|| {
             self.next += 1;
             self.next
         });
-        self.by_content.insert(content.clone(), (id, 1));
+        self.insert(content, id, 1);
         (id, true)
     }
 
     /// Drops a reference to `content`; the id when it was the last one
     /// (the loader deletes the block, then calls [`recycle`](Self::recycle)).
     pub(super) fn release(&mut self, content: &[u8]) -> Option<u32> {
-        let (id, refs) = self.by_content.get_mut(content)?;
-        *refs -= 1;
-        if *refs > 0 {
+        let hash = self.hash(content);
+        let arena = &self.arena[..];
+        let Ok(mut entry) = self
+            .index
+            .find_entry(hash, |s| content_at(arena, s.at) == content)
+        else {
+            return None;
+        };
+        let slot = entry.get_mut();
+        slot.refs -= 1;
+        if slot.refs > 0 {
             return None;
         }
-        let id = *id;
-        self.by_content.remove(content);
+        let id = slot.id;
+        entry.remove();
+        self.garbage += 2 + content.len();
+        self.compact_if_wasteful();
         Some(id)
+    }
+
+    /// Copies the live sections into a new arena once most of it is
+    /// garbage.
+    fn compact_if_wasteful(&mut self) {
+        if self.garbage < 4096 || self.garbage * 2 < self.arena.len() {
+            return;
+        }
+        let old = std::mem::take(&mut self.arena);
+        let slots: Vec<Slot> = self.index.drain().collect();
+        self.arena.reserve(old.len() - self.garbage);
+        self.garbage = 0;
+        for slot in slots {
+            self.insert(content_at(&old, slot.at), slot.id, slot.refs);
+        }
     }
 
     /// Makes a released id available again once its block is gone.
@@ -49,9 +145,11 @@ impl BlockIds {
 
     /// Records a reference to `content` held in a kernel table adopted
     /// from a previous controller, under the id the kernel entry names.
-    pub(super) fn adopt(&mut self, content: &Arc<[u8]>, id: u32) {
-        let (_, refs) = self.by_content.entry(content.clone()).or_insert((id, 0));
-        *refs += 1;
+    pub(super) fn adopt(&mut self, content: &[u8], id: u32) {
+        match self.find_mut(content) {
+            Some(slot) => slot.refs += 1,
+            None => self.insert(content, id, 1),
+        }
         self.next = self.next.max(id);
     }
 
@@ -61,7 +159,7 @@ impl BlockIds {
     /// reused (no packet can read them: no entry points at them).
     pub(super) fn finish_adoption(&mut self, in_kernel: Vec<u32>) -> Vec<u32> {
         let used: std::collections::HashSet<u32> =
-            self.by_content.values().map(|(id, _)| *id).collect();
+            self.index.iter().map(|s| s.id).collect();
         self.next = in_kernel.iter().copied().fold(self.next, u32::max);
         self.free = (1..=self.next).filter(|id| !used.contains(id)).collect();
         in_kernel
@@ -71,11 +169,11 @@ impl BlockIds {
     }
 
     pub(super) fn id(&self, content: &[u8]) -> Option<u32> {
-        self.by_content.get(content).map(|(id, _)| *id)
+        self.find(content).map(|s| s.id)
     }
 
     pub(super) fn len(&self) -> usize {
-        self.by_content.len()
+        self.index.len()
     }
 
     pub(super) fn clear(&mut self) {
@@ -86,6 +184,7 @@ impl BlockIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn shared_sections_share_an_id_until_the_last_reference_goes() {
@@ -130,5 +229,31 @@ mod tests {
             .collect();
         got.sort();
         assert_eq!(got, vec![1, 3, 4, 6, 7, 8]);
+    }
+
+    #[test]
+    fn sections_keep_their_ids_and_counts_through_compaction() {
+        let mut b = BlockIds::default();
+        let section = |i: u32| -> Vec<u8> { (0..40 + i % 50).map(|j| (i * 7 + j) as u8).collect() };
+        let ids: Vec<u32> = (0..2000).map(|i| b.acquire(&section(i)).0).collect();
+        for i in (0..2000).step_by(2) {
+            b.acquire(&section(i));
+        }
+        let full = b.arena.len();
+        // Odd sections go (one reference each), even ones lose one of two.
+        for i in 0..2000 {
+            let last = b.release(&section(i));
+            assert_eq!(last, (i % 2 == 1).then_some(ids[i as usize]));
+        }
+        assert!(b.arena.len() < full, "compacted");
+        assert_eq!(b.len(), 1000);
+        for i in 0..2000 {
+            let want = (i % 2 == 0).then_some(ids[i as usize]);
+            assert_eq!(b.id(&section(i)), want, "section {i}");
+        }
+        for i in (0..2000).step_by(2) {
+            assert_eq!(b.release(&section(i)), Some(ids[i as usize]));
+        }
+        assert_eq!(b.len(), 0);
     }
 }

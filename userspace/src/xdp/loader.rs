@@ -841,7 +841,13 @@ impl FastPath {
     /// written until told otherwise.
     fn record(&mut self, delta: &TableDelta) {
         self.installed.unsettle();
-        self.installed.apply(delta);
+        match self.installed.is_empty() && delta.delete.is_empty() {
+            // A first table: packed at its exact size, not grown to it.
+            true => self
+                .installed
+                .replace(delta.upsert.iter().map(|(k, c)| (k, c))),
+            false => self.installed.apply(delta),
+        }
         for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
             self.absent.remove(key);
         }

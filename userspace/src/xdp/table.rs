@@ -218,11 +218,11 @@ impl AnswerTable {
         }
     }
 
-    /// Replaces every entry by `table`'s (between `unsettle` and `settle`),
-    /// each shard packed at its exact size.
-    pub fn replace(&self, table: &Table) {
+    /// Replaces every entry by `entries` (distinct keys; between
+    /// `unsettle` and `settle`), each shard packed at its exact size.
+    pub fn replace<'a>(&self, entries: impl IntoIterator<Item = (&'a EntryKey, &'a Compiled)>) {
         let mut parts: Vec<Vec<(u64, &EntryKey, &Compiled)>> = vec![Vec::new(); SHARDS];
-        for (key, entry) in table {
+        for (key, entry) in entries {
             let hash = self.hasher.hash(&key.name, key.qtype);
             parts[shard_of(hash)].push((hash, key, entry));
         }
