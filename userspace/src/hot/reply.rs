@@ -13,10 +13,10 @@ use xdpdns_common::{
 };
 
 use super::negative;
-use crate::xdp::table::{AnswerTable, HotEntry};
 use crate::handler::Transport;
 use crate::metrics::zones;
 use crate::wire::ServerEdns;
+use crate::xdp::table::{AnswerTable, HotEntry};
 use crate::zone::Snapshot;
 
 /// The OPT record without options.

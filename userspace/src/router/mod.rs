@@ -20,12 +20,12 @@ use log_limit::LogLimit;
 
 use crate::handler::{Handler, Transport};
 use crate::hot;
-use crate::xdp::AnswerTable;
 use crate::metrics::zones;
 use crate::transfer::outbound::{self, Plan};
 use crate::transfer::tsig::{self, ReplySigner};
 use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
 use crate::wire::{self, Rejected, Reply, Request};
+use crate::xdp::AnswerTable;
 use crate::zone::ZoneStore;
 
 /// The request router: what every socket task hands each message to.

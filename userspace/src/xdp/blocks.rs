@@ -78,11 +78,10 @@ impl BlockIds {
         self.arena.extend_from_slice(&len.to_le_bytes());
         self.arena.extend_from_slice(content);
         let (hasher, arena) = (&self.hasher.0, &self.arena);
-        self.index.insert_unique(
-            hasher.hash_one(content),
-            Slot { at, id, refs },
-            |s| hasher.hash_one(content_at(arena, s.at)),
-        );
+        self.index
+            .insert_unique(hasher.hash_one(content), Slot { at, id, refs }, |s| {
+                hasher.hash_one(content_at(arena, s.at))
+            });
     }
 
     /// Takes a reference to `content`: its id, and whether the block is
@@ -158,8 +157,7 @@ impl BlockIds {
     /// map's keys) no entry uses: blocks to delete before their id is
     /// reused (no packet can read them: no entry points at them).
     pub(super) fn finish_adoption(&mut self, in_kernel: Vec<u32>) -> Vec<u32> {
-        let used: std::collections::HashSet<u32> =
-            self.index.iter().map(|s| s.id).collect();
+        let used: std::collections::HashSet<u32> = self.index.iter().map(|s| s.id).collect();
         self.next = in_kernel.iter().copied().fold(self.next, u32::max);
         self.free = (1..=self.next).filter(|id| !used.contains(id)).collect();
         in_kernel

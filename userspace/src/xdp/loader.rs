@@ -818,9 +818,7 @@ impl FastPath {
             .chain(&delta.delete)
             .any(|k| self.held_block(k).is_some());
         // The tag is unknown until both generations hold the change.
-        let written = self
-            .set_table_tag(0)
-            .and_then(|()| self.try_apply(delta));
+        let written = self.set_table_tag(0).and_then(|()| self.try_apply(delta));
         self.record(delta);
         match written {
             Ok(left_out) => {
@@ -878,7 +876,8 @@ impl FastPath {
         };
         match self.try_apply(&again) {
             Ok(still_out) => {
-                self.absent.retain(|k| !left_out.contains(k) || still_out.contains(k));
+                self.absent
+                    .retain(|k| !left_out.contains(k) || still_out.contains(k));
                 Ok(())
             }
             Err(e) => {

@@ -129,8 +129,10 @@ impl AnswerTable {
     /// The section of `key`'s entry when it is held outside the entry (a
     /// block), without rebuilding the entry.
     pub fn block_of(&self, key: &EntryKey) -> Option<Arc<[u8]>> {
-        self.stored(key, |e| (e.section.len() > INLINE_MAX).then(|| Arc::from(e.section)))
-            .flatten()
+        self.stored(key, |e| {
+            (e.section.len() > INLINE_MAX).then(|| Arc::from(e.section))
+        })
+        .flatten()
     }
 
     /// Whether `key`'s entry holds its section in a block.
@@ -412,11 +414,7 @@ mod tests {
             t.apply(&delta);
             assert_eq!(t.len(), model.len(), "round {round}");
         }
-        let arena: usize = t
-            .shards
-            .iter()
-            .map(|s| s.read().unwrap().arena_len())
-            .sum();
+        let arena: usize = t.shards.iter().map(|s| s.read().unwrap().arena_len()).sum();
         assert!(arena < 40 * 200 * 40, "garbage is reclaimed");
         assert_eq!(t.to_table(), model);
         for (k, c) in &model {
