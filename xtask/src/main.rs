@@ -78,6 +78,13 @@ const APT_PACKAGES: &[&str] = &[
     "dnsperf",
     // A second DNS library: reads zone files and transfers the tests compare
     "python3-dnspython",
+    // The registry's etcd backend: a real etcd cluster for its tests, and
+    // protoc and the protobuf well-known types, which etcd-client's build
+    // compiles the etcd API with
+    "etcd-server",
+    "etcd-client",
+    "protobuf-compiler",
+    "libprotobuf-dev",
     // The eBPF build (see ../shared/TOOLCHAIN.md): Debian's rustc with a
     // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
     "rustc-web",
