@@ -8,6 +8,7 @@ pub mod health;
 pub mod journal;
 pub mod model;
 pub mod naming;
+pub mod projection;
 pub mod service;
 pub mod state;
 pub mod table;

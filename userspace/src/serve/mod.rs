@@ -661,7 +661,7 @@ async fn start_registry(
 ) -> anyhow::Result<(
     SocketAddr,
     JoinHandle<()>,
-    JoinHandle<Result<(), crate::registry::journal::JournalError>>,
+    JoinHandle<Result<(), crate::registry::service::WriterError>>,
     RegistryHandle,
 )> {
     let token = crate::config::read_token(&rc.token, &rc.token_file, "registry.token")

@@ -255,6 +255,23 @@ impl ZoneStore {
         floor: Option<u32>,
         now: u64,
     ) -> Vec<ZoneDiff> {
+        self.publish_generated_with(zones, &|policy, old| {
+            policy.next_owned(old, floor, now as u32)
+        })
+    }
+
+    /// [`publish_generated`](Self::publish_generated), each changed zone
+    /// getting `serial` exactly (the etcd registry's serial, derived from
+    /// the revision the zones were generated at).
+    pub fn publish_generated_at(&self, zones: Vec<Zone>, serial: u32) -> Vec<ZoneDiff> {
+        self.publish_generated_with(zones, &|_, _| serial)
+    }
+
+    fn publish_generated_with(
+        &self,
+        zones: Vec<Zone>,
+        serial_of: &dyn Fn(SerialPolicy, Option<u32>) -> u32,
+    ) -> Vec<ZoneDiff> {
         let w = self.lock();
         let old = self.current.load_full();
         let mut next = (*old).clone();
@@ -269,10 +286,7 @@ impl ZoneStore {
                     continue;
                 }
             }
-            set_serial(
-                &mut zone,
-                w.policy.next_owned(old_serial, floor, now as u32),
-            );
+            set_serial(&mut zone, serial_of(w.policy, old_serial));
             diffs.push(diff_zones(before, Some(&zone), zone.origin()));
             next.zones.insert(key, Arc::new(zone));
         }
@@ -292,7 +306,26 @@ impl ZoneStore {
         changes: &[Change],
         now: u64,
     ) -> Result<ZoneDiff, StoreError> {
-        let diffs = self.apply(origin, &[(changes, Err(now))])?;
+        self.update_with(origin, changes, Err(now))
+    }
+
+    /// [`update`](Self::update) to serial `serial` exactly.
+    pub fn update_at(
+        &self,
+        origin: &Name,
+        changes: &[Change],
+        serial: u32,
+    ) -> Result<ZoneDiff, StoreError> {
+        self.update_with(origin, changes, Ok(serial))
+    }
+
+    fn update_with(
+        &self,
+        origin: &Name,
+        changes: &[Change],
+        serial: Result<u32, u64>,
+    ) -> Result<ZoneDiff, StoreError> {
+        let diffs = self.apply(origin, &[(changes, serial)])?;
         Ok(diffs.into_iter().next().unwrap_or_else(|| ZoneDiff {
             origin: origin.clone(),
             ..ZoneDiff::default()

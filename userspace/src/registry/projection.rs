@@ -1,0 +1,360 @@
+//! What every registry backend shares: the write requests and the handle
+//! the API holds, and the projection that turns registry entries into
+//! state, the readers' view and published zone records. A backend (the
+//! local journal in `service`, etcd in `etcd`) decides when an entry is
+//! durable and hands it to [`Projection::apply`]; the projection never
+//! knows which one is underneath.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use hickory_proto::rr::{LowerName, Name, RData, Record};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tracing::{error, info};
+
+use super::census::Census;
+use super::journal::JournalError;
+use super::model::Limits;
+use super::state::Entry;
+use super::table::{SetChange, Table};
+use super::{HealthPolicy, Instance, InstanceSpec, Naming, Registry, RegistryError, Status};
+use crate::zone::{Change, ZoneDiff, ZoneStore};
+
+pub use crate::clock::unix_ms as now_ms;
+
+/// A write request.
+#[derive(Debug)]
+pub enum Op {
+    Register { id: String, spec: Box<InstanceSpec> },
+    Deregister { id: String },
+    Heartbeat { id: String },
+    SetStatus { id: String, status: Status },
+    SetOwner { owner: String, enabled: bool },
+}
+
+pub type Reply = oneshot::Sender<Result<Option<Instance>, RegistryError>>;
+
+/// What readers see: the state as of the last committed batch.
+pub struct View {
+    pub registry: Registry,
+    pub naming: Arc<Naming>,
+    pub policy: HealthPolicy,
+}
+
+#[derive(Clone)]
+pub struct RegistryHandle {
+    tx: mpsc::Sender<(Op, Reply)>,
+    view: Arc<ArcSwap<View>>,
+    stats: Arc<Stats>,
+}
+
+/// What `/metrics` and `xdpdns ctl registry` report beside the view.
+#[derive(Default)]
+pub struct Stats {
+    /// From submitting a write to its acknowledgement (journal synced).
+    pub write_latency: crate::metrics::Histogram,
+    pub lease_expiries: AtomicU64,
+    pub journal_bytes: AtomicU64,
+}
+
+impl RegistryHandle {
+    /// Submits a write and waits until it is durable. Returns the
+    /// instance as it now stands (`None` for deletions and owner flags).
+    pub async fn write(&self, op: Op) -> Result<Option<Instance>, RegistryError> {
+        let started = std::time::Instant::now();
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send((op, tx))
+            .await
+            .map_err(|_| RegistryError::Unavailable)?;
+        let result = rx.await.map_err(|_| RegistryError::Unavailable)?;
+        self.stats.write_latency.observe(started.elapsed());
+        result
+    }
+
+    pub fn view(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+}
+
+/// Why a registry writer stopped: nothing more can be acknowledged, so
+/// the server must stop.
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("registry etcd backend: {0}")]
+    Etcd(String),
+}
+
+pub struct Started {
+    pub handle: RegistryHandle,
+    pub task: tokio::task::JoinHandle<Result<(), WriterError>>,
+    pub recovered_instances: usize,
+}
+
+/// How a publish numbers the zones it changes.
+#[derive(Clone, Copy, Debug)]
+pub enum Serials {
+    /// By the store's serial policy, never below `floor`.
+    Policy { floor: Option<u32> },
+    /// This serial, exactly (the etcd backend: one derived from the
+    /// revision, the same on every node).
+    Exact(u32),
+}
+
+/// The registry as entries make it, and what follows from it: the census
+/// for the limits, the readers' view, and the derived zone records.
+pub struct Projection {
+    pub stats: Arc<Stats>,
+    pub registry: Registry,
+    /// Instances in all and per owner, for `limits`.
+    census: Census,
+    limits: Limits,
+    pub naming: Arc<Naming>,
+    pub policy: HealthPolicy,
+    batch_delay: Duration,
+    store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    view: Arc<ArcSwap<View>>,
+    /// When the pending changes go out (`None`: nothing pending).
+    pub publish_at: Option<Instant>,
+    last_publish: Option<Instant>,
+    table: Table,
+    /// Instances whose records must be re-derived at the next publish.
+    dirty: HashSet<String>,
+}
+
+impl Projection {
+    pub fn new(
+        registry: Registry,
+        naming: Naming,
+        policy: HealthPolicy,
+        limits: Limits,
+        batch_delay: Duration,
+        store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    ) -> Self {
+        let naming = Arc::new(naming);
+        let view = Arc::new(ArcSwap::from_pointee(View {
+            registry: registry.clone(),
+            naming: naming.clone(),
+            policy,
+        }));
+        Projection {
+            stats: Arc::new(Stats::default()),
+            census: Census::of(&registry),
+            registry,
+            limits,
+            naming,
+            policy,
+            batch_delay,
+            store,
+            view,
+            publish_at: None,
+            last_publish: None,
+            table: Table::default(),
+            dirty: HashSet::new(),
+        }
+    }
+
+    /// The handle for the API, writing through `tx`.
+    pub fn handle(&self, tx: mpsc::Sender<(Op, Reply)>) -> RegistryHandle {
+        RegistryHandle {
+            tx,
+            view: self.view.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+
+    /// The entry `op` makes at `now`, checked against the naming rules and
+    /// the limits.
+    pub fn entry_for(&self, op: Op, now: u64) -> Result<Entry, RegistryError> {
+        let r = &self.registry;
+        let entry = match op {
+            Op::Register { id, spec } => r.register(&id, &spec, now)?,
+            Op::Deregister { id } => r.deregister(&id)?,
+            Op::Heartbeat { id } => r.heartbeat(&id, now)?,
+            Op::SetStatus { id, status } => r.set_status(&id, status, now)?,
+            Op::SetOwner { owner, enabled } => r.set_owner(&owner, enabled)?,
+        };
+        if let Entry::Put { instance } = &entry {
+            self.naming.check(instance)?;
+            self.census.admit(&self.limits, r, instance)?;
+        }
+        Ok(entry)
+    }
+
+    /// Applies `entry` to the state, the census and the pending publish.
+    pub fn apply(&mut self, entry: &Entry) {
+        let id = match entry {
+            Entry::Put { instance } => Some(&instance.id),
+            Entry::Delete { id, .. } => Some(id),
+            Entry::Renew { .. } | Entry::Owner { .. } => None,
+        };
+        let before = id.and_then(|id| self.registry.instances.get(id).cloned());
+        self.registry.apply(entry);
+        self.census.record(before.as_ref(), entry);
+        self.mark_dirty(entry);
+    }
+
+    /// Pending changes go out at once when the last publish is at least
+    /// `batch_delay` old (with the default 0: always), else when it is.
+    pub fn schedule_publish(&mut self) {
+        if self.publish_at.is_none() {
+            let now = Instant::now();
+            let earliest = self.last_publish.map_or(now, |t| t + self.batch_delay);
+            self.publish_at = Some(earliest.max(now));
+        }
+    }
+
+    pub fn refresh_view(&self) {
+        self.view.store(Arc::new(View {
+            registry: self.registry.clone(),
+            naming: self.naming.clone(),
+            policy: self.policy,
+        }));
+    }
+
+    fn mark_dirty(&mut self, entry: &Entry) {
+        match entry {
+            Entry::Put { instance } => {
+                self.dirty.insert(instance.id.clone());
+            }
+            Entry::Delete { id, .. } => {
+                self.dirty.insert(id.clone());
+            }
+            Entry::Renew { .. } => {}
+            Entry::Owner { owner, .. } => {
+                let ids = self
+                    .registry
+                    .instances
+                    .values()
+                    .filter(|i| i.reg.owner.as_deref() == Some(owner.as_str()))
+                    .map(|i| i.id.clone());
+                self.dirty.extend(ids);
+            }
+        }
+    }
+
+    /// Startup (or a whole re-read): derive everything and publish every
+    /// zone that changed at once.
+    pub fn publish_all(&mut self, serials: Serials) -> Vec<ZoneDiff> {
+        let started = std::time::Instant::now();
+        self.table = Table::build(&self.naming, &self.registry);
+        self.dirty.clear();
+        self.publish_at = None;
+        let zones = self.table.zones(&self.naming);
+        let store = (*self.store).as_ref();
+        let now = now_ms() / 1000;
+        let diffs = match serials {
+            Serials::Policy { floor } => {
+                // Never behind the clock either, so serials move forward
+                // even if the floor was lost.
+                let floor = match floor {
+                    Some(f) if crate::zone::serial::is_newer(f, now as u32) => f,
+                    _ => now as u32,
+                };
+                store.publish_generated(zones, Some(floor), now)
+            }
+            Serials::Exact(serial) => store.publish_generated_at(zones, serial),
+        };
+        log_published(&diffs, started);
+        diffs
+    }
+
+    /// Re-derives the records of the instances changed since the last
+    /// publish and applies the RRset differences to the store, one serial
+    /// per changed zone.
+    pub fn publish(&mut self, serials: Serials) -> Vec<ZoneDiff> {
+        self.publish_at = None;
+        self.last_publish = Some(Instant::now());
+        let started = std::time::Instant::now();
+        let dirty = std::mem::take(&mut self.dirty);
+        let updates = self.table.update(&self.naming, &self.registry, dirty);
+        let store = (*self.store).as_ref();
+        let snapshot = store.snapshot();
+        let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
+        for (key, change) in updates {
+            let Some(origin) = self.naming.zone_of(&key.0) else {
+                continue;
+            };
+            let changes = by_zone.entry(origin.clone()).or_default();
+            match change {
+                SetChange::Changes(c) => changes.extend(c),
+                SetChange::Recompute => {
+                    let old = snapshot
+                        .zone(&LowerName::new(origin))
+                        .and_then(|z| z.node(&LowerName::new(&key.0)))
+                        .and_then(|n| n.rrset(key.1))
+                        .map(|s| (s.ttl, s.rdatas().collect()));
+                    rrset_changes(&key.0, old, self.table.rrset(&key), changes);
+                }
+            }
+        }
+        let mut diffs = Vec::new();
+        for (origin, changes) in by_zone {
+            if changes.is_empty() {
+                continue;
+            }
+            let result = match serials {
+                Serials::Policy { .. } => store.update(&origin, &changes, now_ms() / 1000),
+                Serials::Exact(serial) => store.update_at(&origin, &changes, serial),
+            };
+            match result {
+                Ok(d) if !d.is_empty() => diffs.push(d),
+                Ok(_) => {}
+                Err(e) => error!(zone = %origin, "registry zone update failed: {e}"),
+            }
+        }
+        log_published(&diffs, started);
+        diffs
+    }
+}
+
+fn log_published(diffs: &[ZoneDiff], started: std::time::Instant) {
+    let elapsed_us = started.elapsed().as_micros() as u64;
+    for d in diffs {
+        info!(zone = %d.origin, serial = d.new_serial, removed = d.removed.len(), added = d.added.len(), elapsed_us, "registry zone published");
+    }
+}
+
+/// The record changes that turn RRset `old` into `new` (a TTL change
+/// replaces the whole set: one TTL per RRset).
+fn rrset_changes(
+    name: &Name,
+    old: Option<(u32, Vec<RData>)>,
+    new: Option<(u32, Vec<RData>)>,
+    out: &mut Vec<Change>,
+) {
+    let (old_ttl, old_data) = old.unwrap_or((0, Vec::new()));
+    let (new_ttl, new_data) = new.unwrap_or((0, Vec::new()));
+    let same_ttl = old_ttl == new_ttl || old_data.is_empty() || new_data.is_empty();
+    let record = |ttl, d: &RData| Record::from_rdata(name.clone(), ttl, d.clone());
+    let old_set: HashSet<&RData> = old_data.iter().collect();
+    let new_set: HashSet<&RData> = new_data.iter().collect();
+    for d in &old_data {
+        if !same_ttl || !new_set.contains(d) {
+            out.push(Change::Remove(record(old_ttl, d)));
+        }
+    }
+    for d in &new_data {
+        if !same_ttl || !old_set.contains(d) {
+            out.push(Change::Add(record(new_ttl, d)));
+        }
+    }
+}
+
+/// Sleeps until `at`, or forever.
+pub async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
