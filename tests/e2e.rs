@@ -14,6 +14,7 @@ mod hostile_input;
 mod malformed_input;
 mod operations;
 mod registry_api;
+mod registry_etcd;
 mod transfer_interop;
 mod xdp_differential;
 mod xdp_veth;

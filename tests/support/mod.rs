@@ -176,6 +176,12 @@ impl Server {
     /// the same directory and config (ports are new).
     pub fn restart_after(&mut self, sig: &str) {
         self.signal(sig);
+        self.start_again();
+    }
+
+    /// Starts the server again on the same directory and config once its
+    /// process has ended (ports are new).
+    pub fn start_again(&mut self) {
         let _ = self.child.wait();
         let dir = std::mem::replace(&mut self.dir, TempDir(PathBuf::new()));
         *self = Server::start_in(dir, self.config.clone(), &[]);

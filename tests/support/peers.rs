@@ -414,3 +414,105 @@ pub fn bind_reload(p: &Proc) {
         0
     );
 }
+
+/// An etcd cluster of `n` members on loopback ports, each a [`Proc`] with
+/// its data in a temp dir of its own.
+pub struct EtcdCluster {
+    pub members: Vec<Proc>,
+    /// Client URLs, in member order.
+    pub endpoints: Vec<String>,
+    /// The arguments each member was started with (to start it again).
+    args: Vec<Vec<String>>,
+}
+
+impl EtcdCluster {
+    pub fn start(n: usize) -> EtcdCluster {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let initial: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect();
+        let token = format!("xdpdns-test-{}", std::process::id());
+        let mut cluster = EtcdCluster {
+            members: Vec::new(),
+            endpoints: ports
+                .iter()
+                .map(|(client, _)| format!("http://127.0.0.1:{client}"))
+                .collect(),
+            args: Vec::new(),
+        };
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let args = vec![
+                format!("--name=m{i}"),
+                "--data-dir=data".into(),
+                format!("--listen-client-urls=http://127.0.0.1:{client}"),
+                format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+                format!("--initial-cluster={}", initial.join(",")),
+                format!("--initial-cluster-token={token}"),
+                "--initial-cluster-state=new".into(),
+                // Loopback: short heartbeats, quick elections.
+                "--heartbeat-interval=50".into(),
+                "--election-timeout=500".into(),
+            ];
+            cluster
+                .members
+                .push(Self::spawn_member(i, TempDir::new("etcd"), &args));
+            cluster.args.push(args);
+        }
+        cluster.wait_healthy();
+        cluster
+    }
+
+    fn spawn_member(i: usize, dir: TempDir, args: &[String]) -> Proc {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut p = Proc::spawn("etcd", dir, PathBuf::new(), "etcd", &args);
+        p.name = ["etcd-0", "etcd-1", "etcd-2", "etcd-3", "etcd-4"][i.min(4)];
+        p
+    }
+
+    /// Starts member `i` again on its data (after `members[i].stop`).
+    pub fn restart(&mut self, i: usize) {
+        self.members[i].stop(libc::SIGKILL);
+        let dir = std::mem::replace(&mut self.members[i].dir, TempDir(PathBuf::new()));
+        self.members[i] = Self::spawn_member(i, dir, &self.args[i]);
+        self.wait_healthy();
+    }
+
+    /// Waits (bounded) until every member answers a linearizable read.
+    pub fn wait_healthy(&mut self) {
+        for i in 0..self.members.len() {
+            let ok = eventually(Duration::from_secs(30), || {
+                self.members[i].assert_running();
+                self.etcdctl(i, &["get", "health-probe"]).is_some()
+            });
+            assert!(
+                ok,
+                "etcd member {i} never healthy:\n{}",
+                self.members[i].log()
+            );
+        }
+    }
+
+    /// Runs `etcdctl` against member `i`; its stdout when it succeeded.
+    pub fn etcdctl(&self, i: usize, args: &[&str]) -> Option<String> {
+        let out = Command::new(tool("etcdctl"))
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.endpoints[i]))
+            .arg("--command-timeout=2s")
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The endpoints as a TOML array.
+    pub fn toml_endpoints(&self) -> String {
+        let quoted: Vec<String> = self.endpoints.iter().map(|e| format!("\"{e}\"")).collect();
+        format!("[{}]", quoted.join(", "))
+    }
+}

@@ -246,7 +246,10 @@ struct InstanceView {
     /// Services the instance is withdrawn from by its own `down` report.
     withdrawn_from: Vec<String>,
     lease_secs: u32,
-    expires_in_ms: u64,
+    /// Absent when etcd keeps the lease (`backend = "etcd"`): its expiry
+    /// is etcd's, not known here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_in_ms: Option<u64>,
     disabled: bool,
     binder: Option<BinderSpec>,
     dns_names: Vec<String>,
@@ -261,7 +264,8 @@ fn instance_view(view: &View, inst: &Instance) -> InstanceView {
         status: inst.status,
         withdrawn_from: inst.withdrawn.keys().cloned().collect(),
         lease_secs: inst.reg.lease_secs,
-        expires_in_ms: inst.expires_at.saturating_sub(now_ms()),
+        expires_in_ms: (inst.expires_at != u64::MAX)
+            .then(|| inst.expires_at.saturating_sub(now_ms())),
         disabled: inst.reg.disabled,
         binder: inst.reg.binder.clone(),
         dns_names: view.naming.names_of(&view.registry, inst),

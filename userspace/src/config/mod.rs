@@ -377,6 +377,21 @@ pub struct RegistryConfig {
     pub limits: crate::registry::model::Limits,
     #[serde(rename = "zone")]
     pub zones: Vec<RegistryZoneConfig>,
+    /// Where the registry lives: `local` (the journal in `data_dir`, the
+    /// default) or `etcd` (shared by several nodes; `[registry.etcd]`).
+    #[serde(default)]
+    pub backend: RegistryBackend,
+    #[serde(default)]
+    pub etcd: Option<crate::registry::etcd::EtcdConfig>,
+}
+
+/// `registry.backend`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RegistryBackend {
+    #[default]
+    Local,
+    Etcd,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -475,6 +490,11 @@ impl Config {
             if let Some(t) = &mut r.token_file {
                 if t.is_relative() {
                     *t = config.base_dir.join(&*t);
+                }
+            }
+            if let Some(f) = r.etcd.as_mut().and_then(|e| e.password_file.as_mut()) {
+                if f.is_relative() {
+                    *f = config.base_dir.join(&*f);
                 }
             }
         }
@@ -662,6 +682,33 @@ impl Config {
         }
         if r.ns.is_empty() {
             return Err(self.invalid("registry.ns", "at least one name server is required"));
+        }
+        match (r.backend, &r.etcd) {
+            (RegistryBackend::Etcd, None) => {
+                return Err(self.invalid(
+                    "registry.etcd",
+                    "backend = \"etcd\" needs a [registry.etcd] table with its endpoints",
+                ))
+            }
+            (RegistryBackend::Etcd, Some(e)) if e.endpoints.is_empty() => {
+                return Err(self.invalid(
+                    "registry.etcd.endpoints",
+                    "at least one etcd client URL is required",
+                ))
+            }
+            (RegistryBackend::Etcd, Some(e)) if !e.prefix.ends_with('/') => {
+                return Err(self.invalid(
+                    "registry.etcd.prefix",
+                    "must end with '/' (keys are the prefix, then instances/ or owners/)",
+                ))
+            }
+            (RegistryBackend::Local, Some(_)) => {
+                return Err(self.invalid(
+                    "registry.etcd",
+                    "set only with backend = \"etcd\" (the backend is local)",
+                ))
+            }
+            _ => {}
         }
         self.naming()?;
         for (i, z) in r.zones.iter().enumerate() {

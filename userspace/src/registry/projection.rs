@@ -27,7 +27,7 @@ use crate::zone::{Change, ZoneDiff, ZoneStore};
 pub use crate::clock::unix_ms as now_ms;
 
 /// A write request.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Op {
     Register { id: String, spec: Box<InstanceSpec> },
     Deregister { id: String },
@@ -212,6 +212,14 @@ impl Projection {
             let earliest = self.last_publish.map_or(now, |t| t + self.batch_delay);
             self.publish_at = Some(earliest.max(now));
         }
+    }
+
+    /// Replaces the whole state (a backend's first read); the caller
+    /// publishes everything next.
+    pub fn reset(&mut self, registry: Registry) {
+        self.census = Census::of(&registry);
+        self.registry = registry;
+        self.refresh_view();
     }
 
     pub fn refresh_view(&self) {

@@ -29,9 +29,7 @@ use super::state::Entry;
 use super::{HealthPolicy, Naming};
 use crate::zone::{ZoneDiff, ZoneStore};
 
-pub use super::projection::{
-    now_ms, Op, RegistryHandle, Started, Stats, View, WriterError,
-};
+pub use super::projection::{now_ms, Op, RegistryHandle, Started, Stats, View, WriterError};
 
 /// Recovers the registry from `data_dir`, publishes its zones into
 /// `store` (so names are served before anything heartbeats) and starts

@@ -672,16 +672,30 @@ async fn start_registry(
         .clone()
         .context("registry configured without naming")?;
     let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = router.clone();
-    let started = crate::registry::service::start(
-        &rc.data_dir,
-        naming,
-        rc.health,
-        rc.limits,
-        std::time::Duration::from_millis(rc.batch_delay_ms),
-        store.clone(),
-        stop.clone(),
-    )
-    .with_context(|| format!("{}: registry.data_dir", config.file.display()))?;
+    let batch_delay = std::time::Duration::from_millis(rc.batch_delay_ms);
+    let started = match (&rc.backend, &rc.etcd) {
+        (crate::config::RegistryBackend::Etcd, Some(etcd)) => crate::registry::etcd::start(
+            etcd,
+            naming,
+            rc.health,
+            rc.limits,
+            batch_delay,
+            store.clone(),
+            stop.clone(),
+        )
+        .await
+        .with_context(|| format!("{}: registry.etcd", config.file.display()))?,
+        _ => crate::registry::service::start(
+            &rc.data_dir,
+            naming,
+            rc.health,
+            rc.limits,
+            batch_delay,
+            store.clone(),
+            stop.clone(),
+        )
+        .with_context(|| format!("{}: registry.data_dir", config.file.display()))?,
+    };
     let listener = crate::api::bind(rc.listen).await.with_context(|| {
         format!(
             "{}: registry.listen: cannot bind {}",

@@ -1,0 +1,899 @@
+//! The registry in etcd (`[registry] backend = "etcd"`): several nodes
+//! share one registry, any of them takes writes, every one serves it.
+//!
+//! * **State**: instances and owner flags are JSON values under the
+//!   configured prefix (`instances/<id>`, `owners/<owner>`). An instance's
+//!   lease is an etcd lease: a heartbeat is a lease keep-alive, and etcd
+//!   deletes the key when it runs out, whether or not any node is alive.
+//! * **Writes**: an API write becomes the same registry entry as with the
+//!   local journal ([`Projection::entry_for`]), written in a transaction
+//!   that compares the key's revision with the one this node last saw (a
+//!   concurrent write elsewhere makes it retry against the newer state).
+//!   It is acknowledged once etcd has committed it and this node's state
+//!   has reached that revision.
+//! * **Every node derives its zones from a watch**: one read of the prefix
+//!   at a revision, then a watch from the next one, resumed after a
+//!   disconnect from the last revision applied (a compacted one means a
+//!   fresh read, applied as one difference).
+//! * **Serials**: a zone published with the state at revision `r` gets the
+//!   serial `base + r`, where `base` is stored once in etcd by the first
+//!   node (`serial-base`, the clock then): the same state has the same
+//!   serial on every node, so a secondary may move between them.
+//! * **Hysteresis** runs on every node from the shared state; a
+//!   withdrawal is a compare-and-set, so one node makes each and the
+//!   others see it in the watch.
+//!
+//! Not built yet: TLS to etcd, a status field for a node cut off from
+//! etcd (it logs and answers writes with 503), and the multi-node tests of
+//! the leader's death, partitions and compaction.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue, PutOptions, Txn,
+    TxnOp, WatchOptions, WatchResponse, WatchStream,
+};
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tracing::{error, info, warn};
+
+use super::model::Limits;
+use super::projection::{
+    now_ms, sleep_until, Op, Projection, Reply, Serials, Started, WriterError,
+};
+use super::service::{log_tick_entry, spawn_writer, MAX_GROUP};
+use super::state::{Entry, Instance, RemovalReason};
+use super::{HealthPolicy, Naming, Registry, RegistryError};
+use crate::zone::ZoneStore;
+
+/// `[registry.etcd]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdConfig {
+    /// Client URLs of the etcd members, e.g. `http://127.0.0.1:2379`.
+    pub endpoints: Vec<String>,
+    /// Key prefix of this registry (several registries may share etcd).
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+    /// etcd authentication (`user` with `password` or `password_file`).
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// Connect and request timeout.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_prefix() -> String {
+    "/xdpdns/".into()
+}
+
+fn default_timeout_ms() -> u64 {
+    2000
+}
+
+impl EtcdConfig {
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.max(1))
+    }
+
+    fn password(&self) -> Result<String, String> {
+        match (&self.password, &self.password_file) {
+            (Some(p), _) => Ok(p.clone()),
+            (None, Some(f)) => std::fs::read_to_string(f)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| format!("registry.etcd.password_file: {}: {e}", f.display())),
+            (None, None) => Ok(String::new()),
+        }
+    }
+}
+
+/// How long a start waits for etcd before serving what it has (zone
+/// images) and going on trying in the background.
+const FIRST_READ_WAIT: Duration = Duration::from_secs(10);
+
+/// Between two attempts to reach etcd again.
+const RECONNECT_EVERY: Duration = Duration::from_millis(500);
+
+/// Least time between two hysteresis ticks (a lost compare-and-set leaves
+/// the deadline due until the watch brings the winner's write).
+const TICK_SPACING: Duration = Duration::from_millis(200);
+
+/// How often a write that lost a compare is tried again.
+const RETRIES: u8 = 3;
+
+/// Reads the registry from etcd, publishes its zones into `store`, and
+/// starts the writer. When etcd cannot be reached within
+/// [`FIRST_READ_WAIT`], the server starts with what its zone images hold,
+/// answers writes with 503 and keeps trying.
+#[allow(clippy::too_many_arguments)]
+pub async fn start(
+    config: &EtcdConfig,
+    naming: Naming,
+    policy: HealthPolicy,
+    limits: Limits,
+    batch_delay: Duration,
+    store: std::sync::Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    stop: watch::Receiver<bool>,
+) -> Result<Started, WriterError> {
+    let password = config.password().map_err(WriterError::Etcd)?;
+    let proj = Projection::new(
+        Registry::default(),
+        naming,
+        policy,
+        limits,
+        batch_delay,
+        store,
+    );
+    let (tx, rx) = mpsc::channel(4096);
+    let handle = proj.handle(tx);
+    let config = config.clone();
+    let (first_tx, first_rx) = oneshot::channel();
+    let task = spawn_writer("registry-etcd", move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| WriterError::Etcd(format!("writer runtime: {e}")))?;
+        rt.block_on(async move {
+            let mut w = EtcdWriter::new(config, password, proj);
+            let first = tokio::time::timeout(FIRST_READ_WAIT, w.reach()).await;
+            let read = match first {
+                Ok(Ok(())) => Some(w.proj.registry.instances.len()),
+                Ok(Err(e)) => {
+                    warn!(endpoints = ?w.config.endpoints, "registry: etcd unreachable at start ({e}); serving what the zone images hold, writes refused until it is reached");
+                    None
+                }
+                Err(_) => {
+                    warn!(endpoints = ?w.config.endpoints, "registry: etcd unreachable at start (timed out); serving what the zone images hold, writes refused until it is reached");
+                    None
+                }
+            };
+            let _ = first_tx.send(read.unwrap_or(0));
+            w.run(rx, stop).await
+        })
+    })
+    .map_err(|e| WriterError::Etcd(format!("writer thread: {e}")))?;
+    let recovered_instances = first_rx
+        .await
+        .map_err(|_| WriterError::Etcd("the writer stopped during its first read".into()))?;
+    Ok(Started {
+        handle,
+        task,
+        recovered_instances,
+    })
+}
+
+/// What this node last saw of an instance's key.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    revision: i64,
+    lease: i64,
+}
+
+/// A write that lost its compare: tried again once the watch has
+/// reached `after`.
+struct Deferred {
+    op: Op,
+    reply: Reply,
+    after: i64,
+    tries: u8,
+}
+
+/// What a write did.
+enum Written {
+    /// Committed at this revision.
+    At(i64),
+    /// A heartbeat: the lease renewed, no revision.
+    Renewed,
+    /// The key changed since this node saw it (revision now).
+    Conflict(i64),
+}
+
+/// An etcd key under the prefix.
+enum Key {
+    Instance(String),
+    Owner(String),
+    /// A deregistration's marker, written with the delete (same revision)
+    /// on the instance's lease, so it goes when the lease is revoked.
+    Removed(String),
+    Other,
+}
+
+struct EtcdWriter {
+    config: EtcdConfig,
+    password: String,
+    proj: Projection,
+    client: Option<Client>,
+    watch: Option<WatchStream>,
+    /// Whether the state was ever read (else the next read publishes all).
+    read_once: bool,
+    seen: HashMap<String, Seen>,
+    /// Every change up to this revision is in the projection.
+    applied: i64,
+    /// The highest revision of this node's own writes, applied before the
+    /// watch brought them: nothing is published until the watch is there
+    /// too, so a serial always names the state at one revision.
+    ahead: i64,
+    serial_base: u32,
+    /// Acknowledgements waiting for the state to reach their revision.
+    waiting: Vec<(i64, Reply, Result<Option<Instance>, RegistryError>)>,
+    deferred: Vec<Deferred>,
+    reconnect_at: Option<Instant>,
+    tick_not_before: Instant,
+}
+
+impl EtcdWriter {
+    fn new(config: EtcdConfig, password: String, proj: Projection) -> Self {
+        EtcdWriter {
+            config,
+            password,
+            proj,
+            client: None,
+            watch: None,
+            read_once: false,
+            seen: HashMap::new(),
+            applied: 0,
+            ahead: 0,
+            serial_base: 0,
+            waiting: Vec::new(),
+            deferred: Vec::new(),
+            reconnect_at: None,
+            tick_not_before: Instant::now(),
+        }
+    }
+
+    fn key(&self, tail: &str) -> String {
+        format!("{}{tail}", self.config.prefix)
+    }
+
+    fn instance_key(&self, id: &str) -> String {
+        self.key(&format!("instances/{id}"))
+    }
+
+    fn parse_key(&self, key: &[u8]) -> Key {
+        let Some(tail) = std::str::from_utf8(key)
+            .ok()
+            .and_then(|k| k.strip_prefix(&self.config.prefix))
+        else {
+            return Key::Other;
+        };
+        if let Some(id) = tail.strip_prefix("instances/") {
+            return Key::Instance(id.to_string());
+        }
+        if let Some(owner) = tail.strip_prefix("owners/") {
+            return Key::Owner(owner.to_string());
+        }
+        if let Some(id) = tail.strip_prefix("removed/") {
+            return Key::Removed(id.to_string());
+        }
+        Key::Other
+    }
+
+    fn serial(&self, revision: i64) -> u32 {
+        self.serial_base.wrapping_add(revision as u32)
+    }
+
+    /// Connects (if not connected), reads the state if the watch cannot
+    /// resume where it stopped, and starts the watch.
+    async fn reach(&mut self) -> Result<(), etcd_client::Error> {
+        if self.client.is_none() {
+            let mut options = ConnectOptions::new()
+                .with_connect_timeout(self.config.timeout())
+                .with_timeout(self.config.timeout())
+                .with_keep_alive(Duration::from_secs(2), self.config.timeout());
+            if let Some(user) = &self.config.user {
+                options = options.with_user(user.clone(), self.password.clone());
+            }
+            self.client = Some(Client::connect(&self.config.endpoints, Some(options)).await?);
+        }
+        if self.read_once {
+            match self.resume_watch().await {
+                Ok(true) => return Ok(()),
+                Ok(false) => info!(revision = self.applied, "registry: etcd compacted past the last revision applied; reading the whole registry again"),
+                Err(e) => return Err(e),
+            }
+        }
+        self.read_all().await
+    }
+
+    fn client(&mut self) -> &mut Client {
+        self.client.as_mut().expect("connected")
+    }
+
+    /// One read of everything at one revision, applied as the difference
+    /// from what this node holds, then the watch from the next revision.
+    async fn read_all(&mut self) -> Result<(), etcd_client::Error> {
+        let base_key = self.key("serial-base");
+        let now = (now_ms() / 1000) as u32;
+        let create = Txn::new()
+            .when([Compare::create_revision(
+                base_key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([TxnOp::put(base_key.clone(), now.to_string(), None)]);
+        self.client().txn(create).await?;
+        let prefix = self.config.prefix.clone();
+        let resp = self
+            .client()
+            .get(prefix, Some(GetOptions::new().with_prefix()))
+            .await?;
+        let revision = resp.header().map_or(0, |h| h.revision());
+        let mut registry = Registry::default();
+        let mut seen = HashMap::new();
+        for kv in resp.kvs() {
+            if kv.key() == base_key.as_bytes() {
+                if let Some(b) = kv.value_str().ok().and_then(|v| v.trim().parse().ok()) {
+                    self.serial_base = b;
+                }
+                continue;
+            }
+            match self.decode(kv) {
+                Some(Entry::Put { instance }) => {
+                    seen.insert(
+                        instance.id.clone(),
+                        Seen {
+                            revision: kv.mod_revision(),
+                            lease: kv.lease(),
+                        },
+                    );
+                    registry.instances.insert(instance.id.clone(), *instance);
+                }
+                Some(Entry::Owner { owner, enabled }) => {
+                    registry.owners.insert(owner, enabled);
+                }
+                _ => {}
+            }
+        }
+        let count = registry.instances.len();
+        if self.read_once {
+            for entry in difference(&self.proj.registry, &registry) {
+                self.proj.apply(&entry);
+            }
+        } else {
+            self.proj.reset(registry);
+        }
+        self.seen = seen;
+        self.applied = revision;
+        self.ahead = revision;
+        self.proj.refresh_view();
+        let serials = Serials::Exact(self.serial(revision));
+        match self.read_once {
+            false => self.proj.publish_all(serials),
+            true => self.proj.publish(serials),
+        };
+        self.read_once = true;
+        info!(instances = count, revision, "registry read from etcd");
+        self.start_watch(revision + 1).await
+    }
+
+    async fn start_watch(&mut self, from: i64) -> Result<(), etcd_client::Error> {
+        let prefix = self.config.prefix.clone();
+        let options = WatchOptions::new().with_prefix().with_start_revision(from);
+        self.watch = Some(self.client().watch(prefix, Some(options)).await?);
+        Ok(())
+    }
+
+    /// Starts the watch after the last revision applied; `false` when
+    /// etcd no longer has that revision (compacted).
+    async fn resume_watch(&mut self) -> Result<bool, etcd_client::Error> {
+        self.start_watch(self.applied + 1).await?;
+        let first = self.watch.as_mut().expect("watching").message().await?;
+        match first {
+            Some(r) if r.compact_revision() > 0 || r.canceled() => {
+                self.watch = None;
+                Ok(false)
+            }
+            Some(r) => {
+                self.on_watch(&r);
+                Ok(true)
+            }
+            None => Err(etcd_client::Error::WatchError(
+                "watch closed at once".into(),
+            )),
+        }
+    }
+
+    /// The registry entry a key's value stands for.
+    fn decode(&self, kv: &KeyValue) -> Option<Entry> {
+        match self.parse_key(kv.key()) {
+            Key::Instance(id) => match serde_json::from_slice::<Instance>(kv.value()) {
+                Ok(mut instance) => {
+                    instance.expires_at = u64::MAX;
+                    Some(Entry::Put {
+                        instance: Box::new(instance),
+                    })
+                }
+                Err(e) => {
+                    warn!(instance = %id, "registry: unreadable instance in etcd ignored: {e}");
+                    None
+                }
+            },
+            Key::Owner(owner) => Some(Entry::Owner {
+                owner,
+                enabled: serde_json::from_slice(kv.value()).unwrap_or(false),
+            }),
+            Key::Removed(_) | Key::Other => None,
+        }
+    }
+
+    /// Applies a watch response's events (those this node already applied
+    /// as its own writes are skipped).
+    fn on_watch(&mut self, resp: &WatchResponse) {
+        // A delete without a marker beside it is etcd expiring the lease.
+        let deregistered: HashSet<String> = resp
+            .events()
+            .iter()
+            .filter(|e| e.event_type() == EventType::Put)
+            .filter_map(|e| match self.parse_key(e.kv()?.key()) {
+                Key::Removed(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        for event in resp.events() {
+            let Some(kv) = event.kv() else { continue };
+            let revision = kv.mod_revision();
+            match (event.event_type(), self.parse_key(kv.key())) {
+                (EventType::Put, Key::Instance(id)) => {
+                    if self.seen.get(&id).is_some_and(|s| s.revision >= revision) {
+                        // This node's own write, applied already.
+                    } else if let Some(entry) = self.decode(kv) {
+                        self.seen.insert(
+                            id,
+                            Seen {
+                                revision,
+                                lease: kv.lease(),
+                            },
+                        );
+                        self.proj.apply(&entry);
+                    }
+                }
+                // Not seen: this node's own delete, applied already.
+                (EventType::Delete, Key::Instance(id)) if self.seen.remove(&id).is_some() => {
+                    let reason = match deregistered.contains(&id) {
+                        true => RemovalReason::Deregistered,
+                        false => RemovalReason::LeaseExpired,
+                    };
+                    let entry = Entry::Delete { id, reason };
+                    log_tick_entry(&self.proj, &entry);
+                    self.proj.apply(&entry);
+                }
+                (EventType::Put, Key::Owner(_)) => {
+                    if let Some(entry) = self.decode(kv) {
+                        self.proj.apply(&entry);
+                    }
+                }
+                (EventType::Delete, Key::Owner(owner)) => {
+                    self.proj.apply(&Entry::Owner {
+                        owner,
+                        enabled: false,
+                    });
+                }
+                _ => {}
+            }
+            self.applied = self.applied.max(revision);
+        }
+        if !resp.events().is_empty() {
+            self.proj.refresh_view();
+            self.proj.schedule_publish();
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<(Op, Reply)>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<(), WriterError> {
+        if self.watch.is_none() {
+            self.lost("not reached at start");
+        }
+        loop {
+            self.settle().await;
+            let now = now_ms();
+            let tick_at = self
+                .proj
+                .registry
+                .next_deadline(now, &self.proj.policy)
+                .map(|t| Instant::now() + Duration::from_millis(t.saturating_sub(now)))
+                .map(|t| t.max(self.tick_not_before));
+            let publish_at = self.proj.publish_at.filter(|_| self.applied >= self.ahead);
+            let wake = [tick_at, publish_at, self.reconnect_at]
+                .into_iter()
+                .flatten()
+                .min();
+            tokio::select! {
+                first = rx.recv() => {
+                    let Some(first) = first else { break };
+                    let mut group = vec![first];
+                    while group.len() < MAX_GROUP {
+                        match rx.try_recv() {
+                            Ok(next) => group.push(next),
+                            Err(_) => break,
+                        }
+                    }
+                    for (op, reply) in group {
+                        self.commit(op, reply, 0).await;
+                    }
+                }
+                message = next_message(&mut self.watch) => match message {
+                    Ok(Some(resp)) if resp.canceled() || resp.compact_revision() > 0 => {
+                        self.lost("watch cancelled");
+                    }
+                    Ok(Some(resp)) => self.on_watch(&resp),
+                    Ok(None) => self.lost("watch closed"),
+                    Err(e) => self.lost(&e.to_string()),
+                },
+                _ = sleep_until(wake) => {
+                    if self.reconnect_at.is_some_and(|t| t <= Instant::now()) {
+                        self.reconnect().await;
+                    }
+                    if tick_at.is_some_and(|t| t <= Instant::now()) {
+                        self.tick().await;
+                    }
+                }
+                _ = stop.changed() => break,
+            }
+        }
+        if self.proj.publish_at.is_some() && self.applied >= self.ahead {
+            self.proj.publish(Serials::Exact(self.serial(self.applied)));
+        }
+        Ok(())
+    }
+
+    /// What follows the state reaching a revision: acknowledgements,
+    /// writes to try again, and a due publish.
+    async fn settle(&mut self) {
+        let applied = self.applied;
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|(r, _, _)| *r <= applied);
+        self.waiting = waiting;
+        for (_, reply, result) in done {
+            let _ = reply.send(result);
+        }
+        let (ready, deferred): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|d| d.after <= applied || self.watch.is_none());
+        self.deferred = deferred;
+        for d in ready {
+            self.commit(d.op, d.reply, d.tries).await;
+        }
+        if self.proj.publish_at.is_some_and(|t| t <= Instant::now()) && applied >= self.ahead {
+            self.proj.publish(Serials::Exact(self.serial(applied)));
+        }
+    }
+
+    /// The connection or the watch is gone: writes are refused until etcd
+    /// is reached again; what was read goes on being served.
+    fn lost(&mut self, why: &str) {
+        if self.watch.is_some() || self.reconnect_at.is_none() {
+            warn!(revision = self.applied, "registry: lost etcd ({why}); serving the registry as of this revision, refusing writes until etcd is back");
+        }
+        self.watch = None;
+        self.reconnect_at = Some(Instant::now() + RECONNECT_EVERY);
+    }
+
+    async fn reconnect(&mut self) {
+        self.reconnect_at = None;
+        match tokio::time::timeout(self.config.timeout() * 2, self.reach()).await {
+            Ok(Ok(())) => info!(
+                revision = self.applied,
+                "registry: etcd reached; following its changes again"
+            ),
+            Ok(Err(e)) => {
+                self.client = None;
+                self.lost(&e.to_string());
+            }
+            Err(_) => {
+                self.client = None;
+                self.lost("timed out");
+            }
+        }
+    }
+
+    /// Turns `op` into an entry against the current state and writes it;
+    /// the reply goes once the state has reached the write's revision.
+    async fn commit(&mut self, op: Op, reply: Reply, tries: u8) {
+        let entry = match self.proj.entry_for(op.clone(), now_ms()) {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        if self.watch.is_none() {
+            let _ = reply.send(Err(RegistryError::Unavailable));
+            return;
+        }
+        match self.write(&entry).await {
+            Ok(Written::At(revision)) => {
+                let result = match &entry {
+                    Entry::Put { instance } => Some((**instance).clone()),
+                    _ => None,
+                };
+                self.apply_own(&entry, revision);
+                self.waiting.push((revision, reply, Ok(result)));
+            }
+            Ok(Written::Renewed) => {
+                let id = match &entry {
+                    Entry::Renew { id, .. } => id.as_str(),
+                    _ => "",
+                };
+                let _ = reply.send(Ok(self.proj.registry.instances.get(id).cloned()));
+            }
+            Ok(Written::Conflict(after)) if tries < RETRIES => self.deferred.push(Deferred {
+                op,
+                reply,
+                after,
+                tries: tries + 1,
+            }),
+            Ok(Written::Conflict(_)) => {
+                let _ = reply.send(Err(RegistryError::Unavailable));
+            }
+            Err(e) => {
+                error!("registry: etcd write failed: {e}");
+                let _ = reply.send(Err(RegistryError::Unavailable));
+                self.lost(&e.to_string());
+            }
+        }
+    }
+
+    /// Applies this node's own committed write before the watch brings it.
+    fn apply_own(&mut self, entry: &Entry, revision: i64) {
+        match entry {
+            Entry::Put { instance } => {
+                let lease = self.seen.get(&instance.id).map_or(0, |s| s.lease);
+                self.seen
+                    .insert(instance.id.clone(), Seen { revision, lease });
+                let mut instance = instance.clone();
+                instance.expires_at = u64::MAX;
+                self.proj.apply(&Entry::Put { instance });
+            }
+            Entry::Delete { id, .. } => {
+                self.seen.remove(id);
+                self.proj.apply(entry);
+            }
+            Entry::Owner { .. } => self.proj.apply(entry),
+            Entry::Renew { .. } => return,
+        }
+        self.ahead = self.ahead.max(revision);
+        self.proj.refresh_view();
+        self.proj.schedule_publish();
+    }
+
+    /// Writes one entry: a transaction that succeeds only if the key is as
+    /// this node last saw it.
+    async fn write(&mut self, entry: &Entry) -> Result<Written, etcd_client::Error> {
+        match entry {
+            Entry::Put { instance } => {
+                let key = self.instance_key(&instance.id);
+                let seen = self.seen.get(&instance.id).copied();
+                let lease_secs = instance.reg.lease_secs;
+                let same_lease = self
+                    .proj
+                    .registry
+                    .instances
+                    .get(&instance.id)
+                    .is_some_and(|old| old.reg.lease_secs == lease_secs);
+                let (lease, granted) = match seen {
+                    Some(s) if s.lease != 0 && same_lease => {
+                        // A re-registration renews the lease too.
+                        self.keep_alive(s.lease).await?;
+                        (s.lease, false)
+                    }
+                    _ => {
+                        let grant = self
+                            .client()
+                            .lease_grant(i64::from(lease_secs), None)
+                            .await?;
+                        (grant.id(), true)
+                    }
+                };
+                let mut stored = (**instance).clone();
+                stored.expires_at = u64::MAX;
+                let value = serde_json::to_vec(&stored).expect("an instance serializes");
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(
+                        key.clone(),
+                        CompareOp::Equal,
+                        seen.map_or(0, |s| s.revision),
+                    )])
+                    .and_then([TxnOp::put(
+                        key,
+                        value,
+                        Some(PutOptions::new().with_lease(lease)),
+                    )]);
+                let resp = self.client().txn(txn).await?;
+                let revision = resp.header().map_or(0, |h| h.revision());
+                if !resp.succeeded() {
+                    if granted {
+                        let _ = self.client().lease_revoke(lease).await;
+                    }
+                    return Ok(Written::Conflict(revision));
+                }
+                if let Some(old) = seen.filter(|s| s.lease != 0 && s.lease != lease) {
+                    let _ = self.client().lease_revoke(old.lease).await;
+                }
+                self.seen.insert(
+                    instance.id.clone(),
+                    Seen {
+                        revision: seen.map_or(0, |s| s.revision),
+                        lease,
+                    },
+                );
+                Ok(Written::At(revision))
+            }
+            Entry::Delete { id, .. } => {
+                let key = self.instance_key(id);
+                let seen = self.seen.get(id).copied();
+                let mut ops = vec![TxnOp::delete(key.clone(), None)];
+                if let Some(s) = seen.filter(|s| s.lease != 0) {
+                    ops.push(TxnOp::put(
+                        self.key(&format!("removed/{id}")),
+                        "deregistered",
+                        Some(PutOptions::new().with_lease(s.lease)),
+                    ));
+                }
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(
+                        key,
+                        CompareOp::Equal,
+                        seen.map_or(0, |s| s.revision),
+                    )])
+                    .and_then(ops);
+                let resp = self.client().txn(txn).await?;
+                let revision = resp.header().map_or(0, |h| h.revision());
+                if !resp.succeeded() {
+                    return Ok(Written::Conflict(revision));
+                }
+                if let Some(s) = seen.filter(|s| s.lease != 0) {
+                    let _ = self.client().lease_revoke(s.lease).await;
+                }
+                Ok(Written::At(revision))
+            }
+            Entry::Renew { id, .. } => match self.seen.get(id).map(|s| s.lease) {
+                Some(lease) if lease != 0 => {
+                    self.keep_alive(lease).await?;
+                    Ok(Written::Renewed)
+                }
+                _ => Ok(Written::Conflict(self.applied)),
+            },
+            Entry::Owner { owner, enabled } => {
+                let key = self.key(&format!("owners/{owner}"));
+                let resp = self
+                    .client()
+                    .put(key, serde_json::to_vec(enabled).expect("a bool"), None)
+                    .await?;
+                Ok(Written::At(resp.header().map_or(0, |h| h.revision())))
+            }
+        }
+    }
+
+    /// Renews a lease once (a heartbeat).
+    async fn keep_alive(&mut self, lease: i64) -> Result<(), etcd_client::Error> {
+        let (mut keeper, mut stream) = self.client().lease_keep_alive(lease).await?;
+        keeper.keep_alive().await?;
+        match stream.message().await? {
+            Some(r) if r.ttl() > 0 => Ok(()),
+            _ => Err(etcd_client::Error::LeaseKeepAliveError(format!(
+                "lease {lease:x} has expired"
+            ))),
+        }
+    }
+
+    /// Hysteresis: withdrawals now due, each a compare-and-set (lease
+    /// expiry is etcd's: no instance here has a local expiry time).
+    async fn tick(&mut self) {
+        self.tick_not_before = Instant::now() + TICK_SPACING;
+        if self.watch.is_none() {
+            return;
+        }
+        let entries = self.proj.registry.tick(now_ms(), &self.proj.policy);
+        for entry in entries {
+            match self.write(&entry).await {
+                Ok(Written::At(revision)) => {
+                    log_tick_entry(&self.proj, &entry);
+                    self.apply_own(&entry, revision);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.lost(&e.to_string());
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn next_message(
+    watch: &mut Option<WatchStream>,
+) -> Result<Option<WatchResponse>, etcd_client::Error> {
+    match watch {
+        Some(w) => w.message().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The entries that turn registry `old` into `new`.
+fn difference(old: &Registry, new: &Registry) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (id, instance) in &new.instances {
+        if old.instances.get(id) != Some(instance) {
+            out.push(Entry::Put {
+                instance: Box::new(instance.clone()),
+            });
+        }
+    }
+    for id in old.instances.keys() {
+        if !new.instances.contains_key(id) {
+            out.push(Entry::Delete {
+                id: id.clone(),
+                reason: RemovalReason::LeaseExpired,
+            });
+        }
+    }
+    for (owner, enabled) in &new.owners {
+        if old.owners.get(owner) != Some(enabled) {
+            out.push(Entry::Owner {
+                owner: owner.clone(),
+                enabled: *enabled,
+            });
+        }
+    }
+    for owner in old.owners.keys() {
+        if !new.owners.contains_key(owner) {
+            out.push(Entry::Owner {
+                owner: owner.clone(),
+                enabled: false,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(id: &str, last: u8) -> Instance {
+        let spec: super::super::InstanceSpec = serde_json::from_str(&format!(
+            r#"{{"owner":"o","addresses":["10.0.0.{last}"],"services":["web"],"lease_secs":30}}"#
+        ))
+        .unwrap();
+        match Registry::default().register(id, &spec, 0).unwrap() {
+            Entry::Put { instance } => *instance,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_difference_of_two_registries_turns_one_into_the_other() {
+        let mut old = Registry::default();
+        let mut new = Registry::default();
+        for (id, last) in [("a", 1), ("b", 2), ("c", 3)] {
+            old.instances.insert(id.into(), instance(id, last));
+        }
+        new.instances.insert("a".into(), instance("a", 1));
+        new.instances.insert("b".into(), instance("b", 9));
+        new.instances.insert("d".into(), instance("d", 4));
+        old.owners.insert("o".into(), true);
+        old.owners.insert("p".into(), true);
+        new.owners.insert("o".into(), false);
+        let mut got = old.clone();
+        let entries = difference(&old, &new);
+        for e in &entries {
+            got.apply(e);
+        }
+        assert_eq!(got.instances, new.instances);
+        assert_eq!(got.owners.get("o"), Some(&false));
+        assert!(!got.owners.get("p").copied().unwrap_or(false));
+        assert_eq!(entries.len(), 5, "b, d, c's removal, o and p: {entries:?}");
+        assert!(difference(&new, &new).is_empty());
+    }
+}
