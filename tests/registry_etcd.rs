@@ -20,6 +20,9 @@ const SVC: &str = "web.svc.acme.sd.example.";
 fn node_config(cluster: &EtcdCluster, prefix: &str) -> String {
     format!(
         r#"
+[transfer]
+allow_transfer = [{{ from = ["127.0.0.1/32"] }}]
+
 [registry]
 listen = "127.0.0.1:0"
 token = "{TOKEN}"
@@ -63,9 +66,11 @@ fn put(s: &Server, id: &str, last: u8, lease_secs: u32) -> u16 {
     code
 }
 
+/// The A addresses of `name`, over TCP (40 members do not fit a plain
+/// UDP answer).
 fn addresses(s: &Server, name: &str) -> Vec<String> {
     let mut v: Vec<String> = s
-        .udp(name, RecordType::A)
+        .tcp(name, RecordType::A)
         .answers
         .iter()
         .filter_map(|r| match &r.data {
@@ -233,4 +238,226 @@ fn a_node_cut_off_from_etcd_serves_what_it_has_and_refuses_writes() {
     );
     assert!(eventually(Duration::from_secs(5), || addresses(&node, SVC)
         == members(&["10.0.0.1", "10.0.0.2"])));
+}
+
+/// Registers `id` through `node`, retrying (bounded) while the cluster
+/// refuses writes, as an agent does; whether it was acknowledged.
+fn put_until_acknowledged(node: &Server, id: &str, last: u8) -> bool {
+    eventually(Duration::from_secs(15), || put(node, id, last, 120) == 200)
+}
+
+/// The sorted AXFR of `zone` from `node` (dig; panics unless complete).
+fn axfr(node: &Server, zone: &str) -> Vec<String> {
+    let out = std::process::Command::new("dig")
+        .args([
+            "@127.0.0.1",
+            "-p",
+            &node.addr.port().to_string(),
+            zone,
+            "AXFR",
+            "+nocmd",
+            "+nostats",
+            "+time=5",
+            "+tries=1",
+        ])
+        .output()
+        .expect("dig");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with(';'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    lines.sort();
+    let soas = lines
+        .iter()
+        .filter(|l| l.split(' ').nth(3) == Some("SOA"))
+        .count();
+    assert_eq!(soas, 2, "AXFR of {zone} from {}:\n{text}", node.addr);
+    lines
+}
+
+/// Both nodes transfer the same `sd.example.` (the lines that differ
+/// are shown otherwise).
+fn same_zone(a: &Server, b: &Server) {
+    let (x, y) = (axfr(a, "sd.example."), axfr(b, "sd.example."));
+    let only_a: Vec<_> = x.iter().filter(|l| !y.contains(l)).collect();
+    let only_b: Vec<_> = y.iter().filter(|l| !x.contains(l)).collect();
+    assert!(
+        only_a.is_empty() && only_b.is_empty(),
+        "zones differ:\n{only_a:#?}\n{only_b:#?}"
+    );
+}
+
+/// The etcd leader killed in the middle of a stream of registrations:
+/// writes pause and go on, nothing acknowledged is lost, and every node
+/// ends with the same zone, serial included.
+#[test]
+fn the_etcd_leader_dies_during_a_stream_of_writes_and_nothing_is_lost() {
+    let mut cluster = EtcdCluster::start(3);
+    let nodes: Vec<Server> = (0..3).map(|_| start_node(&cluster, "/leader/")).collect();
+    let mut acknowledged = Vec::new();
+    for k in 0..40u8 {
+        if k == 15 {
+            let leader = cluster.leader();
+            cluster.members[leader].stop(libc::SIGKILL);
+        }
+        let id = format!("w{k}");
+        assert!(
+            put_until_acknowledged(&nodes[usize::from(k) % 3], &id, 10 + k),
+            "{id} never acknowledged"
+        );
+        acknowledged.push(format!("10.0.0.{}", 10 + k));
+    }
+    acknowledged.sort();
+    for (i, n) in nodes.iter().enumerate() {
+        assert!(
+            eventually(Duration::from_secs(10), || addresses(n, SVC)
+                == acknowledged),
+            "node {i} lost acknowledged writes: {:?}\n{}",
+            addresses(n, SVC),
+            n.log()
+        );
+    }
+    let first = axfr(&nodes[0], "sd.example.");
+    for n in &nodes[1..] {
+        assert!(
+            eventually(Duration::from_secs(5), || axfr(n, "sd.example.") == first),
+            "the nodes' zones differ"
+        );
+    }
+    assert!(first.iter().any(|l| l.contains("10.0.0.49")));
+}
+
+/// A node paused across a compaction (and an etcd restart, so its watch
+/// must be started again from a revision etcd no longer has) reads the
+/// registry again and converges.
+#[test]
+fn a_node_paused_across_a_compaction_converges() {
+    let mut cluster = EtcdCluster::start(1);
+    let nodes: Vec<Server> = (0..2).map(|_| start_node(&cluster, "/compact/")).collect();
+    assert_eq!(put(&nodes[0], "keep", 1, 120), 200);
+    assert!(eventually(Duration::from_secs(5), || addresses(
+        &nodes[1], SVC
+    ) == ["10.0.0.1"]));
+
+    nodes[1].signal("STOP");
+    for k in 2..12u8 {
+        assert_eq!(put(&nodes[0], &format!("n{k}"), k, 120), 200);
+    }
+    for k in 2..6u8 {
+        let (code, _) = http(
+            "DELETE",
+            &format!("{}/v1/instances/n{k}", nodes[0].api()),
+            Some(TOKEN),
+            None,
+        );
+        assert!(code == 200 || code == 204);
+    }
+    let revision = cluster.revision(0).to_string();
+    cluster
+        .etcdctl(0, &["compaction", &revision])
+        .expect("etcdctl compaction");
+    cluster.restart(0);
+    nodes[1].signal("CONT");
+
+    let want = members(&[
+        "10.0.0.1",
+        "10.0.0.6",
+        "10.0.0.7",
+        "10.0.0.8",
+        "10.0.0.9",
+        "10.0.0.10",
+        "10.0.0.11",
+    ]);
+    for (i, n) in nodes.iter().enumerate() {
+        assert!(
+            eventually(Duration::from_secs(20), || addresses(n, SVC) == want),
+            "node {i}: {:?}\n{}",
+            addresses(n, SVC),
+            n.log()
+        );
+    }
+    same_zone(&nodes[0], &nodes[1]);
+}
+
+/// A node partitioned from etcd (its connections cut by a proxy) keeps
+/// answering, refuses writes with 503, and after the partition heals
+/// converges, here from a revision etcd compacted meanwhile: it reads
+/// the registry again and applies the difference.
+#[test]
+fn a_partitioned_node_keeps_answering_refuses_writes_and_converges_after_compaction() {
+    let cluster = EtcdCluster::start(1);
+    let etcd: std::net::SocketAddr = cluster.endpoints[0]
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let proxy = support::peers::TcpProxy::start(etcd);
+    let direct = start_node(&cluster, "/partition/");
+    let proxied_config = node_config(&cluster, "/partition/").replace(
+        &cluster.toml_endpoints(),
+        &format!("[\"http://{}\"]", proxy.addr),
+    );
+    let cut_off = Server::start_example("", &proxied_config);
+    assert_eq!(put(&direct, "keep", 1, 120), 200);
+    assert!(eventually(Duration::from_secs(5), || addresses(
+        &cut_off, SVC
+    ) == ["10.0.0.1"]));
+
+    proxy.cut();
+    assert!(
+        eventually(Duration::from_secs(15), || put(&cut_off, "mine", 99, 120)
+            == 503),
+        "a partitioned node still takes writes"
+    );
+    assert_eq!(addresses(&cut_off, SVC), ["10.0.0.1"], "and still answers");
+    for k in 2..12u8 {
+        assert_eq!(put(&direct, &format!("n{k}"), k, 120), 200);
+    }
+    for k in 2..6u8 {
+        let (code, _) = http(
+            "DELETE",
+            &format!("{}/v1/instances/n{k}", direct.api()),
+            Some(TOKEN),
+            None,
+        );
+        assert!(code == 200 || code == 204);
+    }
+    let revision = cluster.revision(0).to_string();
+    cluster
+        .etcdctl(0, &["compaction", &revision])
+        .expect("etcdctl compaction");
+
+    proxy.heal();
+    let want = members(&[
+        "10.0.0.1",
+        "10.0.0.6",
+        "10.0.0.7",
+        "10.0.0.8",
+        "10.0.0.9",
+        "10.0.0.10",
+        "10.0.0.11",
+    ]);
+    assert!(
+        eventually(Duration::from_secs(20), || addresses(&cut_off, SVC) == want),
+        "{:?}\n{}",
+        addresses(&cut_off, SVC),
+        cut_off.log()
+    );
+    assert!(
+        cut_off.wait_log(
+            "compacted past the last revision applied",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        cut_off.log()
+    );
+    same_zone(&direct, &cut_off);
+    assert_eq!(serial(&direct), serial(&cut_off));
+    assert!(
+        eventually(Duration::from_secs(10), || put(&cut_off, "mine", 99, 120)
+            == 200),
+        "writes never accepted again"
+    );
 }

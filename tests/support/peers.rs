@@ -510,9 +510,89 @@ impl EtcdCluster {
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The member that leads (from `etcdctl endpoint status`).
+    pub fn leader(&self) -> usize {
+        for i in 0..self.members.len() {
+            let Some(out) = self.etcdctl(i, &["endpoint", "status", "-w", "json"]) else {
+                continue;
+            };
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+            let status = &v[0]["Status"];
+            if status["header"]["member_id"] == status["leader"] && !status["leader"].is_null() {
+                return i;
+            }
+        }
+        panic!("no etcd member leads");
+    }
+
+    /// The cluster's current revision.
+    pub fn revision(&self, i: usize) -> i64 {
+        let out = self
+            .etcdctl(i, &["endpoint", "status", "-w", "json"])
+            .expect("etcdctl endpoint status");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v[0]["Status"]["header"]["revision"].as_i64().unwrap()
+    }
+
     /// The endpoints as a TOML array.
     pub fn toml_endpoints(&self) -> String {
         let quoted: Vec<String> = self.endpoints.iter().map(|e| format!("\"{e}\"")).collect();
         format!("[{}]", quoted.join(", "))
+    }
+}
+
+/// A TCP forwarder on loopback to `target` that can cut every connection
+/// it carries and refuse new ones (a network partition between a node and
+/// etcd, without touching the host's firewall).
+pub struct TcpProxy {
+    pub addr: SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    live: std::sync::Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl TcpProxy {
+    pub fn start(target: SocketAddr) -> TcpProxy {
+        use std::sync::atomic::Ordering;
+        use std::sync::Arc;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let live: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (c, l) = (cut.clone(), live.clone());
+        std::thread::spawn(move || {
+            for inbound in listener.incoming() {
+                let Ok(inbound) = inbound else { break };
+                if c.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(outbound) = std::net::TcpStream::connect(target) else {
+                    continue;
+                };
+                let pairs = [
+                    (inbound.try_clone().unwrap(), outbound.try_clone().unwrap()),
+                    (outbound.try_clone().unwrap(), inbound.try_clone().unwrap()),
+                ];
+                l.lock().unwrap().extend([inbound, outbound]);
+                for (mut from, mut to) in pairs {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        TcpProxy { addr, cut, live }
+    }
+
+    /// Cuts every connection and refuses new ones until [`heal`](Self::heal).
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.live.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }

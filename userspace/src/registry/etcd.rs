@@ -105,8 +105,18 @@ const RECONNECT_EVERY: Duration = Duration::from_millis(500);
 /// the deadline due until the watch brings the winner's write).
 const TICK_SPACING: Duration = Duration::from_millis(200);
 
+/// How long a deregistration's marker stays: it tells the watchers the
+/// delete was not an expiry, and a node reading the registry later that
+/// a change happened at its revision.
+const MARKER_SECS: i64 = 600;
+
 /// How often a write that lost a compare is tried again.
 const RETRIES: u8 = 3;
+
+/// Attempts of a write that fails for want of a member, and the pause
+/// between them (an election takes about a second).
+const WRITE_ATTEMPTS: u32 = 6;
+const WRITE_RETRY_AFTER: Duration = Duration::from_millis(250);
 
 /// Reads the registry from etcd, publishes its zones into `store`, and
 /// starts the writer. When etcd cannot be reached within
@@ -200,7 +210,7 @@ enum Key {
     Instance(String),
     Owner(String),
     /// A deregistration's marker, written with the delete (same revision)
-    /// on the instance's lease, so it goes when the lease is revoked.
+    /// on a lease of its own ([`MARKER_SECS`]).
     Removed(String),
     Other,
 }
@@ -210,12 +220,18 @@ struct EtcdWriter {
     password: String,
     proj: Projection,
     client: Option<Client>,
+    /// Where the next connection attempt starts in `endpoints`.
+    next_endpoint: usize,
     watch: Option<WatchStream>,
     /// Whether the state was ever read (else the next read publishes all).
     read_once: bool,
     seen: HashMap<String, Seen>,
     /// Every change up to this revision is in the projection.
     applied: i64,
+    /// The revision of the last change to the registry itself (not to
+    /// its markers): what the serial is made from, so nodes that saw the
+    /// same changes in different batches agree.
+    changed_at: i64,
     /// The highest revision of this node's own writes, applied before the
     /// watch brought them: nothing is published until the watch is there
     /// too, so a serial always names the state at one revision.
@@ -235,10 +251,12 @@ impl EtcdWriter {
             password,
             proj,
             client: None,
+            next_endpoint: 0,
             watch: None,
             read_once: false,
             seen: HashMap::new(),
             applied: 0,
+            changed_at: 0,
             ahead: 0,
             serial_base: 0,
             waiting: Vec::new(),
@@ -275,22 +293,17 @@ impl EtcdWriter {
         Key::Other
     }
 
-    fn serial(&self, revision: i64) -> u32 {
-        self.serial_base.wrapping_add(revision as u32)
+    /// The serial of the state as of the last change applied: the same
+    /// on every node that holds that state.
+    fn serial(&self) -> Serials {
+        Serials::Exact(self.serial_base.wrapping_add(self.changed_at as u32))
     }
 
     /// Connects (if not connected), reads the state if the watch cannot
     /// resume where it stopped, and starts the watch.
     async fn reach(&mut self) -> Result<(), etcd_client::Error> {
         if self.client.is_none() {
-            let mut options = ConnectOptions::new()
-                .with_connect_timeout(self.config.timeout())
-                .with_timeout(self.config.timeout())
-                .with_keep_alive(Duration::from_secs(2), self.config.timeout());
-            if let Some(user) = &self.config.user {
-                options = options.with_user(user.clone(), self.password.clone());
-            }
-            self.client = Some(Client::connect(&self.config.endpoints, Some(options)).await?);
+            self.client = Some(self.connect_one().await?);
         }
         if self.read_once {
             match self.resume_watch().await {
@@ -300,6 +313,46 @@ impl EtcdWriter {
             }
         }
         self.read_all().await
+    }
+
+    /// A client of the first member, in turn from the one after the last
+    /// used, that answers a status request. One member at a time: a
+    /// client balanced over all of them keeps picking a dead one, and the
+    /// watch lives on one connection anyway.
+    async fn connect_one(&mut self) -> Result<Client, etcd_client::Error> {
+        let n = self.config.endpoints.len();
+        let mut last = None;
+        for k in 0..n {
+            let endpoint = self.config.endpoints[(self.next_endpoint + k) % n].clone();
+            // No request timeout on the channel: it would cut the watch
+            // stream too. Unary calls are bounded one by one instead.
+            let mut options = ConnectOptions::new()
+                .with_connect_timeout(self.config.timeout())
+                .with_keep_alive(Duration::from_secs(2), self.config.timeout());
+            if let Some(user) = &self.config.user {
+                options = options.with_user(user.clone(), self.password.clone());
+            }
+            let attempt = async {
+                let mut client = Client::connect([endpoint.as_str()], Some(options)).await?;
+                client.status().await?;
+                Ok::<_, etcd_client::Error>(client)
+            };
+            match tokio::time::timeout(self.config.timeout(), attempt).await {
+                Ok(Ok(client)) => {
+                    self.next_endpoint = (self.next_endpoint + k + 1) % n;
+                    info!(%endpoint, "registry: connected to etcd");
+                    return Ok(client);
+                }
+                Ok(Err(e)) => last = Some(e),
+                Err(_) => {
+                    last = Some(etcd_client::Error::IoError(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("{endpoint}: no answer"),
+                    )))
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| etcd_client::Error::InvalidArgs("no endpoints".into())))
     }
 
     fn client(&mut self) -> &mut Client {
@@ -327,6 +380,15 @@ impl EtcdWriter {
         let revision = resp.header().map_or(0, |h| h.revision());
         let mut registry = Registry::default();
         let mut seen = HashMap::new();
+        // A deletion leaves no key behind but its marker (deregistrations;
+        // a lease expiry leaves none, see the README).
+        let changed_at = resp
+            .kvs()
+            .iter()
+            .filter(|kv| !matches!(self.parse_key(kv.key()), Key::Other))
+            .map(KeyValue::mod_revision)
+            .max()
+            .unwrap_or(0);
         for kv in resp.kvs() {
             if kv.key() == base_key.as_bytes() {
                 if let Some(b) = kv.value_str().ok().and_then(|v| v.trim().parse().ok()) {
@@ -362,11 +424,11 @@ impl EtcdWriter {
         self.seen = seen;
         self.applied = revision;
         self.ahead = revision;
+        self.changed_at = self.changed_at.max(changed_at);
         self.proj.refresh_view();
-        let serials = Serials::Exact(self.serial(revision));
         match self.read_once {
-            false => self.proj.publish_all(serials),
-            true => self.proj.publish(serials),
+            false => self.proj.publish_all(self.serial()),
+            true => self.proj.publish(self.serial()),
         };
         self.read_once = true;
         info!(instances = count, revision, "registry read from etcd");
@@ -439,7 +501,14 @@ impl EtcdWriter {
         for event in resp.events() {
             let Some(kv) = event.kv() else { continue };
             let revision = kv.mod_revision();
-            match (event.event_type(), self.parse_key(kv.key())) {
+            let key = self.parse_key(kv.key());
+            match (&key, event.event_type()) {
+                (Key::Instance(_) | Key::Owner(_), _) | (Key::Removed(_), EventType::Put) => {
+                    self.changed_at = self.changed_at.max(revision);
+                }
+                _ => {}
+            }
+            match (event.event_type(), key) {
                 (EventType::Put, Key::Instance(id)) => {
                     if self.seen.get(&id).is_some_and(|s| s.revision >= revision) {
                         // This node's own write, applied already.
@@ -522,9 +591,14 @@ impl EtcdWriter {
                     }
                 }
                 message = next_message(&mut self.watch) => match message {
-                    Ok(Some(resp)) if resp.canceled() || resp.compact_revision() > 0 => {
-                        self.lost("watch cancelled");
+                    Ok(Some(resp)) if resp.compact_revision() > 0 => {
+                        info!(revision = self.applied, "registry: etcd compacted past the last revision applied; reading the whole registry again");
+                        self.watch = None;
+                        if let Err(e) = self.read_all().await {
+                            self.lost(&e.to_string());
+                        }
                     }
+                    Ok(Some(resp)) if resp.canceled() => self.lost("watch cancelled"),
                     Ok(Some(resp)) => self.on_watch(&resp),
                     Ok(None) => self.lost("watch closed"),
                     Err(e) => self.lost(&e.to_string()),
@@ -541,7 +615,7 @@ impl EtcdWriter {
             }
         }
         if self.proj.publish_at.is_some() && self.applied >= self.ahead {
-            self.proj.publish(Serials::Exact(self.serial(self.applied)));
+            self.proj.publish(self.serial());
         }
         Ok(())
     }
@@ -565,7 +639,7 @@ impl EtcdWriter {
             self.commit(d.op, d.reply, d.tries).await;
         }
         if self.proj.publish_at.is_some_and(|t| t <= Instant::now()) && applied >= self.ahead {
-            self.proj.publish(Serials::Exact(self.serial(applied)));
+            self.proj.publish(self.serial());
         }
     }
 
@@ -576,6 +650,7 @@ impl EtcdWriter {
             warn!(revision = self.applied, "registry: lost etcd ({why}); serving the registry as of this revision, refusing writes until etcd is back");
         }
         self.watch = None;
+        self.client = None;
         self.reconnect_at = Some(Instant::now() + RECONNECT_EVERY);
     }
 
@@ -611,7 +686,7 @@ impl EtcdWriter {
             let _ = reply.send(Err(RegistryError::Unavailable));
             return;
         }
-        match self.write(&entry).await {
+        match self.write_retrying(&entry).await {
             Ok(Written::At(revision)) => {
                 let result = match &entry {
                     Entry::Put { instance } => Some((**instance).clone()),
@@ -663,8 +738,34 @@ impl EtcdWriter {
             Entry::Renew { .. } => return,
         }
         self.ahead = self.ahead.max(revision);
+        self.changed_at = self.changed_at.max(revision);
         self.proj.refresh_view();
         self.proj.schedule_publish();
+    }
+
+    /// [`write`](Self::write), bounded in time, and tried again on another
+    /// member after a transport error (a member that died: the client
+    /// balances over every endpoint). A write that did commit before its
+    /// error loses its compare when tried again, and is then recomputed
+    /// against the newer state like any conflict.
+    async fn write_retrying(&mut self, entry: &Entry) -> Result<Written, etcd_client::Error> {
+        let mut last = None;
+        for attempt in 0..WRITE_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(WRITE_RETRY_AFTER).await;
+            }
+            match tokio::time::timeout(self.config.timeout(), self.write(entry)).await {
+                Ok(Ok(w)) => return Ok(w),
+                Ok(Err(e)) => last = Some(e),
+                Err(_) => {
+                    last = Some(etcd_client::Error::IoError(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "etcd request timed out",
+                    )))
+                }
+            }
+        }
+        Err(last.expect("at least one attempt"))
     }
 
     /// Writes one entry: a transaction that succeeds only if the key is as
@@ -732,14 +833,15 @@ impl EtcdWriter {
             Entry::Delete { id, .. } => {
                 let key = self.instance_key(id);
                 let seen = self.seen.get(id).copied();
-                let mut ops = vec![TxnOp::delete(key.clone(), None)];
-                if let Some(s) = seen.filter(|s| s.lease != 0) {
-                    ops.push(TxnOp::put(
+                let marker = self.client().lease_grant(MARKER_SECS, None).await?.id();
+                let ops = vec![
+                    TxnOp::delete(key.clone(), None),
+                    TxnOp::put(
                         self.key(&format!("removed/{id}")),
                         "deregistered",
-                        Some(PutOptions::new().with_lease(s.lease)),
-                    ));
-                }
+                        Some(PutOptions::new().with_lease(marker)),
+                    ),
+                ];
                 let txn = Txn::new()
                     .when([Compare::mod_revision(
                         key,
@@ -796,7 +898,7 @@ impl EtcdWriter {
         }
         let entries = self.proj.registry.tick(now_ms(), &self.proj.policy);
         for entry in entries {
-            match self.write(&entry).await {
+            match self.write_retrying(&entry).await {
                 Ok(Written::At(revision)) => {
                     log_tick_entry(&self.proj, &entry);
                     self.apply_own(&entry, revision);

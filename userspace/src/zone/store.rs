@@ -262,9 +262,10 @@ impl ZoneStore {
 
     /// [`publish_generated`](Self::publish_generated), each changed zone
     /// getting `serial` exactly (the etcd registry's serial, derived from
-    /// the revision the zones were generated at).
+    /// the revision the zones were generated at), or the serial after the
+    /// zone's if `serial` is not newer: a serial never goes back.
     pub fn publish_generated_at(&self, zones: Vec<Zone>, serial: u32) -> Vec<ZoneDiff> {
-        self.publish_generated_with(zones, &|_, _| serial)
+        self.publish_generated_with(zones, &|_, old| forward(serial, old))
     }
 
     fn publish_generated_with(
@@ -309,14 +310,19 @@ impl ZoneStore {
         self.update_with(origin, changes, Err(now))
     }
 
-    /// [`update`](Self::update) to serial `serial` exactly.
+    /// [`update`](Self::update) to serial `serial` exactly, or to the
+    /// serial after the zone's if `serial` is not newer.
     pub fn update_at(
         &self,
         origin: &Name,
         changes: &[Change],
         serial: u32,
     ) -> Result<ZoneDiff, StoreError> {
-        self.update_with(origin, changes, Ok(serial))
+        let old = self
+            .snapshot()
+            .zone(&LowerName::new(origin))
+            .and_then(|z| z.serial());
+        self.update_with(origin, changes, Ok(forward(serial, old)))
     }
 
     fn update_with(
@@ -595,6 +601,14 @@ fn push_node_delta(out: &mut Vec<Record>, key: &LowerName, node: &Node, other: O
                 out.push(Record::from_rdata(Name::from(key), set.ttl, d));
             }
         }
+    }
+}
+
+/// `serial`, unless it is not newer than `old`: then the one after `old`.
+fn forward(serial: u32, old: Option<u32>) -> u32 {
+    match old {
+        Some(o) if !is_newer(serial, o) => o.wrapping_add(1),
+        _ => serial,
     }
 }
 
