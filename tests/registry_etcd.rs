@@ -412,6 +412,8 @@ fn a_partitioned_node_keeps_answering_refuses_writes_and_converges_after_compact
         "a partitioned node still takes writes"
     );
     assert_eq!(addresses(&cut_off, SVC), ["10.0.0.1"], "and still answers");
+    assert_eq!(zones_stale(&cut_off), Some(true), "and says it is stale");
+    assert_eq!(zones_stale(&direct), Some(false));
     for k in 2..12u8 {
         assert_eq!(put(&direct, &format!("n{k}"), k, 120), 200);
     }
@@ -460,4 +462,22 @@ fn a_partitioned_node_keeps_answering_refuses_writes_and_converges_after_compact
             == 200),
         "writes never accepted again"
     );
+    assert_eq!(zones_stale(&cut_off), Some(false));
+}
+
+/// `stale` of `sd.example.` in `GET /v1/zones` (the backend is etcd).
+fn zones_stale(node: &Server) -> Option<bool> {
+    let (code, zones) = http(
+        "GET",
+        &format!("{}/v1/zones", node.api()),
+        Some(TOKEN),
+        None,
+    );
+    assert_eq!(code, 200);
+    let zone = zones
+        .as_array()?
+        .iter()
+        .find(|z| z["name"] == "sd.example.")?;
+    assert_eq!(zone["backend"], "etcd");
+    zone["stale"].as_bool()
 }

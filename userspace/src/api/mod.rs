@@ -7,6 +7,7 @@
 //! served at `/v1/openapi.json`.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -470,6 +471,7 @@ async fn list_services(
 async fn list_zones(State(s): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
     authorize(&s, &headers, false)?;
     let view = s.registry.view();
+    let stats = s.registry.stats();
     let snapshot = (*s.store).as_ref().snapshot();
     let zones: Vec<_> = view
         .naming
@@ -490,6 +492,9 @@ async fn list_zones(State(s): State<ApiState>, headers: HeaderMap) -> Result<Res
                 "records": served.map_or(0, |z| z.record_count()),
                 "networks": networks,
                 "ns": view.naming.ns.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+                "backend": if stats.in_etcd.load(Ordering::Relaxed) { "etcd" } else { "local" },
+                // Cut off from etcd: served as of the last revision read.
+                "stale": stats.cut_off.load(Ordering::Relaxed),
             })
         })
         .collect();

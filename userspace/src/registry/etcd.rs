@@ -29,6 +29,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use etcd_client::{
@@ -246,6 +247,8 @@ struct EtcdWriter {
 
 impl EtcdWriter {
     fn new(config: EtcdConfig, password: String, proj: Projection) -> Self {
+        proj.stats.in_etcd.store(true, Ordering::Relaxed);
+        proj.stats.cut_off.store(true, Ordering::Relaxed);
         EtcdWriter {
             config,
             password,
@@ -439,6 +442,7 @@ impl EtcdWriter {
         let prefix = self.config.prefix.clone();
         let options = WatchOptions::new().with_prefix().with_start_revision(from);
         self.watch = Some(self.client().watch(prefix, Some(options)).await?);
+        self.proj.stats.cut_off.store(false, Ordering::Relaxed);
         Ok(())
     }
 
@@ -651,6 +655,7 @@ impl EtcdWriter {
         }
         self.watch = None;
         self.client = None;
+        self.proj.stats.cut_off.store(true, Ordering::Relaxed);
         self.reconnect_at = Some(Instant::now() + RECONNECT_EVERY);
     }
 

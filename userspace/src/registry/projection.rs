@@ -6,7 +6,7 @@
 //! knows which one is underneath.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +59,11 @@ pub struct Stats {
     pub write_latency: crate::metrics::Histogram,
     pub lease_expiries: AtomicU64,
     pub journal_bytes: AtomicU64,
+    /// The registry lives in etcd (else in the local journal).
+    pub in_etcd: AtomicBool,
+    /// etcd cannot be reached: the registry is served as of the last
+    /// revision read, and writes are refused.
+    pub cut_off: AtomicBool,
 }
 
 impl RegistryHandle {
