@@ -9,7 +9,10 @@
 //! * (c) under reload: sequential registrations for as long as it takes
 //!   SIGHUP reloads of a large zone file (1M records; each reload changes
 //!   its serial and one record) to complete three times back to back
-//!   (a reload counts once the new serial is served).
+//!   (a reload counts once the new serial is served);
+//! * (d) etcd: three nodes sharing a three-member etcd cluster on
+//!   loopback (`[registry] backend = "etcd"`), sequential registrations
+//!   through node 1, each timed until every node answers it.
 //!
 //! `cargo bench --bench registration`; under `cargo test` it runs a few
 //! registrations of each kind against a small zone as a smoke test.
@@ -177,6 +180,176 @@ fn main() {
         &mut answered,
     );
     drop(server);
+    etcd_case(&dir, n);
+}
+
+/// (d): three nodes on a three-member etcd cluster.
+fn etcd_case(dir: &Path, n: usize) {
+    let etcd = EtcdCluster::start(&dir.join("etcd"), 3);
+    let nodes: Vec<Server> = (0..3)
+        .map(|i| {
+            let node_dir = dir.join(format!("node{i}"));
+            std::fs::create_dir_all(&node_dir).unwrap();
+            let config = node_dir.join("xdpdns.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn\"\n\
+                     [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\nrequire_opt_in = false\n\
+                     backend = \"etcd\"\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
+                     [registry.etcd]\nendpoints = [{}]\nprefix = \"/bench/\"\n\
+                     [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
+                    etcd.endpoints
+                        .iter()
+                        .map(|e| format!("\"{e}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .unwrap();
+            start(node_dir, &config)
+        })
+        .collect();
+    let http = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(5))
+        .build();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut acked = Vec::with_capacity(n);
+    let mut answered: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); nodes.len()];
+    let mut id: u16 = 0;
+    for i in 0..n {
+        let start = Instant::now();
+        http.put(&format!("{}/v1/instances/e{i}", nodes[0].api))
+            .set("Authorization", "Bearer t")
+            .send_string(&format!(
+                r#"{{"owner":"acme","addresses":["10.{}.{}.{}"],"services":["bench"],"lease_secs":600}}"#,
+                i >> 16 & 255,
+                i >> 8 & 255,
+                i & 255
+            ))
+            .expect("registration");
+        acked.push(start.elapsed());
+        let name = Name::from_ascii(format!("e{i}.inst.acme.sd.example.")).unwrap();
+        let mut waiting: Vec<usize> = (0..nodes.len()).collect();
+        let deadline = start + Duration::from_secs(5);
+        while !waiting.is_empty() {
+            waiting.retain(|&k| {
+                id = id.wrapping_add(1);
+                if answers(&sock, nodes[k].dns, &name, id) {
+                    answered[k].push(start.elapsed());
+                    return false;
+                }
+                true
+            });
+            assert!(Instant::now() < deadline, "e{i} never answered everywhere");
+            if !waiting.is_empty() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+    report("(d) etcd, 3 nodes: acknowledged by node 1", &mut acked);
+    for (k, samples) in answered.iter_mut().enumerate() {
+        report(
+            &format!(
+                "(d) etcd, 3 nodes: registration -> UDP answer on node {}",
+                k + 1
+            ),
+            samples,
+        );
+    }
+    drop(nodes);
+    drop(etcd);
+}
+
+/// Whether `dns` answers an A query for `name` with a record.
+fn answers(sock: &UdpSocket, dns: SocketAddr, name: &Name, id: u16) -> bool {
+    let mut q = Message::query();
+    q.add_query(Query::query(name.clone(), RecordType::A));
+    q.metadata.id = id;
+    sock.send_to(&q.to_vec().unwrap(), dns).unwrap();
+    let mut buf = [0u8; 1500];
+    loop {
+        match sock.recv_from(&mut buf) {
+            Ok((len, _)) => match Message::from_vec(&buf[..len]) {
+                Ok(m) if m.metadata.id == id => return !m.answers.is_empty(),
+                _ => continue,
+            },
+            Err(_) => return false,
+        }
+    }
+}
+
+/// An etcd cluster of `members` on loopback, killed on drop.
+struct EtcdCluster {
+    /// Killed on drop.
+    _members: Vec<process::KillOnDrop>,
+    endpoints: Vec<String>,
+}
+
+impl EtcdCluster {
+    fn start(dir: &Path, members: usize) -> EtcdCluster {
+        // Ports the kernel handed out just now and that are free again.
+        let port = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let ports: Vec<(u16, u16)> = (0..members).map(|_| (port(), port())).collect();
+        let initial: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect();
+        let mut children = Vec::new();
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let data = dir.join(format!("m{i}"));
+            std::fs::create_dir_all(&data).unwrap();
+            let child = Command::new("etcd")
+                .args([
+                    format!("--name=m{i}"),
+                    format!("--data-dir={}", data.display()),
+                    format!("--listen-client-urls=http://127.0.0.1:{client}"),
+                    format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+                    format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+                    format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+                    format!("--initial-cluster={}", initial.join(",")),
+                    "--initial-cluster-state=new".into(),
+                    "--heartbeat-interval=50".into(),
+                    "--election-timeout=500".into(),
+                ])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("etcd (cargo xtask deps installs it)");
+            children.push(process::KillOnDrop(child));
+        }
+        let endpoints: Vec<String> = ports
+            .iter()
+            .map(|(c, _)| format!("http://127.0.0.1:{c}"))
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for e in &endpoints {
+            while !Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args([
+                    &format!("--endpoints={e}"),
+                    "--command-timeout=2s",
+                    "get",
+                    "probe",
+                ])
+                .output()
+                .is_ok_and(|o| o.status.success())
+            {
+                assert!(Instant::now() < deadline, "etcd never healthy");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        EtcdCluster {
+            _members: children,
+            endpoints,
+        }
+    }
 }
 
 /// Registers `n` fresh instances from `writers` threads at once; returns
