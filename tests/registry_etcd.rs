@@ -481,3 +481,95 @@ fn zones_stale(node: &Server) -> Option<bool> {
     assert_eq!(zone["backend"], "etcd");
     zone["stale"].as_bool()
 }
+
+/// An NSD secondary follows node 1 by IXFR, is switched to node 2, and
+/// stays correct: the nodes serve the same serial for the same state, so
+/// node 2 takes over where node 1 left off.
+#[test]
+fn an_nsd_secondary_switched_between_nodes_stays_correct() {
+    use support::peers::{free_port, nsd_secondary, Proc};
+    let cluster = EtcdCluster::start(1);
+    // Short SOA refresh: NSD polls the node it follows.
+    let config = node_config(&cluster, "/nsd/").replace(
+        "hostmaster = \"hostmaster.example.com.\"",
+        "hostmaster = \"hostmaster.example.com.\"\nsoa_timers = [1, 1, 86400, 30]",
+    );
+    let a = Server::start_example("", &config);
+    let b = Server::start_example("", &config);
+    assert_eq!(put(&a, "w1", 1, 120), 200);
+    let port = free_port();
+    let mut nsd = nsd_secondary("sd.example.", port, a.addr.port());
+    let nsd_addresses = || -> Vec<String> {
+        let Some(m) = support::udp_query(
+            support::peers::loopback(port),
+            &support::query(SVC, RecordType::A, None),
+        ) else {
+            return Vec::new();
+        };
+        let mut v: Vec<String> = m
+            .answers
+            .iter()
+            .filter_map(|r| match &r.data {
+                RData::A(x) => Some(x.to_string()),
+                _ => None,
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || nsd_addresses() == ["10.0.0.1"]),
+        "NSD never followed node 1:\n{}",
+        nsd.log()
+    );
+    assert_eq!(put(&a, "w2", 2, 120), 200);
+    assert!(
+        eventually(Duration::from_secs(15), || nsd_addresses()
+            == ["10.0.0.1", "10.0.0.2"]),
+        "NSD never took node 1's change:\n{}",
+        nsd.log()
+    );
+    assert!(eventually(Duration::from_secs(5), || serial(&a) == serial(&b)));
+    let before = serial(&a).unwrap();
+
+    // Switched to node 2 (same directory: NSD keeps what it holds).
+    nsd.stop(libc::SIGTERM);
+    let dir = std::mem::replace(&mut nsd.dir, support::TempDir(std::path::PathBuf::new()));
+    let conf = nsd.conf.clone();
+    let text = std::fs::read_to_string(&conf).unwrap().replace(
+        &format!("@{}", a.addr.port()),
+        &format!("@{}", b.addr.port()),
+    );
+    std::fs::write(&conf, text).unwrap();
+    let c = conf.display().to_string();
+    let nsd = Proc::spawn("nsd", dir, conf, "nsd", &["-d", "-c", &c]);
+    assert_eq!(put(&b, "w3", 3, 120), 200);
+    assert!(
+        eventually(Duration::from_secs(15), || nsd_addresses()
+            == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]),
+        "NSD never took node 2's change:\n{}",
+        nsd.log()
+    );
+    let nsd_serial = support::udp_query(
+        support::peers::loopback(port),
+        &support::query("sd.example.", RecordType::SOA, None),
+    )
+    .and_then(|m| {
+        m.answers.iter().find_map(|r| match &r.data {
+            RData::SOA(soa) => Some(soa.serial),
+            _ => None,
+        })
+    });
+    assert_eq!(nsd_serial, serial(&b));
+    // NSD went on from node 1's serial (its saved state), not from zero.
+    let after = nsd_serial.unwrap();
+    assert!(
+        nsd.wait_log(
+            &[&format!("serial {before} is updated to {after}")],
+            Duration::from_secs(5)
+        ),
+        "{}",
+        nsd.log()
+    );
+    assert_eq!(serial(&a), serial(&b));
+}
