@@ -221,15 +221,7 @@ fn etcd_case(dir: &Path, n: usize) {
     let mut id: u16 = 0;
     for i in 0..n {
         let start = Instant::now();
-        http.put(&format!("{}/v1/instances/e{i}", nodes[0].api))
-            .set("Authorization", "Bearer t")
-            .send_string(&format!(
-                r#"{{"owner":"acme","addresses":["10.{}.{}.{}"],"services":["bench"],"lease_secs":600}}"#,
-                i >> 16 & 255,
-                i >> 8 & 255,
-                i & 255
-            ))
-            .expect("registration");
+        register(&http, &nodes[0].api, &format!("e{i}"), i);
         acked.push(start.elapsed());
         let name = Name::from_ascii(format!("e{i}.inst.acme.sd.example.")).unwrap();
         let mut waiting: Vec<usize> = (0..nodes.len()).collect();
@@ -393,15 +385,7 @@ fn register_some(server: &Server, tag: &str, n: usize) -> (Vec<Duration>, Vec<Du
         let mut q = Message::query();
         q.add_query(Query::query(name, RecordType::A));
         let start = Instant::now();
-        http.put(&format!("{}/v1/instances/{tag}{i}", server.api))
-            .set("Authorization", "Bearer t")
-            .send_string(&format!(
-                r#"{{"owner":"acme","addresses":["10.{}.{}.{}"],"services":["bench"],"lease_secs":600}}"#,
-                i >> 16 & 255,
-                i >> 8 & 255,
-                i & 255
-            ))
-            .expect("registration");
+        register(&http, &server.api, &format!("{tag}{i}"), i);
         acked.push(start.elapsed());
         let deadline = start + Duration::from_secs(5);
         loop {
@@ -427,6 +411,19 @@ fn register_some(server: &Server, tag: &str, n: usize) -> (Vec<Duration>, Vec<Du
         }
     }
     (acked, answered)
+}
+
+/// Registers instance `id` (address from `i`) through the API at `api`.
+fn register(http: &ureq::Agent, api: &str, id: &str, i: usize) {
+    http.put(&format!("{api}/v1/instances/{id}"))
+        .set("Authorization", "Bearer t")
+        .send_string(&format!(
+            r#"{{"owner":"acme","addresses":["10.{}.{}.{}"],"services":["bench"],"lease_secs":600}}"#,
+            i >> 16 & 255,
+            i >> 8 & 255,
+            i & 255
+        ))
+        .expect("registration");
 }
 
 /// `n` appends of 120 bytes to a fresh file in `dir`, each `fdatasync`ed.

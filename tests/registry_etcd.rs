@@ -69,8 +69,12 @@ fn put(s: &Server, id: &str, last: u8, lease_secs: u32) -> u16 {
 /// The A addresses of `name`, over TCP (40 members do not fit a plain
 /// UDP answer).
 fn addresses(s: &Server, name: &str) -> Vec<String> {
-    let mut v: Vec<String> = s
-        .tcp(name, RecordType::A)
+    a_records(&s.tcp(name, RecordType::A))
+}
+
+/// The A addresses in an answer, sorted.
+fn a_records(m: &hickory_proto::op::Message) -> Vec<String> {
+    let mut v: Vec<String> = m
         .answers
         .iter()
         .filter_map(|r| match &r.data {
@@ -176,13 +180,7 @@ fn every_node_answers_every_registration_and_loses_nothing_to_kill_9() {
     );
 
     // A deregistration through one node leaves every node.
-    let (code, body) = http(
-        "DELETE",
-        &format!("{}/v1/instances/web-4", nodes[1].api()),
-        Some(TOKEN),
-        None,
-    );
-    assert!(code == 200 || code == 204, "{code} {body}");
+    deregister(&nodes[1], "web-4");
     let three = members(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
     for i in [0, 1] {
         assert!(eventually(Duration::from_secs(5), || addresses(
@@ -238,6 +236,17 @@ fn a_node_cut_off_from_etcd_serves_what_it_has_and_refuses_writes() {
     );
     assert!(eventually(Duration::from_secs(5), || addresses(&node, SVC)
         == members(&["10.0.0.1", "10.0.0.2"])));
+}
+
+/// Deregisters `id` through `node`.
+fn deregister(node: &Server, id: &str) {
+    let (code, body) = http(
+        "DELETE",
+        &format!("{}/v1/instances/{id}", node.api()),
+        Some(TOKEN),
+        None,
+    );
+    assert!(code == 200 || code == 204, "{code} {body}");
 }
 
 /// Registers `id` through `node`, retrying (bounded) while the cluster
@@ -347,13 +356,7 @@ fn a_node_paused_across_a_compaction_converges() {
         assert_eq!(put(&nodes[0], &format!("n{k}"), k, 120), 200);
     }
     for k in 2..6u8 {
-        let (code, _) = http(
-            "DELETE",
-            &format!("{}/v1/instances/n{k}", nodes[0].api()),
-            Some(TOKEN),
-            None,
-        );
-        assert!(code == 200 || code == 204);
+        deregister(&nodes[0], &format!("n{k}"));
     }
     let revision = cluster.revision(0).to_string();
     cluster
@@ -418,13 +421,7 @@ fn a_partitioned_node_keeps_answering_refuses_writes_and_converges_after_compact
         assert_eq!(put(&direct, &format!("n{k}"), k, 120), 200);
     }
     for k in 2..6u8 {
-        let (code, _) = http(
-            "DELETE",
-            &format!("{}/v1/instances/n{k}", direct.api()),
-            Some(TOKEN),
-            None,
-        );
-        assert!(code == 200 || code == 204);
+        deregister(&direct, &format!("n{k}"));
     }
     let revision = cluster.revision(0).to_string();
     cluster
@@ -500,22 +497,11 @@ fn an_nsd_secondary_switched_between_nodes_stays_correct() {
     let port = free_port();
     let mut nsd = nsd_secondary("sd.example.", port, a.addr.port());
     let nsd_addresses = || -> Vec<String> {
-        let Some(m) = support::udp_query(
+        support::udp_query(
             support::peers::loopback(port),
             &support::query(SVC, RecordType::A, None),
-        ) else {
-            return Vec::new();
-        };
-        let mut v: Vec<String> = m
-            .answers
-            .iter()
-            .filter_map(|r| match &r.data {
-                RData::A(x) => Some(x.to_string()),
-                _ => None,
-            })
-            .collect();
-        v.sort();
-        v
+        )
+        .map_or_else(Vec::new, |m| a_records(&m))
     };
     assert!(
         eventually(Duration::from_secs(15), || nsd_addresses() == ["10.0.0.1"]),

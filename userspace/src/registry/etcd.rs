@@ -43,9 +43,9 @@ use tracing::{error, info, warn};
 
 use super::model::Limits;
 use super::projection::{
-    now_ms, sleep_until, Op, Projection, Reply, Serials, Started, WriterError,
+    group_after, now_ms, sleep_until, Op, Projection, Reply, Serials, Started, WriterError,
 };
-use super::service::{log_tick_entry, spawn_writer, MAX_GROUP};
+use super::service::{log_tick_entry, spawn_writer};
 use super::state::{Entry, Instance, RemovalReason};
 use super::{HealthPolicy, Naming, Registry, RegistryError};
 use crate::zone::ZoneStore;
@@ -583,13 +583,7 @@ impl EtcdWriter {
             tokio::select! {
                 first = rx.recv() => {
                     let Some(first) = first else { break };
-                    let mut group = vec![first];
-                    while group.len() < MAX_GROUP {
-                        match rx.try_recv() {
-                            Ok(next) => group.push(next),
-                            Err(_) => break,
-                        }
-                    }
+                    let group = group_after(first, &mut rx);
                     for (op, reply) in group {
                         self.commit(op, reply, 0).await;
                     }

@@ -364,6 +364,21 @@ fn rrset_changes(
     }
 }
 
+/// Most writes taken as one group (one fsync or one pass of etcd writes).
+pub const MAX_GROUP: usize = 1024;
+
+/// `first` and whatever else is queued behind it, up to [`MAX_GROUP`].
+pub fn group_after(first: (Op, Reply), rx: &mut mpsc::Receiver<(Op, Reply)>) -> Vec<(Op, Reply)> {
+    let mut group = vec![first];
+    while group.len() < MAX_GROUP {
+        match rx.try_recv() {
+            Ok(next) => group.push(next),
+            Err(_) => break,
+        }
+    }
+    group
+}
+
 /// Sleeps until `at`, or forever.
 pub async fn sleep_until(at: Option<Instant>) {
     match at {

@@ -24,7 +24,7 @@ use tracing::{error, info, warn};
 
 use super::journal::{Batch, Journal, JournalError};
 use super::model::Limits;
-use super::projection::{sleep_until, Projection, Reply, Serials};
+use super::projection::{group_after, sleep_until, Projection, Reply, Serials};
 use super::state::Entry;
 use super::{HealthPolicy, Naming};
 use crate::zone::{ZoneDiff, ZoneStore};
@@ -148,9 +148,6 @@ struct Writer {
 /// Serials reserved ahead in the serial file (see `remember_serial`).
 const SERIAL_RESERVATION: u32 = 1024;
 
-/// Most writes committed with one fsync.
-pub(super) const MAX_GROUP: usize = 1024;
-
 impl Writer {
     async fn run(
         mut self,
@@ -171,13 +168,7 @@ impl Writer {
             tokio::select! {
                 first = rx.recv() => {
                     let Some(first) = first else { break };
-                    let mut group = vec![first];
-                    while group.len() < MAX_GROUP {
-                        match rx.try_recv() {
-                            Ok(next) => group.push(next),
-                            Err(_) => break,
-                        }
-                    }
+                    let group = group_after(first, &mut rx);
                     self.commit_group(group)?;
                 }
                 _ = sleep_until(wake) => {
