@@ -219,6 +219,25 @@ fn a_node_cut_off_from_etcd_serves_what_it_has_and_refuses_writes() {
     assert!(eventually(Duration::from_secs(5), || addresses(&node, SVC)
         == ["10.0.0.1"]));
 
+    // Heartbeats (etcd lease keep-alives) hold a 2 s lease past its time.
+    assert_eq!(put(&node, "beat", 7, 2), 200);
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(500));
+        let (code, body) = http(
+            "POST",
+            &format!("{}/v1/instances/beat/heartbeat", node.api()),
+            Some(TOKEN),
+            None,
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    assert_eq!(addresses(&node, SVC), ["10.0.0.1", "10.0.0.7"]);
+    assert!(
+        eventually(Duration::from_secs(10), || addresses(&node, SVC)
+            == ["10.0.0.1"]),
+        "the lease outlived its heartbeats"
+    );
+
     cluster.members[0].stop(libc::SIGKILL);
     assert!(
         eventually(Duration::from_secs(15), || put(&node, "web-2", 2, 60)

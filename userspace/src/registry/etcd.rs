@@ -202,6 +202,8 @@ enum Written {
     At(i64),
     /// A heartbeat: the lease renewed, no revision.
     Renewed,
+    /// A heartbeat for a lease etcd has expired (the delete is on its way).
+    Expired,
     /// The key changed since this node saw it (revision now).
     Conflict(i64),
 }
@@ -701,6 +703,13 @@ impl EtcdWriter {
                 };
                 let _ = reply.send(Ok(self.proj.registry.instances.get(id).cloned()));
             }
+            Ok(Written::Expired) => {
+                let id = match &entry {
+                    Entry::Renew { id, .. } => id.clone(),
+                    _ => String::new(),
+                };
+                let _ = reply.send(Err(RegistryError::NotFound(id)));
+            }
             Ok(Written::Conflict(after)) if tries < RETRIES => self.deferred.push(Deferred {
                 op,
                 reply,
@@ -781,12 +790,13 @@ impl EtcdWriter {
                     .instances
                     .get(&instance.id)
                     .is_some_and(|old| old.reg.lease_secs == lease_secs);
-                let (lease, granted) = match seen {
-                    Some(s) if s.lease != 0 && same_lease => {
-                        // A re-registration renews the lease too.
-                        self.keep_alive(s.lease).await?;
-                        (s.lease, false)
-                    }
+                // A re-registration renews the lease it has, if still alive.
+                let renewed = match seen {
+                    Some(s) if s.lease != 0 && same_lease => self.keep_alive(s.lease).await?,
+                    _ => false,
+                };
+                let (lease, granted) = match (renewed, seen) {
+                    (true, Some(s)) => (s.lease, false),
                     _ => {
                         let grant = self
                             .client()
@@ -859,10 +869,10 @@ impl EtcdWriter {
                 Ok(Written::At(revision))
             }
             Entry::Renew { id, .. } => match self.seen.get(id).map(|s| s.lease) {
-                Some(lease) if lease != 0 => {
-                    self.keep_alive(lease).await?;
-                    Ok(Written::Renewed)
-                }
+                Some(lease) if lease != 0 => match self.keep_alive(lease).await? {
+                    true => Ok(Written::Renewed),
+                    false => Ok(Written::Expired),
+                },
                 _ => Ok(Written::Conflict(self.applied)),
             },
             Entry::Owner { owner, enabled } => {
@@ -876,16 +886,12 @@ impl EtcdWriter {
         }
     }
 
-    /// Renews a lease once (a heartbeat).
-    async fn keep_alive(&mut self, lease: i64) -> Result<(), etcd_client::Error> {
+    /// Renews a lease once (a heartbeat); `false` when it has expired
+    /// already (its key is gone or about to be: not an etcd failure).
+    async fn keep_alive(&mut self, lease: i64) -> Result<bool, etcd_client::Error> {
         let (mut keeper, mut stream) = self.client().lease_keep_alive(lease).await?;
         keeper.keep_alive().await?;
-        match stream.message().await? {
-            Some(r) if r.ttl() > 0 => Ok(()),
-            _ => Err(etcd_client::Error::LeaseKeepAliveError(format!(
-                "lease {lease:x} has expired"
-            ))),
-        }
+        Ok(stream.message().await?.is_some_and(|r| r.ttl() > 0))
     }
 
     /// Hysteresis: withdrawals now due, each a compare-and-set (lease
