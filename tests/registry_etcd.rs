@@ -257,6 +257,26 @@ fn a_node_cut_off_from_etcd_serves_what_it_has_and_refuses_writes() {
         == members(&["10.0.0.1", "10.0.0.2"])));
 }
 
+/// Through `node` (which already holds `10.0.0.1`): registers n2..n11,
+/// deregisters n2..n5, then compacts etcd at its revision. Returns the
+/// members left.
+fn churn_and_compact(node: &Server, cluster: &EtcdCluster) -> Vec<String> {
+    for k in 2..12u8 {
+        assert_eq!(put(node, &format!("n{k}"), k, 120), 200);
+    }
+    for k in 2..6u8 {
+        deregister(node, &format!("n{k}"));
+    }
+    let revision = cluster.revision(0).to_string();
+    cluster
+        .etcdctl(0, &["compaction", &revision])
+        .expect("etcdctl compaction");
+    let mut want = vec!["10.0.0.1".to_string()];
+    want.extend((6..12).map(|k| format!("10.0.0.{k}")));
+    want.sort();
+    want
+}
+
 /// Deregisters `id` through `node`.
 fn deregister(node: &Server, id: &str) {
     let (code, body) = http(
@@ -371,28 +391,10 @@ fn a_node_paused_across_a_compaction_converges() {
     ) == ["10.0.0.1"]));
 
     nodes[1].signal("STOP");
-    for k in 2..12u8 {
-        assert_eq!(put(&nodes[0], &format!("n{k}"), k, 120), 200);
-    }
-    for k in 2..6u8 {
-        deregister(&nodes[0], &format!("n{k}"));
-    }
-    let revision = cluster.revision(0).to_string();
-    cluster
-        .etcdctl(0, &["compaction", &revision])
-        .expect("etcdctl compaction");
+    let want = churn_and_compact(&nodes[0], &cluster);
     cluster.restart(0);
     nodes[1].signal("CONT");
 
-    let want = members(&[
-        "10.0.0.1",
-        "10.0.0.6",
-        "10.0.0.7",
-        "10.0.0.8",
-        "10.0.0.9",
-        "10.0.0.10",
-        "10.0.0.11",
-    ]);
     for (i, n) in nodes.iter().enumerate() {
         assert!(
             eventually(Duration::from_secs(20), || addresses(n, SVC) == want),
@@ -436,27 +438,9 @@ fn a_partitioned_node_keeps_answering_refuses_writes_and_converges_after_compact
     assert_eq!(addresses(&cut_off, SVC), ["10.0.0.1"], "and still answers");
     assert_eq!(zones_stale(&cut_off), Some(true), "and says it is stale");
     assert_eq!(zones_stale(&direct), Some(false));
-    for k in 2..12u8 {
-        assert_eq!(put(&direct, &format!("n{k}"), k, 120), 200);
-    }
-    for k in 2..6u8 {
-        deregister(&direct, &format!("n{k}"));
-    }
-    let revision = cluster.revision(0).to_string();
-    cluster
-        .etcdctl(0, &["compaction", &revision])
-        .expect("etcdctl compaction");
+    let want = churn_and_compact(&direct, &cluster);
 
     proxy.heal();
-    let want = members(&[
-        "10.0.0.1",
-        "10.0.0.6",
-        "10.0.0.7",
-        "10.0.0.8",
-        "10.0.0.9",
-        "10.0.0.10",
-        "10.0.0.11",
-    ]);
     assert!(
         eventually(Duration::from_secs(20), || addresses(&cut_off, SVC) == want),
         "{:?}\n{}",
