@@ -52,6 +52,46 @@ fn start_node(cluster: &EtcdCluster, prefix: &str) -> Server {
     Server::start_example("", &node_config(cluster, prefix))
 }
 
+/// etcd over TLS with client certificates: a node with the CA and a client
+/// certificate registers and answers; one without the certificate is
+/// refused by etcd (it serves what it has and answers writes with 503),
+/// and one that does not trust the CA refuses etcd.
+#[test]
+fn a_node_reaches_etcd_over_tls_with_a_client_certificate() {
+    let cluster = EtcdCluster::start_tls();
+    let pki = cluster.tls.as_ref().unwrap();
+    let with = |extra: &str| {
+        let config = node_config(&cluster, "/tls/").replace(
+            "prefix = \"/tls/\"",
+            &format!("prefix = \"/tls/\"\ntimeout_ms = 500\n{extra}"),
+        );
+        Server::start_example("", &config)
+    };
+    let ca = format!("ca_file = \"{}\"", pki.file("ca.pem"));
+    let identity = format!(
+        "cert_file = \"{}\"\nkey_file = \"{}\"",
+        pki.file("client.pem"),
+        pki.file("client-key.pem")
+    );
+    let node = with(&format!("{ca}\n{identity}"));
+    assert_eq!(put(&node, "web-1", 1, 60), 200);
+    assert!(eventually(Duration::from_secs(5), || addresses(&node, SVC)
+        == ["10.0.0.1"]));
+    assert!(cluster
+        .etcdctl(0, &["get", "/tls/instances/web-1", "--print-value-only"])
+        .is_some_and(|v| v.contains("10.0.0.1")));
+
+    let anonymous = with(&ca);
+    assert_eq!(put(&anonymous, "web-2", 2, 60), 503);
+    let trusting_nobody = with(&identity);
+    assert_eq!(put(&trusting_nobody, "web-3", 3, 60), 503);
+    for refused in [&anonymous, &trusting_nobody] {
+        let log = refused.log();
+        assert!(log.contains("etcd unreachable at start"), "{log}");
+    }
+    assert_eq!(addresses(&node, SVC), ["10.0.0.1"]);
+}
+
 fn put(s: &Server, id: &str, last: u8, lease_secs: u32) -> u16 {
     let body = format!(
         r#"{{"owner":"acme","addresses":["10.0.0.{last}"],"services":["web:8080"],"lease_secs":{lease_secs}}}"#

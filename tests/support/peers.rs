@@ -423,10 +423,65 @@ pub struct EtcdCluster {
     pub endpoints: Vec<String>,
     /// The arguments each member was started with (to start it again).
     args: Vec<Vec<String>>,
+    /// Client TLS, when the members require it.
+    pub tls: Option<TestPki>,
+}
+
+/// A CA, a certificate for the etcd members (127.0.0.1 and localhost) and
+/// one for their clients, as PEM files in a temporary directory.
+pub struct TestPki {
+    pub dir: TempDir,
+}
+
+impl TestPki {
+    pub fn generate() -> TestPki {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            SanType,
+        };
+        let dir = TempDir::new("pki");
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "xdpdns test CA");
+        let ca = ca.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.0.join("ca.pem"), ca.pem()).unwrap();
+        for (name, purpose) in [
+            ("server", ExtendedKeyUsagePurpose::ServerAuth),
+            ("client", ExtendedKeyUsagePurpose::ClientAuth),
+        ] {
+            let key = KeyPair::generate().unwrap();
+            let mut p = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+            p.subject_alt_names
+                .push(SanType::IpAddress([127, 0, 0, 1].into()));
+            p.distinguished_name.push(DnType::CommonName, name);
+            p.extended_key_usages = vec![purpose];
+            let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
+            std::fs::write(dir.0.join(format!("{name}.pem")), cert.pem()).unwrap();
+            std::fs::write(dir.0.join(format!("{name}-key.pem")), key.serialize_pem()).unwrap();
+        }
+        TestPki { dir }
+    }
+
+    pub fn file(&self, name: &str) -> String {
+        self.dir.0.join(name).display().to_string()
+    }
 }
 
 impl EtcdCluster {
     pub fn start(n: usize) -> EtcdCluster {
+        Self::start_with(n, None)
+    }
+
+    /// One member that serves clients over TLS only and requires a client
+    /// certificate signed by the test CA (`--client-cert-auth`).
+    pub fn start_tls() -> EtcdCluster {
+        Self::start_with(1, Some(TestPki::generate()))
+    }
+
+    fn start_with(n: usize, tls: Option<TestPki>) -> EtcdCluster {
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let initial: Vec<String> = ports
             .iter()
@@ -438,16 +493,17 @@ impl EtcdCluster {
             members: Vec::new(),
             endpoints: ports
                 .iter()
-                .map(|(client, _)| format!("http://127.0.0.1:{client}"))
+                .map(|(client, _)| format!("{scheme}://127.0.0.1:{client}"))
                 .collect(),
             args: Vec::new(),
+            tls: None,
         };
         for (i, (client, peer)) in ports.iter().enumerate() {
-            let args = vec![
+            let mut args = vec![
                 format!("--name=m{i}"),
                 "--data-dir=data".into(),
-                format!("--listen-client-urls=http://127.0.0.1:{client}"),
-                format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+                format!("--listen-client-urls={scheme}://127.0.0.1:{client}"),
+                format!("--advertise-client-urls={scheme}://127.0.0.1:{client}"),
                 format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
                 format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
                 format!("--initial-cluster={}", initial.join(",")),
@@ -457,11 +513,20 @@ impl EtcdCluster {
                 "--heartbeat-interval=50".into(),
                 "--election-timeout=500".into(),
             ];
+            if let Some(pki) = &tls {
+                args.extend([
+                    format!("--cert-file={}", pki.file("server.pem")),
+                    format!("--key-file={}", pki.file("server-key.pem")),
+                    format!("--trusted-ca-file={}", pki.file("ca.pem")),
+                    "--client-cert-auth".into(),
+                ]);
+            }
             cluster
                 .members
                 .push(Self::spawn_member(i, TempDir::new("etcd"), &args));
             cluster.args.push(args);
         }
+        cluster.tls = tls;
         cluster.wait_healthy();
         cluster
     }
@@ -501,6 +566,13 @@ impl EtcdCluster {
         let out = Command::new(tool("etcdctl"))
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.endpoints[i]))
+            .args(self.tls.iter().flat_map(|pki| {
+                [
+                    format!("--cacert={}", pki.file("ca.pem")),
+                    format!("--cert={}", pki.file("client.pem")),
+                    format!("--key={}", pki.file("client-key.pem")),
+                ]
+            }))
             .arg("--command-timeout=2s")
             .args(args)
             .output()

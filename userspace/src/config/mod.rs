@@ -492,10 +492,8 @@ impl Config {
                     *t = config.base_dir.join(&*t);
                 }
             }
-            if let Some(f) = r.etcd.as_mut().and_then(|e| e.password_file.as_mut()) {
-                if f.is_relative() {
-                    *f = config.base_dir.join(&*f);
-                }
+            if let Some(e) = r.etcd.as_mut() {
+                e.resolve_paths(&config.base_dir);
             }
         }
         config.validate()?;
@@ -690,17 +688,10 @@ impl Config {
                     "backend = \"etcd\" needs a [registry.etcd] table with its endpoints",
                 ))
             }
-            (RegistryBackend::Etcd, Some(e)) if e.endpoints.is_empty() => {
-                return Err(self.invalid(
-                    "registry.etcd.endpoints",
-                    "at least one etcd client URL is required",
-                ))
-            }
-            (RegistryBackend::Etcd, Some(e)) if !e.prefix.ends_with('/') => {
-                return Err(self.invalid(
-                    "registry.etcd.prefix",
-                    "must end with '/' (keys are the prefix, then instances/ or owners/)",
-                ))
+            (RegistryBackend::Etcd, Some(e)) => {
+                if let Err((key, message)) = e.check() {
+                    return Err(self.invalid(key, message));
+                }
             }
             (RegistryBackend::Local, Some(_)) => {
                 return Err(self.invalid(
@@ -997,6 +988,50 @@ mod tests {
             c.transfer.max_transfers_out,
             transfer::TransferConfig::default().max_transfers_out
         );
+    }
+
+    #[test]
+    fn a_bad_etcd_table_is_named_by_its_key() {
+        let registry =
+            "[registry]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"r\"\nns = [\"ns.example.\"]\n\
+                        hostmaster = \"h.example.\"\ntoken = \"t\"\nbackend = \"etcd\"\n\
+                        [[registry.zone]]\nname = \"sd.example.\"\n[registry.etcd]\n";
+        let cases = [
+            ("endpoints = []\n", "registry.etcd.endpoints"),
+            (
+                "endpoints = [\"http://a:2379\", \"https://b:2379\"]\n",
+                "registry.etcd.endpoints",
+            ),
+            (
+                "endpoints = [\"http://a:2379\"]\nca_file = \"ca.pem\"\n",
+                "registry.etcd.ca_file",
+            ),
+            (
+                "endpoints = [\"https://a:2379\"]\ncert_file = \"c.pem\"\n",
+                "registry.etcd.key_file",
+            ),
+            (
+                "endpoints = [\"https://a:2379\"]\nprefix = \"/x\"\n",
+                "registry.etcd.prefix",
+            ),
+        ];
+        for (table, key) in cases {
+            let e = parse(&format!("{registry}{table}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{table}: {e}");
+        }
+        let c = parse(&format!(
+            "{registry}endpoints = [\"https://a:2379\"]\nca_file = \"tls/ca.pem\"\n\
+             cert_file = \"tls/c.pem\"\nkey_file = \"/k.pem\"\n"
+        ))
+        .unwrap();
+        let etcd = c.registry.unwrap().etcd.unwrap();
+        assert_eq!(
+            etcd.ca_file.unwrap(),
+            PathBuf::from("/etc/xdpdns/tls/ca.pem")
+        );
+        assert_eq!(etcd.key_file.unwrap(), PathBuf::from("/k.pem"));
     }
 
     #[test]

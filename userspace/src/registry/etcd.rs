@@ -23,9 +23,9 @@
 //!   withdrawal is a compare-and-set, so one node makes each and the
 //!   others see it in the watch.
 //!
-//! Not built yet: TLS to etcd, a status field for a node cut off from
-//! etcd (it logs and answers writes with 503), and the multi-node tests of
-//! the leader's death, partitions and compaction.
+//! * **TLS**: `https://` endpoints, verified against `ca_file` (or the
+//!   system's roots), with a client certificate when `cert_file` and
+//!   `key_file` are set; user and password as etcd's `--user`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -33,8 +33,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue, PutOptions, Txn,
-    TxnOp, WatchOptions, WatchResponse, WatchStream,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
+    KeyValue, PutOptions, TlsOptions, Txn, TxnOp, WatchOptions, WatchResponse, WatchStream,
 };
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -69,6 +69,20 @@ pub struct EtcdConfig {
     /// Connect and request timeout.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// TLS (with `https://` endpoints): the CA certificates (PEM) that
+    /// sign the members' certificates; without it, the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for members started with
+    /// `--client-cert-auth`.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// The name to verify in the members' certificates, when it is not the
+    /// endpoints' host.
+    #[serde(default)]
+    pub server_name: Option<String>,
 }
 
 fn default_prefix() -> String {
@@ -82,6 +96,94 @@ fn default_timeout_ms() -> u64 {
 impl EtcdConfig {
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.max(1))
+    }
+
+    /// Whether the endpoints are `https://` (all or none must be).
+    fn uses_tls(&self) -> bool {
+        self.endpoints.iter().any(|e| e.starts_with("https://"))
+    }
+
+    /// What is wrong with the table, as (key, message).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.endpoints.is_empty() {
+            return Err((
+                "registry.etcd.endpoints",
+                "at least one etcd client URL is required".into(),
+            ));
+        }
+        if !self.prefix.ends_with('/') {
+            return Err((
+                "registry.etcd.prefix",
+                "must end with '/' (keys are the prefix, then instances/ or owners/)".into(),
+            ));
+        }
+        let https = self.endpoints.iter().filter(|e| e.starts_with("https://"));
+        if !matches!(https.count(), n if n == 0 || n == self.endpoints.len()) {
+            return Err((
+                "registry.etcd.endpoints",
+                "either every endpoint is https:// or none is".into(),
+            ));
+        }
+        let tls_keys = [
+            ("registry.etcd.ca_file", self.ca_file.is_some()),
+            ("registry.etcd.cert_file", self.cert_file.is_some()),
+            ("registry.etcd.key_file", self.key_file.is_some()),
+            ("registry.etcd.server_name", self.server_name.is_some()),
+        ];
+        if !self.uses_tls() {
+            if let Some((key, _)) = tls_keys.iter().find(|(_, set)| *set) {
+                return Err((key, "a TLS setting needs https:// endpoints".into()));
+            }
+        }
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err((
+                "registry.etcd.key_file",
+                "cert_file and key_file go together".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes relative file paths relative to `base`.
+    pub fn resolve_paths(&mut self, base: &std::path::Path) {
+        for f in [
+            &mut self.password_file,
+            &mut self.ca_file,
+            &mut self.cert_file,
+            &mut self.key_file,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if f.is_relative() {
+                *f = base.join(&*f);
+            }
+        }
+    }
+
+    /// The TLS options for `https://` endpoints, files read now.
+    fn tls(&self) -> Result<Option<TlsOptions>, String> {
+        if !self.uses_tls() {
+            return Ok(None);
+        }
+        let read = |key: &str, f: &PathBuf| {
+            std::fs::read(f).map_err(|e| format!("registry.etcd.{key}: {}: {e}", f.display()))
+        };
+        let mut tls = TlsOptions::new();
+        tls = match &self.ca_file {
+            Some(f) => tls.ca_certificate(Certificate::from_pem(read("ca_file", f)?)),
+            None => tls.with_native_roots(),
+        };
+        if let (Some(cert), Some(key)) = (&self.cert_file, &self.key_file) {
+            tls = tls.identity(Identity::from_pem(
+                read("cert_file", cert)?,
+                read("key_file", key)?,
+            ));
+        }
+        if let Some(name) = &self.server_name {
+            tls = tls.domain_name(name.clone());
+        }
+        Ok(Some(tls))
     }
 
     fn password(&self) -> Result<String, String> {
@@ -134,6 +236,7 @@ pub async fn start(
     stop: watch::Receiver<bool>,
 ) -> Result<Started, WriterError> {
     let password = config.password().map_err(WriterError::Etcd)?;
+    let tls = config.tls().map_err(WriterError::Etcd)?;
     let proj = Projection::new(
         Registry::default(),
         naming,
@@ -152,7 +255,7 @@ pub async fn start(
             .build()
             .map_err(|e| WriterError::Etcd(format!("writer runtime: {e}")))?;
         rt.block_on(async move {
-            let mut w = EtcdWriter::new(config, password, proj);
+            let mut w = EtcdWriter::new(config, password, tls, proj);
             let first = tokio::time::timeout(FIRST_READ_WAIT, w.reach()).await;
             let read = match first {
                 Ok(Ok(())) => Some(w.proj.registry.instances.len()),
@@ -200,10 +303,6 @@ struct Deferred {
 enum Written {
     /// Committed at this revision.
     At(i64),
-    /// A heartbeat: the lease renewed, no revision.
-    Renewed,
-    /// A heartbeat for a lease etcd has expired (the delete is on its way).
-    Expired,
     /// The key changed since this node saw it (revision now).
     Conflict(i64),
 }
@@ -221,6 +320,7 @@ enum Key {
 struct EtcdWriter {
     config: EtcdConfig,
     password: String,
+    tls: Option<TlsOptions>,
     proj: Projection,
     client: Option<Client>,
     /// Where the next connection attempt starts in `endpoints`.
@@ -248,12 +348,18 @@ struct EtcdWriter {
 }
 
 impl EtcdWriter {
-    fn new(config: EtcdConfig, password: String, proj: Projection) -> Self {
+    fn new(
+        config: EtcdConfig,
+        password: String,
+        tls: Option<TlsOptions>,
+        proj: Projection,
+    ) -> Self {
         proj.stats.in_etcd.store(true, Ordering::Relaxed);
         proj.stats.cut_off.store(true, Ordering::Relaxed);
         EtcdWriter {
             config,
             password,
+            tls,
             proj,
             client: None,
             next_endpoint: 0,
@@ -336,6 +442,9 @@ impl EtcdWriter {
                 .with_keep_alive(Duration::from_secs(2), self.config.timeout());
             if let Some(user) = &self.config.user {
                 options = options.with_user(user.clone(), self.password.clone());
+            }
+            if let Some(tls) = &self.tls {
+                options = options.with_tls(tls.clone());
             }
             let attempt = async {
                 let mut client = Client::connect([endpoint.as_str()], Some(options)).await?;
@@ -687,6 +796,10 @@ impl EtcdWriter {
             let _ = reply.send(Err(RegistryError::Unavailable));
             return;
         }
+        if let Entry::Renew { id, .. } = &entry {
+            self.heartbeat(id, reply);
+            return;
+        }
         match self.write_retrying(&entry).await {
             Ok(Written::At(revision)) => {
                 let result = match &entry {
@@ -695,20 +808,6 @@ impl EtcdWriter {
                 };
                 self.apply_own(&entry, revision);
                 self.waiting.push((revision, reply, Ok(result)));
-            }
-            Ok(Written::Renewed) => {
-                let id = match &entry {
-                    Entry::Renew { id, .. } => id.as_str(),
-                    _ => "",
-                };
-                let _ = reply.send(Ok(self.proj.registry.instances.get(id).cloned()));
-            }
-            Ok(Written::Expired) => {
-                let id = match &entry {
-                    Entry::Renew { id, .. } => id.clone(),
-                    _ => String::new(),
-                };
-                let _ = reply.send(Err(RegistryError::NotFound(id)));
             }
             Ok(Written::Conflict(after)) if tries < RETRIES => self.deferred.push(Deferred {
                 op,
@@ -792,7 +891,9 @@ impl EtcdWriter {
                     .is_some_and(|old| old.reg.lease_secs == lease_secs);
                 // A re-registration renews the lease it has, if still alive.
                 let renewed = match seen {
-                    Some(s) if s.lease != 0 && same_lease => self.keep_alive(s.lease).await?,
+                    Some(s) if s.lease != 0 && same_lease => {
+                        keep_alive(self.client(), s.lease).await?
+                    }
                     _ => false,
                 };
                 let (lease, granted) = match (renewed, seen) {
@@ -868,13 +969,7 @@ impl EtcdWriter {
                 }
                 Ok(Written::At(revision))
             }
-            Entry::Renew { id, .. } => match self.seen.get(id).map(|s| s.lease) {
-                Some(lease) if lease != 0 => match self.keep_alive(lease).await? {
-                    true => Ok(Written::Renewed),
-                    false => Ok(Written::Expired),
-                },
-                _ => Ok(Written::Conflict(self.applied)),
-            },
+            Entry::Renew { .. } => unreachable!("a heartbeat is not written"),
             Entry::Owner { owner, enabled } => {
                 let key = self.key(&format!("owners/{owner}"));
                 let resp = self
@@ -886,12 +981,37 @@ impl EtcdWriter {
         }
     }
 
-    /// Renews a lease once (a heartbeat); `false` when it has expired
-    /// already (its key is gone or about to be: not an etcd failure).
-    async fn keep_alive(&mut self, lease: i64) -> Result<bool, etcd_client::Error> {
-        let (mut keeper, mut stream) = self.client().lease_keep_alive(lease).await?;
-        keeper.keep_alive().await?;
-        Ok(stream.message().await?.is_some_and(|r| r.ttl() > 0))
+    /// A heartbeat: one keep-alive of the instance's lease, sent from a
+    /// task of its own so that a thousand a second do not queue the
+    /// writes behind them (it changes nothing the writer holds). The
+    /// reply is the instance, or 404 when etcd has expired the lease
+    /// already (its delete is on its way: not an etcd failure).
+    fn heartbeat(&mut self, id: &str, reply: Reply) {
+        let (Some(lease), Some(instance)) = (
+            self.seen.get(id).map(|s| s.lease).filter(|l| *l != 0),
+            self.proj.registry.instances.get(id).cloned(),
+        ) else {
+            let _ = reply.send(Err(RegistryError::NotFound(id.to_string())));
+            return;
+        };
+        let mut client = self.client().clone();
+        let timeout = self.config.timeout();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            let renewed = tokio::time::timeout(timeout, keep_alive(&mut client, lease)).await;
+            let _ = reply.send(match renewed {
+                Ok(Ok(true)) => Ok(Some(instance)),
+                Ok(Ok(false)) => Err(RegistryError::NotFound(id)),
+                Ok(Err(e)) => {
+                    warn!(%id, "registry: heartbeat failed: {e}");
+                    Err(RegistryError::Unavailable)
+                }
+                Err(_) => {
+                    warn!(%id, "registry: heartbeat timed out");
+                    Err(RegistryError::Unavailable)
+                }
+            });
+        });
     }
 
     /// Hysteresis: withdrawals now due, each a compare-and-set (lease
@@ -915,6 +1035,20 @@ impl EtcdWriter {
                 }
             }
         }
+    }
+}
+
+/// Renews a lease once; `false` when it has expired already. One stream
+/// per call, as etcd's own `KeepAliveOnce` does: the client's keeper is
+/// bound to one lease id, and a stream per lease held open would cost
+/// etcd a goroutine for each of 100k instances.
+async fn keep_alive(client: &mut Client, lease: i64) -> Result<bool, etcd_client::Error> {
+    // Opening the stream sends the first request and reads its answer, a
+    // TTL of 0 (an error here) when the lease is gone.
+    match client.lease_keep_alive(lease).await {
+        Ok(_) => Ok(true),
+        Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
