@@ -60,6 +60,16 @@ impl Census {
         Ok(())
     }
 
+    /// Instances held, in all.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Instances held by CNS owner `o`.
+    pub fn held_by(&self, o: &str) -> usize {
+        self.by_owner.get(o).copied().unwrap_or(0)
+    }
+
     /// Follows `entry`, given the instance it replaces or removes.
     pub fn record(&mut self, before: Option<&Instance>, entry: &Entry) {
         match entry {

@@ -27,7 +27,7 @@
 //!   system's roots), with a client certificate when `cert_file` and
 //!   `key_file` are set; user and password as etcd's `--user`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -38,6 +38,7 @@ use etcd_client::{
 };
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
@@ -381,10 +382,6 @@ impl EtcdWriter {
         format!("{}{tail}", self.config.prefix)
     }
 
-    fn instance_key(&self, id: &str) -> String {
-        self.key(&format!("instances/{id}"))
-    }
-
     fn parse_key(&self, key: &[u8]) -> Key {
         let Some(tail) = std::str::from_utf8(key)
             .ok()
@@ -695,9 +692,8 @@ impl EtcdWriter {
                 first = rx.recv() => {
                     let Some(first) = first else { break };
                     let group = group_after(first, &mut rx);
-                    for (op, reply) in group {
-                        self.commit(op, reply, 0).await;
-                    }
+                    let group = group.into_iter().map(|(op, reply)| (op, reply, 0)).collect();
+                    self.commit_group(group).await;
                 }
                 message = next_message(&mut self.watch) => match message {
                     Ok(Some(resp)) if resp.compact_revision() > 0 => {
@@ -744,8 +740,9 @@ impl EtcdWriter {
             .into_iter()
             .partition(|d| d.after <= applied || self.watch.is_none());
         self.deferred = deferred;
-        for d in ready {
-            self.commit(d.op, d.reply, d.tries).await;
+        if !ready.is_empty() {
+            let ready = ready.into_iter().map(|d| (d.op, d.reply, d.tries)).collect();
+            self.commit_group(ready).await;
         }
         if self.proj.publish_at.is_some_and(|t| t <= Instant::now()) && applied >= self.ahead {
             self.proj.publish(self.serial());
@@ -782,48 +779,174 @@ impl EtcdWriter {
         }
     }
 
-    /// Turns `op` into an entry against the current state and writes it;
-    /// the reply goes once the state has reached the write's revision.
-    async fn commit(&mut self, op: Op, reply: Reply, tries: u8) {
-        let entry = match self.proj.entry_for(op.clone(), now_ms()) {
-            Ok(e) => e,
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                return;
-            }
-        };
-        if self.watch.is_none() {
-            let _ = reply.send(Err(RegistryError::Unavailable));
-            return;
+    /// Turns a group of ops into entries and writes them, a wave at a
+    /// time: the writes of one wave go to etcd at once (each its own
+    /// transaction), so a burst of registrations costs a few round trips
+    /// rather than two per registration. Replies go once the state has
+    /// reached each write's revision.
+    async fn commit_group(&mut self, group: Vec<(Op, Reply, u8)>) {
+        let mut queue: VecDeque<_> = group.into();
+        while !queue.is_empty() {
+            let wave = self.next_wave(&mut queue);
+            self.write_wave(wave).await;
         }
-        if let Entry::Renew { id, .. } = &entry {
-            self.heartbeat(id, reply);
-            return;
-        }
-        match self.write_retrying(&entry).await {
-            Ok(Written::At(revision)) => {
-                let result = match &entry {
-                    Entry::Put { instance } => Some((**instance).clone()),
-                    _ => None,
-                };
-                self.apply_own(&entry, revision);
-                self.waiting.push((revision, reply, Ok(result)));
+    }
+
+    /// The next ops of `queue` that may be written at once: one per
+    /// instance or owner (a later op on the same key waits for the one
+    /// before it), and no more new instances than any limit has room for,
+    /// so concurrent writes cannot pass a limit that writes one by one
+    /// would hit. Ops that need no write (errors, heartbeats) are answered
+    /// here.
+    fn next_wave(&mut self, queue: &mut VecDeque<(Op, Reply, u8)>) -> Vec<Pending> {
+        let room = self.proj.room(None);
+        let mut keys = HashSet::new();
+        let mut per_owner: HashMap<String, usize> = HashMap::new();
+        let mut wave = Vec::new();
+        while let Some((op, _, _)) = queue.front() {
+            let key = match op {
+                Op::Register { id, .. }
+                | Op::Deregister { id }
+                | Op::Heartbeat { id }
+                | Op::SetStatus { id, .. } => id.clone(),
+                Op::SetOwner { owner, .. } => format!("owner {owner}"),
+            };
+            let owner = match op {
+                Op::Register { spec, .. } => spec.owner.clone(),
+                _ => None,
+            };
+            if !wave.is_empty() {
+                let owner_full = owner.as_ref().is_some_and(|o| {
+                    per_owner.get(o).copied().unwrap_or(0) >= self.proj.room(Some(o))
+                });
+                if keys.contains(&key) || wave.len() >= room || owner_full {
+                    break;
+                }
             }
-            Ok(Written::Conflict(after)) if tries < RETRIES => self.deferred.push(Deferred {
+            let (op, reply, tries) = queue.pop_front().expect("a front");
+            let entry = match self.proj.entry_for(op.clone(), now_ms()) {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    continue;
+                }
+            };
+            if self.watch.is_none() {
+                let _ = reply.send(Err(RegistryError::Unavailable));
+                continue;
+            }
+            if let Entry::Renew { id, .. } = &entry {
+                self.heartbeat(id, reply);
+                continue;
+            }
+            keys.insert(key);
+            if let Some(o) = owner {
+                *per_owner.entry(o).or_default() += 1;
+            }
+            let (seen, same_lease) = self.before_write(&entry);
+            wave.push(Pending {
                 op,
                 reply,
-                after,
-                tries: tries + 1,
-            }),
-            Ok(Written::Conflict(_)) => {
-                let _ = reply.send(Err(RegistryError::Unavailable));
+                tries,
+                entry,
+                seen,
+                same_lease,
+            });
+        }
+        wave
+    }
+
+    /// What this node saw of an entry's key, and whether a registration
+    /// keeps its lease length (then its lease is renewed, not replaced).
+    fn before_write(&self, entry: &Entry) -> (Option<Seen>, bool) {
+        match entry {
+            Entry::Put { instance } => (
+                self.seen.get(&instance.id).copied(),
+                self.proj
+                    .registry
+                    .instances
+                    .get(&instance.id)
+                    .is_some_and(|old| old.reg.lease_secs == instance.reg.lease_secs),
+            ),
+            Entry::Delete { id, .. } => (self.seen.get(id).copied(), false),
+            _ => (None, false),
+        }
+    }
+
+    /// Writes a wave's entries at once and follows each result.
+    async fn write_wave(&mut self, wave: Vec<Pending>) {
+        if wave.is_empty() {
+            return;
+        }
+        let Some(writing) = self.writing() else {
+            for p in wave {
+                let _ = p.reply.send(Err(RegistryError::Unavailable));
             }
-            Err(e) => {
-                error!("registry: etcd write failed: {e}");
-                let _ = reply.send(Err(RegistryError::Unavailable));
-                self.lost(&e.to_string());
+            return;
+        };
+        let mut tasks = JoinSet::new();
+        for (k, p) in wave.iter().enumerate() {
+            let (writing, entry, seen, same) =
+                (writing.clone(), p.entry.clone(), p.seen, p.same_lease);
+            tasks.spawn(async move { (k, writing.write_retrying(&entry, seen, same).await) });
+        }
+        let mut results: Vec<_> = wave.iter().map(|_| None).collect();
+        while let Some(done) = tasks.join_next().await {
+            let (k, result) = done.expect("an etcd write task panicked");
+            results[k] = Some(result);
+        }
+        let mut failed = None;
+        for (p, result) in wave.into_iter().zip(results) {
+            match result.expect("every write answered") {
+                Ok((Written::At(revision), lease)) => {
+                    let result = match &p.entry {
+                        Entry::Put { instance } => Some((**instance).clone()),
+                        _ => None,
+                    };
+                    self.wrote(&p.entry, p.seen, lease, revision);
+                    self.waiting.push((revision, p.reply, Ok(result)));
+                }
+                Ok((Written::Conflict(after), _)) if p.tries < RETRIES => {
+                    self.deferred.push(Deferred {
+                        op: p.op,
+                        reply: p.reply,
+                        after,
+                        tries: p.tries + 1,
+                    })
+                }
+                Ok((Written::Conflict(_), _)) => {
+                    let _ = p.reply.send(Err(RegistryError::Unavailable));
+                }
+                Err(e) => {
+                    error!("registry: etcd write failed: {e}");
+                    let _ = p.reply.send(Err(RegistryError::Unavailable));
+                    failed = Some(e);
+                }
             }
         }
+        if let Some(e) = failed {
+            self.lost(&e.to_string());
+        }
+    }
+
+    /// What a write needs of this writer, when connected.
+    fn writing(&self) -> Option<Writing> {
+        Some(Writing {
+            client: self.client.clone()?,
+            prefix: self.config.prefix.clone(),
+            timeout: self.config.timeout(),
+        })
+    }
+
+    /// Follows a committed write of this node: the key's lease, then the
+    /// state.
+    fn wrote(&mut self, entry: &Entry, seen: Option<Seen>, lease: i64, revision: i64) {
+        if let Entry::Put { instance } = entry {
+            let revision = seen.map_or(0, |s| s.revision);
+            self.seen
+                .insert(instance.id.clone(), Seen { revision, lease });
+        }
+        self.apply_own(entry, revision);
     }
 
     /// Applies this node's own committed write before the watch brings it.
@@ -849,19 +972,52 @@ impl EtcdWriter {
         self.proj.refresh_view();
         self.proj.schedule_publish();
     }
+}
 
-    /// [`write`](Self::write), bounded in time, and tried again on another
-    /// member after a transport error (a member that died: the client
-    /// balances over every endpoint). A write that did commit before its
-    /// error loses its compare when tried again, and is then recomputed
-    /// against the newer state like any conflict.
-    async fn write_retrying(&mut self, entry: &Entry) -> Result<Written, etcd_client::Error> {
+/// One entry on its way to etcd.
+struct Pending {
+    op: Op,
+    reply: Reply,
+    tries: u8,
+    entry: Entry,
+    /// What this node last saw of the key when the entry was made.
+    seen: Option<Seen>,
+    same_lease: bool,
+}
+
+/// What a write needs of the writer: each write of a wave runs as a task
+/// of its own with a clone (a client is a handle on one connection).
+#[derive(Clone)]
+struct Writing {
+    client: Client,
+    prefix: String,
+    timeout: Duration,
+}
+
+impl Writing {
+    fn key(&self, tail: &str) -> String {
+        format!("{}{tail}", self.prefix)
+    }
+
+    /// [`write`](Self::write), bounded in time, and tried again after a
+    /// transport error (a member that died or lost its leader). A write
+    /// that did commit before its error loses its compare when tried
+    /// again, and is then recomputed against the newer state like any
+    /// conflict. With the entry's lease (a registration's) when written.
+    async fn write_retrying(
+        &self,
+        entry: &Entry,
+        seen: Option<Seen>,
+        same_lease: bool,
+    ) -> Result<(Written, i64), etcd_client::Error> {
         let mut last = None;
         for attempt in 0..WRITE_ATTEMPTS {
             if attempt > 0 {
                 tokio::time::sleep(WRITE_RETRY_AFTER).await;
             }
-            match tokio::time::timeout(self.config.timeout(), self.write(entry)).await {
+            let mut client = self.client.clone();
+            let write = self.write(&mut client, entry, seen, same_lease);
+            match tokio::time::timeout(self.timeout, write).await {
                 Ok(Ok(w)) => return Ok(w),
                 Ok(Err(e)) => last = Some(e),
                 Err(_) => {
@@ -876,34 +1032,28 @@ impl EtcdWriter {
     }
 
     /// Writes one entry: a transaction that succeeds only if the key is as
-    /// this node last saw it.
-    async fn write(&mut self, entry: &Entry) -> Result<Written, etcd_client::Error> {
+    /// this node last saw it (`seen`).
+    async fn write(
+        &self,
+        client: &mut Client,
+        entry: &Entry,
+        seen: Option<Seen>,
+        same_lease: bool,
+    ) -> Result<(Written, i64), etcd_client::Error> {
+        let seen_revision = seen.map_or(0, |s| s.revision);
         match entry {
             Entry::Put { instance } => {
-                let key = self.instance_key(&instance.id);
-                let seen = self.seen.get(&instance.id).copied();
-                let lease_secs = instance.reg.lease_secs;
-                let same_lease = self
-                    .proj
-                    .registry
-                    .instances
-                    .get(&instance.id)
-                    .is_some_and(|old| old.reg.lease_secs == lease_secs);
+                let key = self.key(&format!("instances/{}", instance.id));
                 // A re-registration renews the lease it has, if still alive.
                 let renewed = match seen {
-                    Some(s) if s.lease != 0 && same_lease => {
-                        keep_alive(self.client(), s.lease).await?
-                    }
+                    Some(s) if s.lease != 0 && same_lease => keep_alive(client, s.lease).await?,
                     _ => false,
                 };
                 let (lease, granted) = match (renewed, seen) {
                     (true, Some(s)) => (s.lease, false),
                     _ => {
-                        let grant = self
-                            .client()
-                            .lease_grant(i64::from(lease_secs), None)
-                            .await?;
-                        (grant.id(), true)
+                        let secs = i64::from(instance.reg.lease_secs);
+                        (client.lease_grant(secs, None).await?.id(), true)
                     }
                 };
                 let mut stored = (**instance).clone();
@@ -913,37 +1063,29 @@ impl EtcdWriter {
                     .when([Compare::mod_revision(
                         key.clone(),
                         CompareOp::Equal,
-                        seen.map_or(0, |s| s.revision),
+                        seen_revision,
                     )])
                     .and_then([TxnOp::put(
                         key,
                         value,
                         Some(PutOptions::new().with_lease(lease)),
                     )]);
-                let resp = self.client().txn(txn).await?;
+                let resp = client.txn(txn).await?;
                 let revision = resp.header().map_or(0, |h| h.revision());
                 if !resp.succeeded() {
                     if granted {
-                        let _ = self.client().lease_revoke(lease).await;
+                        let _ = client.lease_revoke(lease).await;
                     }
-                    return Ok(Written::Conflict(revision));
+                    return Ok((Written::Conflict(revision), 0));
                 }
                 if let Some(old) = seen.filter(|s| s.lease != 0 && s.lease != lease) {
-                    let _ = self.client().lease_revoke(old.lease).await;
+                    let _ = client.lease_revoke(old.lease).await;
                 }
-                self.seen.insert(
-                    instance.id.clone(),
-                    Seen {
-                        revision: seen.map_or(0, |s| s.revision),
-                        lease,
-                    },
-                );
-                Ok(Written::At(revision))
+                Ok((Written::At(revision), lease))
             }
             Entry::Delete { id, .. } => {
-                let key = self.instance_key(id);
-                let seen = self.seen.get(id).copied();
-                let marker = self.client().lease_grant(MARKER_SECS, None).await?.id();
+                let key = self.key(&format!("instances/{id}"));
+                let marker = client.lease_grant(MARKER_SECS, None).await?.id();
                 let ops = vec![
                     TxnOp::delete(key.clone(), None),
                     TxnOp::put(
@@ -953,33 +1095,30 @@ impl EtcdWriter {
                     ),
                 ];
                 let txn = Txn::new()
-                    .when([Compare::mod_revision(
-                        key,
-                        CompareOp::Equal,
-                        seen.map_or(0, |s| s.revision),
-                    )])
+                    .when([Compare::mod_revision(key, CompareOp::Equal, seen_revision)])
                     .and_then(ops);
-                let resp = self.client().txn(txn).await?;
+                let resp = client.txn(txn).await?;
                 let revision = resp.header().map_or(0, |h| h.revision());
                 if !resp.succeeded() {
-                    return Ok(Written::Conflict(revision));
+                    return Ok((Written::Conflict(revision), 0));
                 }
                 if let Some(s) = seen.filter(|s| s.lease != 0) {
-                    let _ = self.client().lease_revoke(s.lease).await;
+                    let _ = client.lease_revoke(s.lease).await;
                 }
-                Ok(Written::At(revision))
+                Ok((Written::At(revision), 0))
             }
             Entry::Renew { .. } => unreachable!("a heartbeat is not written"),
             Entry::Owner { owner, enabled } => {
                 let key = self.key(&format!("owners/{owner}"));
-                let resp = self
-                    .client()
-                    .put(key, serde_json::to_vec(enabled).expect("a bool"), None)
-                    .await?;
-                Ok(Written::At(resp.header().map_or(0, |h| h.revision())))
+                let value = serde_json::to_vec(enabled).expect("a bool");
+                let resp = client.put(key, value, None).await?;
+                Ok((Written::At(resp.header().map_or(0, |h| h.revision())), 0))
             }
         }
     }
+}
+
+impl EtcdWriter {
 
     /// A heartbeat: one keep-alive of the instance's lease, sent from a
     /// task of its own so that a thousand a second do not queue the
@@ -1023,10 +1162,12 @@ impl EtcdWriter {
         }
         let entries = self.proj.registry.tick(now_ms(), &self.proj.policy);
         for entry in entries {
-            match self.write_retrying(&entry).await {
-                Ok(Written::At(revision)) => {
+            let Some(writing) = self.writing() else { return };
+            let (seen, same_lease) = self.before_write(&entry);
+            match writing.write_retrying(&entry, seen, same_lease).await {
+                Ok((Written::At(revision), lease)) => {
                     log_tick_entry(&self.proj, &entry);
-                    self.apply_own(&entry, revision);
+                    self.wrote(&entry, seen, lease, revision);
                 }
                 Ok(_) => {}
                 Err(e) => {

@@ -196,6 +196,20 @@ impl Projection {
         Ok(entry)
     }
 
+    /// How many more instances the limits let in: in all, or for CNS
+    /// owner `owner`.
+    pub fn room(&self, owner: Option<&str>) -> usize {
+        let total = self.limits.max_instances.saturating_sub(self.census.total());
+        match owner {
+            Some(o) => total.min(
+                self.limits
+                    .max_instances_per_owner
+                    .saturating_sub(self.census.held_by(o)),
+            ),
+            None => total,
+        }
+    }
+
     /// Applies `entry` to the state, the census and the pending publish.
     pub fn apply(&mut self, entry: &Entry) {
         let id = match entry {
