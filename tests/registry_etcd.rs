@@ -52,6 +52,34 @@ fn start_node(cluster: &EtcdCluster, prefix: &str) -> Server {
     Server::start_example("", &node_config(cluster, prefix))
 }
 
+/// Writes that arrive together go to etcd at once, yet never past a
+/// limit: of 24 concurrent registrations for an owner allowed 5, exactly
+/// 5 are taken, and a burst of distinct instances within the limits are
+/// all taken and all served.
+#[test]
+fn concurrent_writes_go_together_but_never_past_a_limit() {
+    let cluster = EtcdCluster::start(1);
+    let config = node_config(&cluster, "/burst/")
+        + "\n[registry.limits]\nmax_instances_per_owner = 5\n";
+    let node = Server::start_example("", &config);
+    let codes: Vec<u16> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..24u8)
+            .map(|i| {
+                let node = &node;
+                scope.spawn(move || try_put(node, &format!("w{i}"), i + 1, 60).0)
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert_eq!(codes.iter().filter(|c| **c == 200).count(), 5, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 422).count(), 19, "{codes:?}");
+    let keys = cluster
+        .etcdctl(0, &["get", "/burst/instances/", "--prefix", "--keys-only"])
+        .unwrap();
+    assert_eq!(keys.lines().filter(|l| !l.is_empty()).count(), 5, "{keys}");
+    assert_eq!(addresses(&node, SVC).len(), 5);
+}
+
 /// etcd over TLS with client certificates: a node with the CA and a client
 /// certificate registers and answers; one without the certificate is
 /// refused by etcd (it serves what it has and answers writes with 503),
@@ -93,17 +121,21 @@ fn a_node_reaches_etcd_over_tls_with_a_client_certificate() {
 }
 
 fn put(s: &Server, id: &str, last: u8, lease_secs: u32) -> u16 {
+    let (code, reply) = try_put(s, id, last, lease_secs);
+    assert!(code == 200 || code == 503, "{code} {reply}");
+    code
+}
+
+fn try_put(s: &Server, id: &str, last: u8, lease_secs: u32) -> (u16, serde_json::Value) {
     let body = format!(
         r#"{{"owner":"acme","addresses":["10.0.0.{last}"],"services":["web:8080"],"lease_secs":{lease_secs}}}"#
     );
-    let (code, reply) = http(
+    http(
         "PUT",
         &format!("{}/v1/instances/{id}", s.api()),
         Some(TOKEN),
         Some(&body),
-    );
-    assert!(code == 200 || code == 503, "{code} {reply}");
-    code
+    )
 }
 
 /// The A addresses of `name`, over TCP (40 members do not fit a plain
