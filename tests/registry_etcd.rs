@@ -59,8 +59,8 @@ fn start_node(cluster: &EtcdCluster, prefix: &str) -> Server {
 #[test]
 fn concurrent_writes_go_together_but_never_past_a_limit() {
     let cluster = EtcdCluster::start(1);
-    let config = node_config(&cluster, "/burst/")
-        + "\n[registry.limits]\nmax_instances_per_owner = 5\n";
+    let config =
+        node_config(&cluster, "/burst/") + "\n[registry.limits]\nmax_instances_per_owner = 5\n";
     let node = Server::start_example("", &config);
     let codes: Vec<u16> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..24u8)

@@ -214,6 +214,9 @@ const TICK_SPACING: Duration = Duration::from_millis(200);
 /// a change happened at its revision.
 const MARKER_SECS: i64 = 600;
 
+/// Keys per response of the first read.
+const READ_PAGE: i64 = 1000;
+
 /// How often a write that lost a compare is tried again.
 const RETRIES: u8 = 3;
 
@@ -482,25 +485,20 @@ impl EtcdWriter {
                 0,
             )])
             .and_then([TxnOp::put(base_key.clone(), now.to_string(), None)]);
-        self.client().txn(create).await?;
-        let prefix = self.config.prefix.clone();
-        let resp = self
-            .client()
-            .get(prefix, Some(GetOptions::new().with_prefix()))
-            .await?;
-        let revision = resp.header().map_or(0, |h| h.revision());
+        let timeout = self.config.timeout();
+        bounded(timeout, self.client().txn(create)).await?;
+        let (revision, kvs) = self.read_prefix().await?;
         let mut registry = Registry::default();
         let mut seen = HashMap::new();
         // A deletion leaves no key behind but its marker (deregistrations;
         // a lease expiry leaves none, see the README).
-        let changed_at = resp
-            .kvs()
+        let changed_at = kvs
             .iter()
             .filter(|kv| !matches!(self.parse_key(kv.key()), Key::Other))
             .map(KeyValue::mod_revision)
             .max()
             .unwrap_or(0);
-        for kv in resp.kvs() {
+        for kv in &kvs {
             if kv.key() == base_key.as_bytes() {
                 if let Some(b) = kv.value_str().ok().and_then(|v| v.trim().parse().ok()) {
                     self.serial_base = b;
@@ -546,6 +544,41 @@ impl EtcdWriter {
         self.start_watch(revision + 1).await
     }
 
+    /// Every key under the prefix at one revision, read in pages (one
+    /// response of 100k instances would pass gRPC's 4 MB message limit),
+    /// each page bounded in time.
+    async fn read_prefix(&mut self) -> Result<(i64, Vec<KeyValue>), etcd_client::Error> {
+        let timeout = self.config.timeout();
+        let prefix = self.config.prefix.clone().into_bytes();
+        let end = prefix_end(&prefix);
+        let (mut from, mut revision, mut kvs) = (prefix, 0, Vec::new());
+        loop {
+            let mut options = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(READ_PAGE);
+            if revision != 0 {
+                options = options.with_revision(revision);
+            }
+            let mut resp = bounded(timeout, self.client().get(from.clone(), Some(options))).await?;
+            if revision == 0 {
+                revision = resp.header().map_or(0, |h| h.revision());
+            }
+            let more = resp.more();
+            let page = resp.take_kvs();
+            match page.last() {
+                Some(last) if more => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => {
+                    kvs.extend(page);
+                    return Ok((revision, kvs));
+                }
+            }
+            kvs.extend(page);
+        }
+    }
+
     async fn start_watch(&mut self, from: i64) -> Result<(), etcd_client::Error> {
         let prefix = self.config.prefix.clone();
         let options = WatchOptions::new().with_prefix().with_start_revision(from);
@@ -557,8 +590,9 @@ impl EtcdWriter {
     /// Starts the watch after the last revision applied; `false` when
     /// etcd no longer has that revision (compacted).
     async fn resume_watch(&mut self) -> Result<bool, etcd_client::Error> {
-        self.start_watch(self.applied + 1).await?;
-        let first = self.watch.as_mut().expect("watching").message().await?;
+        let timeout = self.config.timeout();
+        bounded(timeout, self.start_watch(self.applied + 1)).await?;
+        let first = bounded(timeout, self.watch.as_mut().expect("watching").message()).await?;
         match first {
             Some(r) if r.compact_revision() > 0 || r.canceled() => {
                 self.watch = None;
@@ -679,8 +713,7 @@ impl EtcdWriter {
             let now = now_ms();
             let tick_at = self
                 .proj
-                .registry
-                .next_deadline(now, &self.proj.policy)
+                .next_deadline(now)
                 .map(|t| Instant::now() + Duration::from_millis(t.saturating_sub(now)))
                 .map(|t| t.max(self.tick_not_before));
             let publish_at = self.proj.publish_at.filter(|_| self.applied >= self.ahead);
@@ -741,7 +774,10 @@ impl EtcdWriter {
             .partition(|d| d.after <= applied || self.watch.is_none());
         self.deferred = deferred;
         if !ready.is_empty() {
-            let ready = ready.into_iter().map(|d| (d.op, d.reply, d.tries)).collect();
+            let ready = ready
+                .into_iter()
+                .map(|d| (d.op, d.reply, d.tries))
+                .collect();
             self.commit_group(ready).await;
         }
         if self.proj.publish_at.is_some_and(|t| t <= Instant::now()) && applied >= self.ahead {
@@ -763,18 +799,16 @@ impl EtcdWriter {
 
     async fn reconnect(&mut self) {
         self.reconnect_at = None;
-        match tokio::time::timeout(self.config.timeout() * 2, self.reach()).await {
-            Ok(Ok(())) => info!(
+        // Each request inside is bounded; the whole is not, since a
+        // fresh read of a large registry takes as many pages as it needs.
+        match self.reach().await {
+            Ok(()) => info!(
                 revision = self.applied,
                 "registry: etcd reached; following its changes again"
             ),
-            Ok(Err(e)) => {
+            Err(e) => {
                 self.client = None;
                 self.lost(&e.to_string());
-            }
-            Err(_) => {
-                self.client = None;
-                self.lost("timed out");
             }
         }
     }
@@ -1017,15 +1051,9 @@ impl Writing {
             }
             let mut client = self.client.clone();
             let write = self.write(&mut client, entry, seen, same_lease);
-            match tokio::time::timeout(self.timeout, write).await {
-                Ok(Ok(w)) => return Ok(w),
-                Ok(Err(e)) => last = Some(e),
-                Err(_) => {
-                    last = Some(etcd_client::Error::IoError(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "etcd request timed out",
-                    )))
-                }
+            match bounded(self.timeout, write).await {
+                Ok(w) => return Ok(w),
+                Err(e) => last = Some(e),
             }
         }
         Err(last.expect("at least one attempt"))
@@ -1119,7 +1147,6 @@ impl Writing {
 }
 
 impl EtcdWriter {
-
     /// A heartbeat: one keep-alive of the instance's lease, sent from a
     /// task of its own so that a thousand a second do not queue the
     /// writes behind them (it changes nothing the writer holds). The
@@ -1137,16 +1164,12 @@ impl EtcdWriter {
         let timeout = self.config.timeout();
         let id = id.to_string();
         tokio::spawn(async move {
-            let renewed = tokio::time::timeout(timeout, keep_alive(&mut client, lease)).await;
+            let renewed = bounded(timeout, keep_alive(&mut client, lease)).await;
             let _ = reply.send(match renewed {
-                Ok(Ok(true)) => Ok(Some(instance)),
-                Ok(Ok(false)) => Err(RegistryError::NotFound(id)),
-                Ok(Err(e)) => {
+                Ok(true) => Ok(Some(instance)),
+                Ok(false) => Err(RegistryError::NotFound(id)),
+                Err(e) => {
                     warn!(%id, "registry: heartbeat failed: {e}");
-                    Err(RegistryError::Unavailable)
-                }
-                Err(_) => {
-                    warn!(%id, "registry: heartbeat timed out");
                     Err(RegistryError::Unavailable)
                 }
             });
@@ -1160,9 +1183,11 @@ impl EtcdWriter {
         if self.watch.is_none() {
             return;
         }
-        let entries = self.proj.registry.tick(now_ms(), &self.proj.policy);
+        let entries = self.proj.tick(now_ms());
         for entry in entries {
-            let Some(writing) = self.writing() else { return };
+            let Some(writing) = self.writing() else {
+                return;
+            };
             let (seen, same_lease) = self.before_write(&entry);
             match writing.write_retrying(&entry, seen, same_lease).await {
                 Ok((Written::At(revision), lease)) => {
@@ -1177,6 +1202,34 @@ impl EtcdWriter {
             }
         }
     }
+}
+
+/// The end of the range of keys that start with `prefix`.
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0] // every key
+}
+
+/// An etcd request that gives up after `timeout` (the channel has none:
+/// it would cut the watch stream too).
+async fn bounded<T>(
+    timeout: Duration,
+    request: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, etcd_client::Error> {
+    tokio::time::timeout(timeout, request)
+        .await
+        .unwrap_or_else(|_| {
+            Err(etcd_client::Error::IoError(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "etcd request timed out",
+            )))
+        })
 }
 
 /// Renews a lease once; `false` when it has expired already. One stream
@@ -1252,6 +1305,13 @@ mod tests {
             Entry::Put { instance } => *instance,
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn a_prefix_range_ends_after_its_last_key() {
+        assert_eq!(prefix_end(b"/xdpdns/"), b"/xdpdns0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
     }
 
     #[test]

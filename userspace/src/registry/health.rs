@@ -4,12 +4,12 @@
 //! takes effect only after a delay (600 s). Hard removals (lease expiry,
 //! deregistration, membership or flag changes) never pass through here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::model::Status;
-use super::state::{Entry, Instance, Registry, RemovalReason};
+use super::state::{Instance, Registry};
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -79,32 +79,14 @@ fn decide(service: &str, members: &[&Instance], now: u64, p: &HealthPolicy) -> D
     out
 }
 
-/// Members of the services where some member reported `down` and is
-/// still listed: the only services the policy has anything to decide for.
-/// (This runs on every writer wake-up, so the usual case, nobody pending,
-/// costs one allocation-free scan.)
-fn pending(reg: &Registry) -> BTreeMap<String, Vec<&Instance>> {
-    let keys: BTreeSet<String> = reg
-        .instances
-        .values()
-        .filter(|i| i.status == Status::Down && !i.reg.disabled)
-        .flat_map(|i| i.service_keys().into_iter().filter(|k| i.listed_in(k)))
-        .collect();
-    if keys.is_empty() {
-        return BTreeMap::new();
-    }
-    let mut out: BTreeMap<String, Vec<&Instance>> = BTreeMap::new();
-    for inst in reg.instances.values().filter(|i| !i.reg.disabled) {
-        for key in inst.service_keys().into_iter().filter(|k| keys.contains(k)) {
-            out.entry(key).or_default().push(inst);
-        }
-    }
-    out
-}
-
-/// `(service, instance id)` pairs to withdraw at `now`.
-pub fn withdrawals(reg: &Registry, now: u64, p: &HealthPolicy) -> Vec<(String, String)> {
-    pending(reg)
+/// `(service, instance id)` pairs to withdraw at `now`, given the pending
+/// services and their members.
+pub fn withdrawals(
+    pending: BTreeMap<String, Vec<&Instance>>,
+    now: u64,
+    p: &HealthPolicy,
+) -> Vec<(String, String)> {
+    pending
         .into_iter()
         .flat_map(|(service, members)| {
             decide(&service, &members, now, p)
@@ -125,8 +107,13 @@ pub fn held_down(reg: &Registry) -> usize {
         .count()
 }
 
-pub fn next_deadline(reg: &Registry, now: u64, p: &HealthPolicy) -> Option<u64> {
-    pending(reg)
+/// When the policy next has something to do for the pending services.
+pub fn next_wake(
+    pending: BTreeMap<String, Vec<&Instance>>,
+    now: u64,
+    p: &HealthPolicy,
+) -> Option<u64> {
+    pending
         .iter()
         .filter_map(|(service, members)| {
             let d = decide(service, members, now, p);
@@ -137,47 +124,6 @@ pub fn next_deadline(reg: &Registry, now: u64, p: &HealthPolicy) -> Option<u64> 
             }
         })
         .min()
-}
-
-/// The registry's clock-driven side: lease expiry and the hysteresis
-/// steps above, as entries for the writer to journal and apply.
-impl Registry {
-    /// Time-driven changes due at `now`: expired leases (hard removals) and
-    /// self-removals the hysteresis policy now allows.
-    pub fn tick(&self, now: u64, policy: &HealthPolicy) -> Vec<Entry> {
-        let mut out: Vec<Entry> = self
-            .instances
-            .values()
-            .filter(|i| i.expires_at <= now)
-            .map(|i| Entry::Delete {
-                id: i.id.clone(),
-                reason: RemovalReason::LeaseExpired,
-            })
-            .collect();
-        let mut live = self.clone();
-        for e in &out {
-            live.apply(e);
-        }
-        let mut changed: BTreeMap<String, Instance> = BTreeMap::new();
-        for (service, id) in withdrawals(&live, now, policy) {
-            let inst = changed
-                .entry(id.clone())
-                .or_insert_with(|| live.instances[&id].clone());
-            inst.withdrawn.insert(service, now);
-        }
-        out.extend(changed.into_values().map(|instance| Entry::Put {
-            instance: Box::new(instance),
-        }));
-        out
-    }
-
-    /// The earliest time after `now` at which [`Registry::tick`] may have
-    /// work (a lease expiry or a hysteresis step).
-    pub fn next_deadline(&self, now: u64, policy: &HealthPolicy) -> Option<u64> {
-        let lease = self.instances.values().map(|i| i.expires_at).min();
-        let health = next_deadline(self, now, policy);
-        lease.into_iter().chain(health).min()
-    }
 }
 
 #[cfg(test)]

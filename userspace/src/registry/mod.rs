@@ -4,6 +4,7 @@
 //! zone store.
 
 pub mod census;
+pub mod deadlines;
 pub mod etcd;
 pub mod health;
 pub mod journal;

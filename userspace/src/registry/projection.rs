@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tracing::{error, info};
 
 use super::census::Census;
+use super::deadlines::Deadlines;
 use super::journal::JournalError;
 use super::model::Limits;
 use super::state::Entry;
@@ -123,6 +124,8 @@ pub struct Projection {
     pub registry: Registry,
     /// Instances in all and per owner, for `limits`.
     census: Census,
+    /// Lease expiries and pending hysteresis, for the writer's wake-ups.
+    deadlines: Deadlines,
     limits: Limits,
     pub naming: Arc<Naming>,
     pub policy: HealthPolicy,
@@ -155,6 +158,7 @@ impl Projection {
         Projection {
             stats: Arc::new(Stats::default()),
             census: Census::of(&registry),
+            deadlines: Deadlines::of(&registry),
             registry,
             limits,
             naming,
@@ -199,7 +203,10 @@ impl Projection {
     /// How many more instances the limits let in: in all, or for CNS
     /// owner `owner`.
     pub fn room(&self, owner: Option<&str>) -> usize {
-        let total = self.limits.max_instances.saturating_sub(self.census.total());
+        let total = self
+            .limits
+            .max_instances
+            .saturating_sub(self.census.total());
         match owner {
             Some(o) => total.min(
                 self.limits
@@ -214,11 +221,13 @@ impl Projection {
     pub fn apply(&mut self, entry: &Entry) {
         let id = match entry {
             Entry::Put { instance } => Some(&instance.id),
-            Entry::Delete { id, .. } => Some(id),
-            Entry::Renew { .. } | Entry::Owner { .. } => None,
+            Entry::Delete { id, .. } | Entry::Renew { id, .. } => Some(id),
+            Entry::Owner { .. } => None,
         };
         let before = id.and_then(|id| self.registry.instances.get(id).cloned());
         self.registry.apply(entry);
+        let after = id.and_then(|id| self.registry.instances.get(id));
+        self.deadlines.record(before.as_ref(), after);
         self.census.record(before.as_ref(), entry);
         self.mark_dirty(entry);
     }
@@ -233,10 +242,21 @@ impl Projection {
         }
     }
 
+    /// When the clock next has work for the writer (see [`Deadlines`]).
+    pub fn next_deadline(&self, now: u64) -> Option<u64> {
+        self.deadlines.next(&self.registry, now, &self.policy)
+    }
+
+    /// Time-driven entries due at `now`.
+    pub fn tick(&self, now: u64) -> Vec<Entry> {
+        self.deadlines.tick(&self.registry, now, &self.policy)
+    }
+
     /// Replaces the whole state (a backend's first read); the caller
     /// publishes everything next.
     pub fn reset(&mut self, registry: Registry) {
         self.census = Census::of(&registry);
+        self.deadlines = Deadlines::of(&registry);
         self.registry = registry;
         self.refresh_view();
     }

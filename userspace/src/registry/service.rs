@@ -161,8 +161,7 @@ impl Writer {
             let now = now_ms();
             let tick_at = self
                 .proj
-                .registry
-                .next_deadline(now, &self.proj.policy)
+                .next_deadline(now)
                 .map(|t| Instant::now() + Duration::from_millis(t.saturating_sub(now)));
             let wake = [tick_at, self.proj.publish_at].into_iter().flatten().min();
             tokio::select! {
@@ -241,7 +240,7 @@ impl Writer {
 
     fn tick(&mut self) -> Result<(), JournalError> {
         let now = now_ms();
-        let entries = self.proj.registry.tick(now, &self.proj.policy);
+        let entries = self.proj.tick(now);
         if entries.is_empty() {
             return Ok(());
         }

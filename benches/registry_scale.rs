@@ -1,0 +1,320 @@
+//! The registry in etcd at scale: 100,000 instances in a three-member etcd
+//! cluster on loopback, shared by two xdpdns nodes.
+//!
+//! 1. **Fill**: node 1 takes the registrations through its API from 32
+//!    writers at once (each instance with its own etcd lease; 1,000
+//!    services of 100 members).
+//! 2. **Start**: node 2 starts on an empty data directory, so everything
+//!    comes from one range read of etcd: time from spawn until it answers
+//!    the last instance registered.
+//! 3. **Memory**: PSS of each node, 4 s after node 2 answered.
+//! 4. **Under heartbeats**: 1,000 heartbeats a second (lease keep-alives,
+//!    paced, to random instances, half through each node) while one
+//!    writer registers fresh instances through node 2, each timed until
+//!    both nodes answer it.
+//!
+//! `cargo bench --bench registry_scale` (`XDPDNS_SCALE_INSTANCES=N` for
+//! another size); under `cargo test` (CI) it runs the same steps with
+//! 2,000 instances and a shorter load.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RecordType};
+
+#[path = "../tests/support/process.rs"]
+mod process;
+
+#[path = "support/etcd.rs"]
+mod etcd;
+use etcd::EtcdCluster;
+
+const WRITERS: usize = 32;
+const HEARTBEATS_PER_SEC: usize = 1000;
+const HEARTBEAT_THREADS: usize = 8;
+
+struct Node {
+    child: process::KillOnDrop,
+    dns: SocketAddr,
+    api: String,
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let (mut instances, registrations) = if full { (100_000, 1000) } else { (2_000, 50) };
+    if let Some(n) = std::env::var("XDPDNS_SCALE_INSTANCES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        instances = n;
+    }
+    let dir = std::env::temp_dir().join(format!("xdpdns-bench-scale-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let etcd = EtcdCluster::start(&dir.join("etcd"), 3);
+    println!("registry scale bench: {instances} instances, 3 etcd members, 2 nodes");
+
+    let node1 = start_node(&dir, &etcd, 1);
+    let started = Instant::now();
+    fill(&node1, instances);
+    let filled = started.elapsed();
+    println!(
+        "fill through node 1: {instances} registrations from {WRITERS} writers in {:.1} s ({:.0}/s)",
+        filled.as_secs_f64(),
+        instances as f64 / filled.as_secs_f64()
+    );
+
+    // Node 2 from nothing but etcd.
+    let started = Instant::now();
+    let node2 = start_node(&dir, &etcd, 2);
+    let ready = started.elapsed();
+    let last = instance_name(instances - 1);
+    let sock = udp();
+    let mut id = 0u16;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !answers(&sock, node2.dns, &last, &mut id) {
+        assert!(
+            Instant::now() < deadline,
+            "node 2 never served the registry"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let serving = started.elapsed();
+    println!(
+        "start of node 2 (range read -> serving): ready file {:.2} s, answers the last instance {:.2} s",
+        ready.as_secs_f64(),
+        serving.as_secs_f64()
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    for (k, node) in [&node1, &node2].into_iter().enumerate() {
+        println!(
+            "memory of node {}: PSS {} MB ({:.1} KB per instance)",
+            k + 1,
+            pss_kb(node.child.0.id()) / 1024,
+            pss_kb(node.child.0.id()) as f64 / instances as f64
+        );
+    }
+
+    // Heartbeats at a paced rate, while fresh registrations are timed.
+    let beating = Arc::new(AtomicBool::new(true));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let beat_latency = Arc::new(Mutex::new(Vec::new()));
+    let apis = [node1.api.clone(), node2.api.clone()];
+    let beaters: Vec<_> = (0..HEARTBEAT_THREADS)
+        .map(|t| {
+            let (beating, sent, latency) = (beating.clone(), sent.clone(), beat_latency.clone());
+            let api = apis[t % 2].clone();
+            std::thread::spawn(move || heartbeats(t, &api, instances, &beating, &sent, &latency))
+        })
+        .collect();
+    let started = Instant::now();
+    let http = agent();
+    let mut answered: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..registrations {
+        let t = Instant::now();
+        register(&http, &node2.api, &format!("fresh{i}"), i);
+        let name = Name::from_ascii(format!("fresh{i}.inst.acme.sd.example.")).unwrap();
+        let mut waiting = vec![0usize, 1];
+        let deadline = t + Duration::from_secs(10);
+        while !waiting.is_empty() {
+            waiting.retain(|&k| {
+                let dns = [node1.dns, node2.dns][k];
+                if answers(&sock, dns, &name, &mut id) {
+                    answered[k].push(t.elapsed());
+                    return false;
+                }
+                true
+            });
+            assert!(Instant::now() < deadline, "fresh{i} never answered");
+            if !waiting.is_empty() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        // About 50 registrations a second beside the heartbeats.
+        std::thread::sleep(Duration::from_millis(20).saturating_sub(t.elapsed()));
+    }
+    let spent = started.elapsed();
+    beating.store(false, Ordering::Relaxed);
+    for b in beaters {
+        b.join().unwrap();
+    }
+    println!(
+        "heartbeats: {} in {:.1} s ({:.0}/s)",
+        sent.load(Ordering::Relaxed),
+        spent.as_secs_f64(),
+        sent.load(Ordering::Relaxed) as f64 / spent.as_secs_f64()
+    );
+    report("heartbeat acknowledged", &mut beat_latency.lock().unwrap());
+    for (k, samples) in answered.iter_mut().enumerate() {
+        report(
+            &format!(
+                "under heartbeats: registration via node 2 -> UDP answer on node {}",
+                k + 1
+            ),
+            samples,
+        );
+    }
+    drop(node2);
+    drop(node1);
+    drop(etcd);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn start_node(dir: &Path, etcd: &EtcdCluster, k: usize) -> Node {
+    let node_dir: PathBuf = dir.join(format!("node{k}"));
+    std::fs::create_dir_all(&node_dir).unwrap();
+    let config = node_dir.join("xdpdns.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn\"\n\
+             [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\nrequire_opt_in = false\n\
+             backend = \"etcd\"\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
+             [registry.etcd]\nendpoints = {}\nprefix = \"/scale/\"\n\
+             [registry.limits]\nmax_instances = 200000\nmax_instances_per_owner = 200000\n\
+             [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
+            etcd.toml_endpoints()
+        ),
+    )
+    .unwrap();
+    let l = process::launch(
+        &[],
+        &config,
+        process::bench_stderr(),
+        Duration::from_secs(300),
+    )
+    .expect("xdpdns starts");
+    Node {
+        child: process::KillOnDrop(l.child),
+        dns: l.dns[0],
+        api: format!("http://{}", l.api.expect("registry API")),
+    }
+}
+
+/// `n` registrations through `node`, from [`WRITERS`] threads at once.
+fn fill(node: &Node, n: usize) {
+    let next = Arc::new(AtomicUsize::new(0));
+    std::thread::scope(|scope| {
+        for _ in 0..WRITERS {
+            let next = next.clone();
+            scope.spawn(move || {
+                let http = agent();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    register(&http, &node.api, &format!("i{i}"), i);
+                }
+            });
+        }
+    });
+}
+
+/// Paced heartbeats from thread `t` to random instances through `api`.
+fn heartbeats(
+    t: usize,
+    api: &str,
+    instances: usize,
+    beating: &AtomicBool,
+    sent: &AtomicUsize,
+    latency: &Mutex<Vec<Duration>>,
+) {
+    let http = agent();
+    let every = Duration::from_secs(1) * HEARTBEAT_THREADS as u32 / HEARTBEATS_PER_SEC as u32;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ t as u64;
+    let mut next = Instant::now();
+    let mut mine = Vec::new();
+    while beating.load(Ordering::Relaxed) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let i = rng as usize % instances;
+        let start = Instant::now();
+        http.post(&format!("{api}/v1/instances/i{i}/heartbeat"))
+            .set("Authorization", "Bearer t")
+            .call()
+            .expect("heartbeat");
+        mine.push(start.elapsed());
+        sent.fetch_add(1, Ordering::Relaxed);
+        next += every;
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    latency.lock().unwrap().extend(mine);
+}
+
+fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build()
+}
+
+fn instance_name(i: usize) -> Name {
+    Name::from_ascii(format!("i{i}.inst.acme.sd.example.")).unwrap()
+}
+
+/// Registers instance `id` (address from `i`, one of 1,000 services of
+/// 100 members each at full scale) through the API at `api`.
+fn register(http: &ureq::Agent, api: &str, id: &str, i: usize) {
+    http.put(&format!("{api}/v1/instances/{id}"))
+        .set("Authorization", "Bearer t")
+        .send_string(&format!(
+            r#"{{"owner":"acme","addresses":["10.{}.{}.{}"],"services":["s{}"],"lease_secs":3600}}"#,
+            i >> 16 & 255,
+            i >> 8 & 255,
+            i & 255,
+            i % 1000
+        ))
+        .expect("registration");
+}
+
+fn udp() -> UdpSocket {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    sock
+}
+
+/// Whether `dns` answers an A query for `name` with a record.
+fn answers(sock: &UdpSocket, dns: SocketAddr, name: &Name, id: &mut u16) -> bool {
+    *id = id.wrapping_add(1);
+    let mut q = Message::query();
+    q.add_query(Query::query(name.clone(), RecordType::A));
+    q.metadata.id = *id;
+    sock.send_to(&q.to_vec().unwrap(), dns).unwrap();
+    let mut buf = [0u8; 1500];
+    loop {
+        match sock.recv_from(&mut buf) {
+            Ok((len, _)) => match Message::from_vec(&buf[..len]) {
+                Ok(m) if m.metadata.id == *id => return !m.answers.is_empty(),
+                _ => continue,
+            },
+            Err(_) => return false,
+        }
+    }
+}
+
+fn pss_kb(pid: u32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with("Pss:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn report(what: &str, samples: &mut [Duration]) {
+    samples.sort();
+    let pct = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).saturating_sub(1)];
+    println!(
+        "{what}: n={} p50={:.2} ms p99={:.2} ms max={:.2} ms",
+        samples.len(),
+        pct(0.50).as_secs_f64() * 1e3,
+        pct(0.99).as_secs_f64() * 1e3,
+        samples[samples.len() - 1].as_secs_f64() * 1e3
+    );
+}
