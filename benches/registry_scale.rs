@@ -171,7 +171,7 @@ fn start_node(dir: &Path, etcd: &EtcdCluster, k: usize) -> Node {
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn\"\n\
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"info\"\n\
              [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\nrequire_opt_in = false\n\
              backend = \"etcd\"\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
              [registry.etcd]\nendpoints = {}\nprefix = \"/scale/\"\n\

@@ -487,7 +487,9 @@ impl EtcdWriter {
             .and_then([TxnOp::put(base_key.clone(), now.to_string(), None)]);
         let timeout = self.config.timeout();
         bounded(timeout, self.client().txn(create)).await?;
+        let started = std::time::Instant::now();
         let (revision, kvs) = self.read_prefix().await?;
+        let read_ms = started.elapsed().as_millis() as u64;
         let mut registry = Registry::default();
         let mut seen = HashMap::new();
         // A deletion leaves no key behind but its marker (deregistrations;
@@ -523,6 +525,7 @@ impl EtcdWriter {
             }
         }
         let count = registry.instances.len();
+        let decoded_ms = started.elapsed().as_millis() as u64;
         if self.read_once {
             for entry in difference(&self.proj.registry, &registry) {
                 self.proj.apply(&entry);
@@ -530,6 +533,7 @@ impl EtcdWriter {
         } else {
             self.proj.reset(registry);
         }
+        let applied_ms = started.elapsed().as_millis() as u64;
         self.seen = seen;
         self.applied = revision;
         self.ahead = revision;
@@ -540,7 +544,11 @@ impl EtcdWriter {
             true => self.proj.publish(self.serial()),
         };
         self.read_once = true;
-        info!(instances = count, revision, "registry read from etcd");
+        let total_ms = started.elapsed().as_millis() as u64;
+        info!(
+            instances = count,
+            revision, read_ms, decoded_ms, applied_ms, total_ms, "registry read from etcd"
+        );
         self.start_watch(revision + 1).await
     }
 

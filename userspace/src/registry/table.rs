@@ -36,19 +36,22 @@ impl Set {
         self.by.is_empty()
     }
 
-    fn add(&mut self, id: String, recs: Vec<(u32, RData)>, delta: &mut Delta) {
+    /// Adds `id`'s records; what appears goes into `delta` when tracked.
+    fn add(&mut self, id: String, recs: Vec<(u32, RData)>, mut delta: Option<&mut Delta>) {
         for (ttl, d) in &recs {
             *self.ttls.entry(*ttl).or_default() += 1;
             let n = self.counts.entry(d.clone()).or_default();
             *n += 1;
             if *n == 1 {
-                delta.appeared(d);
+                if let Some(delta) = delta.as_mut() {
+                    delta.appeared(d);
+                }
             }
         }
         self.by.insert(id, recs);
     }
 
-    fn remove(&mut self, id: &str, delta: &mut Delta) {
+    fn remove(&mut self, id: &str, mut delta: Option<&mut Delta>) {
         for (ttl, d) in self.by.remove(id).unwrap_or_default() {
             if let Some(n) = self.ttls.get_mut(&ttl) {
                 *n -= 1;
@@ -60,7 +63,9 @@ impl Set {
                 *n -= 1;
                 if *n == 0 {
                     self.counts.remove(&d);
-                    delta.vanished(d);
+                    if let Some(delta) = delta.as_mut() {
+                        delta.vanished(d);
+                    }
                 }
             }
         }
@@ -130,7 +135,9 @@ pub struct Table {
 impl Table {
     pub fn build(naming: &Naming, reg: &Registry) -> Table {
         let mut t = Table::default();
-        t.update(naming, reg, reg.instances.keys().cloned());
+        // Nothing is served before: no per-RRset changes to track (for
+        // 100k instances they were most of the build).
+        t.derive(naming, reg, reg.instances.keys().cloned(), false);
         t
     }
 
@@ -141,6 +148,17 @@ impl Table {
         naming: &Naming,
         reg: &Registry,
         changed: impl IntoIterator<Item = String>,
+    ) -> Vec<(SetKey, SetChange)> {
+        self.derive(naming, reg, changed, true)
+    }
+
+    /// [`update`](Self::update), returning the changes only if `tracked`.
+    fn derive(
+        &mut self,
+        naming: &Naming,
+        reg: &Registry,
+        changed: impl IntoIterator<Item = String>,
+        tracked: bool,
     ) -> Vec<(SetKey, SetChange)> {
         let mut ids: HashSet<String> = changed.into_iter().collect();
         // A Binder domain whose service definition changed: every member's
@@ -176,7 +194,7 @@ impl Table {
         let sets = &mut self.sets;
         for id in ids {
             for key in self.by_instance.remove(&id).unwrap_or_default() {
-                let delta = track(&mut deltas, sets, &key);
+                let delta = tracked.then(|| track(&mut deltas, sets, &key));
                 if let Some(set) = sets.get_mut(&key) {
                     set.remove(&id, delta);
                     if set.is_empty() {
@@ -199,7 +217,7 @@ impl Table {
             }
             let keys: Vec<SetKey> = mine.keys().cloned().collect();
             for (key, recs) in mine {
-                let delta = track(&mut deltas, sets, &key);
+                let delta = tracked.then(|| track(&mut deltas, sets, &key));
                 sets.entry(key).or_default().add(id.clone(), recs, delta);
             }
             self.by_instance.insert(id, keys);
