@@ -35,6 +35,10 @@ mod process;
 mod etcd;
 use etcd::EtcdCluster;
 
+#[path = "support/samples.rs"]
+mod samples;
+use samples::report;
+
 struct Server {
     child: process::KillOnDrop,
     dns: SocketAddr,
@@ -195,18 +199,7 @@ fn etcd_case(dir: &Path, n: usize) {
             let node_dir = dir.join(format!("node{i}"));
             std::fs::create_dir_all(&node_dir).unwrap();
             let config = node_dir.join("xdpdns.toml");
-            std::fs::write(
-                &config,
-                format!(
-                    "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn\"\n\
-                     [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\nrequire_opt_in = false\n\
-                     backend = \"etcd\"\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
-                     [registry.etcd]\nendpoints = {}\nprefix = \"/bench/\"\n\
-                     [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
-                    etcd.toml_endpoints()
-                ),
-            )
-            .unwrap();
+            std::fs::write(&config, etcd.node_config("/bench/", "warn", "")).unwrap();
             start(node_dir, &config)
         })
         .collect();
@@ -387,16 +380,4 @@ fn soa_serial(dns: SocketAddr, zone: &str) -> Option<u32> {
         hickory_proto::rr::RData::SOA(soa) => Some(soa.serial),
         _ => None,
     })
-}
-
-fn report(what: &str, samples: &mut [Duration]) {
-    samples.sort();
-    let pct = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).saturating_sub(1)];
-    println!(
-        "{what}: n={} p50={:.2} ms p99={:.2} ms max={:.2} ms",
-        samples.len(),
-        pct(0.50).as_secs_f64() * 1e3,
-        pct(0.99).as_secs_f64() * 1e3,
-        samples[samples.len() - 1].as_secs_f64() * 1e3
-    );
 }

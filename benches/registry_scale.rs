@@ -33,6 +33,10 @@ mod process;
 mod etcd;
 use etcd::EtcdCluster;
 
+#[path = "support/samples.rs"]
+mod samples;
+use samples::report;
+
 const WRITERS: usize = 32;
 const HEARTBEATS_PER_SEC: usize = 1000;
 const HEARTBEAT_THREADS: usize = 8;
@@ -168,19 +172,8 @@ fn start_node(dir: &Path, etcd: &EtcdCluster, k: usize) -> Node {
     let node_dir: PathBuf = dir.join(format!("node{k}"));
     std::fs::create_dir_all(&node_dir).unwrap();
     let config = node_dir.join("xdpdns.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"info\"\n\
-             [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\nrequire_opt_in = false\n\
-             backend = \"etcd\"\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
-             [registry.etcd]\nendpoints = {}\nprefix = \"/scale/\"\n\
-             [registry.limits]\nmax_instances = 200000\nmax_instances_per_owner = 200000\n\
-             [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
-            etcd.toml_endpoints()
-        ),
-    )
-    .unwrap();
+    let limits = "[registry.limits]\nmax_instances = 200000\nmax_instances_per_owner = 200000\n";
+    std::fs::write(&config, etcd.node_config("/scale/", "info", limits)).unwrap();
     let l = process::launch(
         &[],
         &config,
@@ -305,16 +298,4 @@ fn pss_kb(pid: u32) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-fn report(what: &str, samples: &mut [Duration]) {
-    samples.sort();
-    let pct = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).saturating_sub(1)];
-    println!(
-        "{what}: n={} p50={:.2} ms p99={:.2} ms max={:.2} ms",
-        samples.len(),
-        pct(0.50).as_secs_f64() * 1e3,
-        pct(0.99).as_secs_f64() * 1e3,
-        samples[samples.len() - 1].as_secs_f64() * 1e3
-    );
 }

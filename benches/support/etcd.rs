@@ -79,6 +79,19 @@ impl EtcdCluster {
 }
 
 impl EtcdCluster {
+    /// The config of an xdpdns node on this cluster: one UDP socket,
+    /// the registry under `prefix`, `extra` TOML after the etcd table.
+    pub fn node_config(&self, prefix: &str, level: &str, extra: &str) -> String {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"{level}\"\n\
+             [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\nrequire_opt_in = false\n\
+             backend = \"etcd\"\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
+             [registry.etcd]\nendpoints = {}\nprefix = \"{prefix}\"\n{extra}\
+             [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n",
+            self.toml_endpoints()
+        )
+    }
+
     /// The endpoints as a TOML array.
     pub fn toml_endpoints(&self) -> String {
         let quoted: Vec<String> = self.endpoints.iter().map(|e| format!("\"{e}\"")).collect();
