@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod cookie;
+pub mod rrl;
 
 /// Fixed DNS header length (RFC 1035 §4.1.1).
 pub const DNS_HEADER_LEN: usize = 12;
