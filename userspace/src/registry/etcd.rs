@@ -198,8 +198,8 @@ impl EtcdConfig {
     }
 }
 
-/// How long a start waits for etcd before serving what it has (zone
-/// images) and going on trying in the background.
+/// How long a start waits to reach an etcd member before serving what it
+/// has (zone images) and going on trying in the background.
 const FIRST_READ_WAIT: Duration = Duration::from_secs(10);
 
 /// Between two attempts to reach etcd again.
@@ -226,8 +226,8 @@ const WRITE_ATTEMPTS: u32 = 6;
 const WRITE_RETRY_AFTER: Duration = Duration::from_millis(250);
 
 /// Reads the registry from etcd, publishes its zones into `store`, and
-/// starts the writer. When etcd cannot be reached within
-/// [`FIRST_READ_WAIT`], the server starts with what its zone images hold,
+/// starts the writer. When no etcd member answers within
+/// [`FIRST_READ_WAIT`], or the read fails, the server starts with what its zone images hold,
 /// answers writes with 503 and keeps trying.
 #[allow(clippy::too_many_arguments)]
 pub async fn start(
@@ -260,15 +260,19 @@ pub async fn start(
             .map_err(|e| WriterError::Etcd(format!("writer runtime: {e}")))?;
         rt.block_on(async move {
             let mut w = EtcdWriter::new(config, password, tls, proj);
-            let first = tokio::time::timeout(FIRST_READ_WAIT, w.reach()).await;
+            // Only reaching etcd is bounded: once a member answers, the
+            // read takes as many pages as the registry needs (each bounded
+            // on its own), so a large registry is never served empty.
+            let first = match tokio::time::timeout(FIRST_READ_WAIT, w.connect()).await {
+                Ok(Ok(())) => w.reach().await.map_err(|e| e.to_string()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("timed out".to_string()),
+            };
             let read = match first {
-                Ok(Ok(())) => Some(w.proj.registry.instances.len()),
-                Ok(Err(e)) => {
+                Ok(()) => Some(w.proj.registry.instances.len()),
+                Err(e) => {
+                    w.client = None;
                     warn!(endpoints = ?w.config.endpoints, "registry: etcd unreachable at start ({e}); serving what the zone images hold, writes refused until it is reached");
-                    None
-                }
-                Err(_) => {
-                    warn!(endpoints = ?w.config.endpoints, "registry: etcd unreachable at start (timed out); serving what the zone images hold, writes refused until it is reached");
                     None
                 }
             };
@@ -413,9 +417,7 @@ impl EtcdWriter {
     /// Connects (if not connected), reads the state if the watch cannot
     /// resume where it stopped, and starts the watch.
     async fn reach(&mut self) -> Result<(), etcd_client::Error> {
-        if self.client.is_none() {
-            self.client = Some(self.connect_one().await?);
-        }
+        self.connect().await?;
         if self.read_once {
             match self.resume_watch().await {
                 Ok(true) => return Ok(()),
@@ -424,6 +426,13 @@ impl EtcdWriter {
             }
         }
         self.read_all().await
+    }
+
+    async fn connect(&mut self) -> Result<(), etcd_client::Error> {
+        if self.client.is_none() {
+            self.client = Some(self.connect_one().await?);
+        }
+        Ok(())
     }
 
     /// A client of the first member, in turn from the one after the last
