@@ -80,6 +80,80 @@ fn concurrent_writes_go_together_but_never_past_a_limit() {
     assert_eq!(addresses(&node, SVC).len(), 5);
 }
 
+/// Hysteresis runs on every node from the shared state: with members
+/// reported down through one node, both nodes list the same members at
+/// every step, and each withdrawal is written once (a compare-and-set that
+/// one node wins), with the time it was made stored in etcd.
+#[test]
+fn both_nodes_list_the_same_members_through_hysteresis() {
+    let cluster = EtcdCluster::start(1);
+    let config = node_config(&cluster, "/hyst/").replace(
+        "hostmaster = \"hostmaster.example.com.\"",
+        "hostmaster = \"hostmaster.example.com.\"\n\
+         health = { window_ms = 3000, last_member_delay_ms = 600000 }",
+    );
+    let nodes = [
+        Server::start_example("", &config),
+        Server::start_example("", &config),
+    ];
+    for i in 1..=3u8 {
+        assert_eq!(put(&nodes[0], &format!("m{i}"), i, 60), 200);
+    }
+    let all = members(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
+    for n in &nodes {
+        assert!(eventually(Duration::from_secs(5), || addresses(n, SVC) == all));
+    }
+    // Two of three report down through node 2: a third (one) may leave
+    // per window, the other waits for the window to pass.
+    for id in ["m1", "m2"] {
+        let (code, body) = http(
+            "PUT",
+            &format!("{}/v1/instances/{id}/status", nodes[1].api()),
+            Some(TOKEN),
+            Some(r#"{"status":"down"}"#),
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    let listed = |n: &Server| addresses(n, SVC);
+    assert!(eventually(Duration::from_secs(2), || listed(&nodes[0])
+        .len()
+        == 2));
+    let first = listed(&nodes[0]);
+    assert!(eventually(Duration::from_secs(2), || listed(&nodes[1]) == first));
+    assert!(first.contains(&"10.0.0.3".to_string()), "{first:?}");
+    // Within the window both still list two.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(listed(&nodes[0]), first);
+    assert_eq!(listed(&nodes[1]), first);
+    // After it, the second leaves on both.
+    let last = members(&["10.0.0.3"]);
+    for n in &nodes {
+        assert!(eventually(Duration::from_secs(6), || listed(n) == last));
+    }
+    // Each withdrawal is in etcd once, with its time.
+    for id in ["m1", "m2"] {
+        let value = cluster
+            .etcdctl(
+                0,
+                &[
+                    "get",
+                    &format!("/hyst/instances/{id}"),
+                    "--print-value-only",
+                ],
+            )
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(value.trim()).unwrap();
+        let withdrawn = v["withdrawn"].as_object().expect("withdrawn map");
+        assert_eq!(withdrawn.len(), 1, "{value}");
+    }
+    // Written by whichever node won each compare-and-set, and only once.
+    let withdrawals: usize = nodes
+        .iter()
+        .map(|n| log_lines(&n.log(), &["withdrawn from service"]).len())
+        .sum();
+    assert_eq!(withdrawals, 2, "{}\n{}", nodes[0].log(), nodes[1].log());
+}
+
 /// etcd over TLS with client certificates: a node with the CA and a client
 /// certificate registers and answers; one without the certificate is
 /// refused by etcd (it serves what it has and answers writes with 503),
