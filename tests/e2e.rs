@@ -15,6 +15,7 @@ mod malformed_input;
 mod operations;
 mod registry_api;
 mod registry_etcd;
+mod rrl;
 mod transfer_interop;
 mod xdp_differential;
 mod xdp_veth;

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod privileges;
 pub mod registry;
 pub mod router;
+pub mod rrl;
 pub mod serve;
 pub mod server;
 pub mod transfer;

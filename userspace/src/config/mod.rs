@@ -67,6 +67,9 @@ pub struct Config {
     /// DNS cookies (RFC 7873/9018), in both paths.
     #[serde(default)]
     pub cookies: CookiesConfig,
+    /// Response rate limiting (the fallback's UDP answers; off by default).
+    #[serde(default)]
+    pub rrl: crate::rrl::RrlConfig,
     /// Anycast health coupling; absent = off.
     #[serde(default)]
     pub anycast: Option<AnycastConfig>,
@@ -575,6 +578,9 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.validate_anycast()?;
+        if let Err((key, message)) = self.rrl.check() {
+            return Err(self.invalid(key, message));
+        }
         let s = &self.server;
         if s.listen.is_empty() {
             return Err(self.invalid("server.listen", "at least one address is required"));
@@ -984,6 +990,7 @@ mod tests {
         let limits = c.registry.as_ref().unwrap().limits;
         assert_eq!(limits, crate::registry::model::Limits::default());
         assert_eq!(c.server, ServerConfig::default());
+        assert_eq!(c.rrl, crate::rrl::RrlConfig::default());
         assert_eq!(
             c.transfer.max_transfers_out,
             transfer::TransferConfig::default().max_transfers_out

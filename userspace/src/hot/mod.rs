@@ -14,7 +14,7 @@ mod names;
 mod negative;
 mod reply;
 
-pub use reply::answer;
+pub use reply::{answer, has_valid_cookie};
 
 #[cfg(test)]
 mod tests;

@@ -317,19 +317,16 @@ fn opt_len(e: &Edns, server: &ServerEdns) -> usize {
 
 /// The reply's OPT record as `wire::reply_edns` encodes it: root owner,
 /// our payload size, DO echoed, then NSID, then COOKIE.
-fn write_opt(out: &mut Vec<u8>, e: &Edns, server: &ServerEdns, peer: IpAddr, now: u64) {
-    let rdlen = (opt_len(e, server) - OPT_LEN) as u16;
-    out.extend_from_slice(&[0, 0, 41]);
-    out.extend_from_slice(&server.udp_payload.max(CLASSIC_UDP_PAYLOAD).to_be_bytes());
-    out.extend_from_slice(&[0, 0, if e.dnssec_ok { 0x80 } else { 0 }, 0]);
-    out.extend_from_slice(&rdlen.to_be_bytes());
-    if let Some(id) = nsid(e, server) {
-        out.extend_from_slice(&edns_option::NSID.to_be_bytes());
-        out.extend_from_slice(&(id.len() as u16).to_be_bytes());
-        out.extend_from_slice(id);
-    }
+/// The client cookie, the reply's server cookie and whether the query's
+/// server cookie was valid, when the query carried a cookie.
+fn server_cookie(
+    e: &Edns,
+    server: &ServerEdns,
+    peer: IpAddr,
+    now: u64,
+) -> Option<([u8; 8], [u8; 16], bool)> {
     let (client, received) = match &e.cookie {
-        Cookie::Absent => return,
+        Cookie::Absent => return None,
         Cookie::Client(c) => (*c, None),
         Cookie::Both(c, s) => (*c, Some(s)),
     };
@@ -342,7 +339,7 @@ fn write_opt(out: &mut Vec<u8>, e: &Edns, server: &ServerEdns, peer: IpAddr, now
         },
     };
     let secrets = &server.cookies;
-    let (server_cookie, _) = cookie::reply(
+    let (cookie, valid) = cookie::reply(
         &secrets.key_words(),
         secrets.previous.is_some(),
         client,
@@ -350,6 +347,32 @@ fn write_opt(out: &mut Vec<u8>, e: &Edns, server: &ServerEdns, peer: IpAddr, now
         now as u32,
         &ip,
     );
+    Some((client, cookie, valid))
+}
+
+/// Whether `packet` carries a valid server cookie for `peer` (response
+/// rate limiting exempts it).
+pub fn has_valid_cookie(packet: &[u8], peer: IpAddr, now: u64, server: &ServerEdns) -> bool {
+    parse(packet)
+        .and_then(|q| q.edns)
+        .and_then(|e| server_cookie(&e, server, peer, now))
+        .is_some_and(|(_, _, valid)| valid)
+}
+
+fn write_opt(out: &mut Vec<u8>, e: &Edns, server: &ServerEdns, peer: IpAddr, now: u64) {
+    let rdlen = (opt_len(e, server) - OPT_LEN) as u16;
+    out.extend_from_slice(&[0, 0, 41]);
+    out.extend_from_slice(&server.udp_payload.max(CLASSIC_UDP_PAYLOAD).to_be_bytes());
+    out.extend_from_slice(&[0, 0, if e.dnssec_ok { 0x80 } else { 0 }, 0]);
+    out.extend_from_slice(&rdlen.to_be_bytes());
+    if let Some(id) = nsid(e, server) {
+        out.extend_from_slice(&edns_option::NSID.to_be_bytes());
+        out.extend_from_slice(&(id.len() as u16).to_be_bytes());
+        out.extend_from_slice(id);
+    }
+    let Some((client, server_cookie, _)) = server_cookie(e, server, peer, now) else {
+        return;
+    };
     out.extend_from_slice(&edns_option::COOKIE.to_be_bytes());
     out.extend_from_slice(&24u16.to_be_bytes());
     out.extend_from_slice(&client);

@@ -18,6 +18,8 @@ mod log_limit;
 
 use log_limit::LogLimit;
 
+use xdpdns_common::rrl::Verdict;
+
 use crate::handler::{Handler, Transport};
 use crate::hot;
 use crate::metrics::zones;
@@ -45,6 +47,8 @@ pub struct Router {
     /// Where accepted NOTIFYs for secondary zones go (set once the
     /// secondary zones run).
     pub notify_sink: OnceLock<Box<dyn NotifySink>>,
+    /// Response rate limiting of UDP answers (`[rrl] enabled`).
+    pub rrl: OnceLock<crate::rrl::Limiter>,
     /// Per-packet log lines (refusals, bad signatures), rate-limited.
     log_limit: LogLimit,
     /// Outgoing transfers being written.
@@ -69,6 +73,7 @@ impl Router {
             hot: Arc::default(),
             metrics: Arc::default(),
             notify_sink: OnceLock::new(),
+            rrl: OnceLock::new(),
             log_limit: LogLimit::default(),
             transfers_out: Arc::default(),
         }
@@ -183,14 +188,16 @@ impl Router {
             &handler.edns,
         ) {
             zones::count(zone);
-            return Response::One(bytes);
+            return self.limited(bytes, transport, peer, || {
+                hot::has_valid_cookie(packet, peer, now, &handler.edns)
+            });
         }
         let mut req = match wire::parse_request(packet) {
             Ok(req) => req,
             Err(Rejected::Drop) => return Response::Drop,
             Err(Rejected::Reply(bytes)) => return Response::One(bytes),
         };
-        handler.stamp(&mut req, peer, now);
+        let valid_cookie = handler.stamp(&mut req, peer, now);
         let qtype = req.query.query_type();
         let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
         if !req.signed && req.op_code == OpCode::Query && !transfer {
@@ -198,7 +205,7 @@ impl Router {
             if let Some(z) = zone {
                 zones::count(zones::id(z.origin_key()));
             }
-            return Response::One(reply);
+            return self.limited(reply, transport, peer, || valid_cookie);
         }
 
         let policy = self.transfer.load();
@@ -277,6 +284,27 @@ impl Router {
                 info!(%peer, zone = %t.req.query.name(), asked = %qtype, kind, records, from_serial = t.req.ixfr_serial, "outgoing transfer");
                 Response::Transfer(Box::new(t))
             }
+        }
+    }
+
+    /// A UDP answer as response rate limiting lets it go: sent, sent
+    /// truncated (slipped) or dropped. `valid_cookie` is asked only when
+    /// limiting is on.
+    fn limited(
+        &self,
+        reply: Vec<u8>,
+        transport: Transport,
+        peer: IpAddr,
+        valid_cookie: impl FnOnce() -> bool,
+    ) -> Response {
+        let Some(rrl) = self.rrl.get().filter(|_| transport == Transport::Udp) else {
+            return Response::One(reply);
+        };
+        let class = crate::rrl::class_of(&reply);
+        match rrl.judge(peer, class, valid_cookie(), rrl.now_ms()) {
+            Verdict::Send => Response::One(reply),
+            Verdict::Slip => crate::rrl::slipped(&reply).map_or(Response::Drop, Response::One),
+            Verdict::Drop => Response::Drop,
         }
     }
 

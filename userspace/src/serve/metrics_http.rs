@@ -286,6 +286,22 @@ fn fallback(reg: &mut Registry, live: &Live) {
         "Queries dropped because a UDP socket's receive queue was full",
         crate::server::udp_receive_drops(),
     );
+    if let Some(rrl) = live.router.rrl.get() {
+        let c = &rrl.counts;
+        for (name, help, v) in [
+            ("limited", "over their rate", &c.limited),
+            ("slipped", "limited, sent truncated (TC=1)", &c.slipped),
+            ("dropped", "limited, dropped", &c.dropped),
+            ("exempt", "exempt by a valid server cookie", &c.exempt),
+        ] {
+            counter(
+                reg,
+                &format!("xdpdns_rrl_{name}"),
+                &format!("UDP responses of the fallback {help}"),
+                v.load(Ordering::Relaxed),
+            );
+        }
+    }
     let t = &m.tcp;
     gauge(
         reg,

@@ -156,6 +156,15 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     router
         .transfer
         .store(Arc::new(config.settings.transfer.clone()));
+    if config.rrl.enabled {
+        let _ = router.rrl.set(crate::rrl::Limiter::new(config.rrl.clone()));
+        info!(
+            rate = config.rrl.responses_per_second,
+            slip = config.rrl.slip,
+            log_only = config.rrl.log_only,
+            "response rate limiting on (UDP answers of the fallback)"
+        );
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     // Control work (the registry API, NOTIFY, transfers in) runs on a
