@@ -4,7 +4,6 @@
 use crate::support;
 
 use std::net::Ipv4Addr;
-use std::process::Command;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption, NSIDPayload};
@@ -316,20 +315,7 @@ fn chaos_identity_is_configurable_and_hideable() {
 #[test]
 fn dig_is_a_client_too() {
     let srv = Server::start_example("", "");
-    let dig = |args: &[&str]| {
-        let out = Command::new("dig")
-            .args([
-                &format!("@{}", srv.addr.ip()),
-                "-p",
-                &srv.addr.port().to_string(),
-            ])
-            .args(["+norec", "+time=2", "+tries=1"])
-            .args(args)
-            .output()
-            .expect("dig is installed by `cargo xtask deps` (Debian package dnsutils)");
-        assert!(out.status.success(), "dig failed: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let dig = |args: &[&str]| srv.dig(args);
     let out = dig(&["www.EXAMPLE.com", "A"]);
     assert!(out.contains("status: NOERROR"), "{out}");
     assert!(out.contains("flags: qr aa;"), "{out}");

@@ -2,24 +2,7 @@
 //! a limited prefix gets TC and its answer over TCP; `dig` with a valid
 //! server cookie from the same prefix is answered over UDP.
 
-use std::process::Command;
-
 use crate::support::Server;
-
-fn dig(srv: &Server, args: &[&str]) -> String {
-    let out = Command::new("dig")
-        .args([
-            &format!("@{}", srv.addr.ip()),
-            "-p",
-            &srv.addr.port().to_string(),
-        ])
-        .args(["+norec", "+time=2", "+tries=1"])
-        .args(args)
-        .output()
-        .expect("dig is installed by `cargo xtask deps` (Debian package dnsutils)");
-    assert!(out.status.success(), "dig failed: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[test]
 fn a_limited_client_gets_tc_and_retries_over_tcp_and_a_cookie_is_exempt() {
@@ -29,10 +12,10 @@ fn a_limited_client_gets_tc_and_retries_over_tcp_and_a_cookie_is_exempt() {
         "[rrl]\nenabled = true\nresponses_per_second = 1\nslip = 1\n",
     );
     let answered = |out: &str| out.contains("status: NOERROR") && out.contains("192.0.2.80");
-    let first = dig(&srv, &["+nocookie", "www.example.com", "A"]);
+    let first = srv.dig(&["+nocookie", "www.example.com", "A"]);
     assert!(answered(&first) && !first.contains("Truncated"), "{first}");
     // The prefix's credit is spent: TC, and dig gets the answer over TCP.
-    let second = dig(&srv, &["+nocookie", "www.example.com", "A"]);
+    let second = srv.dig(&["+nocookie", "www.example.com", "A"]);
     assert!(
         second.contains("Truncated, retrying in TCP mode"),
         "{second}"
@@ -40,7 +23,7 @@ fn a_limited_client_gets_tc_and_retries_over_tcp_and_a_cookie_is_exempt() {
     assert!(answered(&second), "{second}");
     // A cookie exchange (over TCP after the slip) gives dig the server
     // cookie; with it, the same prefix is answered over UDP.
-    let third = dig(&srv, &["+cookie", "www.example.com", "A"]);
+    let third = srv.dig(&["+cookie", "www.example.com", "A"]);
     let cookie = third
         .lines()
         .find_map(|l| l.strip_prefix("; COOKIE: "))
@@ -49,14 +32,11 @@ fn a_limited_client_gets_tc_and_retries_over_tcp_and_a_cookie_is_exempt() {
         .to_string();
     assert_eq!(cookie.len(), 48, "client and server cookie: {third}");
     for _ in 0..3 {
-        let out = dig(
-            &srv,
-            &[&format!("+cookie={cookie}"), "www.example.com", "A"],
-        );
+        let out = srv.dig(&[&format!("+cookie={cookie}"), "www.example.com", "A"]);
         assert!(answered(&out) && !out.contains("Truncated"), "{out}");
         assert!(out.contains("(good)"), "the server cookie was valid: {out}");
     }
     // Without the cookie: still limited.
-    let again = dig(&srv, &["+nocookie", "www.example.com", "A"]);
+    let again = srv.dig(&["+nocookie", "www.example.com", "A"]);
     assert!(again.contains("Truncated"), "{again}");
 }

@@ -60,6 +60,23 @@ pub struct Server {
 }
 
 impl Server {
+    /// `dig @server -p port +norec +time=2 +tries=1 ARGS`: its output
+    /// (dig is installed by `cargo xtask deps`, Debian's dnsutils).
+    pub fn dig(&self, args: &[&str]) -> String {
+        let out = Command::new("dig")
+            .args([
+                &format!("@{}", self.addr.ip()),
+                "-p",
+                &self.addr.port().to_string(),
+            ])
+            .args(["+norec", "+time=2", "+tries=1"])
+            .args(args)
+            .output()
+            .expect("dig is installed by `cargo xtask deps` (Debian package dnsutils)");
+        assert!(out.status.success(), "dig failed: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// Starts a server for zone `origin` with `zone_text`; `extra` is
     /// appended to the generated TOML (e.g. an `[identity]` table).
     pub fn start(origin: &str, zone_text: &str, server_extra: &str, extra: &str) -> Server {
