@@ -114,6 +114,27 @@ fn bench(c: &mut Criterion) {
             b.iter(|| router.respond(std::hint::black_box(q), Transport::Udp, PEER, 0))
         });
     }
+    // Response rate limiting on: the hit under its rate (the accounting
+    // alone) and over it (limited: slipped or dropped).
+    for (name, rate) in [
+        ("router_udp_hit_a_rrl", 1_000_000),
+        ("router_udp_hit_a_rrl_limited", 1),
+    ] {
+        let limited = xdpdns::router::Router::new(
+            ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()),
+            handler.clone(),
+        );
+        xdpdns::xdp::answers::fill(&limited.hot, &limited.store.snapshot());
+        let config = xdpdns::rrl::RrlConfig {
+            enabled: true,
+            responses_per_second: rate,
+            ..Default::default()
+        };
+        let _ = limited.rrl.set(xdpdns::rrl::Limiter::new(config));
+        g.bench_function(name, |b| {
+            b.iter(|| limited.respond(std::hint::black_box(&hit), Transport::Udp, PEER, 0))
+        });
+    }
     // A zone signed by dnssec-signzone: DO=1 hits carry the A record and
     // its RRSIG (the hot path from the signed variant), beside DO=0.
     let signed_text = signing::small_signed_zone();

@@ -353,6 +353,10 @@ fn server_cookie(
 /// Whether `packet` carries a valid server cookie for `peer` (response
 /// rate limiting exempts it).
 pub fn has_valid_cookie(packet: &[u8], peer: IpAddr, now: u64, server: &ServerEdns) -> bool {
+    // No additional record, no OPT: the usual flood query, not parsed.
+    if packet.get(10..12).is_none_or(|ar| ar == [0, 0]) {
+        return false;
+    }
     parse(packet)
         .and_then(|q| q.edns)
         .and_then(|e| server_cookie(&e, server, peer, now))
