@@ -14,7 +14,7 @@ mod names;
 mod negative;
 mod reply;
 
-pub use reply::{answer, has_valid_cookie};
+pub use reply::{answer, Answered};
 
 #[cfg(test)]
 mod tests;

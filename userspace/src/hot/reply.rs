@@ -4,6 +4,7 @@
 //! else returns `None` and goes to the full handler, which stays the
 //! reference (the differential tests in `tests.rs` compare the two).
 
+use std::cell::Cell;
 use std::net::IpAddr;
 
 use xdpdns_common::cookie::{self, ClientIp};
@@ -53,9 +54,18 @@ struct Question {
     edns: Option<Edns>,
 }
 
+/// A hot reply.
+#[derive(Debug)]
+pub struct Answered {
+    pub bytes: Vec<u8>,
+    /// The answering zone's id (for the per-zone counters).
+    pub zone: u32,
+    /// The query carried a valid server cookie (rate limiting exempts it).
+    pub valid_cookie: bool,
+}
+
 /// The reply to `packet` from `table` and `snapshot` (the one being
-/// served) with the answering zone's id (for the per-zone counters), or
-/// `None` when the full handler must answer.
+/// served), or `None` when the full handler must answer.
 pub fn answer(
     table: &AnswerTable,
     snapshot: &Snapshot,
@@ -63,6 +73,31 @@ pub fn answer(
     transport: Transport,
     peer: IpAddr,
     now: u64,
+    server: &ServerEdns,
+) -> Option<Answered> {
+    let valid_cookie = Cell::new(false);
+    let (bytes, zone) = compose(
+        table,
+        snapshot,
+        packet,
+        transport,
+        (peer, now, &valid_cookie),
+        server,
+    )?;
+    Some(Answered {
+        bytes,
+        zone,
+        valid_cookie: valid_cookie.get(),
+    })
+}
+
+/// [`answer`]'s bytes and zone; the cookie's validity goes to the cell.
+fn compose(
+    table: &AnswerTable,
+    snapshot: &Snapshot,
+    packet: &[u8],
+    transport: Transport,
+    (peer, now, valid_cookie): (IpAddr, u64, &Cell<bool>),
     server: &ServerEdns,
 ) -> Option<(Vec<u8>, u32)> {
     let q = parse(packet)?;
@@ -83,6 +118,7 @@ pub fn answer(
         peer,
         now,
         server,
+        valid_cookie,
     };
     let name = &q.lower[..q.name_len];
     let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
@@ -147,6 +183,7 @@ struct Reply<'a> {
     peer: IpAddr,
     now: u64,
     server: &'a ServerEdns,
+    valid_cookie: &'a Cell<bool>,
 }
 
 impl Reply<'_> {
@@ -176,7 +213,8 @@ impl Reply<'_> {
             return None;
         }
         if let Some(e) = q.edns {
-            write_opt(&mut out, &e, self.server, self.peer, self.now);
+            let valid = write_opt(&mut out, &e, self.server, self.peer, self.now);
+            self.valid_cookie.set(valid);
         }
         Some(out)
     }
@@ -350,20 +388,9 @@ fn server_cookie(
     Some((client, cookie, valid))
 }
 
-/// Whether `packet` carries a valid server cookie for `peer` (response
-/// rate limiting exempts it).
-pub fn has_valid_cookie(packet: &[u8], peer: IpAddr, now: u64, server: &ServerEdns) -> bool {
-    // No additional record, no OPT: the usual flood query, not parsed.
-    if packet.get(10..12).is_none_or(|ar| ar == [0, 0]) {
-        return false;
-    }
-    parse(packet)
-        .and_then(|q| q.edns)
-        .and_then(|e| server_cookie(&e, server, peer, now))
-        .is_some_and(|(_, _, valid)| valid)
-}
-
-fn write_opt(out: &mut Vec<u8>, e: &Edns, server: &ServerEdns, peer: IpAddr, now: u64) {
+/// Writes the reply's OPT record; whether the query's server cookie was
+/// valid.
+fn write_opt(out: &mut Vec<u8>, e: &Edns, server: &ServerEdns, peer: IpAddr, now: u64) -> bool {
     let rdlen = (opt_len(e, server) - OPT_LEN) as u16;
     out.extend_from_slice(&[0, 0, 41]);
     out.extend_from_slice(&server.udp_payload.max(CLASSIC_UDP_PAYLOAD).to_be_bytes());
@@ -374,11 +401,12 @@ fn write_opt(out: &mut Vec<u8>, e: &Edns, server: &ServerEdns, peer: IpAddr, now
         out.extend_from_slice(&(id.len() as u16).to_be_bytes());
         out.extend_from_slice(id);
     }
-    let Some((client, server_cookie, _)) = server_cookie(e, server, peer, now) else {
-        return;
+    let Some((client, server_cookie, valid)) = server_cookie(e, server, peer, now) else {
+        return false;
     };
     out.extend_from_slice(&edns_option::COOKIE.to_be_bytes());
     out.extend_from_slice(&24u16.to_be_bytes());
     out.extend_from_slice(&client);
     out.extend_from_slice(&server_cookie);
+    valid
 }

@@ -178,7 +178,7 @@ impl Router {
         }
         let handler = self.handler.load();
         let snapshot = self.store.load();
-        if let Some((bytes, zone)) = hot::answer(
+        if let Some(hit) = hot::answer(
             &self.hot,
             &snapshot,
             packet,
@@ -187,10 +187,8 @@ impl Router {
             now,
             &handler.edns,
         ) {
-            zones::count(zone);
-            return self.limited(bytes, transport, peer, || {
-                hot::has_valid_cookie(packet, peer, now, &handler.edns)
-            });
+            zones::count(hit.zone);
+            return self.limited(hit.bytes, transport, peer, hit.valid_cookie);
         }
         let mut req = match wire::parse_request(packet) {
             Ok(req) => req,
@@ -205,7 +203,7 @@ impl Router {
             if let Some(z) = zone {
                 zones::count(zones::id(z.origin_key()));
             }
-            return self.limited(reply, transport, peer, || valid_cookie);
+            return self.limited(reply, transport, peer, valid_cookie);
         }
 
         let policy = self.transfer.load();
@@ -288,20 +286,19 @@ impl Router {
     }
 
     /// A UDP answer as response rate limiting lets it go: sent, sent
-    /// truncated (slipped) or dropped. `valid_cookie` is asked only when
-    /// limiting is on.
+    /// truncated (slipped) or dropped.
     fn limited(
         &self,
         reply: Vec<u8>,
         transport: Transport,
         peer: IpAddr,
-        valid_cookie: impl FnOnce() -> bool,
+        valid_cookie: bool,
     ) -> Response {
         let Some(rrl) = self.rrl.get().filter(|_| transport == Transport::Udp) else {
             return Response::One(reply);
         };
         let class = crate::rrl::class_of(&reply);
-        match rrl.judge(peer, class, valid_cookie(), rrl.now_ms()) {
+        match rrl.judge(peer, class, valid_cookie, rrl.now_ms()) {
             Verdict::Send => Response::One(reply),
             Verdict::Slip => crate::rrl::slipped(&reply).map_or(Response::Drop, Response::One),
             Verdict::Drop => Response::Drop,
