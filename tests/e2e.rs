@@ -18,5 +18,6 @@ mod registry_etcd;
 mod rrl;
 mod transfer_interop;
 mod xdp_differential;
+mod xdp_front_line;
 mod xdp_veth;
 mod zone_images;

@@ -296,6 +296,8 @@ pub struct XdpConfig {
     /// 1: answer only queries to an address in the ADDRESSES map.
     pub filter_destination: u32,
     pub _pad: u32,
+    /// Response rate limiting of the kernel's answers (rate 0: off).
+    pub rrl: rrl::Settings,
     /// The first 8 bytes of the loaded object's SHA-256: a restarted
     /// controller adopts pinned maps only from the same object. Never
     /// read by the program.
@@ -322,6 +324,17 @@ impl XdpConfig {
             nsid: [0; NSID_MAX + 4],
             filter_destination: 0,
             _pad: 0,
+            rrl: rrl::Settings {
+                rate: 0,
+                slip: 0,
+                slots: 1,
+                fixed_now_ms: 0,
+                ipv4_prefix: 24,
+                ipv6_prefix: 56,
+                log_only: 0,
+                _pad: 0,
+                _pad2: 0,
+            },
             object_tag: 0,
             table_tag: 0,
         }
@@ -357,6 +370,7 @@ mod pod {
     unsafe impl aya::Pod for super::Answer {}
     unsafe impl aya::Pod for super::XdpConfig {}
     unsafe impl aya::Pod for super::BenchFrame {}
+    unsafe impl aya::Pod for super::rrl::Bucket {}
 }
 
 /// Per-CPU counter slots: answers by type, then one per [`PassReason`].
@@ -366,7 +380,14 @@ pub mod counter {
     pub const PASS_BASE: u32 = 2;
     /// Answers (counted above as A or AAAA too) from a signed variant.
     pub const ANSWERED_SIGNED: u32 = PASS_BASE + super::PassReason::COUNT as u32;
-    pub const COUNT: u32 = ANSWERED_SIGNED + 1;
+    /// Rate limiting: responses over their bucket's rate, those of them
+    /// sent truncated and dropped, and answers exempt by a valid server
+    /// cookie.
+    pub const RRL_LIMITED: u32 = ANSWERED_SIGNED + 1;
+    pub const RRL_SLIPPED: u32 = RRL_LIMITED + 1;
+    pub const RRL_DROPPED: u32 = RRL_LIMITED + 2;
+    pub const RRL_EXEMPT: u32 = RRL_LIMITED + 3;
+    pub const COUNT: u32 = RRL_EXEMPT + 1;
 }
 
 /// Why a packet was handed to the fallback server instead of being answered
@@ -428,7 +449,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
         assert_eq!(core::mem::size_of::<LongKey>(), 256);
         assert_eq!(core::mem::size_of::<Answer>(), 40, "no padding");
-        assert_eq!(core::mem::size_of::<XdpConfig>(), 152, "no padding");
+        assert_eq!(core::mem::size_of::<XdpConfig>(), 176, "no padding");
     }
 
     #[test]

@@ -51,6 +51,45 @@ pub struct Bucket {
 
 pub const BUCKET_BYTES: usize = core::mem::size_of::<Bucket>();
 
+/// The limiter's settings as the kernel reads them (`XdpConfig::rrl`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Responses a second per bucket; 0: rate limiting is off.
+    pub rate: u32,
+    /// Every `slip`-th limited response slips (0: none).
+    pub slip: u32,
+    /// Buckets in the table (a power of two).
+    pub slots: u32,
+    /// A fixed clock in milliseconds for BPF_PROG_TEST_RUN (the
+    /// differential test passes time in); 0: the kernel's coarse
+    /// monotonic clock, the one the fallback reads.
+    pub fixed_now_ms: u32,
+    pub ipv4_prefix: u8,
+    pub ipv6_prefix: u8,
+    /// Count, but send every response.
+    pub log_only: u8,
+    pub _pad: u8,
+    pub _pad2: u32,
+}
+
+impl Settings {
+    /// The key of a response of `class` to a source address (IPv4 in the
+    /// first four bytes of `addr` unless `v6`).
+    #[inline(always)]
+    pub fn key(&self, v6: bool, addr: &[u8; 16], class: u8) -> Key {
+        if v6 {
+            Key::v6(*addr, self.ipv6_prefix, class)
+        } else {
+            Key::v4(
+                [addr[0], addr[1], addr[2], addr[3]],
+                self.ipv4_prefix,
+                class,
+            )
+        }
+    }
+}
+
 /// A source prefix and response class: what a bucket is keyed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key {
@@ -221,5 +260,6 @@ mod tests {
     #[test]
     fn a_bucket_is_24_bytes() {
         assert_eq!(BUCKET_BYTES, 24);
+        assert_eq!(core::mem::size_of::<Settings>(), 24, "no padding");
     }
 }

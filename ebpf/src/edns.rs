@@ -333,6 +333,7 @@ pub extern "C" fn xdpdns_build_opt(s: *mut Scratch, cfg: *const XdpConfig) -> u3
             s.now,
             ip,
         );
+        s.cookie_valid = v.valid as u32;
         let head = u32::from_le_bytes([0, edns_option::COOKIE as u8, 0, 24]);
         unsafe {
             let p = s.opt_reply.as_mut_ptr().add(at);

@@ -12,11 +12,13 @@ mod headers;
 mod maps;
 mod question;
 mod reply;
+mod rrl;
 
-use aya_ebpf::bindings::xdp_action::{XDP_PASS, XDP_TX};
+use aya_ebpf::bindings::xdp_action::{XDP_DROP, XDP_PASS, XDP_TX};
 use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
+use xdpdns_common::rrl::{class, Verdict};
 use xdpdns_common::{
     answer_flags, counter, key_tail, qtype_slot, Answer, PassReason, XdpConfig, LONG_NAME_BUF,
     SHORT_NAME_MAX, TINY_NAME_MAX,
@@ -35,7 +37,7 @@ pub fn xdpdns(ctx: XdpContext) -> u32 {
 #[inline(always)]
 pub fn handle(ctx: &XdpContext) -> u32 {
     match try_answer(ctx) {
-        Ok((slot, zone)) => {
+        Ok(Sent::Answer(slot, zone)) => {
             count(counter::ANSWERED_A + (slot & 1) as u32);
             if slot & 2 != 0 {
                 count(counter::ANSWERED_SIGNED);
@@ -45,6 +47,8 @@ pub fn handle(ctx: &XdpContext) -> u32 {
             }
             XDP_TX
         }
+        Ok(Sent::Slip) => XDP_TX,
+        Ok(Sent::Nothing) => XDP_DROP,
         Err(reason) => {
             count(counter::PASS_BASE + reason as u32);
             XDP_PASS
@@ -60,7 +64,7 @@ pub fn xdp_pass(_ctx: XdpContext) -> u32 {
 }
 
 #[inline(always)]
-fn count(slot: u32) {
+pub(crate) fn count(slot: u32) {
     if let Some(c) = COUNTERS.get_ptr_mut(slot) {
         unsafe { *c += 1 };
     }
@@ -124,10 +128,19 @@ fn signed_variant(s: *mut Scratch, name_len: usize) -> Option<&'static Answer> {
     }
 }
 
+/// What the kernel sent.
+enum Sent {
+    /// The answer: its type slot (A or AAAA, plus 2 when signed) and
+    /// zone, for the counters.
+    Answer(u8, u32),
+    /// The answer slipped by rate limiting (TC=1).
+    Slip,
+    /// Nothing: rate limiting dropped the answer.
+    Nothing,
+}
+
 #[inline(always)]
-/// The answer's type slot (A or AAAA, plus 2 when signed) and zone, for
-/// the counters.
-fn try_answer(ctx: &XdpContext) -> Result<(u8, u32), PassReason> {
+fn try_answer(ctx: &XdpContext) -> Result<Sent, PassReason> {
     let Found {
         answer,
         signed,
@@ -142,8 +155,17 @@ fn try_answer(ctx: &XdpContext) -> Result<(u8, u32), PassReason> {
         // the 512-byte stack together.
         unsafe { (*s).opt_len = edns::xdpdns_build_opt(s, cfg) };
     }
-    pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer))?;
-    Ok((qtype, zone))
+    let (sc, c) = unsafe { (&*s, &*cfg) };
+    match rrl::judge(sc, &sc.pkt, c, class::POSITIVE) {
+        Verdict::Send => {}
+        Verdict::Slip => {
+            pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, reply::form::SLIP))?;
+            return Ok(Sent::Slip);
+        }
+        Verdict::Drop => return Ok(Sent::Nothing),
+    }
+    pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, 0))?;
+    Ok(Sent::Answer(qtype, zone))
 }
 
 /// The parser and the reply builder (and `edns::xdpdns_build_opt`) are
@@ -194,6 +216,7 @@ pub extern "C" fn xdpdns_parse(ctx: *mut xdp_md, s: *mut Scratch, cfg: *const Xd
             return Err(PassReason::Edns);
         }
         question::finish_keys(s, qn.qtype, cfg.generation as u8);
+        s.cookie_valid = 0;
         if qn.edns.present {
             edns::prepare(s, &pkt, &qn.edns, cfg);
         }
@@ -211,6 +234,7 @@ pub extern "C" fn xdpdns_reply(
     s: *mut Scratch,
     cfg: *const XdpConfig,
     answer: *const Answer,
+    form: u32,
 ) -> u32 {
     let (Some(s), Some(cfg), Some(answer)) =
         (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }, unsafe {
@@ -222,7 +246,7 @@ pub extern "C" fn xdpdns_reply(
     let ctx = XdpContext::new(ctx);
     let pkt = s.pkt;
     let qn = s.qn;
-    code_of(reply::build(&ctx, s, &pkt, &qn, answer, cfg))
+    code_of(reply::build(&ctx, s, &pkt, &qn, answer, cfg, form))
 }
 
 /// Hides a value from the optimiser so a bounds check written after it is

@@ -3,6 +3,7 @@
 
 use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
+use xdpdns_common::rrl::Bucket;
 use xdpdns_common::{
     counter, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey, XdpConfig, LONG_NAME_BUF,
     SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
@@ -46,6 +47,12 @@ pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::C
 #[map(name = "ZONE_QUERIES")]
 pub static ZONE_QUERIES: PerCpuArray<u64> = PerCpuArray::with_max_entries(ZONES_MAX, 0);
 
+/// Response rate limiting buckets, shared by every CPU (lost updates
+/// between CPUs only make the limiter more lenient). The loader sizes it
+/// to `[rrl] table_size`.
+#[map(name = "RRL_BUCKETS")]
+pub static RRL_BUCKETS: Array<Bucket> = Array::with_max_entries(1, 0);
+
 /// Per-CPU working memory: the lookup keys are too big for the 512-byte
 /// BPF stack.
 #[repr(C)]
@@ -68,6 +75,9 @@ pub struct Scratch {
     pub client_v6: u32,
     pub now: u32,
     pub opt_dnssec_ok: u32,
+    /// Set by `xdpdns_build_opt`: the query's server cookie was valid
+    /// (rate limiting exempts it).
+    pub cookie_valid: u32,
     /// Its output: the reply's OPT record and its checksum.
     pub opt_sum: u32,
     pub opt_len: u32,

@@ -105,6 +105,15 @@ const HEAD_GROWTH_MAX: i32 = 192;
 /// tags, IPv6, UDP, the DNS header and the longest question.
 const KEEP_MAX: u32 = 14 + 8 + 40 + 8 + 12 + 255 + 4 + 3;
 
+/// How a reply is formed besides its section: the [`form`] bits.
+pub mod form {
+    /// The reply's RCODE (the low four bits).
+    pub const RCODE: u32 = 0xf;
+    /// Slipped by rate limiting: TC=1, the question only (no section, no
+    /// OPT), as `rrl::slipped` forms it in the fallback.
+    pub const SLIP: u32 = 1 << 8;
+}
+
 #[inline(always)]
 pub fn build(
     ctx: &XdpContext,
@@ -113,7 +122,11 @@ pub fn build(
     qn: &Question,
     ans: &Answer,
     cfg: &XdpConfig,
+    form: u32,
 ) -> Result<(), PassReason> {
+    if form & form::SLIP != 0 {
+        return slip(ctx, s, pkt, qn, form & form::RCODE);
+    }
     let alen = ans.section_len() as u32;
     if alen < 8 || alen > BLOCK_MAX as u32 {
         return Err(PassReason::Size);
@@ -138,7 +151,6 @@ pub fn build(
     if dns_len > reply_limit(&qn.edns, cfg.udp_payload) {
         return Err(PassReason::Size);
     }
-    let mut eth: [u8; 12] = load(ctx, 0)?;
     let answer_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
     resize(ctx, answer_off, pkt.dns + dns_len)?;
 
@@ -161,7 +173,38 @@ pub fn build(
     header[6..8].copy_from_slice(&ans.ancount().to_be_bytes());
     let _ = store(ctx, pkt.dns, &header);
     sum += csum::words(&header);
+    finish(ctx, s, pkt, dns_len, sum);
+    Ok(())
+}
 
+/// The slipped reply: the header with TC=1 and `rcode`, the question as
+/// sent, nothing else.
+#[inline(always)]
+fn slip(
+    ctx: &XdpContext,
+    s: &mut Scratch,
+    pkt: &Packet,
+    qn: &Question,
+    rcode: u32,
+) -> Result<(), PassReason> {
+    let question_len = qn.name_len + 4;
+    let dns_len = DNS_HEADER_LEN as u32 + question_len;
+    resize(ctx, pkt.dns + dns_len, pkt.dns + dns_len)?;
+    let mut header = qn.header;
+    header[2] = 0x86 | (header[2] & 0x01); // QR, AA, TC; RD copied
+    header[3] = (header[3] & 0x10) | rcode as u8;
+    header[6..12].copy_from_slice(&[0; 6]);
+    let _ = store(ctx, pkt.dns, &header);
+    let sum = qn.sum + csum::words(&header);
+    finish(ctx, s, pkt, dns_len, sum);
+    Ok(())
+}
+
+/// Turns the headers below DNS into the reply's, for a DNS message of
+/// `dns_len` bytes whose checksum contribution is `sum`: addresses and
+/// ports swapped, lengths and checksums set.
+#[inline(always)]
+fn finish(ctx: &XdpContext, s: &mut Scratch, pkt: &Packet, dns_len: u32, mut sum: u64) {
     let udp_len = UDP_LEN + dns_len;
     let mut udp = pkt.udp;
     udp.swap(0, 2);
@@ -203,15 +246,15 @@ pub fn build(
     let _ = store(ctx, pkt.l4, &udp);
 
     // Ethernet: swap destination and source MACs (VLAN tags stay).
-    let mut swapped = [0u8; 12];
-    swapped[..6].copy_from_slice(&eth[6..12]);
-    swapped[6..].copy_from_slice(&eth[..6]);
-    eth = swapped;
-    let _ = store(ctx, 0, &eth);
+    if let Ok(eth) = load::<12>(ctx, 0) {
+        let mut swapped = [0u8; 12];
+        swapped[..6].copy_from_slice(&eth[6..12]);
+        swapped[6..].copy_from_slice(&eth[..6]);
+        let _ = store(ctx, 0, &swapped);
+    }
     if !pkt.v6 && pkt.ip_options != 0 {
         drop_ip_options(ctx, pkt.l3 + 20, pkt.ip_options);
     }
-    Ok(())
 }
 
 /// Removes the `opts` bytes of IPv4 options that follow the first `keep`

@@ -143,6 +143,21 @@ pub fn frame(family: Family, vlans: usize, dns: &[u8], q: Quirks) -> Vec<u8> {
 /// swapped, VLAN tags kept, IP and UDP checksums valid. Returns the DNS
 /// payload.
 pub fn check_reply(family: Family, vlans: usize, query: &[u8], reply: &[u8]) -> Vec<u8> {
+    let client = match family {
+        Family::V4 => &CLIENT_V4[..],
+        Family::V6 => &CLIENT_V6[..],
+    };
+    check_reply_to(family, vlans, query, reply, client)
+}
+
+/// [`check_reply`] for a query from `client` (its address bytes).
+pub fn check_reply_to(
+    family: Family,
+    vlans: usize,
+    query: &[u8],
+    reply: &[u8],
+    client: &[u8],
+) -> Vec<u8> {
     assert_eq!(&reply[..6], &CLIENT_MAC, "dst MAC");
     assert_eq!(&reply[6..12], &SERVER_MAC, "src MAC");
     let l3 = 14 + 4 * vlans;
@@ -152,24 +167,24 @@ pub fn check_reply(family: Family, vlans: usize, query: &[u8], reply: &[u8]) -> 
             let ip = &reply[l3..l3 + 20];
             assert_eq!(fold(sum16(ip)), 0xffff, "IPv4 header checksum");
             assert_eq!(&ip[12..16], &SERVER_V4);
-            assert_eq!(&ip[16..20], &CLIENT_V4);
+            assert_eq!(&ip[16..20], client);
             assert_eq!(
                 u16::from_be_bytes([ip[2], ip[3]]) as usize,
                 reply.len() - l3,
                 "IPv4 length"
             );
-            (l3 + 20, SERVER_V4.to_vec(), CLIENT_V4.to_vec())
+            (l3 + 20, SERVER_V4.to_vec(), client.to_vec())
         }
         Family::V6 => {
             let ip = &reply[l3..l3 + 40];
             assert_eq!(&ip[8..24], &SERVER_V6);
-            assert_eq!(&ip[24..40], &CLIENT_V6);
+            assert_eq!(&ip[24..40], client);
             assert_eq!(
                 u16::from_be_bytes([ip[4], ip[5]]) as usize,
                 reply.len() - l3 - 40,
                 "IPv6 payload length"
             );
-            (l3 + 40, SERVER_V6.to_vec(), CLIENT_V6.to_vec())
+            (l3 + 40, SERVER_V6.to_vec(), client.to_vec())
         }
     };
     let udp = &reply[udp_off..];

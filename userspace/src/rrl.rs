@@ -4,7 +4,7 @@
 //! with a valid server cookie is exempt and not accounted.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use serde::Deserialize;
@@ -43,6 +43,34 @@ impl Default for RrlConfig {
 }
 
 impl RrlConfig {
+    /// The kernel's settings for this table (rate 0 when not enabled).
+    pub fn kernel_settings(&self) -> rrl::Settings {
+        rrl::Settings {
+            rate: if self.enabled {
+                self.responses_per_second
+            } else {
+                0
+            },
+            slip: self.slip,
+            slots: self.table_size,
+            fixed_now_ms: 0,
+            ipv4_prefix: self.ipv4_prefix_length,
+            ipv6_prefix: self.ipv6_prefix_length,
+            log_only: self.log_only as u8,
+            _pad: 0,
+            _pad2: 0,
+        }
+    }
+
+    /// Buckets the kernel's table needs: one when rate limiting is off.
+    pub fn kernel_slots(&self) -> u32 {
+        if self.enabled {
+            self.table_size
+        } else {
+            1
+        }
+    }
+
     /// What is wrong with the table, as (key, message).
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if self.responses_per_second == 0 || self.responses_per_second > 1_000_000 {
@@ -78,6 +106,8 @@ pub struct Limiter {
     /// One lock per bucket: contention only between queries of one slot.
     buckets: Box<[Mutex<Bucket>]>,
     pub counts: RrlCounts,
+    /// A fixed clock (milliseconds) set by tests; 0: the real one.
+    fixed_ms: AtomicU32,
 }
 
 impl Limiter {
@@ -89,13 +119,25 @@ impl Limiter {
             config,
             buckets,
             counts: RrlCounts::default(),
+            fixed_ms: AtomicU32::new(0),
         }
+    }
+
+    /// Stops the clock at `ms` (0: runs again), as
+    /// `rrl::Settings::fixed_now_ms` does in the kernel: the differential
+    /// test passes time in.
+    pub fn fix_clock(&self, ms: u32) {
+        self.fixed_ms.store(ms, Ordering::Relaxed);
     }
 
     /// Milliseconds on a monotonic clock. The coarse clock (a few ms of
     /// resolution) costs a quarter of the precise one, and the buckets
     /// integrate whatever time passed between two stamps.
     pub fn now_ms(&self) -> u32 {
+        let fixed = self.fixed_ms.load(Ordering::Relaxed);
+        if fixed != 0 {
+            return fixed;
+        }
         let mut t = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,

@@ -165,6 +165,7 @@ fn render(live: &Live, kernel: Option<&KernelState>) -> String {
         kernel_table(&mut reg, k);
     }
     fallback(&mut reg, live);
+    rate_limiting(&mut reg, live, kernel);
     zones(&mut reg, live, kernel);
     if let Some(r) = &live.registry {
         registry(&mut reg, live, r);
@@ -230,6 +231,37 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     }
 }
 
+/// `[rrl]`'s counters, by path: the fallback's limiter and the kernel's.
+fn rate_limiting(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
+    let Some(fallback) = live.router.rrl.get() else {
+        return;
+    };
+    let c = &fallback.counts;
+    let ours = [&c.limited, &c.slipped, &c.dropped, &c.exempt].map(|v| v.load(Ordering::Relaxed));
+    let names = [
+        ("limited", "over their rate"),
+        ("slipped", "limited, sent truncated (TC=1)"),
+        ("dropped", "limited, dropped"),
+        ("exempt", "exempt by a valid server cookie"),
+    ];
+    for (i, (name, help)) in names.into_iter().enumerate() {
+        let family = Family::<Labels, Counter>::default();
+        family
+            .get_or_create(&vec![("path", "fallback".into())])
+            .inc_by(ours[i]);
+        if let Some(k) = kernel {
+            family
+                .get_or_create(&vec![("path", "kernel".into())])
+                .inc_by(k.counters.rrl[i]);
+        }
+        reg.register(
+            format!("xdpdns_rrl_{name}"),
+            format!("UDP responses {help}, by path (kernel or fallback)"),
+            family,
+        );
+    }
+}
+
 fn kernel_table(reg: &mut Registry, k: &KernelState) {
     gauge(
         reg,
@@ -286,22 +318,6 @@ fn fallback(reg: &mut Registry, live: &Live) {
         "Queries dropped because a UDP socket's receive queue was full",
         crate::server::udp_receive_drops(),
     );
-    if let Some(rrl) = live.router.rrl.get() {
-        let c = &rrl.counts;
-        for (name, help, v) in [
-            ("limited", "over their rate", &c.limited),
-            ("slipped", "limited, sent truncated (TC=1)", &c.slipped),
-            ("dropped", "limited, dropped", &c.dropped),
-            ("exempt", "exempt by a valid server cookie", &c.exempt),
-        ] {
-            counter(
-                reg,
-                &format!("xdpdns_rrl_{name}"),
-                &format!("UDP responses of the fallback {help}"),
-                v.load(Ordering::Relaxed),
-            );
-        }
-    }
     let t = &m.tcp;
     gauge(
         reg,

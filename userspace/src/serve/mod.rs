@@ -42,7 +42,7 @@ use crate::transfer::journal_subscriber::{self, Journaled};
 use crate::transfer::notify::Propagation;
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
-use crate::xdp::{compile, table_tag, FastPath, KernelTable, PinDir, XdpError};
+use crate::xdp::{compile, table_tag, Capacity, FastPath, KernelTable, PinDir, XdpError};
 use crate::zone::serial::is_newer;
 use crate::zone::{LoadLog, Zone, ZoneStore};
 use live::Live;
@@ -931,16 +931,21 @@ fn start_fast_path(
                     None
                 }
             });
+        let capacity = Capacity {
+            entries: x.capacity,
+            rrl_slots: config.rrl.kernel_slots(),
+        };
         let mut fp = match pins {
-            None => FastPath::load(x.capacity, port, edns)?,
-            Some(p) => match FastPath::adopt(x.capacity, port, edns, p.clone()) {
+            None => FastPath::load(capacity, port, edns)?,
+            Some(p) => match FastPath::adopt(capacity, port, edns, p.clone()) {
                 Ok(fp) => fp,
                 Err(e) => {
                     info!(pin_dir = %p.path().display(), "XDP: {e}; loading the program");
-                    FastPath::load_pinned(x.capacity, port, edns, p)?
+                    FastPath::load_pinned(capacity, port, edns, p)?
                 }
             },
         };
+        fp.set_rrl(config.rrl.kernel_settings())?;
         // The hot path's table is the loader's record of the kernel's.
         fp.use_table(router.hot.clone());
         let tag = table_tag(&snapshot);

@@ -12,6 +12,7 @@ use aya::programs::links::FdLink;
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use aya_obj::programs::XdpAttachType;
+use xdpdns_common::rrl::{Bucket, Settings as RrlSettings};
 use xdpdns_common::{
     counter, edns_option, key_lead, key_tail, nsid_mode, AddressKey, Answer, AnswerBlock,
     BenchFrame, LongKey, PassReason, ShortKey, SmallBlock, TinyKey, XdpConfig, BENCH_FRAME_MAX,
@@ -123,6 +124,8 @@ pub struct Counters {
     /// Of those, answers from a signed variant (DO=1, signed zone).
     pub answered_signed: u64,
     pub passed: [u64; PassReason::COUNT],
+    /// Rate limiting: limited, slipped, dropped, exempt by cookie.
+    pub rrl: [u64; 4],
 }
 
 impl Counters {
@@ -153,7 +156,27 @@ enum Object {
 }
 
 /// The maps whose size follows `[xdp] capacity`, with their sizes.
-fn map_sizes(capacity: u32) -> [(&'static str, u32); 5] {
+/// What the kernel's maps are sized for: (name, type) entries per table
+/// generation, and the rate limiter's buckets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    pub entries: u32,
+    pub rrl_slots: u32,
+}
+
+impl From<u32> for Capacity {
+    /// `entries`, and a one-bucket rate limiter (rate limiting off).
+    fn from(entries: u32) -> Self {
+        Capacity {
+            entries,
+            rrl_slots: 1,
+        }
+    }
+}
+
+fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 6] {
+    let rrl_slots = capacity.rrl_slots.max(1);
+    let capacity = capacity.entries;
     // Both generations in each table. Elements are allocated as they
     // are inserted (BPF_F_NO_PREALLOC): a table sized for every name
     // costs only its bucket array until it fills.
@@ -182,12 +205,14 @@ fn map_sizes(capacity: u32) -> [(&'static str, u32); 5] {
         ("LONG_NAMES", long_entries),
         ("BLOCKS", block_entries),
         ("SMALL_BLOCKS", small_block_entries),
+        ("RRL_BUCKETS", rrl_slots),
     ]
 }
 
 /// Every map the controller reads or writes: what is pinned.
-const MAPS: [&str; 9] = [
+const MAPS: [&str; 10] = [
     "CONFIG",
+    "RRL_BUCKETS",
     "TINY_NAMES",
     "SHORT_NAMES",
     "LONG_NAMES",
@@ -209,6 +234,7 @@ struct Maps {
     counters: PerCpuArray<MapData, u64>,
     zone_queries: PerCpuArray<MapData, u64>,
     addresses: HashMap<MapData, AddressKey, u8>,
+    rrl_buckets: Array<MapData, Bucket>,
 }
 
 impl Maps {
@@ -223,6 +249,7 @@ impl Maps {
             counters: PerCpuArray::try_from(take("COUNTERS")?)?,
             zone_queries: PerCpuArray::try_from(take("ZONE_QUERIES")?)?,
             addresses: HashMap::try_from(take("ADDRESSES")?)?,
+            rrl_buckets: Array::try_from(take("RRL_BUCKETS")?)?,
         })
     }
 
@@ -234,7 +261,7 @@ impl Maps {
         let open = |name: &'static str| -> Result<Map, XdpError> {
             let data = MapData::from_pin(pins.map(name))?;
             Ok(match name {
-                "CONFIG" => Map::Array(data),
+                "CONFIG" | "RRL_BUCKETS" => Map::Array(data),
                 "COUNTERS" | "ZONE_QUERIES" => Map::PerCpuArray(data),
                 _ => Map::HashMap(data),
             })
@@ -242,8 +269,9 @@ impl Maps {
         Self::new(open).map(Some)
     }
 
-    fn each(&self) -> [(&'static str, &MapData); 9] {
+    fn each(&self) -> [(&'static str, &MapData); 10] {
         [
+            ("RRL_BUCKETS", self.rrl_buckets.map()),
             ("CONFIG", self.config.map()),
             ("TINY_NAMES", self.tiny.map()),
             ("SHORT_NAMES", self.short.map()),
@@ -274,6 +302,10 @@ pub struct FastPath {
     counters: PerCpuArray<MapData, u64>,
     zone_queries: PerCpuArray<MapData, u64>,
     addresses: HashMap<MapData, AddressKey, u8>,
+    /// Held so the buckets live as long as the program (only the kernel
+    /// reads and writes them).
+    _rrl_buckets: Array<MapData, Bucket>,
+    rrl_slots: u32,
     grace: GracePeriod,
     current: XdpConfig,
     /// The port answered while healthy (`current.port` is 0 when not).
@@ -296,32 +328,40 @@ pub struct FastPath {
 impl FastPath {
     /// Loads the program (not yet attached). `capacity` is the number of
     /// (name, type) entries per table generation; the maps hold two.
-    pub fn load(capacity: u32, port: u16, edns: &ServerEdns) -> Result<Self, XdpError> {
-        Self::load_object(OBJECT, capacity, port, edns, None)
+    pub fn load(
+        capacity: impl Into<Capacity>,
+        port: u16,
+        edns: &ServerEdns,
+    ) -> Result<Self, XdpError> {
+        Self::load_object(OBJECT, capacity.into(), port, edns, None)
     }
 
     /// [`load`](Self::load), with the program and maps pinned in `pins`
     /// (whatever was pinned there before is removed first) and every
     /// attachment pinned as it is made: they outlive the process.
     pub fn load_pinned(
-        capacity: u32,
+        capacity: impl Into<Capacity>,
         port: u16,
         edns: &ServerEdns,
         pins: PinDir,
     ) -> Result<Self, XdpError> {
         pins.clear().map_err(XdpError::Unpin)?;
-        Self::load_object(OBJECT, capacity, port, edns, Some(pins))
+        Self::load_object(OBJECT, capacity.into(), port, edns, Some(pins))
     }
 
     /// [`load`](Self::load) from the benchmark object, whose timing
     /// programs (`bench_program_fd`) share the answer tables.
-    pub fn load_for_bench(capacity: u32, port: u16, edns: &ServerEdns) -> Result<Self, XdpError> {
-        Self::load_object(BENCH_OBJECT, capacity, port, edns, None)
+    pub fn load_for_bench(
+        capacity: impl Into<Capacity>,
+        port: u16,
+        edns: &ServerEdns,
+    ) -> Result<Self, XdpError> {
+        Self::load_object(BENCH_OBJECT, capacity.into(), port, edns, None)
     }
 
     fn load_object(
         object: &[u8],
-        capacity: u32,
+        capacity: Capacity,
         port: u16,
         edns: &ServerEdns,
         pins: Option<PinDir>,
@@ -377,6 +417,7 @@ impl FastPath {
             counters,
             zone_queries,
             addresses,
+            rrl_buckets,
         } = maps;
         Ok(FastPath {
             object,
@@ -393,6 +434,8 @@ impl FastPath {
             counters,
             zone_queries,
             addresses,
+            rrl_slots: rrl_buckets.len(),
+            _rrl_buckets: rrl_buckets,
             grace: GracePeriod::new().map_err(XdpError::Grace)?,
             current,
             port,
@@ -411,11 +454,12 @@ impl FastPath {
     /// [`FastPath::pinned_table_tag`]'s; the caller either confirms it
     /// with [`FastPath::adopt_table`] or installs another (a rebuild).
     pub fn adopt(
-        capacity: u32,
+        capacity: impl Into<Capacity>,
         port: u16,
         edns: &ServerEdns,
         pins: PinDir,
     ) -> Result<Self, XdpError> {
+        let capacity = capacity.into();
         let refuse = |why: &str| Err(XdpError::NotAdoptable(why.to_string()));
         if !pins.program().exists() {
             return refuse("nothing pinned");
@@ -429,7 +473,7 @@ impl FastPath {
         }
         for (name, entries) in map_sizes(capacity) {
             if MapData::from_pin(pins.map(name))?.info()?.max_entries() != entries {
-                return refuse("[xdp] capacity changed");
+                return refuse("[xdp] capacity or [rrl] table_size changed");
             }
         }
         let program = Xdp::from_pin(pins.program(), XdpAttachType::Interface)?;
@@ -449,6 +493,18 @@ impl FastPath {
         fp.current.realtime_offset_ns = realtime_offset_ns();
         fp.config.set(0, fp.current, 0)?;
         Ok(fp)
+    }
+
+    /// Sets the kernel's rate limiting (`settings.rate` 0: off). Its
+    /// buckets are the table the program was loaded with
+    /// ([`Capacity::rrl_slots`]), whatever `settings.slots` says.
+    pub fn set_rrl(&mut self, settings: RrlSettings) -> Result<(), XdpError> {
+        self.current.rrl = RrlSettings {
+            slots: self.rrl_slots,
+            ..settings
+        };
+        self.config.set(0, self.current, 0)?;
+        Ok(())
     }
 
     /// The tag of the table the kernel holds (0: unknown or being
@@ -1220,6 +1276,9 @@ impl FastPath {
         };
         for r in PassReason::ALL {
             c.passed[r as usize] = sum(counter::PASS_BASE + r as u32)?;
+        }
+        for (i, v) in c.rrl.iter_mut().enumerate() {
+            *v = sum(counter::RRL_LIMITED + i as u32)?;
         }
         Ok(c)
     }

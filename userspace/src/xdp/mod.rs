@@ -15,7 +15,7 @@ pub mod sys;
 pub mod table;
 
 pub use compile::{compile, compile_diffs, diff_tables, table_tag, Table, TableDelta};
-pub use loader::{attach_helper_program, AttachMode, Counters, FastPath, XdpError};
+pub use loader::{attach_helper_program, AttachMode, Capacity, Counters, FastPath, XdpError};
 pub use pins::PinDir;
 pub use subscriber::{KernelState, KernelTable, SelfCheck, WeakKernelTable};
 pub use table::AnswerTable;
