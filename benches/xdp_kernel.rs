@@ -77,7 +77,11 @@ fn main() {
     .unwrap();
     let store = ZoneStore::with_zones(vec![zone, signed_zone]);
     let edns = xdpdns::wire::ServerEdns::default();
-    let mut fp = FastPath::load_for_bench(1024, 53, &edns).unwrap();
+    let capacity = xdpdns::xdp::Capacity {
+        entries: 1024,
+        rrl_slots: 65_536,
+    };
+    let mut fp = FastPath::load_for_bench(capacity, 53, &edns).unwrap();
     fp.install(compile(&store.snapshot()).0).unwrap();
     let restore = fp.bench_program_fd("bench_restore").unwrap();
     let answer = fp.bench_program_fd("bench_answer").unwrap();
@@ -161,41 +165,62 @@ fn main() {
         Quirks::default(),
     );
 
-    let mut time = |fd, f: &[u8], want: u32| -> f64 {
+    let time = |fp: &mut FastPath, fd, f: &[u8], want: u32| -> f64 {
         fp.set_bench_frame(f).unwrap();
         let r = test_run(fd, f, repeat).unwrap();
         assert_eq!(r.action, want, "program verdict");
         r.duration_ns as f64
     };
+    // Rate limiting: off; on with a rate no run reaches (the accounting
+    // alone); on at one response a second, every limited one dropped
+    // (slip 0) or every one slipped (slip 1).
+    let rrl = |rate: u32, slip: u32| xdpdns_common::rrl::Settings {
+        rate,
+        slip,
+        ipv4_prefix: 24,
+        ipv6_prefix: 56,
+        ..Default::default()
+    };
+    let (rrl_off, rrl_under, rrl_drop, rrl_slip) =
+        (rrl(0, 0), rrl(1_000_000, 2), rrl(1, 0), rrl(1, 1));
+    let (mut rrl_hit_ns, mut rrl_drop_ns, mut rrl_slip_ns) = (vec![], vec![], vec![]);
     let (mut hit_ns, mut miss_ns, mut other_ns, mut floor_ns) = (vec![], vec![], vec![], vec![]);
     let (mut first_ns, mut next_ns, mut sixty_ns) = (vec![], vec![], vec![]);
     let (mut do0_ns, mut do1_ns) = (vec![], vec![]);
     let (mut parse_ns, mut lookup_ns, mut grow_ns) = (vec![], vec![], vec![]);
     for _ in 0..runs {
         // Interleaved so drift on a shared machine hits all figures alike.
-        let base_hit = time(restore, &hit, 3);
-        hit_ns.push(time(answer, &hit, 3) - base_hit);
-        parse_ns.push(time(parse, &hit, 2) - base_hit);
-        lookup_ns.push(time(lookup, &hit, 2) - base_hit);
-        grow_ns.push(time(grow, &hit, 3) - base_hit);
-        floor_ns.push(time(reflect, &hit, 3) - base_hit);
-        let base_miss = time(restore, &miss, 3);
-        miss_ns.push(time(answer, &miss, 2) - base_miss);
-        let base_other = time(restore, &other, 3);
-        other_ns.push(time(answer, &other, 2) - base_other);
-        let base_first = time(restore, &first, 3);
-        first_ns.push(time(answer, &first, 3) - base_first);
-        let base_next = time(restore, &next, 3);
-        next_ns.push(time(answer, &next, 3) - base_next);
-        let base_sixty = time(restore, &sixty, 3);
-        sixty_ns.push(time(answer, &sixty, 3) - base_sixty);
-        let base_do0 = time(restore, &signed_do0, 3);
-        do0_ns.push(time(answer, &signed_do0, 3) - base_do0);
-        let base_do1 = time(restore, &signed_do1, 3);
-        do1_ns.push(time(answer, &signed_do1, 3) - base_do1);
+        let base_hit = time(&mut fp, restore, &hit, 3);
+        hit_ns.push(time(&mut fp, answer, &hit, 3) - base_hit);
+        parse_ns.push(time(&mut fp, parse, &hit, 2) - base_hit);
+        lookup_ns.push(time(&mut fp, lookup, &hit, 2) - base_hit);
+        grow_ns.push(time(&mut fp, grow, &hit, 3) - base_hit);
+        floor_ns.push(time(&mut fp, reflect, &hit, 3) - base_hit);
+        let base_miss = time(&mut fp, restore, &miss, 3);
+        miss_ns.push(time(&mut fp, answer, &miss, 2) - base_miss);
+        let base_other = time(&mut fp, restore, &other, 3);
+        other_ns.push(time(&mut fp, answer, &other, 2) - base_other);
+        let base_first = time(&mut fp, restore, &first, 3);
+        first_ns.push(time(&mut fp, answer, &first, 3) - base_first);
+        let base_next = time(&mut fp, restore, &next, 3);
+        next_ns.push(time(&mut fp, answer, &next, 3) - base_next);
+        let base_sixty = time(&mut fp, restore, &sixty, 3);
+        sixty_ns.push(time(&mut fp, answer, &sixty, 3) - base_sixty);
+        let base_do0 = time(&mut fp, restore, &signed_do0, 3);
+        do0_ns.push(time(&mut fp, answer, &signed_do0, 3) - base_do0);
+        let base_do1 = time(&mut fp, restore, &signed_do1, 3);
+        do1_ns.push(time(&mut fp, answer, &signed_do1, 3) - base_do1);
+        fp.set_rrl(rrl_under).unwrap();
+        rrl_hit_ns.push(time(&mut fp, answer, &hit, 3) - base_hit);
+        fp.set_rrl(rrl_drop).unwrap();
+        rrl_drop_ns.push(time(&mut fp, answer, &hit, 1) - base_hit);
+        fp.set_rrl(rrl_slip).unwrap();
+        rrl_slip_ns.push(time(&mut fp, answer, &hit, 3) - base_hit);
+        fp.set_rrl(rrl_off).unwrap();
     }
     let floor = median(floor_ns);
     let (hit_m, parse_m, lookup_m) = (median(hit_ns.clone()), median(parse_ns), median(lookup_ns));
+    let rrl_ratio = median(rrl_hit_ns.clone()) / hit_m;
     let grow_m = median(grow_ns);
     println!(
         "xdp_kernel: {runs} runs x {repeat} repeats, median ns/packet (save/restore subtracted)"
@@ -215,6 +240,12 @@ fn main() {
         (
             "signed zone, DO=1 + client cookie (A + RRSIG from a small block)",
             do1_ns,
+        ),
+        ("hit, RRL on, under its rate", rrl_hit_ns),
+        ("hit, RRL on, limited and dropped", rrl_drop_ns),
+        (
+            "hit, RRL on, limited and slipped (TC=1, question only)",
+            rrl_slip_ns,
         ),
         ("miss (passed)", miss_ns),
         ("non-DNS UDP (passed)", other_ns),
@@ -236,4 +267,6 @@ fn main() {
         hit_m - lookup_m
     );
     println!("| of which `bpf_xdp_adjust_tail` alone | {grow_m:.1} |");
+    println!();
+    println!("hit with RRL on / hit with RRL off: {rrl_ratio:.2} (goal <= 1.20)");
 }
