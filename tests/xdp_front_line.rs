@@ -23,6 +23,7 @@ use xdpdns::zone::{load_zone_str, ZoneStore};
 use xdpdns_common::cookie::{self, ClientIp};
 
 const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
 /// The unix second both paths answer at (cookies are minted at it).
@@ -35,10 +36,12 @@ const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
     www A 192.0.2.80\nwww A 192.0.2.81\nwww AAAA 2001:db8::80\n";
 
 fn store() -> ZoneStore {
-    let origin = Name::from_str("example.com.").unwrap();
-    ZoneStore::with_zones(vec![
-        load_zone_str(ZONE, &origin, Path::new("front.zone")).unwrap()
-    ])
+    ZoneStore::with_zones(vec![zone("example.com.", ZONE)])
+}
+
+fn zone(origin: &str, text: &str) -> xdpdns::zone::Zone {
+    let origin = Name::from_str(origin).unwrap();
+    load_zone_str(text, &origin, Path::new("front.zone")).unwrap()
 }
 
 fn handler() -> Handler {
@@ -61,6 +64,10 @@ struct Pair {
 }
 
 fn pair(rrl: RrlConfig) -> Pair {
+    pair_with(rrl, store())
+}
+
+fn pair_with(rrl: RrlConfig, store: ZoneStore) -> Pair {
     assert!(
         unsafe { libc::geteuid() } == 0,
         "the XDP tests load BPF programs and need root (CI runs as root)"
@@ -71,7 +78,6 @@ fn pair(rrl: RrlConfig) -> Pair {
         rrl_slots: rrl.kernel_slots(),
     };
     let mut fast = FastPath::load(capacity, 53, &h.edns).expect("load the XDP program");
-    let store = store();
     fast.install(compile(&store.snapshot()).0).unwrap();
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -100,8 +106,17 @@ impl Pair {
     }
 
     /// What each path does with `dns` from `source`: the reply's DNS
-    /// bytes, or `None` when it sends nothing.
+    /// bytes, or `None` when it sends nothing. The kernel must answer.
     fn both(&self, source: Source, dns: &[u8]) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        let kernel = match self.kernel(source, dns) {
+            Kernel::Sent(bytes) => Some(bytes),
+            Kernel::Dropped => None,
+            Kernel::Passed => panic!("the kernel passed a query it answers"),
+        };
+        (kernel, self.fallback(source, dns))
+    }
+
+    fn kernel(&self, source: Source, dns: &[u8]) -> Kernel {
         let quirks = match source.addr {
             IpAddr::V4(a) => Quirks {
                 src_v4: Some(a.octets()),
@@ -114,24 +129,38 @@ impl Pair {
         };
         let f = frame(source.family(), 0, dns, quirks);
         let out = test_run(self.fast.program_fd(), &f, 1).unwrap();
-        let kernel = match out.action {
-            XDP_TX => Some(check_reply_to(
+        match out.action {
+            XDP_PASS => {
+                assert_eq!(out.frame, f, "a passed frame is unchanged");
+                Kernel::Passed
+            }
+            XDP_TX => Kernel::Sent(check_reply_to(
                 source.family(),
                 0,
                 &f,
                 &out.frame,
                 &source.octets(),
             )),
-            XDP_DROP => None,
-            other => panic!("kernel: unexpected XDP action {other} for a hit"),
-        };
-        let fallback = match self.router.respond(dns, Transport::Udp, source.addr, NOW) {
+            XDP_DROP => Kernel::Dropped,
+            other => panic!("kernel: unexpected XDP action {other}"),
+        }
+    }
+
+    fn fallback(&self, source: Source, dns: &[u8]) -> Option<Vec<u8>> {
+        match self.router.respond(dns, Transport::Udp, source.addr, NOW) {
             Response::One(bytes) => Some(bytes),
             Response::Drop => None,
             Response::Transfer(_) => panic!("a transfer for a query"),
-        };
-        (kernel, fallback)
+        }
     }
+}
+
+/// What the XDP program did with a query.
+#[derive(Debug, PartialEq)]
+enum Kernel {
+    Passed,
+    Sent(Vec<u8>),
+    Dropped,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -186,13 +215,26 @@ enum Extra {
 }
 
 fn query(name: &str, rtype: RecordType, id: u16, extra: Extra, source: Source) -> Vec<u8> {
+    query_do(name, rtype, id, extra, source, false)
+}
+
+/// [`query`], with DO set in its OPT record when `dnssec_ok`.
+fn query_do(
+    name: &str,
+    rtype: RecordType,
+    id: u16,
+    extra: Extra,
+    source: Source,
+    dnssec_ok: bool,
+) -> Vec<u8> {
     let mut m = Message::query();
     m.metadata.id = id;
     m.metadata.recursion_desired = id % 2 == 0;
-    m.add_query(Query::query(Name::from_str(name).unwrap(), rtype));
+    // `from_ascii` keeps the case (0x20), `from_str` would not.
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
     if extra != Extra::Plain {
         let mut e = Edns::new();
-        e.set_max_payload(1232);
+        e.set_max_payload(1232).set_dnssec_ok(dnssec_ok);
         let cookie = match extra {
             Extra::ValidCookie => Some(source.cookie(false)),
             Extra::BadCookie => Some(source.cookie(true)),
@@ -326,4 +368,138 @@ fn log_only_counts_and_sends_everything_in_both_paths() {
     let c = p.fast.counters().unwrap();
     assert_eq!(c.rrl[0], 8, "8 of 10 over a rate of 2");
     assert_eq!(c.answered_a, 10, "every answer went out of the kernel: {c}");
+}
+
+/// The example zone of the negative tests: names that exist, an empty
+/// non-terminal, a wildcard, a cut with glue, a CNAME, a TXT-only name,
+/// and MNAME/RNAME below the apex.
+const NEGATIVE_ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
+    @ SOA ns1 hostmaster 7 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n\
+    www A 192.0.2.80\nwww AAAA 2001:db8::80\nmail A 192.0.2.25\n\
+    a.b.ent A 192.0.2.7\n*.wild A 192.0.2.9\nsub NS ns.sub\nns.sub A 192.0.2.53\n\
+    alias CNAME www\ntxt TXT hello\n";
+
+const CHILD_ZONE: &str = "$ORIGIN child.example.com.\n$TTL 120\n\
+    @ SOA ns.elsewhere.net. admin.elsewhere.net. 3 3600 600 86400 30\n@ NS ns.elsewhere.net.\n\
+    host A 192.0.2.44\n";
+
+/// NXDOMAIN and NODATA are answered in the kernel byte for byte as the
+/// fallback answers them (with and without EDNS, DO, cookies), and
+/// everything the kernel cannot answer exactly goes up unchanged: names
+/// a wildcard could match, names at or below a cut, names in no served
+/// zone, names in a signed zone under DO=1, and 0x20 mixed-case names.
+#[test]
+fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
+    let signed = crate::support::signing::small_signed_zone();
+    let store = ZoneStore::with_zones(vec![
+        zone("example.com.", NEGATIVE_ZONE),
+        zone("child.example.com.", CHILD_ZONE),
+        zone("signed.test.", &signed),
+    ]);
+    let p = pair_with(RrlConfig::default(), store);
+    // (name, type, answered in the kernel when lower-case and DO=0)
+    let cases: &[(&str, RecordType, bool)] = &[
+        ("nope.example.com.", RecordType::A, true),
+        ("nope.example.com.", RecordType::AAAA, true),
+        ("x.nope.example.com.", RecordType::A, true),
+        ("a.b.nope.example.com.", RecordType::A, false), // three labels below
+        ("mail.example.com.", RecordType::AAAA, true),
+        ("example.com.", RecordType::AAAA, true),
+        ("ent.example.com.", RecordType::A, true),
+        ("b.ent.example.com.", RecordType::AAAA, true),
+        ("x.ent.example.com.", RecordType::A, true),
+        ("x.a.b.ent.example.com.", RecordType::AAAA, true),
+        ("txt.example.com.", RecordType::A, true),
+        ("x.alias.example.com.", RecordType::A, true),
+        ("alias.example.com.", RecordType::A, false), // CNAME
+        ("wild.example.com.", RecordType::A, true),
+        ("x.wild.example.com.", RecordType::AAAA, false), // wildcard
+        ("x.y.wild.example.com.", RecordType::A, false),
+        ("sub.example.com.", RecordType::A, false), // cut
+        ("x.sub.example.com.", RecordType::A, false),
+        ("ns.sub.example.com.", RecordType::AAAA, false), // glue
+        ("x.ns.sub.example.com.", RecordType::A, false),
+        ("hostmaster.example.com.", RecordType::A, false), // RNAME's label
+        ("ns1.example.com.", RecordType::AAAA, false),     // MNAME's label
+        ("x.ns1.example.com.", RecordType::A, false),
+        ("nope.child.example.com.", RecordType::A, true),
+        ("host.child.example.com.", RecordType::AAAA, true),
+        ("child.example.com.", RecordType::A, true),
+        ("nope.other.test.", RecordType::A, false), // no zone
+        ("test.", RecordType::A, false),
+        ("nope.signed.test.", RecordType::A, true),
+        ("signed.test.", RecordType::AAAA, true),
+    ];
+    let sources = [Source::new("198.51.100.7"), Source::new("2001:db8::7")];
+    let (mut total, mut in_kernel, mut id) = (0u32, 0u32, 0u16);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for &(name, qtype, kernel_answers) in cases {
+        for source in sources {
+            for extra in [
+                Extra::Plain,
+                Extra::Edns,
+                Extra::ValidCookie,
+                Extra::BadCookie,
+            ] {
+                for dnssec_ok in [false, true] {
+                    for mixed in [false, true] {
+                        if extra == Extra::Plain && dnssec_ok {
+                            continue;
+                        }
+                        id = id.wrapping_add(1);
+                        let qname = if mixed {
+                            upper_some(name, &mut seed)
+                        } else {
+                            name.to_string()
+                        };
+                        let dns = query_do(&qname, qtype, id, extra, source, dnssec_ok);
+                        total += 1;
+                        let what = format!("{qname} {qtype} {extra:?} do={dnssec_ok} {source:?}");
+                        let signed_do = dnssec_ok && name.ends_with("signed.test.");
+                        let must = kernel_answers && !mixed && !signed_do;
+                        match p.kernel(source, &dns) {
+                            Kernel::Sent(k) => {
+                                in_kernel += 1;
+                                assert!(must, "{what}: answered in the kernel, must go up");
+                                let f = p.fallback(source, &dns);
+                                assert_eq!(Some(&k), f.as_ref(), "{what}: kernel vs fallback");
+                                let rcode = k[3] & 0xf;
+                                assert!(rcode == 0 || rcode == 3, "{what}: rcode {rcode}");
+                                assert_eq!(&k[6..10], &[0, 0, 0, 1], "{what}: SOA in authority");
+                            }
+                            Kernel::Passed => {
+                                assert!(!must, "{what}: passed up, but the kernel must answer it");
+                            }
+                            Kernel::Dropped => panic!("{what}: dropped without rate limiting"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let c = p.fast.counters().unwrap();
+    println!("negative differential: {total} queries, {in_kernel} answered in the kernel ({c})");
+    assert_eq!((c.nxdomain + c.nodata) as u32, in_kernel, "counters agree");
+    assert!(c.nxdomain > 0 && c.nodata > 0);
+}
+
+/// `name` with some letters upper-cased (0x20), at least one.
+fn upper_some(name: &str, seed: &mut u64) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            if *seed & 1 == 1 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect();
+    if out == name {
+        out = name.to_ascii_uppercase();
+    }
+    out
 }

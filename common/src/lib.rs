@@ -66,16 +66,77 @@ pub mod qtype_slot {
     /// [`SIGNED`](super::answer_flags::SIGNED).
     pub const A_SIGNED: u8 = 2;
     pub const AAAA_SIGNED: u8 = 3;
+    /// The name exists ([`negative::Exist`](super::negative::Exist)):
+    /// what the kernel needs to answer NODATA at it, or NXDOMAIN below it.
+    pub const EXIST: u8 = 4;
+    /// At a zone's apex: the zone's SOA as the authority section of its
+    /// negative answers ([`negative::Template`](super::negative::Template)).
+    pub const SOA: u8 = 5;
     /// Every slot.
-    pub const ALL: [u8; 4] = [A, AAAA, A_SIGNED, AAAA_SIGNED];
+    pub const ALL: [u8; 6] = [A, AAAA, A_SIGNED, AAAA_SIGNED, EXIST, SOA];
 }
 
 /// The last byte of a key: zero for a plain entry — a wire name ends with
 /// its zero root label and is zero-padded to the key's size, so that byte
-/// is zero in every name's key — and one for the signed variant of a
-/// [`qtype_slot`].
+/// is zero in every name's key — one for the signed variant of a
+/// [`qtype_slot`], two for the existence and SOA entries.
 pub const fn key_tail(qtype: u8) -> u8 {
-    (qtype >> 1) & 1
+    qtype >> 1
+}
+
+/// Negative answers in the kernel: the entries that describe them.
+pub mod negative {
+    /// The data of an [`EXIST`](super::qtype_slot::EXIST) entry (its
+    /// whole inline "section"; never sent).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Exist {
+        /// Wire length of the zone's apex name: where the apex starts in
+        /// the query name, to find the zone's [`Template`].
+        pub zone_len: u8,
+        /// [`exist_flags`].
+        pub flags: u8,
+    }
+
+    /// Bytes of an EXIST entry's data.
+    pub const EXIST_LEN: usize = 8;
+
+    pub mod exist_flags {
+        /// An A (or AAAA) query for this name gets NODATA.
+        pub const NODATA_A: u8 = 1;
+        pub const NODATA_AAAA: u8 = 2;
+        /// A query for a name one or two labels below this one that does
+        /// not exist gets NXDOMAIN (this name is its closest encloser).
+        pub const ENCLOSER: u8 = 4;
+        /// This name is its zone's apex: the label of the query just
+        /// above it is checked against [`Template::risky`](super::Template).
+        pub const APEX: u8 = 8;
+    }
+
+    /// The head of a [`SOA`](super::qtype_slot::SOA) entry's section,
+    /// followed by the SOA record as the fallback writes it after a
+    /// question of `sample_len` bytes whose first label matches no name
+    /// of the record. Its compression pointers (at `fixups`, at most
+    /// three: the owner, MNAME and RNAME each end in at most one) all
+    /// point into the question's apex or the record itself, so for a
+    /// question of `n` bytes each moves by `n - sample_len`. The entry's
+    /// checksum covers the record with those pointers zeroed.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Template {
+        pub sample_len: u16,
+        /// Offsets into the record; [`NO_FIXUP`] for none.
+        pub fixups: [u16; 3],
+        /// The labels just above the apex of MNAME and RNAME (length byte
+        /// and up to seven bytes, zero-padded), when they are below it: a
+        /// query name with that label there would be compressed against
+        /// them, so the kernel passes it.
+        pub risky: [[u8; 8]; 2],
+    }
+
+    pub const NO_FIXUP: u16 = 0xffff;
+    /// Bytes of a [`Template`] at the head of an SOA entry's section.
+    pub const TEMPLATE_LEN: usize = 24;
 }
 
 /// Key of the tiny-name table: the query name in wire form, lower-cased
@@ -295,7 +356,10 @@ pub struct XdpConfig {
     pub nsid: [u8; NSID_MAX + 4],
     /// 1: answer only queries to an address in the ADDRESSES map.
     pub filter_destination: u32,
-    pub _pad: u32,
+    /// 1: answer NXDOMAIN and NODATA from the EXIST and SOA entries; 0
+    /// while the loader cannot vouch that every name's EXIST entry is in
+    /// (a full table left one out).
+    pub negative_answers: u32,
     /// Response rate limiting of the kernel's answers (rate 0: off).
     pub rrl: rrl::Settings,
     /// The first 8 bytes of the loaded object's SHA-256: a restarted
@@ -323,7 +387,7 @@ impl XdpConfig {
             nsid_len: 0,
             nsid: [0; NSID_MAX + 4],
             filter_destination: 0,
-            _pad: 0,
+            negative_answers: 1,
             rrl: rrl::Settings {
                 rate: 0,
                 slip: 0,
@@ -387,7 +451,10 @@ pub mod counter {
     pub const RRL_SLIPPED: u32 = RRL_LIMITED + 1;
     pub const RRL_DROPPED: u32 = RRL_LIMITED + 2;
     pub const RRL_EXEMPT: u32 = RRL_LIMITED + 3;
-    pub const COUNT: u32 = RRL_EXEMPT + 1;
+    /// Negative answers sent from the EXIST and SOA entries.
+    pub const ANSWERED_NXDOMAIN: u32 = RRL_EXEMPT + 1;
+    pub const ANSWERED_NODATA: u32 = RRL_EXEMPT + 2;
+    pub const COUNT: u32 = ANSWERED_NODATA + 1;
 }
 
 /// Why a packet was handed to the fallback server instead of being answered

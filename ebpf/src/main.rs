@@ -10,6 +10,7 @@ mod csum;
 mod edns;
 mod headers;
 mod maps;
+mod negative;
 mod question;
 mod reply;
 mod rrl;
@@ -18,7 +19,7 @@ use aya_ebpf::bindings::xdp_action::{XDP_DROP, XDP_PASS, XDP_TX};
 use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::rrl::{class, Verdict};
+use xdpdns_common::rrl::class;
 use xdpdns_common::{
     answer_flags, counter, key_tail, qtype_slot, Answer, PassReason, XdpConfig, LONG_NAME_BUF,
     SHORT_NAME_MAX, TINY_NAME_MAX,
@@ -42,6 +43,16 @@ pub fn handle(ctx: &XdpContext) -> u32 {
             if slot & 2 != 0 {
                 count(counter::ANSWERED_SIGNED);
             }
+            if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
+                unsafe { *c += 1 };
+            }
+            XDP_TX
+        }
+        Ok(Sent::Negative(rcode, zone)) => {
+            count(match rcode {
+                0 => counter::ANSWERED_NODATA,
+                _ => counter::ANSWERED_NXDOMAIN,
+            });
             if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
                 unsafe { *c += 1 };
             }
@@ -133,6 +144,8 @@ enum Sent {
     /// The answer: its type slot (A or AAAA, plus 2 when signed) and
     /// zone, for the counters.
     Answer(u8, u32),
+    /// NODATA (0) or NXDOMAIN (3), and the zone.
+    Negative(u32, u32),
     /// The answer slipped by rate limiting (TC=1).
     Slip,
     /// Nothing: rate limiting dropped the answer.
@@ -146,26 +159,69 @@ fn try_answer(ctx: &XdpContext) -> Result<Sent, PassReason> {
         signed,
         s,
         cfg,
-    } = parse_and_lookup(ctx)?;
+    } = match parse_and_lookup(ctx) {
+        Ok(found) => found,
+        Err(PassReason::Miss) => return try_negative(ctx),
+        Err(e) => return Err(e),
+    };
     let zone = answer.zone();
     let q = unsafe { &(*s).qn };
     let qtype = q.qtype & 1 | (signed as u8) << 1;
-    if q.edns.present {
+    match send(ctx, s, cfg, answer, class::POSITIVE, 0)? {
+        None => Ok(Sent::Answer(qtype, zone)),
+        Some(limited) => Ok(limited),
+    }
+}
+
+/// A query whose name has no entry: NXDOMAIN or NODATA when the EXIST
+/// entries say so, else it goes up as a miss.
+#[inline(always)]
+fn try_negative(ctx: &XdpContext) -> Result<Sent, PassReason> {
+    let cfg = CONFIG.get_ptr(0).ok_or(PassReason::NotDns)?;
+    let s = SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)?;
+    pass_code(negative::xdpdns_negative(ctx.ctx, s, cfg))?;
+    pass_code(negative::xdpdns_negative_template(ctx.ctx, s, cfg))?;
+    let (rcode, zone) = unsafe { ((*s).neg_rcode & 0xf, (*s).neg_zone) };
+    let class = match rcode {
+        0 => class::NODATA,
+        _ => class::NXDOMAIN,
+    };
+    // The reply builder looks the template up itself.
+    let form = reply::form::NEGATIVE | rcode;
+    match send(ctx, s, cfg, core::ptr::null(), class, form)? {
+        None => Ok(Sent::Negative(rcode, zone)),
+        Some(limited) => Ok(limited),
+    }
+}
+
+/// Builds the OPT record, lets rate limiting judge the response of
+/// `class`, and writes the reply of `form` from `answer`, or its slipped
+/// form. `Some` when rate limiting slipped or dropped it.
+#[inline(always)]
+fn send(
+    ctx: &XdpContext,
+    s: *mut Scratch,
+    cfg: *const XdpConfig,
+    answer: *const Answer,
+    class: u8,
+    form: u32,
+) -> Result<Option<Sent>, PassReason> {
+    if unsafe { (*s).qn.edns.present } {
         // Not called from `xdpdns_reply`: the two frames would not fit
         // the 512-byte stack together.
         unsafe { (*s).opt_len = edns::xdpdns_build_opt(s, cfg) };
     }
-    let (sc, c) = unsafe { (&*s, &*cfg) };
-    match rrl::judge(sc, &sc.pkt, c, class::POSITIVE) {
-        Verdict::Send => {}
-        Verdict::Slip => {
-            pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, reply::form::SLIP))?;
-            return Ok(Sent::Slip);
+    match rrl::xdpdns_rrl(s, cfg, class as u32) {
+        0 => {}
+        1 => {
+            let slip = reply::form::SLIP | (form & reply::form::RCODE);
+            pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, slip))?;
+            return Ok(Some(Sent::Slip));
         }
-        Verdict::Drop => return Ok(Sent::Nothing),
+        _ => return Ok(Some(Sent::Nothing)),
     }
-    pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, 0))?;
-    Ok(Sent::Answer(qtype, zone))
+    pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, form))?;
+    Ok(None)
 }
 
 /// The parser and the reply builder (and `edns::xdpdns_build_opt`) are
@@ -193,7 +249,7 @@ fn pass_code(code: u32) -> Result<(), PassReason> {
 }
 
 #[inline(always)]
-fn code_of(r: Result<(), PassReason>) -> u32 {
+pub(crate) fn code_of(r: Result<(), PassReason>) -> u32 {
     match r {
         Ok(()) => 0,
         Err(reason) => reason as u32 + 1,
@@ -236,17 +292,25 @@ pub extern "C" fn xdpdns_reply(
     answer: *const Answer,
     form: u32,
 ) -> u32 {
-    let (Some(s), Some(cfg), Some(answer)) =
-        (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }, unsafe {
-            answer.as_ref()
-        })
-    else {
+    let (Some(s), Some(cfg)) = (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }) else {
         return code_of(Err(PassReason::ParseError));
     };
     let ctx = XdpContext::new(ctx);
     let pkt = s.pkt;
     let qn = s.qn;
-    code_of(reply::build(&ctx, s, &pkt, &qn, answer, cfg, form))
+    if form & reply::form::SLIP != 0 {
+        return code_of(reply::slip(&ctx, s, &pkt, &qn, form & reply::form::RCODE));
+    }
+    if form & reply::form::NEGATIVE != 0 {
+        let Some(t) = negative::template(s, cfg.generation as u8) else {
+            return code_of(Err(PassReason::Miss));
+        };
+        return code_of(negative::build(&ctx, s, &pkt, &qn, t, cfg, form & reply::form::RCODE));
+    }
+    let Some(answer) = (unsafe { answer.as_ref() }) else {
+        return code_of(Err(PassReason::ParseError));
+    };
+    code_of(reply::build(&ctx, s, &pkt, &qn, answer, cfg))
 }
 
 /// Hides a value from the optimiser so a bounds check written after it is

@@ -82,6 +82,20 @@ pub struct Scratch {
     pub opt_sum: u32,
     pub opt_len: u32,
     pub opt_reply: [u8; crate::edns::OPT_REPLY_BUF],
+    /// The query name had an upper-case letter (0x20): the fallback's
+    /// negative answers compress against it as sent, so the kernel
+    /// leaves them to it.
+    pub mixed_case: u32,
+    /// What `xdpdns_negative` decided: the RCODE (0: NODATA, 3:
+    /// NXDOMAIN) and the apex's length (its SOA entry's key is left in
+    /// the key buffer for that length).
+    pub neg_rcode: u32,
+    pub neg_zone_len: u32,
+    /// Question offset plus one of the label to check against the
+    /// template's (0: none).
+    pub neg_risky_at: u32,
+    /// The zone's id, for the per-zone counters.
+    pub neg_zone: u32,
     /// Lookup key for the destination address filter.
     pub address: [u8; 16],
     /// What `xdpdns_parse` found, for `xdpdns_reply`.

@@ -140,7 +140,8 @@ fn lower4(w: u32) -> u32 {
 }
 
 /// Copies the name, lower-cased, into the key for its length (zero-padded:
-/// wire names are prefix-free) four bytes at a time, and returns the
+/// wire names are prefix-free) four bytes at a time, notes in
+/// `s.mixed_case` whether it had upper-case letters, and returns the
 /// ones'-complement sum of the name as sent. The name is followed by at
 /// least four bytes (type, class), so a four-byte read starting inside the
 /// name never leaves the frame: one path per step keeps the verifier's
@@ -169,6 +170,7 @@ fn copy_name(
     }
     let dst = dst64 as *mut u32;
     let mut sum = 0u64;
+    let mut upper = 0u32;
     for w in 0..64u32 {
         let start = w * 4;
         if start >= name_len {
@@ -180,8 +182,11 @@ fn copy_name(
             word &= (1u32 << (valid * 8)) - 1;
         }
         sum += word.swap_bytes() as u64;
-        unsafe { dst.add(w as usize & 63).write(lower4(word)) };
+        let lower = lower4(word);
+        upper |= lower ^ word;
+        unsafe { dst.add(w as usize & 63).write(lower) };
     }
+    s.mixed_case = upper;
     Ok(sum)
 }
 

@@ -2,7 +2,7 @@
 //! check has passed; the one step that can fail (growing the frame) comes
 //! first, so a failure leaves the frame unchanged.
 
-use aya_ebpf::helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail};
+use aya_ebpf::helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_store_bytes};
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
     Answer, PassReason, XdpConfig, BLOCK_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN, INLINE_MAX,
@@ -20,7 +20,7 @@ const REPLY_HOP_LIMIT: u8 = 64;
 /// Largest reply the client accepts: 512 without EDNS, else its size
 /// capped by ours, never below 512 (the fallback's rule).
 #[inline(always)]
-fn reply_limit(e: &Edns, ours: u16) -> u32 {
+pub fn reply_limit(e: &Edns, ours: u16) -> u32 {
     match e.present {
         false => CLASSIC_UDP_PAYLOAD as u32,
         true => {
@@ -41,7 +41,7 @@ fn reply_limit(e: &Edns, ours: u16) -> u32 {
 /// buffers) at the head, moving the kept bytes forward. On failure the
 /// frame is unchanged.
 #[inline(always)]
-fn resize(ctx: &XdpContext, keep: u32, len: u32) -> Result<(), PassReason> {
+pub fn resize(ctx: &XdpContext, keep: u32, len: u32) -> Result<(), PassReason> {
     let frame_len = (ctx.data_end() - ctx.data()) as u32;
     let delta = len as i32 - frame_len as i32;
     if delta == 0 || unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } == 0 {
@@ -73,17 +73,30 @@ fn resize(ctx: &XdpContext, keep: u32, len: u32) -> Result<(), PassReason> {
     Ok(())
 }
 
-/// Copies the first `len` bytes of `src` (a multiple of four, at least
-/// eight) to frame offset `off`: eight bytes at a time, then the last
-/// eight once more.
+/// Copies the first `len` bytes of `src` (at least eight) to frame
+/// offset `off`.
 #[inline(always)]
 fn copy_section<const N: usize>(ctx: &XdpContext, src: &[u8; N], len: u32, off: u32) {
+    copy_section_at(ctx, src, 0, len, off)
+}
+
+/// Copies `len` bytes of `src` from `from` (at least eight) to frame
+/// offset `off`: eight bytes at a time, then the last eight once more.
+#[inline(always)]
+pub fn copy_section_at<const N: usize>(
+    ctx: &XdpContext,
+    src: &[u8; N],
+    from: u32,
+    len: u32,
+    off: u32,
+) {
     let p = src.as_ptr();
     for i in 0..(N / 8) as u32 {
-        if i * 8 + 8 > len {
+        if i * 8 + 8 > len || (from + i * 8 + 8) as usize > N {
             break;
         }
-        let chunk = unsafe { (p.add(i as usize * 8) as *const [u8; 8]).read_unaligned() };
+        let chunk =
+            unsafe { (p.add((from + i * 8) as usize) as *const [u8; 8]).read_unaligned() };
         if !store(ctx, off + i * 8, &chunk) {
             break;
         }
@@ -91,10 +104,11 @@ fn copy_section<const N: usize>(ctx: &XdpContext, src: &[u8; N], len: u32, off: 
     // Checked again on a value the optimiser cannot see through, so the
     // verifier gets the bound on the register it uses.
     let last = crate::opaque(len.wrapping_sub(8));
-    if last as usize > N - 8 {
+    let at = crate::opaque(from.wrapping_add(last));
+    if last as usize > N - 8 || at as usize > N - 8 {
         return;
     }
-    let chunk = unsafe { (p.add(last as usize) as *const [u8; 8]).read_unaligned() };
+    let chunk = unsafe { (p.add(at as usize) as *const [u8; 8]).read_unaligned() };
     let _ = store(ctx, off + last, &chunk);
 }
 
@@ -112,6 +126,9 @@ pub mod form {
     /// Slipped by rate limiting: TC=1, the question only (no section, no
     /// OPT), as `rrl::slipped` forms it in the fallback.
     pub const SLIP: u32 = 1 << 8;
+    /// A negative answer: the section is the SOA template's record, in
+    /// authority (`negative::build`).
+    pub const NEGATIVE: u32 = 1 << 9;
 }
 
 #[inline(always)]
@@ -122,11 +139,7 @@ pub fn build(
     qn: &Question,
     ans: &Answer,
     cfg: &XdpConfig,
-    form: u32,
 ) -> Result<(), PassReason> {
-    if form & form::SLIP != 0 {
-        return slip(ctx, s, pkt, qn, form & form::RCODE);
-    }
     let alen = ans.section_len() as u32;
     if alen < 8 || alen > BLOCK_MAX as u32 {
         return Err(PassReason::Size);
@@ -157,7 +170,9 @@ pub fn build(
     // From here on nothing can fail: the frame is the reply's size.
     match (small, block) {
         (Some(b), _) => copy_section(ctx, &b.data, alen, answer_off),
-        (_, Some(b)) => copy_section(ctx, &b.data, alen, answer_off),
+        // One helper call: a loop over a block this large costs the
+        // verifier a state per step, each carried through the rest.
+        (_, Some(b)) => store_bytes::<BLOCK_MAX, 0>(ctx, answer_off, &b.data, alen),
         _ => copy_section(ctx, &ans.data, alen, answer_off),
     }
     let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
@@ -180,7 +195,7 @@ pub fn build(
 /// The slipped reply: the header with TC=1 and `rcode`, the question as
 /// sent, nothing else.
 #[inline(always)]
-fn slip(
+pub fn slip(
     ctx: &XdpContext,
     s: &mut Scratch,
     pkt: &Packet,
@@ -204,7 +219,7 @@ fn slip(
 /// `dns_len` bytes whose checksum contribution is `sum`: addresses and
 /// ports swapped, lengths and checksums set.
 #[inline(always)]
-fn finish(ctx: &XdpContext, s: &mut Scratch, pkt: &Packet, dns_len: u32, mut sum: u64) {
+pub fn finish(ctx: &XdpContext, s: &mut Scratch, pkt: &Packet, dns_len: u32, mut sum: u64) {
     let udp_len = UDP_LEN + dns_len;
     let mut udp = pkt.udp;
     udp.swap(0, 2);
@@ -282,4 +297,27 @@ fn drop_ip_options(ctx: &XdpContext, keep: u32, opts: u32) {
     }
     let _ = store(ctx, opts, &first);
     unsafe { bpf_xdp_adjust_head(ctx.ctx, opts as i32) };
+}
+
+/// Copies `len` bytes of `src` from `FROM` into the frame at `off` with
+/// one helper call (`len` is checked against what `src` holds there).
+#[inline(always)]
+pub fn store_bytes<const N: usize, const FROM: usize>(
+    ctx: &XdpContext,
+    off: u32,
+    src: &[u8; N],
+    len: u32,
+) {
+    let len = crate::opaque(len) & 0xfff;
+    if len == 0 || len as usize > N - FROM {
+        return;
+    }
+    unsafe {
+        bpf_xdp_store_bytes(
+            ctx.ctx,
+            off,
+            src.as_ptr().add(FROM) as *mut core::ffi::c_void,
+            len,
+        );
+    }
 }

@@ -7,13 +7,28 @@ use xdpdns_common::counter;
 use xdpdns_common::rrl::{account, Verdict};
 use xdpdns_common::XdpConfig;
 
-use crate::headers::Packet;
 use crate::maps::{Scratch, RRL_BUCKETS};
 
-/// The verdict on the answer of `class` that `s` holds the query of.
-/// Called after `xdpdns_build_opt`, which judged the server cookie.
+/// The verdict on the answer of `class` that `s` holds the query of, as
+/// 0 (send), 1 (slip) or 2 (drop). Called after `xdpdns_build_opt`, which
+/// judged the server cookie. A global function: the caller's verifier
+/// paths do not multiply by the limiter's.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_rrl(s: *const Scratch, cfg: *const XdpConfig, class: u32) -> u32 {
+    let (Some(s), Some(cfg)) = (unsafe { s.as_ref() }, unsafe { cfg.as_ref() }) else {
+        return 0;
+    };
+    match judge(s, cfg, class as u8) {
+        Verdict::Send => 0,
+        Verdict::Slip => 1,
+        Verdict::Drop => 2,
+    }
+}
+
 #[inline(always)]
-pub fn judge(s: &Scratch, pkt: &Packet, cfg: &XdpConfig, class: u8) -> Verdict {
+fn judge(s: &Scratch, cfg: &XdpConfig, class: u8) -> Verdict {
+    let pkt = &s.pkt;
     let r = &cfg.rrl;
     if r.rate == 0 {
         return Verdict::Send;

@@ -19,6 +19,7 @@ pub mod handler;
 pub mod hot;
 pub mod memory;
 pub mod metrics;
+pub mod negative;
 pub mod privileges;
 pub mod registry;
 pub mod router;

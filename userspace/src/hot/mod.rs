@@ -7,11 +7,9 @@
 //!
 //! The entries are [`crate::xdp::AnswerTable`]'s (versioned, one writer:
 //! the kernel table's subscriber, or `xdp::answers` without XDP).
-//! `reply` builds the answer, `negative` decides and writes negative
-//! answers, `names` compresses names as the full handler's encoder does.
+//! `reply` builds the answer; [`crate::negative`] decides and writes
+//! negative answers.
 
-mod names;
-mod negative;
 mod reply;
 
 pub use reply::{answer, Answered};

@@ -13,9 +13,9 @@ use xdpdns_common::{
     MAX_NAME_WIRE_LEN, NSID_MAX,
 };
 
-use super::negative;
 use crate::handler::Transport;
 use crate::metrics::zones;
+use crate::negative;
 use crate::wire::ServerEdns;
 use crate::xdp::table::{AnswerTable, HotEntry};
 use crate::zone::Snapshot;

@@ -221,6 +221,20 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
             "Queries the XDP program passed to the fallback, by reason",
             passed,
         );
+        let negative = Family::<Labels, Counter>::default();
+        for (rcode, n) in [
+            ("NXDOMAIN", k.counters.nxdomain),
+            ("NOERROR", k.counters.nodata),
+        ] {
+            negative
+                .get_or_create(&vec![("rcode", rcode.into())])
+                .inc_by(n);
+        }
+        reg.register(
+            "xdpdns_kernel_negative_answers",
+            "Kernel negative answers to A/AAAA queries: NXDOMAIN, and NODATA (NOERROR, no answer)",
+            negative,
+        );
         let signed = Counter::<u64>::default();
         signed.inc_by(k.counters.answered_signed);
         reg.register(

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use xdpdns_common::{answer_flags, qtype_slot, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN};
 
+use super::negatives;
 use crate::zone::{Node, RRset, Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
@@ -209,7 +210,23 @@ pub fn compile_diffs(
             {
                 subtrees.push(key.clone());
             }
+            // A name's existence and its wildcard children decide its
+            // ancestors' EXIST entries (empty non-terminals come and go).
+            let origin = LowerName::new(&d.origin);
+            let mut up = key.base_name();
+            while origin.zone_of(&up) && !touched.contains(&up) {
+                touched.push(up.clone());
+                if up.is_root() {
+                    break;
+                }
+                up = up.base_name();
+            }
             touched.push(key);
+        }
+        // MNAME and RNAME decide which names' negative answers the
+        // kernel may send (`negatives`): a change of either, every name.
+        if soa_names_changed(d) {
+            subtrees.push(LowerName::new(&d.origin));
         }
         if zone_gone || d.old_serial.is_none() {
             subtrees.push(LowerName::new(&d.origin));
@@ -256,6 +273,21 @@ pub fn compile_diffs(
         }
     }
     delta
+}
+
+/// Whether the diff changes the SOA's MNAME or RNAME (not just its serial).
+fn soa_names_changed(d: &ZoneDiff) -> bool {
+    let names = |records: &[hickory_proto::rr::Record]| {
+        records.iter().find_map(|r| match &r.data {
+            hickory_proto::rr::RData::SOA(soa) => Some((soa.mname.clone(), soa.rname.clone())),
+            _ => None,
+        })
+    };
+    match (names(&d.removed), names(&d.added)) {
+        (Some(old), Some(new)) => old != new,
+        (None, None) => false,
+        _ => true,
+    }
 }
 
 fn compile_name(
@@ -306,13 +338,20 @@ fn compile_node(
     table: &mut impl Extend<(EntryKey, Compiled)>,
     skipped: &mut Skipped,
 ) {
-    // An expired secondary zone answers SERVFAIL, which only the fallback does.
+    let wire = shared_wire(key);
+    let entry = |qtype| EntryKey {
+        name: wire.clone(),
+        qtype,
+    };
+    // An expired secondary zone answers SERVFAIL, which only the fallback
+    // does; its apex says it exists, so no name in it is mistaken for
+    // one below its parent.
     if zone.is_expired() {
-        return;
-    }
-    let a = node.rrset(RecordType::A);
-    let aaaa = node.rrset(RecordType::AAAA);
-    if a.is_none() && aaaa.is_none() {
+        if key == zone.origin_key() && !key.is_root() {
+            let len = wire.len() as u8;
+            let exist = negatives::bare_exist(len, 0, mark.flags, mark.id);
+            table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
+        }
         return;
     }
     // Another zone served here may own this name (a child zone): only
@@ -326,11 +365,27 @@ fn compile_node(
         skipped.shadowed_by_child_zone += 1;
         return;
     }
+    // Every name that exists has an EXIST entry: a name without one does
+    // not exist, which is how the kernel tells NXDOMAIN.
+    if !node.is_nsec3_only() {
+        if let Some(exist) = negatives::exist_entry(snapshot, zone, key, mark.flags, mark.id) {
+            table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
+        }
+        if key == zone.origin_key() {
+            if let Some(soa) = negatives::soa_template(zone, mark.id) {
+                table.extend(std::iter::once((entry(qtype_slot::SOA), soa)));
+            }
+        }
+    }
+    let a = node.rrset(RecordType::A);
+    let aaaa = node.rrset(RecordType::AAAA);
+    if a.is_none() && aaaa.is_none() {
+        return;
+    }
     if zone.below_cut(key) || zone.below_dname(key) {
         skipped.below_cut += 1;
         return;
     }
-    let wire = shared_wire(key);
     // The root has no label to point to: the fallback writes its owner as
     // one zero byte, not as a pointer, so the kernel cannot match it.
     if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
@@ -343,11 +398,7 @@ fn compile_node(
             continue;
         };
         answer.head.set_zone(mark.id);
-        let key = |qtype| EntryKey {
-            name: wire.clone(),
-            qtype,
-        };
-        table.extend(std::iter::once((key(slot), answer)));
+        table.extend(std::iter::once((entry(slot), answer)));
         // In a signed zone, the variant for DO=1: the RRset and its
         // RRSIGs, as the fallback answers it.
         if mark.flags & answer_flags::SIGNED == 0 {
@@ -358,7 +409,10 @@ fn compile_node(
             .and_then(|sigs| encode_signed_answer(set, sigs));
         if let Some(mut answer) = signed {
             answer.head.set_zone(mark.id);
-            table.extend(std::iter::once((key(slot | qtype_slot::A_SIGNED), answer)));
+            table.extend(std::iter::once((
+                entry(slot | qtype_slot::A_SIGNED),
+                answer,
+            )));
         }
     }
 }
@@ -517,7 +571,11 @@ mod tests {
     #[test]
     fn only_exact_in_zone_address_rrsets_are_compiled() {
         let (table, skipped) = compile(&store_with("").snapshot());
-        let mut names: Vec<_> = table.keys().cloned().collect();
+        let mut names: Vec<_> = table
+            .keys()
+            .filter(|k| k.qtype < qtype_slot::EXIST)
+            .cloned()
+            .collect();
         names.sort();
         let mut want = vec![
             key("example.com.", qtype_slot::A),
@@ -533,6 +591,35 @@ mod tests {
             "no CNAME, synthesis, TXT or glue below the cut"
         );
         assert_eq!(skipped.below_cut, 1, "ns.sub is glue");
+        // Every name that exists says so, glue and empty non-terminals
+        // included: a name without an EXIST entry is NXDOMAIN to the kernel.
+        let mut exist: Vec<_> = table
+            .keys()
+            .filter(|k| k.qtype == qtype_slot::EXIST)
+            .cloned()
+            .collect();
+        exist.sort();
+        let mut want: Vec<_> = [
+            "example.com.",
+            "ns1.example.com.",
+            "www.example.com.",
+            "alias.example.com.",
+            "wild.example.com.",
+            "*.wild.example.com.",
+            "sub.example.com.",
+            "ns.sub.example.com.",
+            "txt.example.com.",
+        ]
+        .into_iter()
+        .map(|n| key(n, qtype_slot::EXIST))
+        .collect();
+        want.sort();
+        assert_eq!(exist, want);
+        let soa: Vec<_> = table
+            .keys()
+            .filter(|k| k.qtype == qtype_slot::SOA)
+            .collect();
+        assert_eq!(soa, [&key("example.com.", qtype_slot::SOA)]);
     }
 
     #[test]

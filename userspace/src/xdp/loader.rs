@@ -14,10 +14,10 @@ use aya::{Ebpf, EbpfLoader};
 use aya_obj::programs::XdpAttachType;
 use xdpdns_common::rrl::{Bucket, Settings as RrlSettings};
 use xdpdns_common::{
-    counter, edns_option, key_lead, key_tail, nsid_mode, AddressKey, Answer, AnswerBlock,
-    BenchFrame, LongKey, PassReason, ShortKey, SmallBlock, TinyKey, XdpConfig, BENCH_FRAME_MAX,
-    BLOCK_ID_MAX, BLOCK_MAX, LONG_NAME_BUF, NSID_MAX, SHORT_NAME_MAX, SMALL_BLOCK_MAX,
-    TINY_NAME_MAX,
+    counter, edns_option, key_lead, key_tail, nsid_mode, qtype_slot, AddressKey, Answer,
+    AnswerBlock, BenchFrame, LongKey, PassReason, ShortKey, SmallBlock, TinyKey, XdpConfig,
+    BENCH_FRAME_MAX, BLOCK_ID_MAX, BLOCK_MAX, LONG_NAME_BUF, NSID_MAX, SHORT_NAME_MAX,
+    SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
 use super::blocks::BlockIds;
@@ -126,6 +126,9 @@ pub struct Counters {
     pub passed: [u64; PassReason::COUNT],
     /// Rate limiting: limited, slipped, dropped, exempt by cookie.
     pub rrl: [u64; 4],
+    /// Negative answers: NXDOMAIN, NODATA.
+    pub nxdomain: u64,
+    pub nodata: u64,
 }
 
 impl Counters {
@@ -138,8 +141,8 @@ impl std::fmt::Display for Counters {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "answered_a={} answered_aaaa={} answered_signed={}",
-            self.answered_a, self.answered_aaaa, self.answered_signed
+            "answered_a={} answered_aaaa={} answered_signed={} nxdomain={} nodata={}",
+            self.answered_a, self.answered_aaaa, self.answered_signed, self.nxdomain, self.nodata
         )?;
         for r in PassReason::ALL {
             write!(f, " pass_{}={}", r.label(), self.passed(r))?;
@@ -1163,6 +1166,7 @@ impl FastPath {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             delete: Vec::new(),
         };
+        self.current.negative_answers = 1;
         let left_out = self.acquire_blocks(&full)?;
         self.write(&full, 0, &left_out)?;
         self.write(&full, 1, &left_out)?;
@@ -1280,6 +1284,8 @@ impl FastPath {
         for (i, v) in c.rrl.iter_mut().enumerate() {
             *v = sum(counter::RRL_LIMITED + i as u32)?;
         }
+        c.nxdomain = sum(counter::ANSWERED_NXDOMAIN)?;
+        c.nodata = sum(counter::ANSWERED_NODATA)?;
         Ok(c)
     }
 
@@ -1296,6 +1302,12 @@ impl FastPath {
             // works), so the name is simply absent: the fallback answers.
             Err(e) if table_full(&e) => {
                 self.left_out += 1;
+                if key.qtype == qtype_slot::EXIST && self.current.negative_answers != 0 {
+                    // A name that exists would look missing to the kernel.
+                    tracing::warn!("XDP table full: negative answers go to the fallback until a rebuild with room (raise [xdp] capacity)");
+                    self.current.negative_answers = 0;
+                    self.config.set(0, self.current, 0)?;
+                }
                 Ok(())
             }
             Err(e) => Err(e.into()),

@@ -8,6 +8,7 @@ pub mod answers;
 mod blocks;
 pub mod compile;
 pub mod loader;
+mod negatives;
 pub mod packed;
 pub mod pins;
 pub mod subscriber;

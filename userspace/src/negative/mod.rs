@@ -1,7 +1,9 @@
-//! Hot negative answers: NXDOMAIN, and NODATA at a name that exists
-//! (empty non-terminals included), with the zone's SOA in authority,
-//! decided from the snapshot being served and written the way the full
-//! handler's encoder writes them (`names` compresses as hickory does).
+//! Negative answers decided without the full handler: NXDOMAIN, and
+//! NODATA at a name that exists (empty non-terminals included), with the
+//! zone's SOA in authority, decided from the snapshot being served and
+//! written the way the full handler's encoder writes them (`names`
+//! compresses as hickory does). The hot path answers from it, and the
+//! XDP compiler asks it which names the kernel may answer negatively.
 //!
 //! Only what is decided the same way by a lookup or two goes here: names
 //! at or below a delegation or a DNAME, names a wildcard could answer,
@@ -14,18 +16,20 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 use xdpdns_common::rtype;
 
-use super::names::{Compressor, WireName};
+mod names;
+
 use crate::zone::{Snapshot, Zone};
+pub use names::{Compressor, WireName};
 
 /// What a query for a missing name or type gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Negative {
+pub enum Negative {
     NxDomain,
     NoData,
 }
 
 impl Negative {
-    pub(super) fn rcode(self) -> u8 {
+    pub fn rcode(self) -> u8 {
         match self {
             Negative::NxDomain => 3,
             Negative::NoData => 0,
@@ -47,7 +51,7 @@ fn plain_type(qtype: u16) -> bool {
 /// The zone and the negative answer for `lower` (the query name,
 /// lower-cased wire form) and `qtype`, when the full handler would give
 /// exactly that; `None` otherwise.
-pub(super) fn decide<'s>(
+pub fn decide<'s>(
     snapshot: &'s Snapshot,
     lower: &[u8],
     qtype: u16,
@@ -95,7 +99,7 @@ pub(super) fn decide<'s>(
 /// with the negative-caching TTL min(SOA TTL, MINIMUM) (RFC 2308 §3),
 /// after a question whose name (as sent) is `qname`, at offset 12.
 /// `zone` is one [`decide`] returned, which has an SOA.
-pub(super) fn write_soa(out: &mut Vec<u8>, qname: &[u8], zone: &Zone) {
+pub fn write_soa(out: &mut Vec<u8>, qname: &[u8], zone: &Zone) {
     let Some((soa, ttl)) = zone.soa() else {
         return;
     };

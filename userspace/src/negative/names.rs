@@ -18,7 +18,7 @@ const MAX_COMPRESSED_NAMES: usize = 120;
 /// The suffixes written so far; each one borrows the name it came from
 /// (the query, the zone's data), as the encoder keeps a copy of them.
 #[derive(Default)]
-pub(super) struct Compressor<'a> {
+pub struct Compressor<'a> {
     suffixes: Vec<(u16, &'a [u8])>,
     compressed: usize,
 }
@@ -26,7 +26,7 @@ pub(super) struct Compressor<'a> {
 impl<'a> Compressor<'a> {
     /// Writes `name` (uncompressed wire form, root label included) at the
     /// end of `out`, compressed against the names written before.
-    pub(super) fn write(&mut self, out: &mut Vec<u8>, name: &'a [u8]) {
+    pub fn write(&mut self, out: &mut Vec<u8>, name: &'a [u8]) {
         match self.place(out.len(), name) {
             Some((at, pointer)) => {
                 out.extend_from_slice(&name[..at]);
@@ -38,7 +38,7 @@ impl<'a> Compressor<'a> {
 
     /// Notes `name`, already written whole at offset `start` (the
     /// question, copied as the client sent it).
-    pub(super) fn written(&mut self, start: usize, name: &'a [u8]) {
+    pub fn written(&mut self, start: usize, name: &'a [u8]) {
         let _first_name_has_no_match = self.place(start, name);
     }
 
@@ -72,13 +72,13 @@ impl<'a> Compressor<'a> {
 
 /// A name in uncompressed wire form, its labels as stored (case kept),
 /// on the stack.
-pub(super) struct WireName {
+pub struct WireName {
     buf: [u8; 256],
     len: usize,
 }
 
 impl WireName {
-    pub(super) fn new(name: &hickory_proto::rr::Name) -> Self {
+    pub fn new(name: &hickory_proto::rr::Name) -> Self {
         let mut w = WireName {
             buf: [0; 256],
             len: 0,
@@ -92,7 +92,7 @@ impl WireName {
         w
     }
 
-    pub(super) fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
 }

@@ -1,0 +1,372 @@
+//! NXDOMAIN and NODATA for A/AAAA queries whose name has no entry, from
+//! the EXIST entries (a name exists, and what its negative answers are)
+//! and the zone's SOA template (`xdpdns_common::negative`), byte for
+//! byte as the fallback writes them.
+//!
+//! A name without an EXIST entry does not exist: when the name one or
+//! two labels up has an EXIST entry marked ENCLOSER, the answer is
+//! NXDOMAIN. Everything else (no such encloser, a cut, a wildcard, a
+//! signed zone under DO=1, a name with upper-case letters) goes up.
+
+use aya_ebpf::bindings::xdp_md;
+use aya_ebpf::helpers::bpf_xdp_load_bytes;
+use aya_ebpf::programs::XdpContext;
+use xdpdns_common::negative::{exist_flags, NO_FIXUP, TEMPLATE_LEN};
+use xdpdns_common::{
+    answer_flags, key_lead, key_tail, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN,
+    MAX_NAME_WIRE_LEN, LONG_NAME_BUF, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
+};
+
+use crate::headers::{load, store, Packet};
+use crate::maps::{Scratch, LONG_NAMES, SHORT_NAMES, SMALL_BLOCKS, TINY_NAMES};
+use crate::question::Question;
+use crate::{code_of, csum, edns, reply};
+
+/// Looks up the name of `name_len` bytes that `copy_name` left in its key
+/// buffer, under `slot`.
+#[inline(always)]
+pub fn lookup(s: &mut Scratch, name_len: u32, slot: u8, generation: u8) -> Option<&'static Answer> {
+    let tail = key_tail(slot);
+    if name_len as usize <= TINY_NAME_MAX {
+        s.tiny.name[0] = key_lead(s.tiny.name[0], slot, generation);
+        s.tiny.name[TINY_NAME_MAX - 1] = tail;
+        unsafe { TINY_NAMES.get(&s.tiny) }
+    } else if name_len as usize <= SHORT_NAME_MAX {
+        s.short.name[0] = key_lead(s.short.name[0], slot, generation);
+        s.short.name[SHORT_NAME_MAX - 1] = tail;
+        unsafe { SHORT_NAMES.get(&s.short) }
+    } else {
+        s.long.name[0] = key_lead(s.long.name[0], slot, generation);
+        s.long.name[LONG_NAME_BUF - 1] = tail;
+        unsafe { LONG_NAMES.get(&s.long) }
+    }
+}
+
+/// The SOA template `xdpdns_negative` found (its key is still marked in
+/// the buffer for the apex's length).
+#[inline(always)]
+pub fn template(s: &mut Scratch, generation: u8) -> Option<&'static Answer> {
+    let zone_len = s.neg_zone_len;
+    lookup(s, zone_len, qtype_slot::SOA, generation)
+}
+
+/// Decides whether the query `xdpdns_parse` left in `s`, whose name has
+/// no entry, gets NODATA or NXDOMAIN here: sets `s.neg_rcode` and
+/// `s.neg_zone_len` and returns 0, or a [`PassReason`] plus one. A global
+/// function: the verifier checks its lookups once, on their own.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_negative(
+    ctx: *mut xdp_md,
+    s: *mut Scratch,
+    cfg: *const XdpConfig,
+) -> u32 {
+    let (Some(s), Some(cfg)) = (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }) else {
+        return code_of(Err(PassReason::ParseError));
+    };
+    let ctx = XdpContext::new(ctx);
+    code_of(decide(&ctx, s, cfg))
+}
+
+/// An EXIST entry's fields, as the scalar `xdpdns_exist` returns (the
+/// verifier follows one path on, not one per key table).
+#[derive(Clone, Copy)]
+struct ExistFound {
+    zone_len: u32,
+    flags: u8,
+    signed: bool,
+}
+
+/// Looks up the EXIST entry of the name of `len` bytes in its key buffer:
+/// 0 when there is none, else `1 << 31 | signed << 16 | flags << 8 |
+/// zone_len`.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, generation: u32) -> u32 {
+    let Some(s) = (unsafe { s.as_mut() }) else {
+        return 0;
+    };
+    match lookup(s, len, qtype_slot::EXIST, generation as u8) {
+        None => 0,
+        Some(e) => {
+            let signed = (e.flags() & answer_flags::SIGNED != 0) as u32;
+            1 << 31 | signed << 16 | (e.data[1] as u32) << 8 | e.data[0] as u32
+        }
+    }
+}
+
+#[inline(always)]
+fn exist(s: &mut Scratch, len: u32, generation: u8) -> Option<ExistFound> {
+    let v = xdpdns_exist(s, len, generation as u32);
+    (v != 0).then_some(ExistFound {
+        zone_len: v & 0xff,
+        flags: (v >> 8) as u8,
+        signed: v & 1 << 16 != 0,
+    })
+}
+
+#[inline(always)]
+fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), PassReason> {
+    if cfg.negative_answers == 0 || s.mixed_case != 0 {
+        return Err(PassReason::Miss);
+    }
+    let generation = cfg.generation as u8;
+    let qn = s.qn;
+    let n = qn.name_len;
+    if n < 2 || n > 255 {
+        return Err(PassReason::Miss);
+    }
+    let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
+    let nodata_bit = match qn.qtype {
+        qtype_slot::A => exist_flags::NODATA_A,
+        _ => exist_flags::NODATA_AAAA,
+    };
+    let (rcode, e, risky_at) = match exist(s, n, generation) {
+        // The name exists, and this type is missing there.
+        Some(e) => {
+            if e.flags & nodata_bit == 0 {
+                return Err(PassReason::Miss);
+            }
+            (0, e, 0)
+        }
+        None => {
+            let (e, label) = closest_encloser(ctx, s, qstart, n, generation)?;
+            if e.flags & exist_flags::ENCLOSER == 0 {
+                return Err(PassReason::Miss);
+            }
+            // At the apex, the query's label just above it must not be
+            // one the SOA's names would be compressed against.
+            let risky_at = match e.flags & exist_flags::APEX {
+                0 => 0,
+                _ => label + 1,
+            };
+            (3, e, risky_at)
+        }
+    };
+    if e.signed && qn.edns.dnssec_ok {
+        return Err(PassReason::Miss);
+    }
+    // Handed over through scratch memory to `xdpdns_negative_template`:
+    // the verifier's paths through the lookups above end here.
+    s.neg_rcode = rcode;
+    s.neg_zone_len = e.zone_len;
+    s.neg_risky_at = risky_at;
+    Ok(())
+}
+
+/// The second half of the decision: finds the zone's SOA template (the
+/// apex is the last `s.neg_zone_len` bytes of the query name) and checks
+/// the query's label at `s.neg_risky_at` against it. 0, or a
+/// [`PassReason`] plus one.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_negative_template(
+    ctx: *mut xdp_md,
+    s: *mut Scratch,
+    cfg: *const XdpConfig,
+) -> u32 {
+    let (Some(s), Some(cfg)) = (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }) else {
+        return code_of(Err(PassReason::ParseError));
+    };
+    let ctx = XdpContext::new(ctx);
+    let n = s.qn.name_len;
+    let zone_len = s.neg_zone_len;
+    if zone_len < 2 || zone_len > n || n > 255 {
+        return code_of(Err(PassReason::Miss));
+    }
+    let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
+    if copy_suffix(&ctx, s, qstart + (n - zone_len), zone_len).is_err() {
+        return code_of(Err(PassReason::Miss));
+    }
+    match xdpdns_check_template(ctx.ctx, s, s.neg_risky_at, cfg.generation) {
+        0 => 0,
+        _ => code_of(Err(PassReason::Miss)),
+    }
+}
+
+/// The EXIST entry of the first name one or two labels above the query
+/// name that has one, and the offset of the label below it.
+#[inline(always)]
+fn closest_encloser(
+    ctx: &XdpContext,
+    s: &mut Scratch,
+    qstart: u32,
+    n: u32,
+    generation: u8,
+) -> Result<(ExistFound, u32), PassReason> {
+    let mut skip = 0u32;
+    for _ in 0..2 {
+        let [len, _] = load::<2>(ctx, qstart + (skip & 0xff))?;
+        let label = skip;
+        skip += 1 + len as u32;
+        if skip + 1 >= n || skip > 255 {
+            return Err(PassReason::Miss);
+        }
+        let parent_len = n - skip;
+        copy_suffix(ctx, s, qstart + skip, parent_len)?;
+        if let Some(e) = exist(s, parent_len, generation) {
+            return Ok((e, label));
+        }
+    }
+    Err(PassReason::Miss)
+}
+
+/// Copies the `len` bytes of the query name at frame offset `at` (a
+/// suffix of it, at a label) into the key buffer for that length,
+/// zero-padded, with one helper call. The query name had no upper-case
+/// letter (`decide` checks), so the bytes are already the key's. 0 on
+/// success.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32, len: u32) -> u32 {
+    let Some(s) = (unsafe { s.as_mut() }) else {
+        return 1;
+    };
+    let len = crate::opaque(len);
+    let (dst, words) = if len as usize <= TINY_NAME_MAX {
+        (s.tiny.name.as_mut_ptr(), TINY_NAME_MAX / 8)
+    } else if len as usize <= SHORT_NAME_MAX {
+        (s.short.name.as_mut_ptr(), SHORT_NAME_MAX / 8)
+    } else {
+        (s.long.name.as_mut_ptr(), LONG_NAME_BUF / 8)
+    };
+    for w in 0..LONG_NAME_BUF / 8 {
+        if w >= words {
+            break;
+        }
+        unsafe { core::ptr::write_volatile((dst as *mut u64).add(w), 0) };
+    }
+    // Bounded again on a value the optimiser cannot see through, so the
+    // verifier gets the bound on the register the helper is given.
+    let n = crate::opaque(len) & 0x1ff;
+    if n == 0 || n as usize > words * 8 || n as usize > MAX_NAME_WIRE_LEN {
+        return 1;
+    }
+    let r = unsafe { bpf_xdp_load_bytes(ctx, at, dst as *mut core::ffi::c_void, n) };
+    (r != 0) as u32
+}
+
+#[inline(always)]
+fn copy_suffix(ctx: &XdpContext, s: &mut Scratch, at: u32, len: u32) -> Result<(), PassReason> {
+    match xdpdns_copy_suffix(ctx.ctx, s, at, len) {
+        0 => Ok(()),
+        _ => Err(PassReason::Miss),
+    }
+}
+
+/// Finds the zone's SOA template (its apex name is in the key buffer for
+/// `s.neg_zone_len`) and checks the query's label at question offset
+/// `risky_at` (0: none) against the labels it must not have: 0 when the
+/// template is there and the label is not one of them.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_check_template(
+    ctx: *mut xdp_md,
+    s: *mut Scratch,
+    risky_at: u32,
+    generation: u32,
+) -> u32 {
+    let Some(s) = (unsafe { s.as_mut() }) else {
+        return 1;
+    };
+    let ctx = XdpContext::new(ctx);
+    let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
+    let Some(t) = template(s, generation as u8) else {
+        return 1;
+    };
+    if t.section_len() as usize > SMALL_BLOCK_MAX {
+        return 1;
+    }
+    let Some(b) = (unsafe { SMALL_BLOCKS.get(&t.block()) }) else {
+        return 1;
+    };
+    s.neg_zone = t.zone();
+    if risky_at == 0 {
+        return 0;
+    }
+    let at = qstart + ((risky_at - 1) & 0xff);
+    let (Ok([len, _]), Ok(word)) = (load::<2>(&ctx, at), load::<8>(&ctx, at)) else {
+        return 1;
+    };
+    let keep = if len >= 7 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * (1 + len as u32))) - 1
+    };
+    let label = u64::from_le_bytes(word) & keep;
+    let risky = |i: usize| {
+        let mut r = [0u8; 8];
+        r.copy_from_slice(&b.data[8 + 8 * i..16 + 8 * i]);
+        u64::from_le_bytes(r)
+    };
+    (label == risky(0) || label == risky(1)) as u32
+}
+
+/// Turns the frame into the negative answer: the header with `rcode`
+/// and one authority record, the question as sent, the SOA record from
+/// template `t` with its pointers moved for this question, the OPT.
+#[inline(always)]
+pub fn build(
+    ctx: &XdpContext,
+    s: &mut Scratch,
+    pkt: &Packet,
+    qn: &Question,
+    t: &Answer,
+    cfg: &XdpConfig,
+    rcode: u32,
+) -> Result<(), PassReason> {
+    let tlen = t.section_len() as u32;
+    if tlen < TEMPLATE_LEN as u32 + 8 || tlen > SMALL_BLOCK_MAX as u32 {
+        return Err(PassReason::Size);
+    }
+    let rec_len = tlen - TEMPLATE_LEN as u32;
+    // Templates are small blocks (the compiler makes no larger ones).
+    let b = unsafe { SMALL_BLOCKS.get(&t.block()) }.ok_or(PassReason::Miss)?;
+    let head: [u8; TEMPLATE_LEN] = b.data[..TEMPLATE_LEN].try_into().unwrap_or([0; TEMPLATE_LEN]);
+    let opt_len = if qn.edns.present {
+        edns::built_len(s)?
+    } else {
+        0
+    };
+    let question_len = qn.name_len + 4;
+    let dns_len = DNS_HEADER_LEN as u32 + question_len + rec_len + opt_len;
+    if dns_len > reply::reply_limit(&qn.edns, cfg.udp_payload) {
+        return Err(PassReason::Size);
+    }
+    let rec_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
+    reply::resize(ctx, rec_off, pkt.dns + dns_len)?;
+
+    // From here on nothing can fail: the frame is the reply's size.
+    // One helper call each for the record and the OPT: their copy loops
+    // would cost the verifier as much again as the positive reply's.
+    reply::store_bytes::<SMALL_BLOCK_MAX, TEMPLATE_LEN>(ctx, rec_off, &b.data, rec_len);
+    let mut sum = qn.sum + csum::at_parity(t.csum, question_len & 1 == 1);
+    let sample_len = u16::from_le_bytes([head[0], head[1]]) as u32;
+    for i in 0..3usize {
+        let at = u16::from_le_bytes([head[2 + 2 * i], head[3 + 2 * i]]);
+        if at == NO_FIXUP || at as u32 + 2 > rec_len {
+            continue;
+        }
+        let Ok(old) = load::<2>(ctx, rec_off + at as u32) else {
+            continue;
+        };
+        let target = (u16::from_be_bytes(old) & 0x3fff) as u32;
+        let moved = (target + qn.name_len).wrapping_sub(sample_len) & 0x3fff;
+        let pointer = 0xc000 | moved as u16;
+        let _ = store(ctx, rec_off + at as u32, &pointer.to_be_bytes());
+        sum += csum::at_parity(pointer, (question_len + at as u32) & 1 == 1);
+    }
+    if qn.edns.present {
+        let rel = DNS_HEADER_LEN as u32 + question_len + rec_len;
+        reply::store_bytes::<{ edns::OPT_REPLY_BUF }, 0>(ctx, rec_off + rec_len, &s.opt_reply, opt_len);
+        sum += csum::at_parity(s.opt_sum as u16, rel & 1 == 1);
+    }
+    let mut header = qn.header;
+    header[2] = 0x84 | (header[2] & 0x01); // QR, AA, RD copied; opcode 0
+    header[3] = (header[3] & 0x10) | (rcode & 0xf) as u8; // CD copied
+    header[6..10].copy_from_slice(&[0, 0, 0, 1]); // no answer, one authority
+    let _ = store(ctx, pkt.dns, &header);
+    sum += csum::words(&header);
+    reply::finish(ctx, s, pkt, dns_len, sum);
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! The entries that let the kernel answer NXDOMAIN and NODATA: an
+//! EXIST entry for every name that exists, and at each apex the zone's
+//! SOA as a template. What an EXIST entry says is what
+//! [`crate::negative::decide`] says for that name and for a name below
+//! it, so the kernel answers negatively exactly where the fallback's hot
+//! path does, with the same bytes ([`crate::negative::write_soa`]).
+//!
+//! The SOA record changes with every serial; the EXIST entries do not
+//! carry it, so a commit rewrites one template, not every name.
+
+use std::sync::Arc;
+
+use hickory_proto::rr::{LowerName, Name, RecordType};
+use xdpdns_common::negative::{exist_flags, Exist, Template, EXIST_LEN, NO_FIXUP, TEMPLATE_LEN};
+use xdpdns_common::{Answer, DNS_HEADER_LEN, INLINE_MAX, SMALL_BLOCK_MAX};
+
+use super::compile::{lower_wire, ones_complement_sum, Compiled};
+use crate::negative::{decide, write_soa, Negative, WireName};
+use crate::zone::{Snapshot, Zone};
+
+/// The compressor keeps the suffixes of at most 64 names' labels: a
+/// query name with more labels than this may not find its apex among
+/// them, and the template would not hold.
+const MAX_LABELS: usize = 60;
+
+/// A label no zone is expected to hold, for asking `decide` what a
+/// missing name below another gets (if it exists after all, the answer
+/// is not NXDOMAIN and the name simply gets no ENCLOSER flag).
+const PROBE_LABEL: &str = "xdpdns--no-such-name";
+
+/// The EXIST entry of `key`, a name of `zone` (not below a cut, not
+/// shadowed by a child zone), with the zone's `answer_flags` and id.
+pub(super) fn exist_entry(
+    snapshot: &Snapshot,
+    zone: &Zone,
+    key: &LowerName,
+    answer_flags: u16,
+    zone_id: u32,
+) -> Option<Compiled> {
+    let apex_len = lower_wire(zone.origin_key()).len();
+    if zone.origin_key().is_root() || key.is_root() {
+        return None;
+    }
+    let wire = lower_wire(key);
+    let risky = risky_labels(zone);
+    let at_apex = key == zone.origin_key();
+    // A query for this name, or one or two labels below it, carries this
+    // name's label above the apex (the kernel checks the query's own
+    // only at the apex).
+    let safe = at_apex || !risky.contains(&label_above(&wire, apex_len));
+    let labels = key.num_labels() as usize;
+    let mut flags = 0;
+    if safe && labels <= MAX_LABELS + 2 {
+        for (qtype, bit) in [
+            (RecordType::A, exist_flags::NODATA_A),
+            (RecordType::AAAA, exist_flags::NODATA_AAAA),
+        ] {
+            if matches!(
+                decide(snapshot, &wire, qtype.into(), false),
+                Some((_, Negative::NoData))
+            ) {
+                flags |= bit;
+            }
+        }
+    }
+    if safe && labels <= MAX_LABELS {
+        let probe = Name::from(key).prepend_label(PROBE_LABEL).ok();
+        let below = probe.map(|p| lower_wire(&LowerName::new(&p)));
+        if below.is_some_and(|b| {
+            matches!(
+                decide(snapshot, &b, RecordType::A.into(), false),
+                Some((_, Negative::NxDomain))
+            )
+        }) {
+            flags |= exist_flags::ENCLOSER;
+        }
+    }
+    if at_apex {
+        flags |= exist_flags::APEX;
+    }
+    Some(bare_exist(apex_len as u8, flags, answer_flags, zone_id))
+}
+
+/// An EXIST entry with `flags`: with none, it only says the name exists
+/// (the kernel passes its queries up).
+pub(super) fn bare_exist(zone_len: u8, flags: u8, answer_flags: u16, zone_id: u32) -> Compiled {
+    let exist = Exist { zone_len, flags };
+    let mut head = Answer::new(EXIST_LEN as u16, 0, answer_flags);
+    head.data[0] = exist.zone_len;
+    head.data[1] = exist.flags;
+    head.set_zone(zone_id);
+    Compiled { head, block: None }
+}
+
+/// The zone's SOA template entry, `None` when the zone has no SOA or the
+/// template is larger than a small block (MNAME and RNAME of over 200
+/// bytes between them: the fallback answers that zone's negatives).
+pub(super) fn soa_template(zone: &Zone, zone_id: u32) -> Option<Compiled> {
+    let apex = lower_wire(zone.origin_key());
+    if zone.origin_key().is_root() || zone.soa().is_none() {
+        return None;
+    }
+    // A first label that matches no name of the record: "\x01\x00".
+    let sample = [&[1u8, 0][..], &apex].concat();
+    let record = record_after(&sample, zone);
+    let fixups = pointers(&record)?;
+    let mut summed = record.clone();
+    let mut template = Template {
+        sample_len: sample.len() as u16,
+        fixups: [NO_FIXUP; 3],
+        risky: risky_labels(zone),
+    };
+    for (slot, &at) in template.fixups.iter_mut().zip(&fixups) {
+        *slot = at as u16;
+        summed[at..at + 2].fill(0);
+    }
+    let mut section = Vec::with_capacity(TEMPLATE_LEN + record.len());
+    section.extend_from_slice(&template.sample_len.to_le_bytes());
+    for f in template.fixups {
+        section.extend_from_slice(&f.to_le_bytes());
+    }
+    for r in template.risky {
+        section.extend_from_slice(&r);
+    }
+    debug_assert_eq!(section.len(), TEMPLATE_LEN);
+    section.extend_from_slice(&record);
+    // A small block: the kernel reads templates from no other table.
+    if section.len() > SMALL_BLOCK_MAX || section.len() <= INLINE_MAX {
+        return None;
+    }
+    let mut head = Answer::new(section.len() as u16, 1, 0);
+    head.csum = ones_complement_sum(&summed);
+    head.set_zone(zone_id);
+    Some(Compiled {
+        head,
+        block: Some(Arc::from(section)),
+    })
+}
+
+/// The SOA record `write_soa` writes after a header and a question for
+/// `qname` (its pointers into itself count from the message's start).
+fn record_after(qname: &[u8], zone: &Zone) -> Vec<u8> {
+    let before = DNS_HEADER_LEN + qname.len() + 4;
+    let mut message = vec![0u8; before];
+    write_soa(&mut message, qname, zone);
+    message.split_off(before)
+}
+
+/// The offsets of the compression pointers in an SOA record written by
+/// `write_soa` (owner, then MNAME and RNAME in its data), each of which
+/// must point before the record; `None` if there are more than three.
+fn pointers(record: &[u8]) -> Option<Vec<usize>> {
+    let mut found = Vec::new();
+    let mut at = skip_name(record, 0, &mut found)?;
+    at += 10; // type, class, TTL, RDLENGTH
+    at = skip_name(record, at, &mut found)?;
+    skip_name(record, at, &mut found)?;
+    let origin = DNS_HEADER_LEN as u16;
+    let all_back = found.iter().all(|&p| {
+        let target = u16::from_be_bytes([record[p], record[p + 1]]) & 0x3fff;
+        target >= origin
+    });
+    (found.len() <= 3 && all_back).then_some(found)
+}
+
+/// The end of the name at `at`, noting where it ends in a pointer.
+fn skip_name(bytes: &[u8], mut at: usize, pointers: &mut Vec<usize>) -> Option<usize> {
+    loop {
+        let len = *bytes.get(at)?;
+        if len & 0xc0 == 0xc0 {
+            pointers.push(at);
+            return Some(at + 2);
+        }
+        if len == 0 {
+            return Some(at + 1);
+        }
+        at += 1 + len as usize;
+    }
+}
+
+/// MNAME's and RNAME's labels just above the apex, as stored, when they
+/// are below it (zeros otherwise).
+fn risky_labels(zone: &Zone) -> [[u8; 8]; 2] {
+    let mut risky = [[0u8; 8]; 2];
+    let Some((soa, _)) = zone.soa() else {
+        return risky;
+    };
+    let apex_len = lower_wire(zone.origin_key()).len();
+    for (slot, name) in risky.iter_mut().zip([&soa.mname, &soa.rname]) {
+        if zone.origin().zone_of(name) && name.num_labels() > zone.origin().num_labels() {
+            *slot = label_above(WireName::new(name).bytes(), apex_len);
+        }
+    }
+    risky
+}
+
+/// The label of `wire` that ends where its last `apex_len` bytes begin,
+/// as the kernel compares it: length byte and up to seven bytes,
+/// zero-padded. Zeros when `wire` is not longer than the apex.
+fn label_above(wire: &[u8], apex_len: usize) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    if wire.len() <= apex_len {
+        return out;
+    }
+    let end = wire.len() - apex_len;
+    let mut at = 0;
+    while at < end {
+        let len = wire[at] as usize;
+        if at + 1 + len == end {
+            let n = len.min(7);
+            out[0] = len as u8;
+            out[1..1 + n].copy_from_slice(&wire[at + 1..at + 1 + n]);
+            return out;
+        }
+        at += 1 + len;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::str::FromStr;
+
+    use crate::zone::{load_zone_str, ZoneStore};
+
+    fn store(text: &str) -> ZoneStore {
+        store_at("example.com.", text)
+    }
+
+    fn store_at(origin: &str, text: &str) -> ZoneStore {
+        let origin = Name::from_str(origin).unwrap();
+        ZoneStore::with_zones(vec![load_zone_str(text, &origin, Path::new("t")).unwrap()])
+    }
+
+    const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
+        @ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n\
+        www A 192.0.2.80\na.b.ent A 192.0.2.7\n*.wild A 192.0.2.9\n\
+        sub NS ns.sub\nns.sub A 192.0.2.53\nalias CNAME www\n";
+
+    fn exist(snap: &Snapshot, name: &str) -> Option<Exist> {
+        let zone = snap.zones().next().unwrap().clone();
+        let key = LowerName::new(&Name::from_str(name).unwrap());
+        exist_entry(snap, &zone, &key, 0, 1).map(|c| Exist {
+            zone_len: c.head.data[0],
+            flags: c.head.data[1],
+        })
+    }
+
+    #[test]
+    fn exist_flags_follow_what_the_fallback_decides() {
+        let s = store(ZONE).snapshot();
+        use exist_flags::*;
+        let f = |n| exist(&s, n).unwrap().flags;
+        assert_eq!(exist(&s, "www.example.com.").unwrap().zone_len, 13);
+        assert_eq!(f("www.example.com."), NODATA_AAAA | ENCLOSER);
+        assert_eq!(f("example.com."), NODATA_A | NODATA_AAAA | ENCLOSER | APEX);
+        assert_eq!(
+            f("ent.example.com."),
+            NODATA_A | NODATA_AAAA | ENCLOSER,
+            "empty non-terminal"
+        );
+        assert_eq!(
+            f("wild.example.com."),
+            NODATA_A | NODATA_AAAA,
+            "a wildcard below"
+        );
+        assert_eq!(f("sub.example.com."), 0, "a cut");
+        assert_eq!(f("alias.example.com."), ENCLOSER, "a CNAME: no NODATA");
+        // ns1 is MNAME's label: a query name ending in it is compressed
+        // against MNAME, which the template does not hold.
+        assert_eq!(f("ns1.example.com."), 0);
+    }
+
+    /// RNAME compressed against MNAME, both outside the zone: a pointer
+    /// into the record itself.
+    const OUTSIDE: &str = "$ORIGIN child.example.com.\n$TTL 120\n\
+        @ SOA ns.elsewhere.net. admin.elsewhere.net. 3 3600 600 86400 30\n\
+        @ NS ns.elsewhere.net.\nhost A 192.0.2.44\n";
+
+    #[test]
+    fn the_template_points_where_the_fallback_does() {
+        for (origin, text, qnames) in [
+            (
+                "example.com.",
+                ZONE,
+                ["\x03www\x07example\x03com\x00", "\x07example\x03com\x00"],
+            ),
+            (
+                "child.example.com.",
+                OUTSIDE,
+                [
+                    "\x04nope\x05child\x07example\x03com\x00",
+                    "\x05child\x07example\x03com\x00",
+                ],
+            ),
+        ] {
+            template_matches(origin, text, &qnames);
+        }
+    }
+
+    fn template_matches(origin: &str, text: &str, qnames: &[&str]) {
+        let s = store_at(origin, text).snapshot();
+        let zone = s.zones().next().unwrap();
+        let c = soa_template(zone, 1).unwrap();
+        let section = c.block.unwrap();
+        let sample_len = u16::from_le_bytes([section[0], section[1]]) as usize;
+        assert_eq!(sample_len, lower_wire(zone.origin_key()).len() + 2);
+        let record = &section[TEMPLATE_LEN..];
+        // For a query name of n bytes, the kernel moves each pointer by
+        // n - sample_len; that must give the fallback's record.
+        for qname in qnames {
+            let q = qname.as_bytes();
+            let want = record_after(q, zone);
+            let mut got = record.to_vec();
+            for i in 0..3 {
+                let f = u16::from_le_bytes([section[2 + 2 * i], section[3 + 2 * i]]);
+                if f == NO_FIXUP {
+                    continue;
+                }
+                let f = f as usize;
+                let p = u16::from_be_bytes([got[f], got[f + 1]]) as i32;
+                let moved = (p + q.len() as i32 - sample_len as i32) as u16;
+                got[f..f + 2].copy_from_slice(&moved.to_be_bytes());
+            }
+            assert_eq!(got, want, "{qname:?}");
+        }
+    }
+
+    #[test]
+    fn risky_labels_are_those_of_soa_names_below_the_apex() {
+        let s = store(ZONE).snapshot();
+        let c = soa_template(s.zones().next().unwrap(), 1).unwrap();
+        let section = c.block.unwrap();
+        assert_eq!(&section[8..12], b"\x03ns1");
+        assert_eq!(&section[16..24], b"\x0ahostmas");
+        let s = store_at("child.example.com.", OUTSIDE).snapshot();
+        let c = soa_template(s.zones().next().unwrap(), 1).unwrap();
+        assert_eq!(&c.block.unwrap()[8..24], &[0; 16], "both outside the zone");
+    }
+}
