@@ -451,10 +451,11 @@ pub mod counter {
     pub const RRL_SLIPPED: u32 = RRL_LIMITED + 1;
     pub const RRL_DROPPED: u32 = RRL_LIMITED + 2;
     pub const RRL_EXEMPT: u32 = RRL_LIMITED + 3;
-    /// Negative answers sent from the EXIST and SOA entries.
+    /// Negative answers sent from the EXIST and SOA entries, to A, then
+    /// AAAA queries.
     pub const ANSWERED_NXDOMAIN: u32 = RRL_EXEMPT + 1;
-    pub const ANSWERED_NODATA: u32 = RRL_EXEMPT + 2;
-    pub const COUNT: u32 = ANSWERED_NODATA + 1;
+    pub const ANSWERED_NODATA: u32 = RRL_EXEMPT + 3;
+    pub const COUNT: u32 = ANSWERED_NODATA + 2;
 }
 
 /// Why a packet was handed to the fallback server instead of being answered

@@ -48,11 +48,12 @@ pub fn handle(ctx: &XdpContext) -> u32 {
             }
             XDP_TX
         }
-        Ok(Sent::Negative(rcode, zone)) => {
-            count(match rcode {
+        Ok(Sent::Negative(rcode, qtype, zone)) => {
+            let base = match rcode {
                 0 => counter::ANSWERED_NODATA,
                 _ => counter::ANSWERED_NXDOMAIN,
-            });
+            };
+            count(base + (qtype & 1) as u32);
             if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
                 unsafe { *c += 1 };
             }
@@ -144,8 +145,8 @@ enum Sent {
     /// The answer: its type slot (A or AAAA, plus 2 when signed) and
     /// zone, for the counters.
     Answer(u8, u32),
-    /// NODATA (0) or NXDOMAIN (3), and the zone.
-    Negative(u32, u32),
+    /// NODATA (0) or NXDOMAIN (3), the query type slot and the zone.
+    Negative(u32, u8, u32),
     /// The answer slipped by rate limiting (TC=1).
     Slip,
     /// Nothing: rate limiting dropped the answer.
@@ -181,7 +182,7 @@ fn try_negative(ctx: &XdpContext) -> Result<Sent, PassReason> {
     let s = SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)?;
     pass_code(negative::xdpdns_negative(ctx.ctx, s, cfg))?;
     pass_code(negative::xdpdns_negative_template(ctx.ctx, s, cfg))?;
-    let (rcode, zone) = unsafe { ((*s).neg_rcode & 0xf, (*s).neg_zone) };
+    let (rcode, qtype, zone) = unsafe { ((*s).neg_rcode & 0xf, (*s).qn.qtype, (*s).neg_zone) };
     let class = match rcode {
         0 => class::NODATA,
         _ => class::NXDOMAIN,
@@ -189,7 +190,7 @@ fn try_negative(ctx: &XdpContext) -> Result<Sent, PassReason> {
     // The reply builder looks the template up itself.
     let form = reply::form::NEGATIVE | rcode;
     match send(ctx, s, cfg, core::ptr::null(), class, form)? {
-        None => Ok(Sent::Negative(rcode, zone)),
+        None => Ok(Sent::Negative(rcode, qtype, zone)),
         Some(limited) => Ok(limited),
     }
 }

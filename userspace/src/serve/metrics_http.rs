@@ -198,10 +198,16 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     }
     if let Some(k) = kernel {
         let c = &k.counters;
-        for (qtype, n) in [("A", c.answered_a), ("AAAA", c.answered_aaaa)] {
+        for (i, qtype) in ["A", "AAAA"].into_iter().enumerate() {
+            let answered = [c.answered_a, c.answered_aaaa][i] + c.nodata[i];
             queries
                 .get_or_create(&series("kernel", "udp", qtype, rcode_name(0)))
-                .inc_by(n);
+                .inc_by(answered);
+            if c.nxdomain[i] > 0 {
+                queries
+                    .get_or_create(&series("kernel", "udp", qtype, rcode_name(3)))
+                    .inc_by(c.nxdomain[i]);
+            }
         }
     }
     reg.register(
@@ -220,20 +226,6 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
             "xdpdns_kernel_passed",
             "Queries the XDP program passed to the fallback, by reason",
             passed,
-        );
-        let negative = Family::<Labels, Counter>::default();
-        for (rcode, n) in [
-            ("NXDOMAIN", k.counters.nxdomain),
-            ("NOERROR", k.counters.nodata),
-        ] {
-            negative
-                .get_or_create(&vec![("rcode", rcode.into())])
-                .inc_by(n);
-        }
-        reg.register(
-            "xdpdns_kernel_negative_answers",
-            "Kernel negative answers to A/AAAA queries: NXDOMAIN, and NODATA (NOERROR, no answer)",
-            negative,
         );
         let signed = Counter::<u64>::default();
         signed.inc_by(k.counters.answered_signed);

@@ -126,9 +126,9 @@ pub struct Counters {
     pub passed: [u64; PassReason::COUNT],
     /// Rate limiting: limited, slipped, dropped, exempt by cookie.
     pub rrl: [u64; 4],
-    /// Negative answers: NXDOMAIN, NODATA.
-    pub nxdomain: u64,
-    pub nodata: u64,
+    /// Negative answers to A and AAAA queries: NXDOMAIN, NODATA.
+    pub nxdomain: [u64; 2],
+    pub nodata: [u64; 2],
 }
 
 impl Counters {
@@ -142,7 +142,11 @@ impl std::fmt::Display for Counters {
         write!(
             f,
             "answered_a={} answered_aaaa={} answered_signed={} nxdomain={} nodata={}",
-            self.answered_a, self.answered_aaaa, self.answered_signed, self.nxdomain, self.nodata
+            self.answered_a,
+            self.answered_aaaa,
+            self.answered_signed,
+            self.nxdomain.iter().sum::<u64>(),
+            self.nodata.iter().sum::<u64>()
         )?;
         for r in PassReason::ALL {
             write!(f, " pass_{}={}", r.label(), self.passed(r))?;
@@ -1284,8 +1288,10 @@ impl FastPath {
         for (i, v) in c.rrl.iter_mut().enumerate() {
             *v = sum(counter::RRL_LIMITED + i as u32)?;
         }
-        c.nxdomain = sum(counter::ANSWERED_NXDOMAIN)?;
-        c.nodata = sum(counter::ANSWERED_NODATA)?;
+        for i in 0..2 {
+            c.nxdomain[i] = sum(counter::ANSWERED_NXDOMAIN + i as u32)?;
+            c.nodata[i] = sum(counter::ANSWERED_NODATA + i as u32)?;
+        }
         Ok(c)
     }
 
