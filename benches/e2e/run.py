@@ -43,6 +43,7 @@ import shutil
 import sys
 import tempfile
 import time
+from attack import attack_report, attack_targets, bench_attack, flood_file, links_up
 from common import *  # noqa: F401,F403
 from cpu import *  # noqa: F401,F403
 from load import *  # noqa: F401,F403
@@ -64,6 +65,9 @@ def main():
                     help="tiny zone, 2 s per run, one repeat; fails unless every target answers every load")
     ap.add_argument("--xdpdns", default=os.path.join(ROOT, "target", "release", "xdpdns"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-results"))
+    ap.add_argument("--attack", action="store_true",
+                    help="instead: the front line under attack (attack.py), xdpdns, NSD and Knot with RRL")
+    ap.add_argument("--legit-rate", type=int, default=10_000, help="legitimate q/s during --attack")
     ap.add_argument("--metrics", action="store_true",
                     help="also run xdpdns (native XDP and fallback only) with /metrics served and scraped every second")
     a = ap.parse_args()
@@ -98,12 +102,18 @@ def main():
         # What the server CPU does with no target and no load: the noise.
         idle_busy, _, wall = measured([["sleep", str(a.duration)]], a.duration + 5).server
         idle_pct = 100.0 * idle_busy / (wall * len(SRV_CPUS))
-        for t in targets(workdir, zone, names, a.xdpdns, a.metrics):
+        flood = flood_file(workdir, a.queries) if a.attack else None
+        if a.attack:
+            links_up(a.xdpdns)
+        chosen = attack_targets(workdir, zone, names, a.xdpdns) if a.attack else targets(
+            workdir, zone, names, a.xdpdns, a.metrics)
+        for t in chosen:
             if a.only and not any(o in t.label for o in a.only):
                 continue
             t0 = time.time()
             try:
-                results.append(bench_target(t, a, hits, mix, probe))
+                results.append(bench_attack(t, a, hits, flood, probe) if a.attack
+                               else bench_target(t, a, hits, mix, probe))
                 print(f"bench-e2e: {t.label} done in {time.time() - t0:.0f} s", file=sys.stderr)
             except Exception as e:  # one broken target must not hide the others
                 results.append({"target": t.label, "error": str(e)})
@@ -129,8 +139,19 @@ def main():
         "tcp_share": TCP_SHARE,
         "kxdpgun_rate_qps": a.kxdpgun_rate,
         "server_cpu_pct_without_load": idle_pct,
+        "legit_rate_qps": a.legit_rate,
         "command": " ".join(sys.argv),
     }
+    if a.attack:
+        table = attack_report(results, machine)
+        os.makedirs(a.out, exist_ok=True)
+        stem = os.path.join(a.out, "attack")
+        with open(stem + ".json", "w") as f:
+            json.dump({"machine": machine, "results": results}, f, indent=1)
+        with open(stem + ".md", "w") as f:
+            f.write(table + "\n")
+        print(table)
+        return
     ratio_rows = ratios(results)
     table = report(machine, results, ratio_rows)
     os.makedirs(a.out, exist_ok=True)

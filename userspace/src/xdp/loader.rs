@@ -151,7 +151,11 @@ impl std::fmt::Display for Counters {
         for r in PassReason::ALL {
             write!(f, " pass_{}={}", r.label(), self.passed(r))?;
         }
-        Ok(())
+        let [limited, slipped, dropped, exempt] = self.rrl;
+        write!(
+            f,
+            " rrl_limited={limited} rrl_slipped={slipped} rrl_dropped={dropped} rrl_exempt={exempt}"
+        )
     }
 }
 

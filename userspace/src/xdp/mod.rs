@@ -7,6 +7,7 @@
 pub mod answers;
 mod blocks;
 pub mod compile;
+mod entry;
 pub mod loader;
 mod negatives;
 pub mod packed;

@@ -14,7 +14,7 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use xdpdns_common::negative::{exist_flags, Exist, Template, EXIST_LEN, NO_FIXUP, TEMPLATE_LEN};
 use xdpdns_common::{Answer, DNS_HEADER_LEN, INLINE_MAX, SMALL_BLOCK_MAX};
 
-use super::compile::{lower_wire, ones_complement_sum, Compiled};
+use super::entry::{lower_wire, ones_complement_sum, Compiled};
 use crate::negative::{decide, write_soa, Negative, WireName};
 use crate::zone::{Snapshot, Zone};
 
