@@ -28,9 +28,13 @@ fn query(name: &str) -> Vec<u8> {
 }
 
 fn query_with(name: &str, edns: Option<Edns>) -> Vec<u8> {
+    query_type(name, RecordType::A, edns)
+}
+
+fn query_type(name: &str, rtype: RecordType, edns: Option<Edns>) -> Vec<u8> {
     let mut m = Message::query();
     m.metadata.id = 42;
-    m.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
     m.edns = edns;
     m.to_vec().unwrap()
 }
@@ -91,10 +95,25 @@ fn main() {
     let grow = fp.bench_program_fd("bench_grow").unwrap();
 
     let hit = frame(Family::V4, 0, &query("www.example.com."), Quirks::default());
+    // A name in no served zone: passed up.
     let miss = frame(
         Family::V4,
         0,
-        &query("nope.example.com."),
+        &query("nope.example.net."),
+        Quirks::default(),
+    );
+    // Negative answers in the kernel: NXDOMAIN below the apex, NODATA
+    // (AAAA at a name with an A only).
+    let nxdomain = frame(
+        Family::V4,
+        0,
+        &query("k3x9q2.example.com."),
+        Quirks::default(),
+    );
+    let nodata = frame(
+        Family::V4,
+        0,
+        &query_type("mail.example.com.", RecordType::AAAA, None),
         Quirks::default(),
     );
     let other = frame(
@@ -184,6 +203,7 @@ fn main() {
     let (rrl_off, rrl_under, rrl_drop, rrl_slip) =
         (rrl(0, 0), rrl(1_000_000, 2), rrl(1, 0), rrl(1, 1));
     let (mut rrl_hit_ns, mut rrl_drop_ns, mut rrl_slip_ns) = (vec![], vec![], vec![]);
+    let (mut nxdomain_ns, mut nodata_ns) = (vec![], vec![]);
     let (mut hit_ns, mut miss_ns, mut other_ns, mut floor_ns) = (vec![], vec![], vec![], vec![]);
     let (mut first_ns, mut next_ns, mut sixty_ns) = (vec![], vec![], vec![]);
     let (mut do0_ns, mut do1_ns) = (vec![], vec![]);
@@ -196,6 +216,10 @@ fn main() {
         lookup_ns.push(time(&mut fp, lookup, &hit, 2) - base_hit);
         grow_ns.push(time(&mut fp, grow, &hit, 3) - base_hit);
         floor_ns.push(time(&mut fp, reflect, &hit, 3) - base_hit);
+        let base_nx = time(&mut fp, restore, &nxdomain, 3);
+        nxdomain_ns.push(time(&mut fp, answer, &nxdomain, 3) - base_nx);
+        let base_nodata = time(&mut fp, restore, &nodata, 3);
+        nodata_ns.push(time(&mut fp, answer, &nodata, 3) - base_nodata);
         let base_miss = time(&mut fp, restore, &miss, 3);
         miss_ns.push(time(&mut fp, answer, &miss, 2) - base_miss);
         let base_other = time(&mut fp, restore, &other, 3);
@@ -247,7 +271,9 @@ fn main() {
             "hit, RRL on, limited and slipped (TC=1, question only)",
             rrl_slip_ns,
         ),
-        ("miss (passed)", miss_ns),
+        ("NXDOMAIN (a name below the apex)", nxdomain_ns),
+        ("NODATA (AAAA at a name with an A only)", nodata_ns),
+        ("miss: a zone not served (passed)", miss_ns),
         ("non-DNS UDP (passed)", other_ns),
     ] {
         let m = median(v);

@@ -27,7 +27,8 @@ import time
 from common import *  # noqa: F401,F403
 from cpu import measured
 from load import dnsperf_figures, num
-from targets import Server, Target, dig_ok, knot_config, nsd_config, stop, write_file, xdpdns_config
+from targets import (Server, Target, dig_ok, knot_config, nsd_config, peer_pass_program, stop, write_file,
+                     xdpdns_config)
 
 FLOOD_NET = "10.88.0.0/24"
 LEGIT_SRV_IF, LEGIT_CLI_IF = "xdpb-srv2", "xdpb-cli2"
@@ -150,7 +151,6 @@ def kernel_counters(server):
 
 
 def attack_run(server, flood_queries, legit_queries, duration, legit_rate, flood_rate, cookie):
-    dig_ok(f"svc0.svc.u0.{ORIGIN}")  # the server's MAC in the neighbour table, for kxdpgun
     legit = on_client("dnsperf", "-s", LEGIT_SRV_IP, "-d", legit_queries, "-l", str(duration), "-c", "4",
                       "-T", "1", "-q", "500", "-t", "2", "-Q", str(int(legit_rate)), "-E", f"10:{cookie}")
     flood = on_client("kxdpgun", "-t", str(duration), "-Q", str(flood_rate), "-i", flood_queries, "-I", CLI_IF,
@@ -186,19 +186,26 @@ SCENARIOS = ("(a) random-subdomain flood", "(b) reflection flood of hits")
 
 
 def bench_attack(t, a, hits, flood, probe):
-    peer = server = None
+    peer = flood_peer = server = None
     try:
         if t.native:
-            # Native XDP_TX on the legitimate link needs a program on its
-            # peer (kxdpgun brings its own on the flood's).
+            # Native XDP_TX needs a program on the receiving peer: a pass
+            # program on the legitimate link throughout, and on the flood's
+            # until kxdpgun brings its own.
             peer = subprocess.Popen(in_ns(CLI_NS, a.xdpdns, "xdp-pass", LEGIT_CLI_IF), stdout=subprocess.PIPE,
                                     text=True)
             peer.stdout.readline()
+            flood_peer = peer_pass_program(a.xdpdns)
         server = Server(t, probe, a.start_timeout)
         cookie = server_cookie(probe)
         runs = {s: [] for s in SCENARIOS}
         for _ in range(a.repeats):
             for scenario, queries in zip(SCENARIOS, (flood, hits)):
+                if t.native and not flood_peer:
+                    flood_peer = peer_pass_program(a.xdpdns)
+                dig_ok(probe)  # the server's MAC in the neighbour table, for kxdpgun
+                stop(flood_peer)
+                flood_peer = None
                 runs[scenario].append(attack_run(server, queries, hits, a.duration, a.legit_rate,
                                                  a.kxdpgun_rate, cookie))
         return {"target": t.label, "attack": runs}
@@ -206,6 +213,7 @@ def bench_attack(t, a, hits, flood, probe):
         if server:
             server.stop()
         stop(peer)
+        stop(flood_peer)
 
 
 def attack_report(results, machine):

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use xdpdns_common::{answer_flags, qtype_slot, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN};
 
-pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
 use super::entry::shared_wire;
+pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
 use super::negatives;
 use crate::zone::{Node, RRset, Snapshot, Zone, ZoneDiff};
 

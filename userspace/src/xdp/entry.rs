@@ -62,4 +62,3 @@ fn wire_into<'b>(name: &LowerName, buf: &'b mut [u8; 256]) -> &'b [u8] {
     buf[at] = 0;
     &buf[..at + 1]
 }
-
