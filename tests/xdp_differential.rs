@@ -158,20 +158,7 @@ fn edns(payload: u16) -> Edns {
 
 /// Deterministic 0x20 case randomisation.
 fn randomise_case(name: &str, seed: &mut u64) -> Name {
-    let s: String = name
-        .chars()
-        .map(|c| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            if *seed & 1 == 1 {
-                c.to_ascii_uppercase()
-            } else {
-                c
-            }
-        })
-        .collect();
-    Name::from_ascii(&s).unwrap()
+    Name::from_ascii(crate::support::randomise_case(name, seed)).unwrap()
 }
 
 /// Whether the fallback's reply is a direct positive answer from an

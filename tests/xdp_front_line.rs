@@ -486,21 +486,9 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
 
 /// `name` with some letters upper-cased (0x20), at least one.
 fn upper_some(name: &str, seed: &mut u64) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            if *seed & 1 == 1 {
-                c.to_ascii_uppercase()
-            } else {
-                c
-            }
-        })
-        .collect();
+    let out = crate::support::randomise_case(name, seed);
     if out == name {
-        out = name.to_ascii_uppercase();
+        return name.to_ascii_uppercase();
     }
     out
 }

@@ -29,6 +29,7 @@ from cpu import measured
 from load import dnsperf_figures, num
 from targets import (Server, Target, dig_ok, knot_config, nsd_config, peer_pass_program, stop, write_file,
                      xdpdns_config)
+from topology import veth_pair
 
 FLOOD_NET = "10.88.0.0/24"
 LEGIT_SRV_IF, LEGIT_CLI_IF = "xdpb-srv2", "xdpb-cli2"
@@ -51,23 +52,9 @@ def flood_file(workdir, count, seed=7):
 
 
 def links_up(xdpdns):
-    """The legitimate client's veth pair, set up as topology.py sets up
-    the first, and the route back to the spoofed sources (through the
+    """The legitimate client's veth pair, and the route back to the spoofed sources (through the
     client, where kxdpgun takes the replies)."""
-    sh("ip", "link", "add", LEGIT_SRV_IF, "type", "veth", "peer", "name", LEGIT_CLI_IF)
-    sh("ip", "link", "set", LEGIT_SRV_IF, "netns", SRV_NS)
-    sh("ip", "link", "set", LEGIT_CLI_IF, "netns", CLI_NS)
-    sh("ip", "-n", SRV_NS, "addr", "add", f"{LEGIT_SRV_IP}/24", "dev", LEGIT_SRV_IF)
-    sh("ip", "-n", CLI_NS, "addr", "add", f"{LEGIT_CLI_IP}/24", "dev", LEGIT_CLI_IF)
-    for ns, dev, cpus in ((SRV_NS, LEGIT_SRV_IF, SRV_CPUS), (CLI_NS, LEGIT_CLI_IF, [GEN_CPU])):
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh(*in_ns(ns, "sh", "-c", f"echo {cpu_mask(cpus)} > /sys/class/net/{dev}/queues/rx-0/rps_cpus"))
-        p = subprocess.Popen(in_ns(ns, xdpdns, "xdp-pass", dev), stdout=subprocess.PIPE, text=True)
-        try:
-            p.stdout.readline()
-            sh(*in_ns(ns, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/threaded"))
-        finally:
-            stop(p)
+    veth_pair(xdpdns, LEGIT_SRV_IF, LEGIT_CLI_IF, LEGIT_SRV_IP, LEGIT_CLI_IP)
     sh("ip", "-n", SRV_NS, "route", "add", FLOOD_NET, "via", CLI_IP)
 
 

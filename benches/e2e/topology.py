@@ -11,12 +11,17 @@ def netns_up(xdpdns):
     netns_down()
     sh("ip", "netns", "add", SRV_NS)
     sh("ip", "netns", "add", CLI_NS)
-    sh("ip", "link", "add", SRV_IF, "type", "veth", "peer", "name", CLI_IF)
-    sh("ip", "link", "set", SRV_IF, "netns", SRV_NS)
-    sh("ip", "link", "set", CLI_IF, "netns", CLI_NS)
-    sh("ip", "-n", SRV_NS, "addr", "add", f"{SRV_IP}/24", "dev", SRV_IF)
-    sh("ip", "-n", CLI_NS, "addr", "add", f"{CLI_IP}/24", "dev", CLI_IF)
-    for ns, dev, cpus in ((SRV_NS, SRV_IF, SRV_CPUS), (CLI_NS, CLI_IF, [GEN_CPU])):
+    veth_pair(xdpdns, SRV_IF, CLI_IF, SRV_IP, CLI_IP)
+
+
+def veth_pair(xdpdns, srv_if, cli_if, srv_ip, cli_ip):
+    """A veth pair between the namespaces, addressed in one /24."""
+    sh("ip", "link", "add", srv_if, "type", "veth", "peer", "name", cli_if)
+    sh("ip", "link", "set", srv_if, "netns", SRV_NS)
+    sh("ip", "link", "set", cli_if, "netns", CLI_NS)
+    sh("ip", "-n", SRV_NS, "addr", "add", f"{srv_ip}/24", "dev", srv_if)
+    sh("ip", "-n", CLI_NS, "addr", "add", f"{cli_ip}/24", "dev", cli_if)
+    for ns, dev, cpus in ((SRV_NS, srv_if, SRV_CPUS), (CLI_NS, cli_if, [GEN_CPU])):
         sh("ip", "-n", ns, "link", "set", dev, "up")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         # Receive work on the side's own CPUs: RPS for the plain veth path,

@@ -290,6 +290,23 @@ pub fn query_class(name: &str, rtype: RecordType, class: DNSClass, edns: Option<
     m.to_vec().unwrap()
 }
 
+/// `name` with letters upper-cased at random (0x20, as resolvers send
+/// it), from an xorshift `seed`.
+pub fn randomise_case(name: &str, seed: &mut u64) -> String {
+    name.chars()
+        .map(|c| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            if *seed & 1 == 1 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 pub fn edns(payload: u16) -> Edns {
     let mut e = Edns::new();
     e.set_max_payload(payload);
