@@ -300,6 +300,8 @@ fn compile_name(
 struct ZoneMark {
     flags: u16,
     id: u32,
+    /// What its EXIST entries depend on.
+    facts: negatives::ZoneFacts,
 }
 
 impl ZoneMark {
@@ -308,6 +310,7 @@ impl ZoneMark {
         ZoneMark {
             flags: if signed { answer_flags::SIGNED } else { 0 },
             id: crate::metrics::zones::id(zone.origin_key()),
+            facts: negatives::ZoneFacts::of(zone),
         }
     }
 }
@@ -351,7 +354,9 @@ fn compile_node(
     // Every name that exists has an EXIST entry: a name without one does
     // not exist, which is how the kernel tells NXDOMAIN.
     if !node.is_nsec3_only() {
-        if let Some(exist) = negatives::exist_entry(snapshot, zone, key, mark.flags, mark.id) {
+        if let Some(exist) =
+            negatives::exist_entry(zone, &mark.facts, key, &wire, node, mark.flags, mark.id)
+        {
             table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
         }
         if key == zone.origin_key() {

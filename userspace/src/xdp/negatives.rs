@@ -15,70 +15,102 @@ use xdpdns_common::negative::{exist_flags, Exist, Template, EXIST_LEN, NO_FIXUP,
 use xdpdns_common::{Answer, DNS_HEADER_LEN, INLINE_MAX, SMALL_BLOCK_MAX};
 
 use super::entry::{lower_wire, ones_complement_sum, Compiled};
-use crate::negative::{decide, write_soa, Negative, WireName};
-use crate::zone::{Snapshot, Zone};
+use crate::negative::{write_soa, WireName};
+use crate::zone::{Node, Zone};
 
 /// The compressor keeps the suffixes of at most 64 names' labels: a
 /// query name with more labels than this may not find its apex among
 /// them, and the template would not hold.
 const MAX_LABELS: usize = 60;
 
-/// A label no zone is expected to hold, for asking `decide` what a
-/// missing name below another gets (if it exists after all, the answer
-/// is not NXDOMAIN and the name simply gets no ENCLOSER flag).
-const PROBE_LABEL: &str = "xdpdns--no-such-name";
-
-/// The EXIST entry of `key`, a name of `zone` (not below a cut, not
-/// shadowed by a child zone), with the zone's `answer_flags` and id.
+/// The EXIST entry of `key`, a name of `zone` that exists (not shadowed
+/// by a child zone), with the zone's `answer_flags` and id.
 pub(super) fn exist_entry(
-    snapshot: &Snapshot,
     zone: &Zone,
+    facts: &ZoneFacts,
     key: &LowerName,
+    wire: &[u8],
+    node: &Node,
     answer_flags: u16,
     zone_id: u32,
 ) -> Option<Compiled> {
-    let apex_len = lower_wire(zone.origin_key()).len();
     if zone.origin_key().is_root() || key.is_root() {
         return None;
     }
-    let wire = lower_wire(key);
-    let risky = risky_labels(zone);
+    let apex_len = facts.apex_len;
     let at_apex = key == zone.origin_key();
-    // A query for this name, or one or two labels below it, carries this
-    // name's label above the apex (the kernel checks the query's own
-    // only at the apex).
-    let safe = at_apex || !risky.contains(&label_above(&wire, apex_len));
-    let labels = key.num_labels() as usize;
-    let mut flags = 0;
-    if safe && labels <= MAX_LABELS + 2 {
-        for (qtype, bit) in [
-            (RecordType::A, exist_flags::NODATA_A),
-            (RecordType::AAAA, exist_flags::NODATA_AAAA),
-        ] {
-            if matches!(
-                decide(snapshot, &wire, qtype.into(), false),
-                Some((_, Negative::NoData))
-            ) {
-                flags |= bit;
-            }
-        }
-    }
-    if safe && labels <= MAX_LABELS {
-        let probe = Name::from(key).prepend_label(PROBE_LABEL).ok();
-        let below = probe.map(|p| lower_wire(&LowerName::new(&p)));
-        if below.is_some_and(|b| {
-            matches!(
-                decide(snapshot, &b, RecordType::A.into(), false),
-                Some((_, Negative::NxDomain))
-            )
-        }) {
-            flags |= exist_flags::ENCLOSER;
-        }
-    }
+    let mut flags = negative_flags(zone, facts, key, wire, node);
     if at_apex {
         flags |= exist_flags::APEX;
     }
     Some(bare_exist(apex_len as u8, flags, answer_flags, zone_id))
+}
+
+/// The wire length of the zone's apex name.
+fn zone_len(zone: &Zone) -> usize {
+    zone.origin_key().iter().map(|l| 1 + l.len()).sum::<usize>() + 1
+}
+
+/// What every EXIST entry of a zone depends on, worked out once.
+#[derive(Clone, Copy)]
+pub(super) struct ZoneFacts {
+    /// The apex holds exactly one SOA record, which a negative answer's
+    /// authority section needs (`negative::decide` checks the same).
+    one_soa: bool,
+    apex_len: usize,
+    risky: [[u8; 8]; 2],
+}
+
+impl ZoneFacts {
+    pub(super) fn of(zone: &Zone) -> ZoneFacts {
+        ZoneFacts {
+            one_soa: zone
+                .apex()
+                .rrset(RecordType::SOA)
+                .is_some_and(|set| set.len() == 1),
+            apex_len: zone_len(zone),
+            risky: risky_labels(zone),
+        }
+    }
+}
+
+/// The NODATA and ENCLOSER flags of a name that exists: what
+/// `negative::decide` gives for an A/AAAA query at it and for a missing
+/// name below it (the test `flags_agree_with_decide` holds them to it),
+/// computed from the node at hand rather than by a lookup per question.
+fn negative_flags(zone: &Zone, facts: &ZoneFacts, key: &LowerName, wire: &[u8], node: &Node) -> u8 {
+    if !facts.one_soa || zone.is_expired() || zone.below_cut(key) || zone.below_dname(key) {
+        return 0;
+    }
+    // A query name carries this name's label above the apex; the kernel
+    // checks the query's own only at the apex.
+    let at_apex = key == zone.origin_key();
+    if !at_apex && facts.risky.contains(&label_above(wire, facts.apex_len)) {
+        return 0;
+    }
+    let labels = key.num_labels() as usize;
+    let mut flags = 0;
+    if labels <= MAX_LABELS + 2 && node.rrset(RecordType::CNAME).is_none() {
+        if node.rrset(RecordType::A).is_none() {
+            flags |= exist_flags::NODATA_A;
+        }
+        if node.rrset(RecordType::AAAA).is_none() {
+            flags |= exist_flags::NODATA_AAAA;
+        }
+    }
+    // Below this name: no DNAME redirects it, and no wildcard child
+    // answers for a missing name.
+    let wildcard = || {
+        let star = Name::from(key).prepend_label("*").ok();
+        star.is_some_and(|w| zone.node(&LowerName::from(w)).is_some())
+    };
+    if labels <= MAX_LABELS
+        && node.rrset(RecordType::DNAME).is_none()
+        && !(node.has_children() && wildcard())
+    {
+        flags |= exist_flags::ENCLOSER;
+    }
+    flags
 }
 
 /// An EXIST entry with `flags`: with none, it only says the name exists
@@ -223,7 +255,7 @@ mod tests {
     use std::path::Path;
     use std::str::FromStr;
 
-    use crate::zone::{load_zone_str, ZoneStore};
+    use crate::zone::{load_zone_str, Snapshot, ZoneStore};
 
     fn store(text: &str) -> ZoneStore {
         store_at("example.com.", text)
@@ -242,10 +274,64 @@ mod tests {
     fn exist(snap: &Snapshot, name: &str) -> Option<Exist> {
         let zone = snap.zones().next().unwrap().clone();
         let key = LowerName::new(&Name::from_str(name).unwrap());
-        exist_entry(snap, &zone, &key, 0, 1).map(|c| Exist {
+        let node = zone.node(&key)?;
+        let facts = ZoneFacts::of(&zone);
+        exist_entry(&zone, &facts, &key, &lower_wire(&key), node, 0, 1).map(|c| Exist {
             zone_len: c.head.data[0],
             flags: c.head.data[1],
         })
+    }
+
+    /// The oracle: what `negative::decide` says for a query at the name
+    /// and for one below it.
+    fn decided(snap: &Snapshot, zone: &Zone, key: &LowerName) -> u8 {
+        use crate::negative::{decide, Negative};
+        let wire = lower_wire(key);
+        let apex_len = zone_len(zone);
+        if key != zone.origin_key() && risky_labels(zone).contains(&label_above(&wire, apex_len)) {
+            return 0;
+        }
+        let mut flags = 0;
+        for (qtype, bit) in [
+            (RecordType::A, exist_flags::NODATA_A),
+            (RecordType::AAAA, exist_flags::NODATA_AAAA),
+        ] {
+            if matches!(
+                decide(snap, &wire, qtype.into(), false),
+                Some((_, Negative::NoData))
+            ) {
+                flags |= bit;
+            }
+        }
+        let probe = Name::from(key)
+            .prepend_label("xdpdns--no-such-name")
+            .unwrap();
+        let below = lower_wire(&LowerName::new(&probe));
+        if matches!(
+            decide(snap, &below, RecordType::A.into(), false),
+            Some((_, Negative::NxDomain))
+        ) {
+            flags |= exist_flags::ENCLOSER;
+        }
+        flags
+    }
+
+    /// Every name of zones with cuts, DNAMEs, wildcards, CNAMEs, empty
+    /// non-terminals and a signed zone: the flags computed from the node
+    /// equal those `decide` gives.
+    #[test]
+    fn flags_agree_with_decide() {
+        let extra = "d DNAME other.example.\nx.d A 192.0.2.6\n*.a.b.ent TXT t\n\
+            deep.sub NS ns.sub\nmx MX 10 www\nc.wild A 192.0.2.3\n";
+        for text in [ZONE.to_string(), format!("{ZONE}{extra}")] {
+            let s = store(&text).snapshot();
+            let zone = s.zones().next().unwrap();
+            let facts = ZoneFacts::of(zone);
+            for (key, node) in zone.nodes().filter(|(_, n)| !n.is_nsec3_only()) {
+                let got = negative_flags(zone, &facts, key, &lower_wire(key), node);
+                assert_eq!(got, decided(&s, zone, key), "{key}");
+            }
+        }
     }
 
     #[test]
