@@ -120,9 +120,9 @@ def server_cookie(probe):
 
 
 def kernel_counters(server):
-    """(handled in the kernel, passed up) so far, from xdpdns's counters
-    line: answers, negative answers, and rate-limited responses slipped
-    or dropped there."""
+    """(handled in the kernel, passed up, exempt by cookie) so far, from
+    xdpdns's counters line: answers, negative answers, and rate-limited
+    responses slipped or dropped there."""
     if not server.target.in_kernel:
         return None
     server.proc.send_signal(10)  # SIGUSR1
@@ -134,7 +134,7 @@ def kernel_counters(server):
     handled = sum(kv.get(k, 0) for k in ("answered_a", "answered_aaaa", "nxdomain", "nodata",
                                           "rrl_slipped", "rrl_dropped"))
     passed = sum(v for k, v in kv.items() if k.startswith("pass_"))
-    return handled, passed
+    return handled, passed, kv.get("rrl_exempt", 0)
 
 
 def attack_run(server, flood_queries, legit_queries, duration, legit_rate, flood_rate, cookie):
@@ -164,6 +164,9 @@ def attack_run(server, flood_queries, legit_queries, duration, legit_rate, flood
         # ones, which are hits), the share it handled.
         r["in_kernel_pct"] = 100.0 * handled / (handled + passed) if handled + passed else None
         r["passed_up"] = passed
+        # Answers exempt from rate limiting by a valid server cookie: the
+        # legitimate client's.
+        r["rrl_exempt"] = after[2] - before[2]
     if not fsent:
         r["raw_flood"] = m.outs[1][-800:]
     return r
