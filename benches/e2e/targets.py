@@ -196,8 +196,9 @@ class Server:
         with open(self.log_path, "rb") as log:
             return log.read().decode(errors="replace")
 
-    def counters(self):
-        """(answered in kernel, passed up) so far; None unless xdpdns with XDP."""
+    def counter_values(self):
+        """xdpdns's kernel counters by name, as it logs them on SIGUSR1;
+        None unless xdpdns with XDP."""
         if not self.target.in_kernel:
             return None
         self.proc.send_signal(10)  # SIGUSR1
@@ -205,9 +206,16 @@ class Server:
         lines = [line for line in self.output().splitlines() if "xdp counters" in line]
         if not lines:
             return None
-        kv = dict(x.split("=", 1) for x in lines[-1].split() if "=" in x)
-        answered = int(kv.get("answered_a", 0)) + int(kv.get("answered_aaaa", 0))
-        passed = sum(int(v) for k, v in kv.items() if k.startswith("pass_"))
+        pairs = (x.split("=", 1) for x in lines[-1].split() if "=" in x)
+        return {k: int(v) for k, v in pairs if v.isdigit()}
+
+    def counters(self):
+        """(answered in kernel, passed up) so far; None unless xdpdns with XDP."""
+        kv = self.counter_values()
+        if kv is None:
+            return None
+        answered = kv.get("answered_a", 0) + kv.get("answered_aaaa", 0)
+        passed = sum(v for k, v in kv.items() if k.startswith("pass_"))
         return answered, passed
 
     def stop(self):

@@ -21,7 +21,7 @@ use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::rrl::class;
 use xdpdns_common::{
-    answer_flags, counter, key_tail, qtype_slot, Answer, PassReason, XdpConfig, LONG_NAME_BUF,
+    answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig,
     SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
@@ -113,7 +113,9 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     if signed {
         // DO=1 in a signed zone: the signed variant, whose key ends in
         // one; without it, the fallback adds the signatures.
-        answer = signed_variant(s, q.name_len as usize).ok_or(PassReason::Edns)?;
+        let slot = q.qtype | qtype_slot::A_SIGNED;
+        let generation = unsafe { (*cfg).generation } as u8;
+        answer = maps::lookup(unsafe { &mut *s }, q.name_len, slot, generation).ok_or(PassReason::Edns)?;
     }
     Ok(Found {
         answer,
@@ -121,23 +123,6 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
         s,
         cfg,
     })
-}
-
-/// The signed variant of the entry just found for a name of `name_len`
-/// wire bytes: the same key with its last byte set (`key_tail`).
-#[inline(always)]
-fn signed_variant(s: *mut Scratch, name_len: usize) -> Option<&'static Answer> {
-    let sc = unsafe { &mut *s };
-    if name_len <= TINY_NAME_MAX {
-        sc.tiny.name[TINY_NAME_MAX - 1] = key_tail(qtype_slot::A_SIGNED);
-        unsafe { TINY_NAMES.get(&sc.tiny) }
-    } else if name_len <= SHORT_NAME_MAX {
-        sc.short.name[SHORT_NAME_MAX - 1] = key_tail(qtype_slot::A_SIGNED);
-        unsafe { SHORT_NAMES.get(&sc.short) }
-    } else {
-        sc.long.name[LONG_NAME_BUF - 1] = key_tail(qtype_slot::A_SIGNED);
-        unsafe { LONG_NAMES.get(&sc.long) }
-    }
 }
 
 /// What the kernel sent.

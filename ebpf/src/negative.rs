@@ -13,34 +13,13 @@ use aya_ebpf::helpers::bpf_xdp_load_bytes;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::negative::{exist_flags, NO_FIXUP, TEMPLATE_LEN};
 use xdpdns_common::{
-    answer_flags, key_lead, key_tail, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN,
-    MAX_NAME_WIRE_LEN, LONG_NAME_BUF, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
+    answer_flags, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, MAX_NAME_WIRE_LEN, LONG_NAME_BUF, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
 use crate::headers::{load, store, Packet};
-use crate::maps::{Scratch, LONG_NAMES, SHORT_NAMES, SMALL_BLOCKS, TINY_NAMES};
+use crate::maps::{lookup, Scratch, SMALL_BLOCKS};
 use crate::question::Question;
 use crate::{code_of, csum, edns, reply};
-
-/// Looks up the name of `name_len` bytes that `copy_name` left in its key
-/// buffer, under `slot`.
-#[inline(always)]
-pub fn lookup(s: &mut Scratch, name_len: u32, slot: u8, generation: u8) -> Option<&'static Answer> {
-    let tail = key_tail(slot);
-    if name_len as usize <= TINY_NAME_MAX {
-        s.tiny.name[0] = key_lead(s.tiny.name[0], slot, generation);
-        s.tiny.name[TINY_NAME_MAX - 1] = tail;
-        unsafe { TINY_NAMES.get(&s.tiny) }
-    } else if name_len as usize <= SHORT_NAME_MAX {
-        s.short.name[0] = key_lead(s.short.name[0], slot, generation);
-        s.short.name[SHORT_NAME_MAX - 1] = tail;
-        unsafe { SHORT_NAMES.get(&s.short) }
-    } else {
-        s.long.name[0] = key_lead(s.long.name[0], slot, generation);
-        s.long.name[LONG_NAME_BUF - 1] = tail;
-        unsafe { LONG_NAMES.get(&s.long) }
-    }
-}
 
 /// The SOA template `xdpdns_negative` found (its key is still marked in
 /// the buffer for the apex's length).
