@@ -64,7 +64,7 @@ fn main() {
 
     // NSD, the reference, in the same run.
     if which("nsd") {
-        let port = free_port();
+        let port = process::free_port();
         let cfg = nsd_config(&dir, &zone, port, false);
         rows.push(measure(runs, "NSD, file zone", &last, port, None, || {
             spawn("nsd", &["-d", "-c", cfg.to_str().unwrap()])
@@ -75,7 +75,7 @@ fn main() {
 
     // xdpdns, file zone: cold (images removed before each run), warm.
     let data = dir.join("file-data");
-    let port = free_port();
+    let port = process::free_port();
     let cfg = xdpdns_config(
         &dir,
         "file",
@@ -106,12 +106,12 @@ fn main() {
 
     // xdpdns as a secondary of NSD: cold is the transfer in, warm the image.
     if which("nsd") {
-        let primary_port = free_port();
+        let primary_port = process::free_port();
         let pcfg = nsd_config(&dir, &zone, primary_port, true);
         let primary = process::KillOnDrop(spawn("nsd", &["-d", "-c", pcfg.to_str().unwrap()]));
-        wait_answer(primary_port, &last, START_LIMIT).expect("the primary serves");
+        wait_answer(primary_port, &last, START_LIMIT, None).expect("the primary serves");
         let data = dir.join("secondary-data");
-        let port = free_port();
+        let port = process::free_port();
         let zones = format!(
             "[[zone]]\norigin = \"{ORIGIN}\"\nprimaries = [\"127.0.0.1:{primary_port}\"]\n"
         );
@@ -185,9 +185,9 @@ fn measure(
             let _ = std::fs::remove_dir_all(dir);
         }
         let began = Instant::now();
-        let child = process::KillOnDrop(start());
-        wait_answer(port, last, START_LIMIT)
-            .unwrap_or_else(|| panic!("{what}: {last} not answered within {START_LIMIT:?}"));
+        let mut child = process::KillOnDrop(start());
+        wait_answer(port, last, START_LIMIT, Some(&mut child.0))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         times.push(began.elapsed().as_secs_f64());
         std::thread::sleep(settle());
         mem.push(memory(child.0.id()));
@@ -220,17 +220,29 @@ fn row(what: &str, mut times: Vec<f64>, mut mem: Vec<(u64, u64)>) -> Row {
 
 /// Polls `port` with an A query for `name` until it is answered with
 /// records; the time from the call.
-fn wait_answer(port: u16, name: &str, limit: Duration) -> Option<Duration> {
+/// Queries `name` on `port` until it is answered, `limit` passes or
+/// `server` (when given) exits.
+fn wait_answer(
+    port: u16,
+    name: &str,
+    limit: Duration,
+    mut server: Option<&mut Child>,
+) -> Result<Duration, String> {
     let began = Instant::now();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(2)))
         .unwrap();
-    let server: SocketAddr = ([127, 0, 0, 1], port).into();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut buf = [0u8; 1500];
     let mut id: u16 = 0;
     while began.elapsed() < limit {
+        if let Some(status) = server.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            return Err(format!(
+                "the server exited ({status}) before {name} was answered (XDPDNS_BENCH_LOG=1 shows its log)"
+            ));
+        }
         id = id.wrapping_add(1);
-        let _ = sock.send_to(&query(id, name), server);
+        let _ = sock.send_to(&query(id, name), addr);
         while let Ok((len, _)) = sock.recv_from(&mut buf) {
             let r = &buf[..len];
             let answered = len >= 12
@@ -238,11 +250,11 @@ fn wait_answer(port: u16, name: &str, limit: Duration) -> Option<Duration> {
                 && r[3] & 0x0f == 0
                 && u16::from_be_bytes([r[6], r[7]]) > 0;
             if answered {
-                return Some(began.elapsed());
+                return Ok(began.elapsed());
             }
         }
     }
-    None
+    Err(format!("{name} not answered within {limit:?}"))
 }
 
 fn query(id: u16, name: &str) -> Vec<u8> {
@@ -327,13 +339,6 @@ fn which(program: &str) -> bool {
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-fn free_port() -> u16 {
-    // Bound UDP and TCP by the server next; a race with another process
-    // on this loopback is possible but harmless for a benchmark.
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap().port()
 }
 
 fn xdpdns_config(
@@ -541,8 +546,8 @@ fn xdp_case(dir: &Path, zone: &Path, runs: usize) -> Vec<Row> {
 fn registry_case(dir: &Path, instances: usize, runs: usize) -> Vec<Row> {
     let data = dir.join("registry-data");
     let images = data.join("images");
-    let port = free_port();
-    let api_port = free_port();
+    let port = process::free_port();
+    let api_port = process::free_port();
     let cfg = dir.join("registry.toml");
     std::fs::write(
         &cfg,
@@ -564,7 +569,7 @@ fn registry_case(dir: &Path, instances: usize, runs: usize) -> Vec<Row> {
         wait_port(api_port);
         let began = Instant::now();
         register(api_port, instances);
-        wait_answer(port, &last, START_LIMIT).expect("the last registration is answered");
+        wait_answer(port, &last, START_LIMIT, None).expect("the last registration is answered");
         println!(
             "startup: registered {instances} instances in {:.1} s",
             began.elapsed().as_secs_f64()

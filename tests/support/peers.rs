@@ -3,9 +3,8 @@
 //! with their files in a temp dir, and are killed when their guard drops.
 //! A missing binary fails the test (CI installs them).
 
-use std::collections::HashSet;
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -139,28 +138,7 @@ impl Drop for Proc {
     }
 }
 
-/// A loopback port free for both UDP and TCP, outside the ephemeral range
-/// (so no client socket grabs it before the server binds it), never handed
-/// out twice in this process.
-pub fn free_port() -> u16 {
-    static USED: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
-    let mut used = USED.lock().unwrap();
-    let used = used.get_or_insert_with(HashSet::new);
-    let start = 20_000 + (std::process::id() % 500) as u16 * 20;
-    for i in 0..12_000u16 {
-        let port = 20_000 + (start - 20_000 + i) % 12_000;
-        if used.contains(&port) {
-            continue;
-        }
-        let udp = UdpSocket::bind(("127.0.0.1", port));
-        let tcp = TcpListener::bind(("127.0.0.1", port));
-        if udp.is_ok() && tcp.is_ok() {
-            used.insert(port);
-            return port;
-        }
-    }
-    panic!("no free loopback port");
-}
+pub use super::process::free_port;
 
 pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))

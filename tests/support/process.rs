@@ -4,9 +4,11 @@
 //! addresses. An early exit fails at once with the process's status.
 //! `XDPDNS_BIN` overrides the binary (to compare two builds).
 
-use std::net::SocketAddr;
+use std::collections::HashSet;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_xdpdns");
@@ -95,4 +97,27 @@ pub fn bench_stderr() -> Stdio {
     } else {
         Stdio::null()
     }
+}
+
+/// A loopback port free for both UDP and TCP, outside the ephemeral range
+/// (so no client socket grabs it before the server binds it), never handed
+/// out twice in this process.
+pub fn free_port() -> u16 {
+    static USED: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let mut used = USED.lock().unwrap();
+    let used = used.get_or_insert_with(HashSet::new);
+    let start = 20_000 + (std::process::id() % 500) as u16 * 20;
+    for i in 0..12_000u16 {
+        let port = 20_000 + (start - 20_000 + i) % 12_000;
+        if used.contains(&port) {
+            continue;
+        }
+        let udp = UdpSocket::bind(("127.0.0.1", port));
+        let tcp = TcpListener::bind(("127.0.0.1", port));
+        if udp.is_ok() && tcp.is_ok() {
+            used.insert(port);
+            return port;
+        }
+    }
+    panic!("no free loopback port");
 }
