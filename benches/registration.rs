@@ -29,6 +29,7 @@ use hickory_proto::rr::{Name, RecordType};
 
 /// Starting the binary: the same code as the end-to-end tests.
 #[path = "../tests/support/process.rs"]
+#[allow(dead_code)] // free_port: this bench binds port 0 and reads the ready file
 mod process;
 
 #[path = "support/etcd.rs"]

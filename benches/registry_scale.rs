@@ -27,6 +27,7 @@ use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 
 #[path = "../tests/support/process.rs"]
+#[allow(dead_code)] // free_port: this bench binds port 0 and reads the ready file
 mod process;
 
 #[path = "support/etcd.rs"]
