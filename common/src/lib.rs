@@ -269,6 +269,20 @@ impl Answer {
         a
     }
 
+    /// For query `id`, where a rotated section splits (the bytes before
+    /// record [`rotation::first`]) and the RRset's length in bytes, for
+    /// records of `record_len` bytes; `None` when the entry is not rotated.
+    #[inline(always)]
+    pub const fn rotation(&self, id: u16, record_len: u32) -> Option<(u32, u32)> {
+        let flags = self.flags();
+        let trailing = answer_flags::trailing(flags);
+        if flags & answer_flags::ROTATE == 0 || self.ancount() < trailing + 2 {
+            return None;
+        }
+        let n = (self.ancount() - trailing) as u32;
+        Some((rotation::first(id, n) * record_len, n * record_len))
+    }
+
     /// Sets [`Answer::zone`]; after the section length, before a block id.
     pub fn set_zone(&mut self, id: u32) {
         if self.section_len() as usize <= INLINE_MAX {
@@ -304,6 +318,58 @@ pub mod answer_flags {
     /// signed variant of the entry (key with [`key_tail`](super::key_tail)
     /// one), or goes to the fallback when there is none.
     pub const SIGNED: u16 = 1;
+    /// The section is an A or AAAA RRset (of at least two records,
+    /// followed by [`trailing`] RRSIGs) sent rotated by the query ID
+    /// ([`rotation`](super::rotation)).
+    pub const ROTATE: u16 = 2;
+    /// Where the number of records after the rotated RRset (0 to
+    /// [`TRAILING_MAX`]) sits in the flags.
+    const TRAILING_SHIFT: u16 = 2;
+    pub const TRAILING_MAX: u16 = 3;
+
+    /// [`ROTATE`] with `trailing` records (RRSIGs) after the RRset.
+    pub const fn rotate(trailing: u16) -> u16 {
+        ROTATE | (trailing & TRAILING_MAX) << TRAILING_SHIFT
+    }
+
+    /// The records after the rotated RRset.
+    pub const fn trailing(flags: u16) -> u16 {
+        flags >> TRAILING_SHIFT & TRAILING_MAX
+    }
+}
+
+/// Answer rotation: an A or AAAA RRset answered in an order that moves
+/// with the query ID, so clients that take the first address spread over
+/// every member. One rule for the kernel, the hot path and the full
+/// handler: the RRset starts at record `ID mod n` and wraps round.
+pub mod rotation {
+    /// The record an RRset of `n` (non-zero) records starts with.
+    #[inline(always)]
+    pub const fn first(id: u16, n: u32) -> u32 {
+        id as u32 % n
+    }
+
+    /// Bytes of one compiled A or AAAA record (owner pointer, type,
+    /// class, TTL, length, address) for a [`qtype_slot`](super::qtype_slot).
+    #[inline(always)]
+    pub const fn record_len(slot: u8) -> u32 {
+        if slot & 1 == 0 {
+            16
+        } else {
+            28
+        }
+    }
+
+    /// Whether the kernel can send a rotated section of `section_len`
+    /// bytes whose first `rotated_len` are the RRset: one held in the
+    /// block table is copied with three helper calls, and the verifier
+    /// bounds each call's source offset and length apart, so both parts
+    /// must fit half a block.
+    pub const fn fits_kernel(section_len: usize, rotated_len: usize) -> bool {
+        section_len <= super::SMALL_BLOCK_MAX
+            || (rotated_len <= super::BLOCK_MAX / 2
+                && section_len - rotated_len <= super::BLOCK_MAX / 2)
+    }
 }
 
 /// Longest NSID payload the kernel sends; a longer configured NSID makes
@@ -518,6 +584,42 @@ mod tests {
         assert_eq!(core::mem::size_of::<LongKey>(), 256);
         assert_eq!(core::mem::size_of::<Answer>(), 40, "no padding");
         assert_eq!(core::mem::size_of::<XdpConfig>(), 176, "no padding");
+    }
+
+    #[test]
+    fn rotation_starts_at_the_query_id_modulo_the_rrset_size() {
+        // Three A records, then two RRSIGs that stay where they are.
+        let signed = Answer::new(300, 5, answer_flags::rotate(2));
+        assert_eq!(answer_flags::trailing(signed.flags()), 2);
+        let splits = [0u16, 1, 2, 3, 4, 5, 6].map(|id| signed.rotation(id, 16));
+        let expect = [0, 16, 32, 0, 16, 32, 0].map(|split| Some((split, 48)));
+        assert_eq!(splits, expect);
+        assert_eq!(
+            Answer::new(56, 2, answer_flags::ROTATE).rotation(65535, 28),
+            Some((28, 56))
+        );
+        // Not flagged, or one record left to rotate: sent as stored.
+        assert_eq!(Answer::new(48, 3, 0).rotation(1, 16), None);
+        assert_eq!(
+            Answer::new(16, 1, answer_flags::ROTATE).rotation(1, 16),
+            None
+        );
+        assert_eq!(
+            Answer::new(130, 2, answer_flags::rotate(1)).rotation(1, 16),
+            None
+        );
+        assert_eq!(rotation::record_len(qtype_slot::A_SIGNED), 16);
+        assert_eq!(rotation::record_len(qtype_slot::AAAA), 28);
+        assert!(rotation::fits_kernel(SMALL_BLOCK_MAX, SMALL_BLOCK_MAX));
+        assert!(rotation::fits_kernel(2048, 1024));
+        assert!(
+            !rotation::fits_kernel(1040, 1040),
+            "64 A records fit, 65 do not"
+        );
+        assert!(
+            !rotation::fits_kernel(2000, 900),
+            "RRSIGs over half a block"
+        );
     }
 
     #[test]

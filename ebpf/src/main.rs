@@ -21,13 +21,10 @@ use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::rrl::class;
 use xdpdns_common::{
-    answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig,
-    SHORT_NAME_MAX, TINY_NAME_MAX,
+    answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig, SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
-use maps::{
-    Scratch, CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES, TINY_NAMES, ZONE_QUERIES,
-};
+use maps::{Scratch, CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES, TINY_NAMES, ZONE_QUERIES};
 
 #[xdp]
 pub fn xdpdns(ctx: XdpContext) -> u32 {
@@ -115,7 +112,8 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
         // one; without it, the fallback adds the signatures.
         let slot = q.qtype | qtype_slot::A_SIGNED;
         let generation = unsafe { (*cfg).generation } as u8;
-        answer = maps::lookup(unsafe { &mut *s }, q.name_len, slot, generation).ok_or(PassReason::Edns)?;
+        answer = maps::lookup(unsafe { &mut *s }, q.name_len, slot, generation)
+            .ok_or(PassReason::Edns)?;
     }
     Ok(Found {
         answer,
@@ -291,7 +289,15 @@ pub extern "C" fn xdpdns_reply(
         let Some(t) = negative::template(s, cfg.generation as u8) else {
             return code_of(Err(PassReason::Miss));
         };
-        return code_of(negative::build(&ctx, s, &pkt, &qn, t, cfg, form & reply::form::RCODE));
+        return code_of(negative::build(
+            &ctx,
+            s,
+            &pkt,
+            &qn,
+            t,
+            cfg,
+            form & reply::form::RCODE,
+        ));
     }
     let Some(answer) = (unsafe { answer.as_ref() }) else {
         return code_of(Err(PassReason::ParseError));

@@ -5,8 +5,8 @@ use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
 use xdpdns_common::rrl::Bucket;
 use xdpdns_common::{
-    counter, key_lead, key_tail, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey, XdpConfig, LONG_NAME_BUF,
-    SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
+    counter, key_lead, key_tail, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey,
+    XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
 };
 
 /// BPF_F_NO_PREALLOC: an updated element is freed only after an RCU grace
@@ -28,8 +28,7 @@ pub static LONG_NAMES: HashMap<LongKey, Answer> = HashMap::with_max_entries(1 <<
 /// Answer sections too large to inline, up to `SMALL_BLOCK_MAX` bytes, by
 /// block id (their own id space).
 #[map(name = "SMALL_BLOCKS")]
-pub static SMALL_BLOCKS: HashMap<u32, SmallBlock> =
-    HashMap::with_max_entries(1 << 12, NO_PREALLOC);
+pub static SMALL_BLOCKS: HashMap<u32, SmallBlock> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
 
 /// Answer sections too large for a small block, by block id.
 #[map(name = "BLOCKS")]

@@ -13,7 +13,8 @@ use aya_ebpf::helpers::bpf_xdp_load_bytes;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::negative::{exist_flags, NO_FIXUP, TEMPLATE_LEN};
 use xdpdns_common::{
-    answer_flags, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, MAX_NAME_WIRE_LEN, LONG_NAME_BUF, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
+    answer_flags, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, LONG_NAME_BUF,
+    MAX_NAME_WIRE_LEN, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
 use crate::headers::{load, store, Packet};
@@ -35,11 +36,7 @@ pub fn template(s: &mut Scratch, generation: u8) -> Option<&'static Answer> {
 /// function: the verifier checks its lookups once, on their own.
 #[inline(never)]
 #[no_mangle]
-pub extern "C" fn xdpdns_negative(
-    ctx: *mut xdp_md,
-    s: *mut Scratch,
-    cfg: *const XdpConfig,
-) -> u32 {
+pub extern "C" fn xdpdns_negative(ctx: *mut xdp_md, s: *mut Scratch, cfg: *const XdpConfig) -> u32 {
     let (Some(s), Some(cfg)) = (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }) else {
         return code_of(Err(PassReason::ParseError));
     };
@@ -301,7 +298,9 @@ pub fn build(
     let rec_len = tlen - TEMPLATE_LEN as u32;
     // Templates are small blocks (the compiler makes no larger ones).
     let b = unsafe { SMALL_BLOCKS.get(&t.block()) }.ok_or(PassReason::Miss)?;
-    let head: [u8; TEMPLATE_LEN] = b.data[..TEMPLATE_LEN].try_into().unwrap_or([0; TEMPLATE_LEN]);
+    let head: [u8; TEMPLATE_LEN] = b.data[..TEMPLATE_LEN]
+        .try_into()
+        .unwrap_or([0; TEMPLATE_LEN]);
     let opt_len = if qn.edns.present {
         edns::built_len(s)?
     } else {
@@ -337,7 +336,12 @@ pub fn build(
     }
     if qn.edns.present {
         let rel = DNS_HEADER_LEN as u32 + question_len + rec_len;
-        reply::store_bytes::<{ edns::OPT_REPLY_BUF }, 0>(ctx, rec_off + rec_len, &s.opt_reply, opt_len);
+        reply::store_bytes::<{ edns::OPT_REPLY_BUF }, 0>(
+            ctx,
+            rec_off + rec_len,
+            &s.opt_reply,
+            opt_len,
+        );
         sum += csum::at_parity(s.opt_sum as u16, rel & 1 == 1);
     }
     let mut header = qn.header;

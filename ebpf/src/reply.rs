@@ -5,8 +5,8 @@
 use aya_ebpf::helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_store_bytes};
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
-    Answer, PassReason, XdpConfig, BLOCK_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN, INLINE_MAX,
-    SMALL_BLOCK_MAX,
+    rotation, Answer, PassReason, XdpConfig, BLOCK_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
+    INLINE_MAX, SMALL_BLOCK_MAX,
 };
 
 use crate::csum;
@@ -92,11 +92,15 @@ pub fn copy_section_at<const N: usize>(
 ) {
     let p = src.as_ptr();
     for i in 0..(N / 8) as u32 {
-        if i * 8 + 8 > len || (from + i * 8 + 8) as usize > N {
+        if i * 8 + 8 > len {
             break;
         }
-        let chunk =
-            unsafe { (p.add((from + i * 8) as usize) as *const [u8; 8]).read_unaligned() };
+        // Bounded on the very register the read uses (as below).
+        let at = crate::opaque(from.wrapping_add(i * 8));
+        if at as usize > N - 8 {
+            break;
+        }
+        let chunk = unsafe { (p.add(at as usize) as *const [u8; 8]).read_unaligned() };
         if !store(ctx, off + i * 8, &chunk) {
             break;
         }
@@ -110,6 +114,66 @@ pub fn copy_section_at<const N: usize>(
     }
     let chunk = unsafe { (p.add(at as usize) as *const [u8; 8]).read_unaligned() };
     let _ = store(ctx, off + last, &chunk);
+}
+
+/// Copies a rotated section of `len` bytes from `src` to frame offset
+/// `off`: the RRset from the record at `split` to its end (`rrset`), then
+/// from its start to `split`, then what follows the RRset (RRSIGs). The
+/// records are the same even size, so the section's checksum holds.
+#[inline(always)]
+fn rotate_small<const N: usize>(
+    ctx: &XdpContext,
+    src: &[u8; N],
+    (split, rrset): (u32, u32),
+    len: u32,
+    off: u32,
+) {
+    if split > rrset || rrset > len {
+        return;
+    }
+    copy_section_at(ctx, src, split, rrset - split, off);
+    copy_section_at(ctx, src, 0, split, off + rrset - split);
+    copy_section_at(ctx, src, rrset, len - rrset, off + rrset);
+}
+
+/// [`rotate_small`] for a section in the block table, with three helper
+/// calls; the compiler rotates only sections whose RRset and tail each
+/// fit half a block (`rotation::fits_kernel`).
+#[inline(always)]
+fn rotate_block(
+    ctx: &XdpContext,
+    src: &[u8; BLOCK_MAX],
+    (split, rrset): (u32, u32),
+    len: u32,
+    off: u32,
+) {
+    if split > rrset || rrset > len {
+        return;
+    }
+    store_half(ctx, off, src, split, rrset - split);
+    store_half(ctx, off + rrset - split, src, 0, split);
+    store_half(ctx, off + rrset, src, rrset, len - rrset);
+}
+
+/// Copies `len` bytes of `src` from `from` into the frame at `off` with
+/// one helper call, when neither exceeds half of `src`: the verifier
+/// bounds the source offset and the length apart, and their bounds'
+/// sum must stay inside `src`.
+#[inline(always)]
+fn store_half<const N: usize>(ctx: &XdpContext, off: u32, src: &[u8; N], from: u32, len: u32) {
+    let from = crate::opaque(from);
+    let len = crate::opaque(len);
+    if len == 0 || from as usize > N / 2 || len as usize > N / 2 {
+        return;
+    }
+    unsafe {
+        bpf_xdp_store_bytes(
+            ctx.ctx,
+            off,
+            src.as_ptr().add(from as usize) as *mut core::ffi::c_void,
+            len,
+        );
+    }
 }
 
 /// Most bytes a reply may grow at the head (XDP guarantees 256 bytes of
@@ -168,12 +232,20 @@ pub fn build(
     resize(ctx, answer_off, pkt.dns + dns_len)?;
 
     // From here on nothing can fail: the frame is the reply's size.
-    match (small, block) {
-        (Some(b), _) => copy_section(ctx, &b.data, alen, answer_off),
+    let id = u16::from_be_bytes([qn.header[0], qn.header[1]]);
+    match (
+        ans.rotation(id, rotation::record_len(qn.qtype)),
+        small,
+        block,
+    ) {
+        (None, Some(b), _) => copy_section(ctx, &b.data, alen, answer_off),
         // One helper call: a loop over a block this large costs the
         // verifier a state per step, each carried through the rest.
-        (_, Some(b)) => store_bytes::<BLOCK_MAX, 0>(ctx, answer_off, &b.data, alen),
-        _ => copy_section(ctx, &ans.data, alen, answer_off),
+        (None, _, Some(b)) => store_bytes::<BLOCK_MAX, 0>(ctx, answer_off, &b.data, alen),
+        (None, _, _) => copy_section(ctx, &ans.data, alen, answer_off),
+        (Some(r), Some(b), _) => rotate_small(ctx, &b.data, r, alen, answer_off),
+        (Some(r), _, Some(b)) => rotate_block(ctx, &b.data, r, alen, answer_off),
+        (Some(r), _, _) => rotate_small(ctx, &ans.data, r, alen, answer_off),
     }
     let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
 

@@ -95,6 +95,8 @@ pub struct Settings {
     /// Read from (or created at) `cookies.secret_file`; `None` when no
     /// file is configured (a random secret lives as long as the process).
     pub cookie_secrets: Option<crate::cookies::CookieSecrets>,
+    /// The zones whose A/AAAA answers rotate (`rotate`).
+    pub rotation: crate::zone::RotationPolicy,
 }
 
 // Settings are a function of the sections, which are compared and printed.
@@ -334,6 +336,11 @@ pub struct ZoneConfig {
     /// Who may AXFR/IXFR this zone; default: `transfer.allow_transfer`.
     #[serde(default)]
     pub allow_transfer: Option<Vec<crate::transfer::AclRule>>,
+    /// Rotate A/AAAA answers by the query ID, so clients that take the
+    /// first address spread over every member. Off for file and secondary
+    /// zones unless set.
+    #[serde(default)]
+    pub rotate: bool,
 }
 
 /// `[registry]`: the service registry, its HTTP API and the zones it
@@ -413,6 +420,10 @@ pub struct RegistryZoneConfig {
     pub notify_key: Option<String>,
     #[serde(default)]
     pub allow_transfer: Option<Vec<crate::transfer::AclRule>>,
+    /// As for `[[zone]]`, but on unless set: a service name's addresses
+    /// are its instances.
+    #[serde(default = "yes")]
+    pub rotate: bool,
 }
 
 fn default_api_listen() -> SocketAddr {
@@ -505,6 +516,7 @@ impl Config {
             transfer: config.transfer_policy()?,
             notify_targets: config.notify_targets(),
             secondary_zones: config.secondary_zones(),
+            rotation: config.rotation_policy(),
             cookie_secrets: match &config.cookies.secret_file {
                 Some(f) => Some(
                     crate::cookies::CookieSecrets::load_or_create(f)
@@ -558,6 +570,28 @@ impl Config {
             p.transfer.data_dir,
             p.registry.and_then(|r| r.data_dir),
         )))
+    }
+
+    /// The zones with `rotate` on (their origins are validated).
+    fn rotation_policy(&self) -> crate::zone::RotationPolicy {
+        let files = self
+            .zones
+            .iter()
+            .filter(|z| z.rotate)
+            .map(|z| z.origin_name());
+        // Registry zone names are checked by `naming`, which runs first.
+        let registry = self
+            .registry
+            .iter()
+            .flat_map(|r| &r.zones)
+            .filter(|z| z.rotate)
+            .filter_map(|z| Name::from_str(&z.name).ok())
+            .map(|mut n| {
+                n.set_fqdn(true);
+                n
+            });
+        let origins: Vec<Name> = files.chain(registry).collect();
+        crate::zone::RotationPolicy::new(&origins)
     }
 
     /// The zones the registry generates.
@@ -1120,6 +1154,26 @@ mod tests {
             !acl.allows("127.0.0.1".parse().unwrap(), None),
             "the zone's own ACL, not the loopback default"
         );
+    }
+
+    #[test]
+    fn registry_zones_rotate_unless_set_and_file_zones_only_when_set() {
+        let c = parse(
+            "[[zone]]\norigin = \"files.x\"\nfile = \"z\"\n\
+             [[zone]]\norigin = \"Pool.X\"\nfile = \"p\"\nrotate = true\n\
+             [registry]\ndata_dir = \"r\"\nns = [\"ns1.x.\"]\nhostmaster = \"h.x.\"\ntoken = \"t\"\n\
+             [[registry.zone]]\nname = \"sd.x\"\nnetworks = [\"*\"]\n\
+             [[registry.zone]]\nname = \"fixed.x.\"\nrotate = false\n",
+        )
+        .unwrap();
+        let rotates = |origin: &str| {
+            let key = hickory_proto::rr::LowerName::from(Name::from_ascii(origin).unwrap());
+            c.settings.rotation.rotates(&key)
+        };
+        assert!(rotates("sd.x."), "registry zone, by default");
+        assert!(rotates("pool.x."), "file zone with rotate = true");
+        assert!(!rotates("files.x."), "file zone, by default");
+        assert!(!rotates("fixed.x."), "registry zone with rotate = false");
     }
 
     #[test]

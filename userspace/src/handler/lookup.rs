@@ -9,6 +9,8 @@ use hickory_proto::rr::rdata::CNAME;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
+use xdpdns_common::rotation;
+
 use super::denial::{self, Denial};
 use crate::wire::Reply;
 use crate::zone::{label_count, Node, RRset, Zone};
@@ -47,17 +49,21 @@ enum Found<'z> {
 /// Owner names of answers keep the case the client sent; CNAME targets and
 /// additional records keep the zone's case. A reply that would hold more
 /// than `max_records` records is returned `oversized` as soon as that is
-/// known, without copying the rest.
+/// known, without copying the rest. In a zone that rotates its answers,
+/// every A and AAAA RRset in the answer section starts at record `id`
+/// (the query ID) modulo its size (`xdpdns_common::rotation`).
 pub fn resolve(
     zone: &Zone,
     qname: &Name,
     qtype: RecordType,
     max_records: usize,
     dnssec: bool,
+    id: u16,
 ) -> Reply {
     let mut out = Gather {
         zone,
         signed: dnssec && zone.is_signed(),
+        rotate_by: zone.rotates().then_some(id),
         budget: max_records,
         reply: Reply {
             authoritative: true,
@@ -83,6 +89,8 @@ struct Gather<'z> {
     zone: &'z Zone,
     /// Add RRSIGs and denial proofs.
     signed: bool,
+    /// The query ID, when A/AAAA answers rotate.
+    rotate_by: Option<u16>,
     /// Records the reply may still take.
     budget: usize,
     reply: Reply,
@@ -246,10 +254,24 @@ impl<'z> Gather<'z> {
         set: &RRset,
         ttl: Option<u32>,
     ) -> Result<(), Full> {
+        self.push_from(section, owner, set, ttl, 0)
+    }
+
+    /// [`Gather::push`] starting at record `first` and wrapping round.
+    fn push_from(
+        &mut self,
+        section: Section,
+        owner: &Name,
+        set: &RRset,
+        ttl: Option<u32>,
+        first: usize,
+    ) -> Result<(), Full> {
         self.budget = self.budget.checked_sub(set.len()).ok_or(Full)?;
         let ttl = ttl.unwrap_or(set.ttl);
         self.section(section).extend(
             set.rdatas()
+                .skip(first)
+                .chain(set.rdatas().take(first))
                 .map(|d| Record::from_rdata(owner.clone(), ttl, d)),
         );
         Ok(())
@@ -263,7 +285,13 @@ impl<'z> Gather<'z> {
         node: &Node,
         set: &RRset,
     ) -> Result<(), Full> {
-        self.push(section, owner, set, None)?;
+        let first = match (section, self.rotate_by, set.rtype) {
+            (Section::Answer, Some(id), RecordType::A | RecordType::AAAA) if set.len() > 1 => {
+                rotation::first(id, set.len() as u32) as usize
+            }
+            _ => 0,
+        };
+        self.push_from(section, owner, set, None, first)?;
         if self.signed {
             if let Some(sigs) = node.signatures(set.rtype) {
                 self.push(section, owner, sigs, None)?;

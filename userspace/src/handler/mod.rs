@@ -167,7 +167,7 @@ impl Handler {
             Some(zone) if zone.is_expired() => (Reply::error(ResponseCode::ServFail), Some(zone)),
             Some(zone) => {
                 let dnssec = req.edns.is_some_and(|e| e.dnssec_ok);
-                let reply = resolve(zone, q.name(), q.query_type(), max_records, dnssec);
+                let reply = resolve(zone, q.name(), q.query_type(), max_records, dnssec, req.id);
                 (reply, Some(zone))
             }
             None => error(ResponseCode::Refused),

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use xdpdns_common::cookie::{self, ClientIp};
 use xdpdns_common::{
-    answer_flags, edns_option, qtype_slot, rtype, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
+    answer_flags, edns_option, qtype_slot, rotation, rtype, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
     MAX_NAME_WIRE_LEN, NSID_MAX,
 };
 
@@ -124,6 +124,7 @@ fn compose(
     let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
     if let Some(slot) = address_slot(q.qtype) {
         let version = snapshot.version();
+        let id = u16::from_be_bytes([packet[0], packet[1]]);
         let build = |entry: &HotEntry<'_>| {
             let head = Head {
                 rcode: 0,
@@ -131,8 +132,11 @@ fn compose(
                 nscount: 0,
             };
             let section = entry.section;
+            let rotation = entry.rotation(id, rotation::record_len(slot));
             reply
-                .write(head, section.len(), |out| out.extend_from_slice(section))
+                .write(head, section.len(), |out| {
+                    write_section(out, section, rotation)
+                })
                 .map(|bytes| (bytes, entry.zone()))
         };
         // Under DO=1 a signed zone's entry answers from its signed
@@ -158,6 +162,20 @@ fn compose(
     let qname = &packet[DNS_HEADER_LEN..DNS_HEADER_LEN + q.name_len];
     let bytes = reply.write(head, 64, |out| negative::write_soa(out, qname, zone))?;
     Some((bytes, zones::id(zone.origin_key())))
+}
+
+/// `section` as the kernel sends it: rotated when the entry says so
+/// (`rotation`: where it splits, and the RRset's length), the records
+/// after the RRset (RRSIGs) in place.
+fn write_section(out: &mut Vec<u8>, section: &[u8], rotation: Option<(u32, u32)>) {
+    match rotation.map(|(split, len)| (split as usize, len as usize)) {
+        Some((split, len)) if split <= len && len <= section.len() => {
+            out.extend_from_slice(&section[split..len]);
+            out.extend_from_slice(&section[..split]);
+            out.extend_from_slice(&section[len..]);
+        }
+        _ => out.extend_from_slice(section),
+    }
 }
 
 fn address_slot(qtype: u16) -> Option<u8> {

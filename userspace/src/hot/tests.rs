@@ -32,7 +32,7 @@ fn zone(origin: &str, text: &str) -> crate::zone::Zone {
 /// a delegation, a wildcard, a CNAME, an empty non-terminal; signed.test.:
 /// a zone with a DNSKEY, where DO=1 queries are hot only for names whose
 /// RRset has RRSIGs (the signed variant).
-fn store() -> ZoneStore {
+fn zones() -> Vec<crate::zone::Zone> {
     let mut text = String::from(
         "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n@ NS ns1\n\
          ns1 A 192.0.2.53\nwww A 192.0.2.1\nwww AAAA 2001:db8::1\nv6 AAAA 2001:db8::6\n\
@@ -50,18 +50,27 @@ fn store() -> ZoneStore {
         c2lnbmF0dXJlLW9uZQ==\n\
         sig RRSIG A 15 3 300 20300101000000 20200101000000 4712 Signed.Test. c2lnbmF0dXJlLXR3bw==\n\
         sig AAAA 2001:db8::8\nsig RRSIG AAAA 13 3 300 20300101000000 20200101000000 4711 \
-        signed.test. c2lnbmF0dXJlLXRocmVl\n";
+        signed.test. c2lnbmF0dXJlLXRocmVl\n\
+        pool A 192.0.2.11\npool A 192.0.2.12\npool A 192.0.2.13\n\
+        pool RRSIG A 13 3 300 20300101000000 20200101000000 4711 signed.test. c2lnbmF0dXJlLW9uZQ==\n\
+        pool AAAA 2001:db8::11\npool AAAA 2001:db8::12\n\
+        pool RRSIG AAAA 13 3 300 20300101000000 20200101000000 4711 signed.test. c2lnbmF0dXJl\n\
+        pool RRSIG AAAA 15 3 300 20300101000000 20200101000000 4712 signed.test. c2lnbmF0dXJl\n";
     // Names of the SOA in other case and out of the zone, a DNAME, a
     // negative TTL below the SOA's.
     let other = "$ORIGIN Other.Test.\n$TTL 300\n\
         @ SOA NS.Elsewhere.NET. Host.Master.Other.TEST. 5 3600 600 86400 30\n\
         @ NS NS.Elsewhere.NET.\nd DNAME example.com.\nhost A 192.0.2.77\n\
         deep.a.b.c.e TXT x\n";
-    ZoneStore::with_zones(vec![
+    vec![
         zone("example.com.", &text),
         zone("signed.test.", signed),
         zone("other.test.", other),
-    ])
+    ]
+}
+
+fn store() -> ZoneStore {
+    ZoneStore::with_zones(zones())
 }
 
 fn handler(nsid: Option<&[u8]>) -> Handler {
@@ -297,6 +306,94 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
     // The hot path must carry its share, over every kind of EDNS.
     assert!(hot_count > total / 20, "{hot_count} of {total} hot");
     assert_eq!(hot_shapes.len(), 3, "{hot_shapes:?}");
+}
+
+/// The addresses of a reply's answer section, in order.
+fn answer_addresses(reply: &[u8]) -> Vec<String> {
+    let m = hickory_proto::op::Message::from_vec(reply).unwrap();
+    m.answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            hickory_proto::rr::RData::A(a) => Some(a.to_string()),
+            hickory_proto::rr::RData::AAAA(a) => Some(a.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn rotated_answers_start_at_the_query_id_and_match_the_full_handler() {
+    let store = ZoneStore::new();
+    let origins = ["example.com.", "signed.test."].map(|o| Name::from_ascii(o).unwrap());
+    store.set_rotation(crate::zone::RotationPolicy::new(&origins));
+    store.replace_zones(zones(), &[], NOW);
+    let table = AnswerTable::default();
+    fill(&table, &store.snapshot());
+    let h = handler(None);
+    let peer: IpAddr = "192.0.2.99".parse().unwrap();
+    // (name, type, DO, the RRset in stored order)
+    let sets: [(&str, u16, bool, &[&str]); 6] = [
+        ("two.example.com.", 1, false, &["192.0.2.2", "192.0.2.3"]),
+        ("BIG.example.com.", 1, false, &[]),
+        (
+            "pool.signed.test.",
+            1,
+            false,
+            &["192.0.2.11", "192.0.2.12", "192.0.2.13"],
+        ),
+        (
+            "pool.signed.test.",
+            1,
+            true,
+            &["192.0.2.11", "192.0.2.12", "192.0.2.13"],
+        ),
+        (
+            "pool.signed.test.",
+            28,
+            true,
+            &["2001:db8::11", "2001:db8::12"],
+        ),
+        ("www.example.com.", 1, false, &["192.0.2.1"]),
+    ];
+    let big: Vec<String> = (0..60).map(|i| format!("10.0.0.{i}")).collect();
+    for (name, qtype, dnssec_ok, stored) in sets {
+        let stored: Vec<String> = match stored.is_empty() {
+            true => big.clone(),
+            false => stored.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut firsts = std::collections::BTreeSet::new();
+        for id in [0u16, 1, 2, 3, 4, 59, 60, 61, 0xfffe, 0xffff] {
+            let mut q = query(name, qtype, [0, 0], Some((1232, dnssec_ok, 0, &[][..])));
+            q[..2].copy_from_slice(&id.to_be_bytes());
+            for transport in [Transport::Udp, Transport::Tcp] {
+                let (full, hot) = both(&store, &table, &h, &q, transport, peer);
+                let full = full.unwrap();
+                assert_eq!(
+                    hot.as_ref(),
+                    Some(&full),
+                    "{name} {qtype} DO {dnssec_ok} id {id}"
+                );
+                let n = stored.len();
+                let k = id as usize % n;
+                let expect = [&stored[k..], &stored[..k]].concat();
+                assert_eq!(answer_addresses(&full), expect, "{name} id {id}");
+                firsts.insert(expect[0].clone());
+            }
+        }
+        assert_eq!(
+            firsts.len().min(3),
+            stored.len().min(3),
+            "{name}: rotation moves"
+        );
+    }
+    // A zone without rotation answers in stored order whatever the ID.
+    let plain = self::store();
+    let mut q = query("two.example.com.", 1, [0, 0], None);
+    q[..2].copy_from_slice(&1u16.to_be_bytes());
+    let full = handler(None)
+        .handle(&plain.snapshot(), &q, Transport::Udp, peer, NOW)
+        .unwrap();
+    assert_eq!(answer_addresses(&full), ["192.0.2.2", "192.0.2.3"]);
 }
 
 #[test]

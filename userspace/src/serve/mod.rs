@@ -143,6 +143,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         .collect();
     let store = ZoneStore::new();
     store.set_serial_policy(config.transfer.serial_policy);
+    store.set_rotation(config.settings.rotation.clone());
     // What was served before a restart comes back first: secondary zones
     // are served before their primaries answer, and the journal's history
     // continues from it.

@@ -47,7 +47,9 @@ pub fn plan(items: &[FeedItem]) -> Update {
                     }
                     diffs.push(d.clone());
                 }
-                ZoneEvent::Expired(_) | ZoneEvent::Fresh(_) => return Update::Rebuild,
+                ZoneEvent::Expired(_) | ZoneEvent::Fresh(_) | ZoneEvent::Rotation(_) => {
+                    return Update::Rebuild
+                }
             }
         }
         if records > SMALL_DIFF {

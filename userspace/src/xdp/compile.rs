@@ -9,7 +9,9 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use std::sync::Arc;
 
-use xdpdns_common::{answer_flags, qtype_slot, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN};
+use xdpdns_common::{
+    answer_flags, qtype_slot, rotation, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN,
+};
 
 use super::entry::shared_wire;
 pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
@@ -72,6 +74,7 @@ pub fn diff_tables(old: &Table, new: &Table) -> TableDelta {
 pub struct Skipped {
     /// At or below a zone cut, or below a DNAME.
     pub below_cut: usize,
+    /// Larger than a block, or than the kernel can rotate.
     pub too_large: usize,
     pub shadowed_by_child_zone: usize,
 }
@@ -96,6 +99,7 @@ pub fn table_tag(snapshot: &Snapshot) -> u64 {
         let mut h = state.build_hasher();
         zone.origin_key().hash(&mut h);
         zone.uid().hash(&mut h);
+        zone.rotates().hash(&mut h);
         crate::metrics::zones::id(zone.origin_key()).hash(&mut h);
         sum.wrapping_add(h.finish())
     });
@@ -299,6 +303,8 @@ fn compile_name(
 #[derive(Clone, Copy)]
 struct ZoneMark {
     flags: u16,
+    /// A/AAAA answers rotate ([`Zone::rotates`]).
+    rotate: bool,
     id: u32,
     /// What its EXIST entries depend on.
     facts: negatives::ZoneFacts,
@@ -309,6 +315,7 @@ impl ZoneMark {
         let signed = zone.is_signed();
         ZoneMark {
             flags: if signed { answer_flags::SIGNED } else { 0 },
+            rotate: zone.rotates(),
             id: crate::metrics::zones::id(zone.origin_key()),
             facts: negatives::ZoneFacts::of(zone),
         }
@@ -381,7 +388,8 @@ fn compile_node(
     }
     let sets = [(a, qtype_slot::A), (aaaa, qtype_slot::AAAA)];
     for (set, slot) in sets.into_iter().filter_map(|(s, slot)| Some((s?, slot))) {
-        let Some(mut answer) = encode_answer(set, mark.flags) else {
+        let rotate = if mark.rotate { answer_flags::ROTATE } else { 0 };
+        let Some(mut answer) = encode_answer(set, mark.flags | rotate) else {
             skipped.too_large += 1;
             continue;
         };
@@ -394,7 +402,7 @@ fn compile_node(
         }
         let signed = node
             .signatures(set.rtype)
-            .and_then(|sigs| encode_signed_answer(set, sigs));
+            .and_then(|sigs| encode_signed_answer(set, sigs, mark.rotate));
         if let Some(mut answer) = signed {
             answer.head.set_zone(mark.id);
             table.extend(std::iter::once((
@@ -408,9 +416,12 @@ fn compile_node(
 /// `set`'s answer section followed by its RRSIGs (`sigs`), each owned by
 /// a pointer to the question, as the fallback encodes them (hickory
 /// writes RRSIG data in canonical form: the signer name uncompressed and
-/// lower case). `None` when it would not fit a block.
-pub fn encode_signed_answer(set: &RRset, sigs: &RRset) -> Option<Compiled> {
+/// lower case). `rotate`: the RRset is sent rotated, the RRSIGs after it
+/// ([`answer_flags::rotate`]). `None` when it would not fit a block, or
+/// the kernel could not rotate it.
+pub fn encode_signed_answer(set: &RRset, sigs: &RRset, rotate: bool) -> Option<Compiled> {
     let plain = encode_answer(set, 0)?;
+    let rotated_len = plain.section().len();
     let mut section = plain.section().to_vec();
     for sig in sigs.rdatas() {
         let mut rdata = Vec::with_capacity(128);
@@ -426,7 +437,16 @@ pub fn encode_signed_answer(set: &RRset, sigs: &RRset) -> Option<Compiled> {
     if section.len() > BLOCK_MAX {
         return None;
     }
-    let mut head = Answer::new(section.len() as u16, count, 0);
+    let flags = match rotate && set.len() >= 2 {
+        false => 0,
+        true if sigs.len() > answer_flags::TRAILING_MAX as usize
+            || !rotation::fits_kernel(section.len(), rotated_len) =>
+        {
+            return None
+        }
+        true => answer_flags::rotate(sigs.len() as u16),
+    };
+    let mut head = Answer::new(section.len() as u16, count, flags);
     head.csum = ones_complement_sum(&section);
     if section.len() <= INLINE_MAX {
         head.data[..section.len()].copy_from_slice(&section);
@@ -439,8 +459,10 @@ pub fn encode_signed_answer(set: &RRset, sigs: &RRset) -> Option<Compiled> {
 }
 
 /// The answer section exactly as the fallback encodes it: each record
-/// owned by a pointer to the question name (0xC00C), class IN. `None`
-/// when it is not A/AAAA or larger than a block.
+/// owned by a pointer to the question name (0xC00C), class IN, with
+/// `flags` ([`answer_flags::ROTATE`] only on a set of two or more). `None`
+/// when it is not A/AAAA, larger than a block, or too large for the
+/// kernel to rotate.
 pub fn encode_answer(set: &RRset, flags: u16) -> Option<Compiled> {
     let (rtype, addr_len) = match set.rtype {
         RecordType::A => (1u16, 4),
@@ -450,6 +472,13 @@ pub fn encode_answer(set: &RRset, flags: u16) -> Option<Compiled> {
     let count = set.len();
     let len = count * (12 + addr_len);
     if len == 0 || len > BLOCK_MAX || set.wire().any(|w| w.len() != addr_len) {
+        return None;
+    }
+    let flags = match count {
+        0 | 1 => flags & !answer_flags::ROTATE,
+        _ => flags,
+    };
+    if flags & answer_flags::ROTATE != 0 && !rotation::fits_kernel(len, len) {
         return None;
     }
     let mut head = Answer::new(len as u16, count as u8, flags);

@@ -17,7 +17,7 @@
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use xdpdns_common::INLINE_MAX;
+use xdpdns_common::{Answer, INLINE_MAX};
 
 use super::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
 use super::packed::{KeyHasher, Packed, Stored, HEAD};
@@ -45,6 +45,11 @@ impl HotEntry<'_> {
 
     pub fn flags(&self) -> u16 {
         self.head[1] as u16 >> 4
+    }
+
+    /// [`Answer::rotation`] of the kernel entry.
+    pub fn rotation(&self, id: u16, record_len: u32) -> Option<(u32, u32)> {
+        Answer::from_head(self.head, &[]).rotation(id, record_len)
     }
 
     pub fn zone(&self) -> u32 {

@@ -47,6 +47,10 @@ pub enum ZoneEvent {
     Expired(Name),
     /// An expired zone answers again.
     Fresh(Name),
+    /// The zone's answers started or stopped rotating (the store's
+    /// [`RotationPolicy`](super::store::RotationPolicy) changed): no
+    /// records changed, but every A/AAAA answer did.
+    Rotation(Name),
 }
 
 impl ZoneEvent {
@@ -54,7 +58,9 @@ impl ZoneEvent {
     pub fn origin(&self) -> &Name {
         match self {
             ZoneEvent::Published(d) => &d.origin,
-            ZoneEvent::Expired(origin) | ZoneEvent::Fresh(origin) => origin,
+            ZoneEvent::Expired(origin) | ZoneEvent::Fresh(origin) | ZoneEvent::Rotation(origin) => {
+                origin
+            }
         }
     }
 }

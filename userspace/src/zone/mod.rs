@@ -33,7 +33,7 @@ pub use packed::{PackError, PackedRdatas};
 pub use parser::{parse_zone_file, parse_zone_str, SourceRecord, ZoneFileError};
 pub use serial::SerialPolicy;
 pub use snapshot::{Snapshot, ZoneDiff};
-pub use store::{Change, ZoneStore};
+pub use store::{Change, RotationPolicy, ZoneStore};
 
 /// All records of one (owner, type), in stable (insertion) order, packed
 /// in wire form (see [`packed`]).
@@ -254,6 +254,10 @@ pub struct Zone {
     dname_count: usize,
     /// A secondary zone past its SOA expire: answered with SERVFAIL.
     expired: bool,
+    /// A and AAAA answers rotate with the query ID (`xdpdns_common::rotation`).
+    /// Serving policy, not contents: the store sets it from its
+    /// [`RotationPolicy`](store::RotationPolicy) on every commit.
+    rotate: bool,
     /// The apex SOA and its TTL, decoded once (serial checks and negative
     /// answers read it).
     soa: Option<Arc<(SOA, u32)>>,
@@ -289,6 +293,7 @@ impl Zone {
             cut_count: 0,
             dname_count: 0,
             expired: false,
+            rotate: false,
             soa: None,
             source: None,
             nsec_owners: imbl::OrdSet::new(),
@@ -388,6 +393,15 @@ impl Zone {
 
     pub fn set_expired(&mut self, expired: bool) {
         self.expired = expired;
+    }
+
+    /// Whether A and AAAA answers rotate with the query ID.
+    pub fn rotates(&self) -> bool {
+        self.rotate
+    }
+
+    pub fn set_rotation(&mut self, rotate: bool) {
+        self.rotate = rotate;
     }
 
     pub fn record_count(&self) -> usize {

@@ -11,6 +11,7 @@
 //!
 //! The store reads no clock: writers that may pick a serial pass `now`.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, Guard};
@@ -41,10 +42,27 @@ pub enum StoreError {
     SoaChange,
 }
 
+/// Which zones rotate their A/AAAA answers (`[[zone]] rotate`): serving
+/// policy from the configuration, which the store applies to every zone
+/// it commits, whatever source the zone came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RotationPolicy(HashSet<LowerName>);
+
+impl RotationPolicy {
+    pub fn new<'a>(origins: impl IntoIterator<Item = &'a Name>) -> Self {
+        RotationPolicy(origins.into_iter().map(LowerName::new).collect())
+    }
+
+    pub fn rotates(&self, origin: &LowerName) -> bool {
+        self.0.contains(origin)
+    }
+}
+
 /// What writers share: held for the whole of a commit.
 #[derive(Default)]
 struct Writer {
     policy: SerialPolicy,
+    rotation: RotationPolicy,
 }
 
 pub struct ZoneStore {
@@ -90,18 +108,53 @@ impl ZoneStore {
         self.lock().policy
     }
 
+    /// Which zones rotate their answers. Zones whose rotation changes are
+    /// committed at once, each with a [`ZoneEvent::Rotation`].
+    pub fn set_rotation(&self, rotation: RotationPolicy) {
+        let mut w = self.lock();
+        let old = self.current.load_full();
+        let flipped: Vec<LowerName> = old
+            .zones
+            .iter()
+            .filter(|(key, zone)| zone.rotates() != rotation.rotates(key))
+            .map(|(key, _)| key.clone())
+            .collect();
+        w.rotation = rotation;
+        if flipped.is_empty() {
+            return;
+        }
+        let next = (*old).clone();
+        let events = flipped
+            .iter()
+            .map(|key| ZoneEvent::Rotation(old.zones[key].origin().clone()))
+            .collect();
+        // `commit` sets each zone's flag from the new policy.
+        self.commit(&w, next, events);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The one commit path: every change from every source ends here.
     /// Makes `next` (built from the current snapshot under the writer
-    /// lock `_w`) the current snapshot under the next version, then hands
+    /// lock `w`) the current snapshot under the next version, then hands
     /// the commit to the feed. Sending never blocks; subscribers do their
     /// work on their own tasks.
-    fn commit(&self, _w: &Writer, mut next: Snapshot, events: Vec<ZoneEvent>) {
+    fn commit(&self, w: &Writer, mut next: Snapshot, events: Vec<ZoneEvent>) {
         let old = self.current.load();
         next.version = old.version + 1;
+        // Every zone a commit touches is served by the rotation policy,
+        // whichever source built it.
+        for event in &events {
+            let key = LowerName::new(event.origin());
+            if let Some(zone) = next.zones.get_mut(&key) {
+                let rotate = w.rotation.rotates(&key);
+                if zone.rotates() != rotate {
+                    Arc::make_mut(zone).set_rotation(rotate);
+                }
+            }
+        }
         // A changed zone built from the one it replaces (a clone changed
         // in place) is a new version of the contents; one that arrives
         // with an id of its own (parsed, transferred, read from its
@@ -731,6 +784,36 @@ mod tests {
     }
 
     #[test]
+    fn the_rotation_policy_follows_every_zone_into_the_store() {
+        let store = ZoneStore::new();
+        let (_, mut feed) = store.subscribe();
+        let rotating = |s: &ZoneStore| s.snapshot().zones().next().unwrap().rotates();
+        store.set_rotation(RotationPolicy::new(&[name("example.com.")]));
+        store.replace_zones(vec![zone(1, &[])], &[], 0);
+        assert!(rotating(&store), "a zone committed after the policy");
+        store
+            .update(
+                &name("example.com."),
+                &[Change::Add(a("x.example.com.", 1))],
+                0,
+            )
+            .unwrap();
+        store.replace_zones(vec![zone(5, &[])], &[], 0);
+        assert!(rotating(&store), "kept through updates and replacements");
+        let version = store.snapshot().version();
+        store.set_rotation(RotationPolicy::new(&[name("example.com.")]));
+        assert_eq!(store.snapshot().version(), version, "no change, no commit");
+        store.set_rotation(RotationPolicy::default());
+        assert!(!rotating(&store));
+        let mut last = None;
+        while let Some(FeedItem::Commit(c)) = feed.try_next() {
+            last = Some(c);
+        }
+        let events = last.unwrap().events.clone();
+        assert_eq!(events, [ZoneEvent::Rotation(name("example.com."))]);
+    }
+
+    #[test]
     fn serial_wraps_per_rfc1982() {
         let store = ZoneStore::new();
         store.replace_zones(vec![zone(u32::MAX, &[])], &[], 0);
@@ -863,6 +946,7 @@ mod tests {
                 ZoneEvent::Published(d) => format!("published {:?}", d.new_serial),
                 ZoneEvent::Expired(z) => format!("expired {z}"),
                 ZoneEvent::Fresh(z) => format!("fresh {z}"),
+                ZoneEvent::Rotation(z) => format!("rotation {z}"),
             }));
         }
         assert_eq!(versions, [1, 2, 3, 4]);
