@@ -275,19 +275,23 @@ fn sighup_applies_every_reloadable_key() {
     use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption, NSIDPayload};
     use hickory_proto::rr::DNSClass;
 
-    let config = |id: &str, nsid: &str, payload: u16, xfr_from: &str| {
+    let config = |id: &str, nsid: &str, payload: u16, xfr_from: &str, rotate: bool| {
         format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_payload = {payload}\n\
              [identity]\nserver_id = \"{id}\"\nnsid = \"{nsid}\"\n\
              [cookies]\nsecret_file = \"cookie.secret\"\n\
              [transfer]\nallow_transfer = [{{ from = [\"{xfr_from}\"] }}]\n\
-             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n"
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\nrotate = {rotate}\n"
         )
     };
     let dir = TempDir::new("reload-keys");
-    dir.write("zone.db", &zone(1, "192.0.2.80"));
+    let pool = "pool A 192.0.2.5\npool A 192.0.2.6\n";
+    dir.write("zone.db", &(zone(1, "192.0.2.80") + pool));
     dir.write("cookie.secret", "000102030405060708090a0b0c0d0e0f\n");
-    let path = dir.write("xdpdns.toml", &config("one", "n-one", 1232, "192.0.2.0/24"));
+    let path = dir.write(
+        "xdpdns.toml",
+        &config("one", "n-one", 1232, "192.0.2.0/24", false),
+    );
     let srv = Server::start_with_config(dir, path.clone());
 
     let ask = |q: &[u8]| Message::from_vec(&udp_raw(srv.addr, q).expect("UDP reply")).unwrap();
@@ -335,6 +339,16 @@ fn sighup_applies_every_reloadable_key() {
             axfr.metadata.response_code,
         )
     };
+    // Whether the pool's first address follows the query ID (`rotate`).
+    let rotates = || {
+        let first = |id: u16| {
+            let mut q = query("pool.example.com.", RecordType::A, None);
+            q[..2].copy_from_slice(&id.to_be_bytes());
+            ask(&q).answers[0].data.clone()
+        };
+        first(2) != first(3)
+    };
+    assert!(!rotates(), "a file zone does not rotate unless set");
     let (id, nsid, payload, cookie, xfr) = observe(b"clientck");
     assert_eq!(
         (id.as_str(), nsid.as_str(), payload),
@@ -349,7 +363,7 @@ fn sighup_applies_every_reloadable_key() {
     // A valid server cookie comes back as it was sent.
     assert_eq!(observe(&cookie).3, cookie);
 
-    std::fs::write(&path, config("two", "n-two", 1400, "127.0.0.0/8")).unwrap();
+    std::fs::write(&path, config("two", "n-two", 1400, "127.0.0.0/8", true)).unwrap();
     // A new secret with no previous one: cookies made before are invalid.
     std::fs::write(
         srv.dir.0.join("cookie.secret"),
@@ -370,5 +384,6 @@ fn sighup_applies_every_reloadable_key() {
     assert_eq!(xfr2, ResponseCode::NoError, "loopback now allowed");
     assert_eq!(cookie2[..8], cookie[..8], "the client cookie is echoed");
     assert_ne!(cookie2, cookie, "the old server cookie no longer validates");
+    assert!(rotates(), "rotate = true, reloaded");
     assert_eq!(observe(&cookie2).3, cookie2, "the new one does");
 }

@@ -122,6 +122,20 @@ fn registration_lease_and_status_drive_dns() {
     )
     .len()
         == 2));
+    // Registry zones rotate by default: the first address follows the
+    // query ID (even IDs one member first, odd IDs the other).
+    let first = |id: u16| {
+        let mut q = support::query(svc, RecordType::A, None);
+        q[..2].copy_from_slice(&id.to_be_bytes());
+        let m = support::udp_query(s.addr, &q).expect("UDP reply");
+        match &m.answers[0].data {
+            RData::A(a) => a.to_string(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let (even, odd) = (first(0x1000), first(0x1001));
+    assert_ne!(even, odd, "the service's answers rotate with the query ID");
+    assert_eq!((first(0x2000), first(0x2001)), (even, odd), "one rule");
     let (code, body) = http(
         "PUT",
         &format!("{api}/v1/instances/web-2/status"),
