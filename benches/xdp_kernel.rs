@@ -69,7 +69,15 @@ fn main() {
     for i in 1..=60 {
         text += &format!("sixty 30 IN A 10.60.0.{i}\n");
     }
+    for i in 1..=5 {
+        text += &format!("five 30 IN A 10.5.0.{i}\n");
+    }
     let zone = load_zone_str(&text, &origin, Path::new("example.com.zone")).unwrap();
+    // The same RRsets in a zone that rotates its answers (query ID 42:
+    // the five start at their third record, the sixty at their 43rd).
+    let pool_origin = Name::from_str("pool.test.").unwrap();
+    let pool_text = text.replace("$ORIGIN example.com.", "$ORIGIN pool.test.");
+    let pool = load_zone_str(&pool_text, &pool_origin, Path::new("pool.test.zone")).unwrap();
     // A zone signed by dnssec-signzone (ECDSA P-256): DO=1 hits are
     // answered from the signed variant (A + RRSIG, a small block).
     let signed_text = signing::small_signed_zone();
@@ -79,7 +87,9 @@ fn main() {
         Path::new("signed.test.zone"),
     )
     .unwrap();
-    let store = ZoneStore::with_zones(vec![zone, signed_zone]);
+    let store = ZoneStore::new();
+    store.set_rotation(xdpdns::zone::RotationPolicy::new(&[pool_origin]));
+    store.replace_zones(vec![zone, signed_zone, pool], &[], 0);
     let edns = xdpdns::wire::ServerEdns::default();
     let capacity = xdpdns::xdp::Capacity {
         entries: 1024,
@@ -149,6 +159,24 @@ fn main() {
         ),
         Quirks::default(),
     );
+    let edns_1232 = || {
+        let mut e = Edns::new();
+        e.set_max_payload(1232);
+        e
+    };
+    let five = frame(
+        Family::V4,
+        0,
+        &query("five.example.com."),
+        Quirks::default(),
+    );
+    let five_rotated = frame(Family::V4, 0, &query("five.pool.test."), Quirks::default());
+    let sixty_rotated = frame(
+        Family::V4,
+        0,
+        &query_with("sixty.pool.test.", Some(edns_1232())),
+        Quirks::default(),
+    );
     let now = xdpdns::clock::unix_secs() as u32;
     let server = cookie::mint(
         edns.cookies.key_words()[0],
@@ -207,6 +235,7 @@ fn main() {
     let (mut hit_ns, mut miss_ns, mut other_ns, mut floor_ns) = (vec![], vec![], vec![], vec![]);
     let (mut first_ns, mut next_ns, mut sixty_ns) = (vec![], vec![], vec![]);
     let (mut do0_ns, mut do1_ns) = (vec![], vec![]);
+    let (mut five_ns, mut five_rot_ns, mut sixty_rot_ns) = (vec![], vec![], vec![]);
     let (mut parse_ns, mut lookup_ns, mut grow_ns) = (vec![], vec![], vec![]);
     for _ in 0..runs {
         // Interleaved so drift on a shared machine hits all figures alike.
@@ -230,6 +259,12 @@ fn main() {
         next_ns.push(time(&mut fp, answer, &next, 3) - base_next);
         let base_sixty = time(&mut fp, restore, &sixty, 3);
         sixty_ns.push(time(&mut fp, answer, &sixty, 3) - base_sixty);
+        let base_sixty_rot = time(&mut fp, restore, &sixty_rotated, 3);
+        sixty_rot_ns.push(time(&mut fp, answer, &sixty_rotated, 3) - base_sixty_rot);
+        let base_five = time(&mut fp, restore, &five, 3);
+        five_ns.push(time(&mut fp, answer, &five, 3) - base_five);
+        let base_five_rot = time(&mut fp, restore, &five_rotated, 3);
+        five_rot_ns.push(time(&mut fp, answer, &five_rotated, 3) - base_five_rot);
         let base_do0 = time(&mut fp, restore, &signed_do0, 3);
         do0_ns.push(time(&mut fp, answer, &signed_do0, 3) - base_do0);
         let base_do1 = time(&mut fp, restore, &signed_do1, 3);
@@ -260,6 +295,12 @@ fn main() {
             "hit, 60-member RRset, EDNS 1232 (960 bytes copied)",
             sixty_ns,
         ),
+        (
+            "hit, 60-member RRset rotated, EDNS 1232 (three copies)",
+            sixty_rot_ns,
+        ),
+        ("hit, 5-member RRset (80 bytes, a small block)", five_ns),
+        ("hit, 5-member RRset rotated", five_rot_ns),
         ("signed zone, DO=0 + client cookie", do0_ns),
         (
             "signed zone, DO=1 + client cookie (A + RRSIG from a small block)",
