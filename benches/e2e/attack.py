@@ -6,7 +6,10 @@ its own interface, dnsperf's too). The server serves both links, with
 XDP on both for xdpdns.
 
   (a) random subdomains: NXDOMAIN names under the zone ("water torture");
-  (b) reflection: hits, for their answers to go to the spoofed sources.
+  (b) reflection: hits, for their answers to go to the spoofed sources;
+  (c) the reflection flood of (b) spoofing the legitimate client's own
+      /24 (the victim of a reflection attack is often a resolver that
+      still needs its answers): its queries share the flood's buckets.
 
 Every server runs response rate limiting with the same settings (RRL_RATE
 a second per /24 and class, slip RRL_SLIP): xdpdns `[rrl]`, NSD
@@ -18,6 +21,7 @@ answered, server CPU, the flood's replies, and for xdpdns the share of the
 flood handled in the kernel.
 """
 
+import json
 import os
 import random
 import re
@@ -33,6 +37,8 @@ from topology import veth_pair
 FLOOD_NET = "10.88.0.0/24"
 LEGIT_SRV_IF, LEGIT_CLI_IF = "xdpb-srv2", "xdpb-cli2"
 LEGIT_SRV_IP, LEGIT_CLI_IP = "10.78.0.1", "10.78.0.2"
+# (c): the legitimate client inside the flood's /24, on its own link.
+VICTIM_IP = "10.88.0.254"
 RRL_RATE, RRL_SLIP = 20, 2
 CLIENT_COOKIE = "0123456789abcdef"
 
@@ -55,6 +61,8 @@ def links_up(xdpdns):
     client, where kxdpgun takes the replies)."""
     veth_pair(xdpdns, LEGIT_SRV_IF, LEGIT_CLI_IF, LEGIT_SRV_IP, LEGIT_CLI_IP)
     sh("ip", "-n", SRV_NS, "route", "add", FLOOD_NET, "via", CLI_IP)
+    sh("ip", "-n", CLI_NS, "addr", "add", f"{VICTIM_IP}/32", "dev", LEGIT_CLI_IF)
+    sh("ip", "-n", SRV_NS, "route", "add", f"{VICTIM_IP}/32", "via", LEGIT_CLI_IP)
 
 
 def edit(path, old, new):
@@ -109,11 +117,11 @@ def attack_targets(workdir, zone, names, xdpdns):
     ]
 
 
-def server_cookie(probe):
+def server_cookie(probe, source):
     """The COOKIE option (client + server, hex) the server gives a client
-    cookie of ours; the client's alone when it has none."""
-    r = sh(*in_ns(CLI_NS, "dig", f"@{LEGIT_SRV_IP}", "+norec", f"+cookie={CLIENT_COOKIE}", "+time=1",
-                  "+tries=1", probe, "A"), check=False, timeout=10)
+    cookie of ours sent from `source`; the client's alone when it has none."""
+    r = sh(*in_ns(CLI_NS, "dig", f"@{LEGIT_SRV_IP}", "-b", source, "+norec", f"+cookie={CLIENT_COOKIE}",
+                  "+time=1", "+tries=1", probe, "A"), check=False, timeout=10)
     m = re.search(r"COOKIE: ([0-9a-f]+)", r.stdout)
     return m.group(1) if m else CLIENT_COOKIE
 
@@ -131,14 +139,29 @@ def kernel_counters(server):
     return handled, passed, kv.get("rrl_exempt", 0)
 
 
-def attack_run(server, flood_queries, legit_queries, duration, legit_rate, flood_rate, cookie):
-    legit = on_client("dnsperf", "-s", LEGIT_SRV_IP, "-d", legit_queries, "-l", str(duration), "-c", "4",
-                      "-T", "1", "-q", "500", "-t", "2", "-Q", str(int(legit_rate)), "-E", f"10:{cookie}")
+def legit_link_drops():
+    """Packets dropped so far on the legitimate link, per side (receive and
+    send): where a lost legitimate query or reply went."""
+    out = {}
+    for ns, dev in ((SRV_NS, LEGIT_SRV_IF), (CLI_NS, LEGIT_CLI_IF)):
+        r = sh("ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev, check=False)
+        try:
+            st = json.loads(r.stdout)[0]["stats64"]
+            out[dev] = st["rx"]["dropped"] + st["tx"]["dropped"]
+        except (ValueError, KeyError, IndexError):
+            out[dev] = None
+    return out
+
+
+def attack_run(server, flood_queries, legit_queries, duration, legit_rate, flood_rate, source, cookie):
+    legit = on_client("dnsperf", "-s", LEGIT_SRV_IP, "-a", source, "-d", legit_queries, "-l", str(duration),
+                      "-c", "4", "-T", "1", "-q", "500", "-t", "2", "-Q", str(int(legit_rate)),
+                      "-E", f"10:{cookie}")
     flood = on_client("kxdpgun", "-t", str(duration), "-Q", str(flood_rate), "-i", flood_queries, "-I", CLI_IF,
                       "-F", str(GEN_CPU), "-l", FLOOD_NET, SRV_IP)
-    before = kernel_counters(server)
+    before, drops_before = kernel_counters(server), legit_link_drops()
     m = measured([legit, flood], duration + 30)
-    after = kernel_counters(server)
+    after, drops_after = kernel_counters(server), legit_link_drops()
     sh(*in_ns(CLI_NS, "ip", "link", "set", "dev", CLI_IF, "xdp", "off"), check=False)
     sent, done, _, _ = dnsperf_figures(m.outs[0])
     fsent = num(r"total queries:\s+(\d+)", m.outs[1], int) or 0
@@ -151,6 +174,8 @@ def attack_run(server, flood_queries, legit_queries, duration, legit_rate, flood
         "flood_qps": fsent / duration,
         "flood_replies_per_s": freplies / duration,
         "server_cpu_pct": 100.0 * server_s / (wall * len(SRV_CPUS)),
+        "legit_link_drops": {dev: (drops_after[dev] - n if n is not None and drops_after[dev] is not None
+                                   else None) for dev, n in drops_before.items()},
     }
     if before and after:
         handled, passed = after[0] - before[0], after[1] - before[1]
@@ -166,7 +191,8 @@ def attack_run(server, flood_queries, legit_queries, duration, legit_rate, flood
     return r
 
 
-SCENARIOS = ("(a) random-subdomain flood", "(b) reflection flood of hits")
+SCENARIOS = ("(a) random-subdomain flood", "(b) reflection flood of hits",
+             "(c) reflection flood spoofing the client's /24")
 
 
 def bench_attack(t, a, hits, flood, probe):
@@ -181,17 +207,18 @@ def bench_attack(t, a, hits, flood, probe):
             peer.stdout.readline()
             flood_peer = peer_pass_program(a.xdpdns)
         server = Server(t, probe, a.start_timeout)
-        cookie = server_cookie(probe)
+        cookies = {src: server_cookie(probe, src) for src in (LEGIT_CLI_IP, VICTIM_IP)}
         runs = {s: [] for s in SCENARIOS}
         for _ in range(a.repeats):
-            for scenario, queries in zip(SCENARIOS, (flood, hits)):
+            plan = zip(SCENARIOS, (flood, hits, hits), (LEGIT_CLI_IP, LEGIT_CLI_IP, VICTIM_IP))
+            for scenario, queries, source in plan:
                 if t.native and not flood_peer:
                     flood_peer = peer_pass_program(a.xdpdns)
                 dig_ok(probe)  # the server's MAC in the neighbour table, for kxdpgun
                 stop(flood_peer)
                 flood_peer = None
                 runs[scenario].append(attack_run(server, queries, hits, a.duration, a.legit_rate,
-                                                 a.kxdpgun_rate, cookie))
+                                                 a.kxdpgun_rate, source, cookies[source]))
         return {"target": t.label, "attack": runs}
     finally:
         if server:
@@ -204,7 +231,8 @@ def attack_report(results, machine):
     lines = [
         f"Front line under attack: {machine['duration_s']} s per run, {machine['repeats']} repeats (medians); "
         f"flood by kxdpgun at up to {machine['kxdpgun_rate_qps']:,} q/s from {FLOOD_NET} (spoofed); "
-        f"legitimate hits by dnsperf at {machine['legit_rate_qps']:,} q/s from {LEGIT_CLI_IP} with a server cookie; "
+        f"legitimate hits by dnsperf at {machine['legit_rate_qps']:,} q/s from {LEGIT_CLI_IP} "
+        f"((c): from {VICTIM_IP}) with a server cookie; "
         f"RRL {RRL_RATE}/s per /24, slip {RRL_SLIP}, everywhere.",
         "",
         "| server | scenario | legitimate answered | server CPU | flood sent (q/s) | flood replies (/s) "
