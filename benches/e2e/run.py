@@ -43,7 +43,7 @@ import shutil
 import sys
 import tempfile
 import time
-from attack import attack_report, attack_targets, bench_attack, flood_file, links_up
+from attack import LEGIT_CLI_IF, attack_report, attack_targets, bench_attack, flood_file, links_up
 from common import *  # noqa: F401,F403
 from cpu import *  # noqa: F401,F403
 from load import *  # noqa: F401,F403
@@ -91,7 +91,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     workdir = tempfile.mkdtemp(prefix="xdpdns-bench-")
     results = []
-    pinner = NapiPinner()
+    pinner = NapiPinner(urgent=(LEGIT_CLI_IF,) if a.attack else ())
     try:
         t0 = time.time()
         zone, hits, mix, names, records = gen.generate(workdir, a.names, a.queries)

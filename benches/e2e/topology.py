@@ -44,12 +44,18 @@ def netns_down():
 
 class NapiPinner(threading.Thread):
     """Keeps the veth NAPI threads on their side's CPUs. They come and go
-    as XDP programs (ours, the client's pass program, kxdpgun's) attach."""
+    as XDP programs (ours, the client's pass program, kxdpgun's) attach.
 
-    def __init__(self):
+    `urgent`: client-side interfaces whose NAPI threads run SCHED_FIFO, so
+    the generator CPU, saturated by kxdpgun, still drains the replies that
+    arrive there (the attack bench's legitimate client: a separate machine
+    in real life, which the flood's generator must not starve)."""
+
+    def __init__(self, urgent=()):
         super().__init__(daemon=True)
         self.stop = threading.Event()
         self.pinned = set()
+        self.urgent = tuple(f"napi/{dev}" for dev in urgent)
 
     def run(self):
         while not self.stop.wait(0.25):
@@ -69,6 +75,8 @@ class NapiPinner(threading.Thread):
                     continue
                 try:
                     os.sched_setaffinity(int(pid), cpus)
+                    if comm.startswith(self.urgent) and self.urgent:
+                        os.sched_setscheduler(int(pid), os.SCHED_FIFO, os.sched_param(1))
                     self.pinned.add(pid)
                 except OSError:
                     pass

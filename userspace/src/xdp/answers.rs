@@ -167,14 +167,17 @@ mod tests {
     }
 
     #[test]
-    fn resync_expiry_and_large_changes_rebuild() {
+    fn resync_expiry_rotation_and_large_changes_rebuild() {
         let origin = Name::from_ascii("example.").unwrap();
         let resync = FeedItem::Resync(Arc::new(Snapshot::default()));
         assert_eq!(plan(&[resync]), Update::Rebuild);
         let expired = commit(3, vec![ZoneEvent::Expired(origin.clone())]);
         assert_eq!(plan(&[expired]), Update::Rebuild);
-        let fresh = commit(3, vec![ZoneEvent::Fresh(origin)]);
+        let fresh = commit(3, vec![ZoneEvent::Fresh(origin.clone())]);
         assert_eq!(plan(&[fresh]), Update::Rebuild);
+        // Rotation changes every A/AAAA entry of the zone, no record.
+        let rotation = commit(3, vec![ZoneEvent::Rotation(origin)]);
+        assert_eq!(plan(&[rotation]), Update::Rebuild);
         let big = [
             commit(1, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2))]),
             commit(2, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2 + 1))]),
