@@ -116,24 +116,43 @@ pub fn copy_section_at<const N: usize>(
     let _ = store(ctx, off + last, &chunk);
 }
 
-/// Copies a rotated section of `len` bytes to frame offset `off` with
-/// `copy(from, bytes, to)`: the RRset from the record at `split` to its
-/// end (`rrset`), then from its start to `split`, then what follows the
-/// RRset (RRSIGs). The records are the same even size, so the section's
-/// checksum holds.
+/// Copies a rotated section of `len` bytes from `src` to frame offset
+/// `off`: the RRset from the record at `split` to its end (`rrset`), then
+/// from its start to `split`, then what follows the RRset (RRSIGs). The
+/// records are the same even size, so the section's checksum holds.
 #[inline(always)]
-fn rotate(
+fn rotate_small<const N: usize>(
+    ctx: &XdpContext,
+    src: &[u8; N],
     (split, rrset): (u32, u32),
     len: u32,
     off: u32,
-    mut copy: impl FnMut(u32, u32, u32),
 ) {
     if split > rrset || rrset > len {
         return;
     }
-    copy(split, rrset - split, off);
-    copy(0, split, off + rrset - split);
-    copy(rrset, len - rrset, off + rrset);
+    copy_section_at(ctx, src, split, rrset - split, off);
+    copy_section_at(ctx, src, 0, split, off + rrset - split);
+    copy_section_at(ctx, src, rrset, len - rrset, off + rrset);
+}
+
+/// [`rotate_small`] for a section in the block table, with three helper
+/// calls; the compiler rotates only sections whose RRset and tail each
+/// fit half a block (`rotation::fits_kernel`).
+#[inline(always)]
+fn rotate_block(
+    ctx: &XdpContext,
+    src: &[u8; BLOCK_MAX],
+    (split, rrset): (u32, u32),
+    len: u32,
+    off: u32,
+) {
+    if split > rrset || rrset > len {
+        return;
+    }
+    store_half(ctx, off, src, split, rrset - split);
+    store_half(ctx, off + rrset - split, src, 0, split);
+    store_half(ctx, off + rrset, src, rrset, len - rrset);
 }
 
 /// Copies `len` bytes of `src` from `from` into the frame at `off` with
@@ -224,17 +243,9 @@ pub fn build(
         // verifier a state per step, each carried through the rest.
         (None, _, Some(b)) => store_bytes::<BLOCK_MAX, 0>(ctx, answer_off, &b.data, alen),
         (None, _, _) => copy_section(ctx, &ans.data, alen, answer_off),
-        (Some(r), Some(b), _) => rotate(r, alen, answer_off, |from, n, to| {
-            copy_section_at(ctx, &b.data, from, n, to)
-        }),
-        // Three helper calls; the compiler rotates only sections whose
-        // RRset and tail each fit half a block (`rotation::fits_kernel`).
-        (Some(r), _, Some(b)) => rotate(r, alen, answer_off, |from, n, to| {
-            store_half(ctx, to, &b.data, from, n)
-        }),
-        (Some(r), _, _) => rotate(r, alen, answer_off, |from, n, to| {
-            copy_section_at(ctx, &ans.data, from, n, to)
-        }),
+        (Some(r), Some(b), _) => rotate_small(ctx, &b.data, r, alen, answer_off),
+        (Some(r), _, Some(b)) => rotate_block(ctx, &b.data, r, alen, answer_off),
+        (Some(r), _, _) => rotate_small(ctx, &ans.data, r, alen, answer_off),
     }
     let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
 
