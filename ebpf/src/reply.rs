@@ -138,7 +138,9 @@ fn rotate_small<const N: usize>(
 
 /// [`rotate_small`] for a section in the block table, with three helper
 /// calls; the compiler rotates only sections whose RRset and tail each
-/// fit half a block (`rotation::fits_kernel`).
+/// fit half a block (`rotation::fits_kernel`). (One `rotate` taking the
+/// copy as a closure left a call behind whose frame took the call chain
+/// past the verifier's 512-byte stack.)
 #[inline(always)]
 fn rotate_block(
     ctx: &XdpContext,
