@@ -180,6 +180,11 @@ impl Drop for KillOnDrop {
 /// xdpdns in the server namespace serving `zone` as example.com., XDP
 /// attached to the link in `mode`.
 fn serve_on(link: &Link, mode: &str, tag: &str, zone: &str) -> Server {
+    serve_zone_with(link, mode, tag, zone, "")
+}
+
+/// [`serve_on`] with more keys for the zone's `[[zone]]` table.
+fn serve_zone_with(link: &Link, mode: &str, tag: &str, zone: &str, zone_keys: &str) -> Server {
     let dir = TempDir::new(tag);
     dir.write("zone.db", zone);
     let config = dir.write(
@@ -187,7 +192,7 @@ fn serve_on(link: &Link, mode: &str, tag: &str, zone: &str) -> Server {
         &format!(
             "[server]\nlisten = [\"10.211.0.1:53\"]\n\
              [xdp]\ninterfaces = [\"{}\"]\nmode = \"{mode}\"\n\
-             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n{zone_keys}",
             link.server_if
         ),
     );
@@ -1166,14 +1171,18 @@ fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
 /// variants.
 fn validated(tag: &str, denial: super::dnssec::Denial) {
     use super::dnssec::{sign_zone, NAMES, ZONE};
-    let text = ZONE.replace("signed.test.", "example.com.");
+    // A pool whose answers rotate (signed variants with their RRSIG).
+    let pool = "pool A 192.0.2.31\npool A 192.0.2.32\npool A 192.0.2.33\n\
+                pool AAAA 2001:db8::31\npool AAAA 2001:db8::32\n";
+    let text = ZONE.replace("signed.test.", "example.com.") + pool;
     let signed = sign_zone("example.com.", &text, "ECDSAP256SHA256", denial);
     let link = Link::new(tag);
-    let srv = serve_on(
+    let srv = serve_zone_with(
         &link,
         "generic",
         "veth-dnssec",
         &std::fs::read_to_string(&signed.file).unwrap(),
+        "rotate = true\n",
     );
     let unbound_dir = TempDir::new("unbound-validator");
     let conf = unbound_dir.write(
@@ -1214,7 +1223,8 @@ fn validated(tag: &str, denial: super::dnssec::Denial) {
     );
     let before = counters(&srv);
     let (mut secure, mut failures) = (0, Vec::new());
-    for name in NAMES {
+    let names = NAMES.iter().copied().chain(["pool.signed.test."]);
+    for name in names {
         let name = name
             .to_ascii_lowercase()
             .replace("signed.test.", "example.com.");
