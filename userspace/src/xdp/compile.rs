@@ -548,6 +548,33 @@ mod tests {
     }
 
     #[test]
+    fn rotation_flags_its_entries_and_changes_the_table_tag() {
+        let store = store_with("pool A 192.0.2.1\npool A 192.0.2.2\n");
+        let plain_tag = table_tag(&store.snapshot());
+        let origin = Name::from_str("example.com.").unwrap();
+        store.set_rotation(crate::zone::RotationPolicy::new(&[origin]));
+        let snapshot = store.snapshot();
+        assert_ne!(
+            table_tag(&snapshot),
+            plain_tag,
+            "a pinned table compiled without rotation is not adopted"
+        );
+        let (table, _) = compile(&snapshot);
+        let flags = |name: &str, slot| table[&key(name, slot)].head.flags();
+        assert_eq!(
+            flags("pool.example.com.", qtype_slot::A),
+            answer_flags::ROTATE
+        );
+        assert_eq!(
+            flags("www.example.com.", qtype_slot::A),
+            answer_flags::ROTATE,
+            "WWW and www: two records"
+        );
+        assert_eq!(flags("ns1.example.com.", qtype_slot::A), 0, "one record");
+        assert_eq!(flags("www.example.com.", qtype_slot::AAAA), 0);
+    }
+
+    #[test]
     fn only_exact_in_zone_address_rrsets_are_compiled() {
         let (table, skipped) = compile(&store_with("").snapshot());
         let mut names: Vec<_> = table
