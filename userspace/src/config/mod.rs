@@ -574,13 +574,20 @@ impl Config {
 
     /// The zones with `rotate` on (their origins are validated).
     fn rotation_policy(&self) -> crate::zone::RotationPolicy {
+        self.reloaded_rotation(self)
+    }
+
+    /// The rotation policy a reload from `old` to this config puts in
+    /// force: this config's `[[zone]]`s, and `old`'s registry zones, which
+    /// a reload leaves as they are (their set changes with a restart).
+    pub fn reloaded_rotation(&self, old: &Config) -> crate::zone::RotationPolicy {
         let files = self
             .zones
             .iter()
             .filter(|z| z.rotate)
             .map(|z| z.origin_name());
         // Registry zone names are checked by `naming`, which runs first.
-        let registry = self
+        let registry = old
             .registry
             .iter()
             .flat_map(|r| &r.zones)

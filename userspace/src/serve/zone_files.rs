@@ -199,7 +199,7 @@ pub fn reload(path: &Path, old: &Config, router: &Router, log: &LoadLog) -> Opti
         .store(Arc::new(handler_for(&config, Some(&running))));
     // Rotation first: a zone the reload changes is then committed once,
     // already rotating as configured.
-    router.store.set_rotation(config.settings.rotation.clone());
+    router.store.set_rotation(config.reloaded_rotation(old));
     let before: Vec<Arc<Zone>> = router.store.snapshot().zones().cloned().collect();
     let diffs = router.store.replace_zones(zones, &removed, unix_secs());
     free_here(before);

@@ -330,6 +330,11 @@ pub struct FastPath {
     /// full): they hold no block reference, and the next change or whole
     /// table writes them again.
     absent: HashSet<EntryKey>,
+    /// Entries of `installed` a full name table refused (in either
+    /// generation). Unlike `absent` they keep their block reference (taken
+    /// before the write); the next whole table writes them again, and
+    /// while an EXIST entry is among them the kernel answers no negatives.
+    refused: HashSet<EntryKey>,
     /// Adopted with a whole table whose contents `installed` does not
     /// hold yet (see [`FastPath::adopt_table`]).
     table_unknown: bool,
@@ -453,6 +458,7 @@ impl FastPath {
             healthy: true,
             installed: Arc::default(),
             absent: HashSet::new(),
+            refused: HashSet::new(),
             table_unknown: false,
             attached: Vec::new(),
         })
@@ -600,6 +606,7 @@ impl FastPath {
         self.installed.unsettle();
         self.installed.replace(table);
         self.absent = absent.iter().cloned().collect();
+        self.refused.clear();
         self.table_unknown = false;
         // Written again now, not at the next change that touches them.
         let missing = TableDelta {
@@ -795,7 +802,9 @@ impl FastPath {
 
     /// (name, type) entries the kernel holds.
     pub fn entries(&self) -> usize {
-        self.installed.len().saturating_sub(self.absent.len())
+        self.installed
+            .len()
+            .saturating_sub(self.absent.len() + self.refused.len())
     }
 
     /// The block `key`'s kernel entry references, if it holds one.
@@ -836,7 +845,7 @@ impl FastPath {
         }
         let mut delta = self.installed.diff(&table);
         // Entries the kernel lacks are written again even when unchanged.
-        for key in &self.absent {
+        for key in self.absent.iter().chain(&self.refused) {
             if let Some(c) = table.get(key) {
                 if self.installed.entry(key).as_ref() == Some(c) {
                     delta.upsert.push((key.clone(), c.clone()));
@@ -869,6 +878,10 @@ impl FastPath {
             self.record(delta);
             return Err(XdpError::TableUnknown);
         }
+        if delta.is_empty() && self.healthy {
+            self.negatives_if_whole()?;
+            return self.set_table_tag(tag);
+        }
         if delta.is_empty() {
             return self.set_table_tag(tag);
         }
@@ -885,6 +898,9 @@ impl FastPath {
             .chain(&delta.delete)
             .any(|k| self.held_block(k).is_some());
         // The tag is unknown until both generations hold the change.
+        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
+            self.refused.remove(key);
+        }
         let written = self.set_table_tag(0).and_then(|()| self.try_apply(delta));
         self.record(delta);
         match written {
@@ -893,6 +909,7 @@ impl FastPath {
                 if frees {
                     self.retry(delta, &left_out)?;
                 }
+                self.negatives_if_whole()?;
                 self.set_table_tag(tag)
             }
             Err(e) => {
@@ -916,6 +933,21 @@ impl FastPath {
         for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
             self.absent.remove(key);
         }
+    }
+
+    /// Turns the kernel's negative answers back on once every EXIST entry
+    /// a full table refused has been written (or deleted) since, in both
+    /// generations.
+    fn negatives_if_whole(&mut self) -> Result<(), XdpError> {
+        let missing = self.refused.iter().any(|k| k.qtype == qtype_slot::EXIST);
+        if self.current.negative_answers == 0 && !missing {
+            tracing::info!(
+                "XDP table: every name is in the kernel again; negative answers back on"
+            );
+            self.current.negative_answers = 1;
+            self.config.set(0, self.current, 0)?;
+        }
+        Ok(())
     }
 
     fn set_table_tag(&mut self, tag: u64) -> Result<(), XdpError> {
@@ -1055,6 +1087,11 @@ impl FastPath {
         generation: u8,
         left_out: &HashSet<EntryKey>,
     ) -> Result<(), XdpError> {
+        // Deletions first: the room they free is there for the upserts
+        // (the generation written is not the live one).
+        for key in &delta.delete {
+            self.del(key, generation)?;
+        }
         // Upserts go in batches, one system call per map and thousands of
         // entries (a million-entry table: 2 s one by one).
         let mut batches: [Batch<'_>; 3] = Default::default();
@@ -1078,9 +1115,6 @@ impl FastPath {
         ];
         for (batch, fd) in batches.iter().zip(fds) {
             self.write_batch(fd, batch, generation)?;
-        }
-        for key in &delta.delete {
-            self.del(key, generation)?;
         }
         Ok(())
     }
@@ -1169,6 +1203,7 @@ impl FastPath {
         self.installed.unsettle();
         self.installed.replace(&table);
         self.absent.clear();
+        self.refused.clear();
         self.table_unknown = true;
         let full = TableDelta {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -1312,6 +1347,7 @@ impl FastPath {
             // works), so the name is simply absent: the fallback answers.
             Err(e) if table_full(&e) => {
                 self.left_out += 1;
+                self.refused.insert(key.clone());
                 if key.qtype == qtype_slot::EXIST && self.current.negative_answers != 0 {
                     // A name that exists would look missing to the kernel.
                     tracing::warn!("XDP table full: negative answers go to the fallback until a rebuild with room (raise [xdp] capacity)");

@@ -160,6 +160,11 @@ impl ZoneStore {
         // with an id of its own (parsed, transferred, read from its
         // image) keeps it.
         for event in &events {
+            // Rotation is serving policy, not contents (the table tag
+            // hashes it apart), so the zone's image stays current.
+            if matches!(event, ZoneEvent::Rotation(_)) {
+                continue;
+            }
             let key = LowerName::new(event.origin());
             if let (Some(before), Some(after)) = (old.zones.get(&key), next.zones.get_mut(&key)) {
                 if before.uid() == after.uid() {
@@ -803,8 +808,15 @@ mod tests {
         let version = store.snapshot().version();
         store.set_rotation(RotationPolicy::new(&[name("example.com.")]));
         assert_eq!(store.snapshot().version(), version, "no change, no commit");
+        let uid = |s: &ZoneStore| s.snapshot().zones().next().unwrap().uid();
+        let contents = uid(&store);
         store.set_rotation(RotationPolicy::default());
         assert!(!rotating(&store));
+        assert_eq!(
+            uid(&store),
+            contents,
+            "policy, not contents: the image stays current"
+        );
         let mut last = None;
         while let Some(FeedItem::Commit(c)) = feed.try_next() {
             last = Some(c);
