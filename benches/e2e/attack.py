@@ -127,16 +127,16 @@ def server_cookie(probe, source):
 
 
 def kernel_counters(server):
-    """(handled in the kernel, passed up, exempt by cookie) so far, from
-    xdpdns's counters line: answers, negative answers, and rate-limited
-    responses slipped or dropped there."""
+    """(handled in the kernel, passed up, exempt by cookie, answered in
+    full, slipped) so far, from xdpdns's counters line: answers, negative
+    answers, and rate-limited responses slipped or dropped there."""
     kv = server.counter_values()
     if kv is None:
         return None
-    handled = sum(kv.get(k, 0) for k in ("answered_a", "answered_aaaa", "nxdomain", "nodata",
-                                          "rrl_slipped", "rrl_dropped"))
+    answered = sum(kv.get(k, 0) for k in ("answered_a", "answered_aaaa", "nxdomain", "nodata"))
+    handled = answered + kv.get("rrl_slipped", 0) + kv.get("rrl_dropped", 0)
     passed = sum(v for k, v in kv.items() if k.startswith("pass_"))
-    return handled, passed, kv.get("rrl_exempt", 0)
+    return handled, passed, kv.get("rrl_exempt", 0), answered, kv.get("rrl_slipped", 0)
 
 
 def legit_link_drops():
@@ -186,6 +186,10 @@ def attack_run(server, flood_queries, legit_queries, duration, legit_rate, flood
         # Answers exempt from rate limiting by a valid server cookie: the
         # legitimate client's.
         r["rrl_exempt"] = after[2] - before[2]
+        # What the flood got: full answers (every answer but the exempt
+        # ones), which RRL holds to its rate per class, and TC slips.
+        r["flood_full_per_s"] = (after[3] - before[3] - r["rrl_exempt"]) / duration
+        r["flood_slipped_per_s"] = (after[4] - before[4]) / duration
     if not fsent:
         r["raw_flood"] = m.outs[1][-800:]
     return r
@@ -236,12 +240,12 @@ def attack_report(results, machine):
         f"RRL {RRL_RATE}/s per /24, slip {RRL_SLIP}, everywhere.",
         "",
         "| server | scenario | legitimate answered | server CPU | flood sent (q/s) | flood replies (/s) "
-        "| xdpdns: handled in kernel |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| xdpdns: of which full answers (/s) | xdpdns: handled in kernel |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['target']} | error: {r['error'][:80]} | | | | | |")
+            lines.append(f"| {r['target']} | error: {r['error'][:80]} | | | | | | |")
             continue
         for scenario, samples in r["attack"].items():
             def med(key, fmt):
@@ -249,5 +253,6 @@ def attack_report(results, machine):
                 return fmt.format(vals[len(vals) // 2]) if vals else "-"
             lines.append(f"| {r['target']} | {scenario} | {med('legit_answered_pct', '{:.2f} %')} "
                          f"| {med('server_cpu_pct', '{:.0f} %')} | {med('flood_qps', '{:,.0f}')} "
-                         f"| {med('flood_replies_per_s', '{:,.0f}')} | {med('in_kernel_pct', '{:.2f} %')} |")
+                         f"| {med('flood_replies_per_s', '{:,.0f}')} | {med('flood_full_per_s', '{:,.1f}')} "
+                         f"| {med('in_kernel_pct', '{:.2f} %')} |")
     return "\n".join(lines)
