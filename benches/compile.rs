@@ -14,7 +14,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hickory_proto::rr::rdata::{A, AAAA, NS, SOA};
 use hickory_proto::rr::{Name, RData, Record};
-use xdpdns::xdp::{compile, FastPath};
+use xdpdns::answers::compile;
+use xdpdns::xdp::FastPath;
 use xdpdns::zone::{Zone, ZoneStore};
 use xdpdns_common::{
     Answer, AnswerBlock, LongKey, ShortKey, TinyKey, SHORT_NAME_MAX, TINY_NAME_MAX,

@@ -77,7 +77,7 @@ fn bench(c: &mut Criterion) {
         ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()),
         handler.clone(),
     );
-    xdpdns::xdp::answers::fill(&router.hot, &router.store.snapshot());
+    xdpdns::answers::plan::fill(&router.hot, &router.store.snapshot());
     let resolver = resolver_shaped(&hit);
     // Negative answers (the hot path from the snapshot), beside the full
     // handler answering the same queries.
@@ -124,7 +124,7 @@ fn bench(c: &mut Criterion) {
             ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()),
             handler.clone(),
         );
-        xdpdns::xdp::answers::fill(&limited.hot, &limited.store.snapshot());
+        xdpdns::answers::plan::fill(&limited.hot, &limited.store.snapshot());
         let config = xdpdns::rrl::RrlConfig {
             enabled: true,
             responses_per_second: rate,
@@ -146,7 +146,7 @@ fn bench(c: &mut Criterion) {
     .unwrap();
     let signed_router =
         xdpdns::router::Router::new(ZoneStore::with_zones(vec![signed_zone]), handler.clone());
-    xdpdns::xdp::answers::fill(&signed_router.hot, &signed_router.store.snapshot());
+    xdpdns::answers::plan::fill(&signed_router.hot, &signed_router.store.snapshot());
     let signed_snapshot = signed_router.store.snapshot();
     let do1 = resolver_shaped(&query("www.signed.test.", RecordType::A));
     let mut do0 = do1.clone();
@@ -203,7 +203,7 @@ fn bench(c: &mut Criterion) {
     )
     .unwrap();
     let big = xdpdns::router::Router::new(ZoneStore::with_zones(vec![big]), handler.clone());
-    xdpdns::xdp::answers::fill(&big.hot, &big.store.snapshot());
+    xdpdns::answers::plan::fill(&big.hot, &big.store.snapshot());
     let mut order: Vec<u32> = (0..100_000).collect();
     let mut x = 0x9e37_79b9u32;
     for i in (1..order.len()).rev() {
@@ -239,7 +239,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("zone_of_answer_for_metrics", |b| {
         b.iter(|| {
             let zone = big_snapshot.zone_of(std::hint::black_box(&qname)).unwrap();
-            xdpdns::metrics::zones::id(zone.origin_key())
+            big_snapshot.zone_id(zone.origin_key())
         })
     });
     g.bench_function("udp_hit_a_100k_names", |b| {

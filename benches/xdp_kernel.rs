@@ -18,8 +18,9 @@ use frames::{frame, Family, Quirks};
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{Name, RecordType};
+use xdpdns::answers::compile;
 use xdpdns::xdp::sys::test_run;
-use xdpdns::xdp::{compile, FastPath};
+use xdpdns::xdp::FastPath;
 use xdpdns::zone::{load_zone_str, ZoneStore};
 use xdpdns_common::cookie;
 

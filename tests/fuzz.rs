@@ -188,8 +188,8 @@ fn fuzzed_queries_get_the_same_bytes_hot_or_full() {
     let zone = load_zone_str(&zone_text(), &origin(), Path::new("t.zone")).unwrap();
     let store = ZoneStore::with_zones(vec![zone]);
     let snapshot = store.snapshot();
-    let table = xdpdns::xdp::AnswerTable::default();
-    xdpdns::xdp::answers::fill(&table, &snapshot);
+    let table = xdpdns::answers::AnswerTable::default();
+    xdpdns::answers::plan::fill(&table, &snapshot);
     let handler = Handler {
         edns: xdpdns::wire::ServerEdns {
             nsid: Some(b"fuzz-node".to_vec()),
@@ -202,7 +202,7 @@ fn fuzzed_queries_get_the_same_bytes_hot_or_full() {
     // EDNS, and resolver-shaped (DO, a client cookie); the general router
     // target above covers every other kind of message.
     let mut seeds = Vec::new();
-    let (compiled, _) = xdpdns::xdp::compile(&snapshot);
+    let (compiled, _) = xdpdns::answers::compile(&snapshot);
     for key in compiled.keys() {
         let address = if key.qtype == 0 { 1 } else { 28 };
         let missing = [&[2, b'n', b'x'][..], &key.name].concat();
@@ -230,7 +230,7 @@ fn fuzzed_queries_get_the_same_bytes_hot_or_full() {
         let (input, transport) = mutated(&mut rng, &seeds, n);
         let peer = peers[(n % 2) as usize];
         let now = 1_767_225_600;
-        let fast = xdpdns::hot::answer(
+        let fast = xdpdns::answers::hot::answer(
             &table,
             &snapshot,
             &input,

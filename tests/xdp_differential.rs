@@ -14,11 +14,12 @@ use frames::*;
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RecordType};
+use xdpdns::answers::{compile, compile_diffs, table_tag};
 use xdpdns::cookies::CookieSecrets;
 use xdpdns::handler::{Handler, Transport};
 use xdpdns::wire::ServerEdns;
 use xdpdns::xdp::sys::test_run;
-use xdpdns::xdp::{compile, compile_diffs, table_tag, FastPath, PinDir, XdpError};
+use xdpdns::xdp::{FastPath, PinDir, XdpError};
 use xdpdns::zone::{load_zone_str, Snapshot, ZoneStore};
 use xdpdns_common::cookie::{self as cookie, ClientIp};
 
@@ -713,7 +714,7 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
         } else {
             let upsert = target.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             r.fast
-                .apply(&xdpdns::xdp::TableDelta {
+                .apply(&xdpdns::answers::TableDelta {
                     upsert,
                     delete: vec![],
                 })

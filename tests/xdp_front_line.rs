@@ -12,13 +12,14 @@ use frames::*;
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{Name, RecordType};
+use xdpdns::answers::compile;
 use xdpdns::cookies::CookieSecrets;
 use xdpdns::handler::{Handler, Transport};
 use xdpdns::router::{Response, Router};
 use xdpdns::rrl::{Limiter, RrlConfig};
 use xdpdns::wire::ServerEdns;
 use xdpdns::xdp::sys::test_run;
-use xdpdns::xdp::{compile, Capacity, FastPath};
+use xdpdns::xdp::{Capacity, FastPath};
 use xdpdns::zone::{load_zone_str, ZoneStore};
 use xdpdns_common::cookie::{self, ClientIp};
 

@@ -7,6 +7,7 @@
 #![warn(unreachable_pub)]
 
 pub mod agent;
+pub mod answers;
 pub mod anycast;
 pub mod api;
 pub mod clock;
@@ -16,10 +17,8 @@ pub mod cookies;
 pub mod durable;
 pub mod frames;
 pub mod handler;
-pub mod hot;
 pub mod memory;
 pub mod metrics;
-pub mod negative;
 pub mod privileges;
 pub mod registry;
 pub mod router;

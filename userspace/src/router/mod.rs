@@ -20,14 +20,14 @@ use log_limit::LogLimit;
 
 use xdpdns_common::rrl::Verdict;
 
+use crate::answers::hot;
+use crate::answers::AnswerTable;
 use crate::handler::{Handler, Transport};
-use crate::hot;
 use crate::metrics::zones;
 use crate::transfer::outbound::{self, Plan};
 use crate::transfer::tsig::{self, ReplySigner};
 use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
 use crate::wire::{self, Rejected, Reply, Request};
-use crate::xdp::AnswerTable;
 use crate::zone::ZoneStore;
 
 /// The request router: what every socket task hands each message to.
@@ -39,7 +39,7 @@ pub struct Router {
     pub transfer: ArcSwap<TransferPolicy>,
     pub journal: Arc<IxfrJournal>,
     /// Compiled A/AAAA answers, kept in step with `store` by the kernel
-    /// table's subscriber, or [`crate::xdp::answers`] without XDP; empty
+    /// table's subscriber, or [`crate::answers::follow`] without XDP; empty
     /// (and unused) until then.
     pub hot: Arc<AnswerTable>,
     /// Query counters, one block per answering thread (`/metrics`).
@@ -201,7 +201,7 @@ impl Router {
         if !req.signed && req.op_code == OpCode::Query && !transfer {
             let (reply, zone) = handler.reply_from(&snapshot, &req, transport);
             if let Some(z) = zone {
-                zones::count(zones::id(z.origin_key()));
+                zones::count(snapshot.zone_id(z.origin_key()));
             }
             return self.limited(reply, transport, peer, valid_cookie);
         }

@@ -47,7 +47,8 @@ pub(super) struct Live {
 impl Live {
     pub(super) async fn kernel_state(&self) -> Option<KernelState> {
         let kernel = self.kernel.as_ref()?.upgrade()?;
-        kernel.state().await.and_then(Result::ok)
+        let zone_ids = self.router.store.snapshot().zone_ids().names().len();
+        kernel.state(zone_ids).await.and_then(Result::ok)
     }
 
     /// Answers so far (both paths), for `ctl status` and `ctl top`.

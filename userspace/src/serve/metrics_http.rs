@@ -388,7 +388,8 @@ fn zones(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     }
     let queries = Family::<Labels, Counter>::default();
     let fallback = crate::metrics::zones::fallback_counts();
-    for (i, zone) in crate::metrics::zones::names().iter().enumerate() {
+    let snapshot = live.router.store.snapshot();
+    for (i, zone) in snapshot.zone_ids().names().iter().enumerate() {
         let id = i + 1;
         let name = zone.to_string();
         let label = |path: &str| vec![("zone", name.clone()), ("path", path.into())];

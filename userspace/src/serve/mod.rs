@@ -31,6 +31,7 @@ use tracing::{error, info, warn};
 
 pub use zone_files::{configured_origins, load_zones, reload};
 
+use crate::answers::{compile, table_tag};
 use crate::clock::unix_secs;
 use crate::config::Config;
 use crate::control::ControlSocket;
@@ -42,7 +43,7 @@ use crate::transfer::journal_subscriber::{self, Journaled};
 use crate::transfer::notify::Propagation;
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
-use crate::xdp::{compile, table_tag, Capacity, FastPath, KernelTable, PinDir, XdpError};
+use crate::xdp::{Capacity, FastPath, KernelTable, PinDir, XdpError};
 use crate::zone::serial::is_newer;
 use crate::zone::{LoadLog, Zone, ZoneStore};
 use live::Live;
@@ -203,9 +204,6 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         secondary_dir(&config).as_deref(),
     );
     crate::memory::release_freed();
-    // Zone ids in name order before any query can assign one: a kernel
-    // table pinned across the restart carries the same ids.
-    crate::metrics::zones::assign_in_order(router.store.snapshot().zones().map(|z| z.origin_key()));
     // The image writer subscribes once every zone is in the store, so its
     // first pass sees them all (and removes only images of zones gone).
     let mut images = None;
@@ -268,7 +266,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         match start_fast_path(&config, port, &router) {
             Ok(k) => (Some(k), None, None),
             Err(why) => {
-                let answers = crate::xdp::answers::start(router.hot.clone(), &router.store);
+                let answers = crate::answers::follow::start(router.hot.clone(), &router.store);
                 (None, Some(why), Some(answers))
             }
         }

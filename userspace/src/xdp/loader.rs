@@ -21,10 +21,12 @@ use xdpdns_common::{
 };
 
 use super::blocks::BlockIds;
-use super::compile::{ones_complement_sum, Compiled, EntryKey, Installed, Table, TableDelta};
 use super::pins::PinDir;
 use super::sys::GracePeriod;
-use super::table::AnswerTable;
+use crate::answers::compile::{
+    ones_complement_sum, Compiled, EntryKey, Installed, Table, TableDelta,
+};
+use crate::answers::AnswerTable;
 use crate::wire::ServerEdns;
 
 /// The XDP object built from `ebpf/` by `build.rs`: what serves.

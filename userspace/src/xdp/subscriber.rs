@@ -13,9 +13,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use super::answers::{self, plan, Update};
-use super::compile::{compile, compile_diffs, table_tag};
 use super::loader::{Counters, FastPath, XdpError};
+use crate::answers::compile::{compile, compile_diffs, table_tag};
+use crate::answers::follow;
+use crate::answers::plan::{plan, Update};
 use crate::wire::ServerEdns;
 use crate::zone::{Snapshot, Subscription};
 
@@ -76,7 +77,7 @@ fn write(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
 
 enum Request {
     Counters(oneshot::Sender<Result<Counters, XdpError>>),
-    State(oneshot::Sender<Result<KernelState, XdpError>>),
+    State(usize, oneshot::Sender<Result<KernelState, XdpError>>),
     Edns(Box<ServerEdns>),
     Destinations(Option<Vec<std::net::IpAddr>>),
     SelfCheck(Vec<u8>, oneshot::Sender<Result<SelfCheck, XdpError>>),
@@ -109,13 +110,13 @@ pub struct KernelState {
     pub attached: Vec<(String, &'static str)>,
     pub left_out: u64,
     pub healthy: bool,
-    /// Answers per zone id (index = id; see `metrics::zones`).
+    /// Answers per zone id (index = id; see `zone::ids`).
     pub zone_queries: Vec<u64>,
 }
 
-fn state(fp: &FastPath) -> Result<KernelState, XdpError> {
+fn state(fp: &FastPath, zone_ids: usize) -> Result<KernelState, XdpError> {
     Ok(KernelState {
-        zone_queries: fp.zone_queries(crate::metrics::zones::names().len() + 1)?,
+        zone_queries: fp.zone_queries(zone_ids + 1)?,
         counters: fp.counters()?,
         generation: fp.generation(),
         entries: fp.entries(),
@@ -175,9 +176,10 @@ impl KernelTable {
         rx.await.ok()
     }
 
-    pub async fn state(&self) -> Option<Result<KernelState, XdpError>> {
+    /// The kernel's state, with its answers for zone ids `1..=zone_ids`.
+    pub async fn state(&self, zone_ids: usize) -> Option<Result<KernelState, XdpError>> {
         let (tx, rx) = oneshot::channel();
-        self.tx.send(Request::State(tx)).await.ok()?;
+        self.tx.send(Request::State(zone_ids, tx)).await.ok()?;
         rx.await.ok()
     }
 
@@ -246,7 +248,7 @@ async fn run(
                 error!(pin_dir = %p.path().display(), "XDP: cannot unpin: {e}");
             }
         }
-        answers::follow(table.clone(), at, feed)
+        follow::follow(table.clone(), at, feed)
     };
     let mut fp = Some(fp);
     if fp.as_ref().is_some_and(FastPath::table_unknown) {
@@ -315,8 +317,8 @@ async fn run(
                     Request::Counters(reply) => {
                         let _ = reply.send(fp.counters());
                     }
-                    Request::State(reply) => {
-                        let _ = reply.send(state(fp));
+                    Request::State(zone_ids, reply) => {
+                        let _ = reply.send(state(fp, zone_ids));
                     }
                     Request::Edns(edns) => {
                         if let Err(e) = fp.set_edns(&edns) {

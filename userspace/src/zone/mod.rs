@@ -11,6 +11,7 @@
 
 pub mod check;
 pub mod feed;
+pub mod ids;
 pub mod image;
 pub mod load_log;
 pub mod packed;

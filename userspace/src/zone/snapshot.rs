@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use hickory_proto::rr::{LowerName, Name, Record};
 
+use super::ids::ZoneIds;
 use super::Zone;
 
 /// Up to this many zones, [`Snapshot::zone_of`] compares with each origin.
@@ -15,6 +16,7 @@ const FEW_ZONES: usize = 8;
 pub struct Snapshot {
     pub(super) version: u64,
     pub(super) zones: super::FastMap<LowerName, Arc<Zone>>,
+    pub(super) zone_ids: Arc<ZoneIds>,
 }
 
 impl Default for Snapshot {
@@ -24,6 +26,7 @@ impl Default for Snapshot {
         Snapshot {
             version: 0,
             zones: super::FastMap::with_hasher(foldhash::fast::FixedState::with_seed(seed)),
+            zone_ids: Arc::default(),
         }
     }
 }
@@ -68,6 +71,16 @@ impl Snapshot {
 
     pub fn zones(&self) -> impl Iterator<Item = &Arc<Zone>> {
         self.zones.values()
+    }
+
+    /// The small id of the zone at `origin` (0: none).
+    pub fn zone_id(&self, origin: &LowerName) -> u32 {
+        self.zone_ids.id(origin)
+    }
+
+    /// Every zone id given so far, served now or not.
+    pub fn zone_ids(&self) -> &ZoneIds {
+        &self.zone_ids
     }
 
     pub fn zone_count(&self) -> usize {

@@ -173,6 +173,9 @@ impl ZoneStore {
             }
         }
         drop(old);
+        if !next.zone_ids.covers(next.zones.keys()) {
+            Arc::make_mut(&mut next.zone_ids).assign(next.zones.keys());
+        }
         let snapshot = Arc::new(next);
         self.current.store(snapshot.clone());
         let commit = Commit {

@@ -1,9 +1,9 @@
 //! The entries that let the kernel answer NXDOMAIN and NODATA: an
 //! EXIST entry for every name that exists, and at each apex the zone's
 //! SOA as a template. What an EXIST entry says is what
-//! [`crate::negative::decide`] says for that name and for a name below
+//! [`super::decide`] says for that name and for a name below
 //! it, so the kernel answers negatively exactly where the fallback's hot
-//! path does, with the same bytes ([`crate::negative::write_soa`]).
+//! path does, with the same bytes ([`super::write_soa`]).
 //!
 //! The SOA record changes with every serial; the EXIST entries do not
 //! carry it, so a commit rewrites one template, not every name.
@@ -14,8 +14,8 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use xdpdns_common::negative::{exist_flags, Exist, Template, EXIST_LEN, NO_FIXUP, TEMPLATE_LEN};
 use xdpdns_common::{Answer, DNS_HEADER_LEN, INLINE_MAX, SMALL_BLOCK_MAX};
 
-use super::entry::{lower_wire, ones_complement_sum, Compiled};
-use crate::negative::{write_soa, WireName};
+use super::{write_soa, WireName};
+use crate::answers::entry::{lower_wire, ones_complement_sum, Compiled};
 use crate::zone::{Node, Zone};
 
 /// The compressor keeps the suffixes of at most 64 names' labels: a
@@ -25,7 +25,7 @@ const MAX_LABELS: usize = 60;
 
 /// The EXIST entry of `key`, a name of `zone` that exists (not shadowed
 /// by a child zone), with the zone's `answer_flags` and id.
-pub(super) fn exist_entry(
+pub(in crate::answers) fn exist_entry(
     zone: &Zone,
     facts: &ZoneFacts,
     key: &LowerName,
@@ -53,7 +53,7 @@ fn zone_len(zone: &Zone) -> usize {
 
 /// What every EXIST entry of a zone depends on, worked out once.
 #[derive(Clone, Copy)]
-pub(super) struct ZoneFacts {
+pub(in crate::answers) struct ZoneFacts {
     /// The apex holds exactly one SOA record, which a negative answer's
     /// authority section needs (`negative::decide` checks the same).
     one_soa: bool,
@@ -62,7 +62,7 @@ pub(super) struct ZoneFacts {
 }
 
 impl ZoneFacts {
-    pub(super) fn of(zone: &Zone) -> ZoneFacts {
+    pub(in crate::answers) fn of(zone: &Zone) -> ZoneFacts {
         ZoneFacts {
             one_soa: zone
                 .apex()
@@ -115,7 +115,12 @@ fn negative_flags(zone: &Zone, facts: &ZoneFacts, key: &LowerName, wire: &[u8], 
 
 /// An EXIST entry with `flags`: with none, it only says the name exists
 /// (the kernel passes its queries up).
-pub(super) fn bare_exist(zone_len: u8, flags: u8, answer_flags: u16, zone_id: u32) -> Compiled {
+pub(in crate::answers) fn bare_exist(
+    zone_len: u8,
+    flags: u8,
+    answer_flags: u16,
+    zone_id: u32,
+) -> Compiled {
     let exist = Exist { zone_len, flags };
     let mut head = Answer::new(EXIST_LEN as u16, 0, answer_flags);
     head.data[0] = exist.zone_len;
@@ -127,7 +132,7 @@ pub(super) fn bare_exist(zone_len: u8, flags: u8, answer_flags: u16, zone_id: u3
 /// The zone's SOA template entry, `None` when the zone has no SOA or the
 /// template is larger than a small block (MNAME and RNAME of over 200
 /// bytes between them: the fallback answers that zone's negatives).
-pub(super) fn soa_template(zone: &Zone, zone_id: u32) -> Option<Compiled> {
+pub(in crate::answers) fn soa_template(zone: &Zone, zone_id: u32) -> Option<Compiled> {
     let apex = lower_wire(zone.origin_key());
     if zone.origin_key().is_root() || zone.soa().is_none() {
         return None;
@@ -285,7 +290,7 @@ mod tests {
     /// The oracle: what `negative::decide` says for a query at the name
     /// and for one below it.
     fn decided(snap: &Snapshot, zone: &Zone, key: &LowerName) -> u8 {
-        use crate::negative::{decide, Negative};
+        use super::super::{decide, Negative};
         let wire = lower_wire(key);
         let apex_len = zone_len(zone);
         if key != zone.origin_key() && risky_labels(zone).contains(&label_above(&wire, apex_len)) {

@@ -16,10 +16,10 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 use xdpdns_common::rtype;
 
-mod names;
-
+pub use super::compress::{Compressor, WireName};
 use crate::zone::{Snapshot, Zone};
-pub use names::{Compressor, WireName};
+
+pub mod entries;
 
 /// What a query for a missing name or type gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,11 +10,12 @@ use std::path::Path;
 use hickory_proto::rr::Name;
 
 use super::*;
+use crate::answers::follow::start;
+use crate::answers::plan::fill;
+use crate::answers::AnswerTable;
 use crate::cookies::CookieSecrets;
 use crate::handler::{Handler, Transport};
 use crate::wire::ServerEdns;
-use crate::xdp::answers::{fill, start};
-use crate::xdp::AnswerTable;
 use crate::zone::{load_zone_str, ZoneStore};
 
 const NOW: u64 = 1_700_000_000;

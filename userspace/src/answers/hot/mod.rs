@@ -5,9 +5,9 @@
 //! running the resolver. Everything else, and every hit while the table
 //! is behind the zone store, goes to the full handler.
 //!
-//! The entries are [`crate::xdp::AnswerTable`]'s (versioned, one writer:
-//! the kernel table's subscriber, or `xdp::answers` without XDP).
-//! `reply` builds the answer; [`crate::negative`] decides and writes
+//! The entries are [`crate::answers::AnswerTable`]'s (versioned, one writer:
+//! the kernel table's subscriber, or `answers::follow` without XDP).
+//! `reply` builds the answer; [`crate::answers::negative`] decides and writes
 //! negative answers.
 
 mod reply;

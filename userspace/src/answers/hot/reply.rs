@@ -13,11 +13,10 @@ use xdpdns_common::{
     MAX_NAME_WIRE_LEN, NSID_MAX,
 };
 
+use crate::answers::negative;
+use crate::answers::table::{AnswerTable, HotEntry};
 use crate::handler::Transport;
-use crate::metrics::zones;
-use crate::negative;
 use crate::wire::ServerEdns;
-use crate::xdp::table::{AnswerTable, HotEntry};
 use crate::zone::Snapshot;
 
 /// The OPT record without options.
@@ -161,7 +160,7 @@ fn compose(
     };
     let qname = &packet[DNS_HEADER_LEN..DNS_HEADER_LEN + q.name_len];
     let bytes = reply.write(head, 64, |out| negative::write_soa(out, qname, zone))?;
-    Some((bytes, zones::id(zone.origin_key())))
+    Some((bytes, snapshot.zone_id(zone.origin_key())))
 }
 
 /// `section` as the kernel sends it: rotated when the entry says so

@@ -15,7 +15,7 @@ use xdpdns_common::{
 
 use super::entry::shared_wire;
 pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
-use super::negatives;
+use super::negative::entries as negatives;
 use crate::zone::{Node, RRset, Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
@@ -100,7 +100,7 @@ pub fn table_tag(snapshot: &Snapshot) -> u64 {
         zone.origin_key().hash(&mut h);
         zone.uid().hash(&mut h);
         zone.rotates().hash(&mut h);
-        crate::metrics::zones::id(zone.origin_key()).hash(&mut h);
+        snapshot.zone_id(zone.origin_key()).hash(&mut h);
         sum.wrapping_add(h.finish())
     });
     state.hash_one((sum, snapshot.zone_count())).max(1)
@@ -119,7 +119,7 @@ pub fn compile(snapshot: &Snapshot) -> (Table, Skipped) {
 fn compile_in_parallel(snapshot: &Snapshot, min_names_per_thread: usize) -> (Table, Skipped) {
     let mut nodes = Vec::new();
     for zone in snapshot.zones() {
-        let mark = ZoneMark::of(zone);
+        let mark = ZoneMark::of(snapshot, zone);
         nodes.extend(zone.nodes().map(|(key, node)| (&**zone, mark, key, node)));
     }
     let threads = std::thread::available_parallelism()
@@ -288,7 +288,7 @@ fn compile_name(
         compile_node(
             snapshot,
             zone,
-            ZoneMark::of(zone),
+            ZoneMark::of(snapshot, zone),
             key,
             node,
             table,
@@ -311,12 +311,12 @@ struct ZoneMark {
 }
 
 impl ZoneMark {
-    fn of(zone: &Zone) -> ZoneMark {
+    fn of(snapshot: &Snapshot, zone: &Zone) -> ZoneMark {
         let signed = zone.is_signed();
         ZoneMark {
             flags: if signed { answer_flags::SIGNED } else { 0 },
             rotate: zone.rotates(),
-            id: crate::metrics::zones::id(zone.origin_key()),
+            id: snapshot.zone_id(zone.origin_key()),
             facts: negatives::ZoneFacts::of(zone),
         }
     }

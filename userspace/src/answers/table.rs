@@ -1,18 +1,18 @@
 //! The compiled answers in userspace: the kernel table's entries, keyed
 //! by lower-cased wire name and query-type slot, stamped with the
 //! zone-store version they were compiled from. One table serves the hot
-//! path (`crate::hot`) and is the loader's record of what it wrote into
+//! path (`crate::answers::hot`) and is the loader's record of what it wrote into
 //! the kernel, so each change is compiled once and kept once.
 //!
 //! One writer (the kernel table's subscriber, or without XDP
-//! [`super::answers`]) changes entries in place; readers run on every UDP
+//! [`super::follow`]) changes entries in place; readers run on every UDP
 //! worker. A reader uses an entry only when the table's version
 //! equals the snapshot it answers from, before and after the lookup (a
 //! sequence lock over a sharded map): while a change is being written,
 //! or before the table has caught up with a commit, the full handler
 //! answers. So a hot answer is always the full handler's answer for the
 //! same snapshot, never a stale one. Each shard is packed
-//! ([`crate::xdp::packed`]): entries end to end in one byte arena.
+//! ([`crate::answers::packed`]): entries end to end in one byte arena.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -261,7 +261,7 @@ impl Installed for AnswerTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xdp::compile::encode_answer;
+    use crate::answers::compile::encode_answer;
     use hickory_proto::rr::rdata::A;
     use hickory_proto::rr::RData;
     use xdpdns_common::qtype_slot;
@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn packed_entries_come_back_exactly_through_changes_and_compaction() {
-        use crate::xdp::compile::diff_tables;
+        use crate::answers::compile::diff_tables;
         let t = AnswerTable::default();
         let mut model = Table::default();
         let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
