@@ -154,7 +154,7 @@ fn long_version() -> String {
         "{} (commit {}, eBPF object sha256 {})",
         env!("CARGO_PKG_VERSION"),
         env!("XDPDNS_GIT_COMMIT"),
-        xdpdns::xdp::loader::object_sha256()
+        xdpdns::xdp::object_sha256()
     )
 }
 

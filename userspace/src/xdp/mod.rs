@@ -6,11 +6,20 @@
 //! wrap.
 
 mod blocks;
-pub mod loader;
+mod counters;
+mod error;
+mod maps;
 pub mod pins;
+pub mod program;
+mod settings;
 pub mod subscriber;
 pub mod sys;
+mod writer;
 
-pub use loader::{attach_helper_program, AttachMode, Capacity, Counters, FastPath, XdpError};
+pub use counters::Counters;
+pub use error::XdpError;
+pub use maps::Capacity;
 pub use pins::PinDir;
+pub use program::{attach_helper_program, object_sha256, AttachMode, FastPath};
+pub use settings::realtime_offset_ns;
 pub use subscriber::{KernelState, KernelTable, SelfCheck, WeakKernelTable};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use super::loader::{Counters, FastPath, XdpError};
+use super::{Counters, FastPath, XdpError};
 use crate::answers::compile::{compile, compile_diffs, table_tag};
 use crate::answers::follow;
 use crate::answers::plan::{plan, Update};

@@ -1,0 +1,190 @@
+//! The kernel's maps: their names, the sizes `[xdp] capacity` gives them,
+//! and the handles the controller holds, from a loaded object or from
+//! their pins. [`super::FastPath`] is their one owner.
+
+use aya::maps::{Array, HashMap, IterableMap, Map, MapData, PerCpuArray};
+use xdpdns_common::rrl::Bucket;
+use xdpdns_common::{
+    AddressKey, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey, XdpConfig,
+    BLOCK_ID_MAX,
+};
+
+use super::error::XdpError;
+use super::pins::PinDir;
+
+/// What the kernel's maps are sized for: (name, type) entries per table
+/// generation, and the rate limiter's buckets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    pub entries: u32,
+    pub rrl_slots: u32,
+}
+
+impl From<u32> for Capacity {
+    /// `entries`, and a one-bucket rate limiter (rate limiting off).
+    fn from(entries: u32) -> Self {
+        Capacity {
+            entries,
+            rrl_slots: 1,
+        }
+    }
+}
+
+pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 6] {
+    let rrl_slots = capacity.rrl_slots.max(1);
+    let capacity = capacity.entries;
+    // Both generations in each table. Elements are allocated as they
+    // are inserted (BPF_F_NO_PREALLOC): a table sized for every name
+    // costs only its bucket array until it fills.
+    // Every map's bucket array is allocated up front (16 bytes per
+    // slot), so the tables for less common name lengths get a share of
+    // `capacity`; an entry that finds its table full is left to the
+    // fallback (`entries_left_out`).
+    let entries = capacity.max(16).saturating_mul(2);
+    let short_entries = (capacity / 2).max(16).saturating_mul(2);
+    let long_entries = (capacity / 16).max(16).saturating_mul(2);
+    // Ids never exceed the block table's size, which fits `Answer`'s 24 bits.
+    let block_entries = (capacity / 8)
+        .max(64)
+        .saturating_mul(2)
+        .min(BLOCK_ID_MAX - 1);
+    // Signed variants each take a small block of their own; a quarter
+    // of the entries (the bucket array costs 16 bytes a slot even
+    // when empty). Sections that find it full are the fallback's.
+    let small_block_entries = (capacity / 4)
+        .max(64)
+        .saturating_mul(2)
+        .min(BLOCK_ID_MAX - 1);
+    [
+        ("TINY_NAMES", entries),
+        ("SHORT_NAMES", short_entries),
+        ("LONG_NAMES", long_entries),
+        ("BLOCKS", block_entries),
+        ("SMALL_BLOCKS", small_block_entries),
+        ("RRL_BUCKETS", rrl_slots),
+    ]
+}
+
+/// Every map the controller reads or writes: what is pinned.
+pub(super) const MAPS: [&str; 10] = [
+    "CONFIG",
+    "RRL_BUCKETS",
+    "TINY_NAMES",
+    "SHORT_NAMES",
+    "LONG_NAMES",
+    "BLOCKS",
+    "SMALL_BLOCKS",
+    "COUNTERS",
+    "ZONE_QUERIES",
+    "ADDRESSES",
+];
+
+/// The maps by name, taken from a loaded object or opened from pins.
+pub(super) struct Maps {
+    pub(super) config: Array<MapData, XdpConfig>,
+    pub(super) tiny: HashMap<MapData, TinyKey, Answer>,
+    pub(super) short: HashMap<MapData, ShortKey, Answer>,
+    pub(super) long: HashMap<MapData, LongKey, Answer>,
+    pub(super) block_map: HashMap<MapData, u32, AnswerBlock>,
+    pub(super) small_block_map: HashMap<MapData, u32, SmallBlock>,
+    pub(super) counters: PerCpuArray<MapData, u64>,
+    pub(super) zone_queries: PerCpuArray<MapData, u64>,
+    pub(super) addresses: HashMap<MapData, AddressKey, u8>,
+    pub(super) rrl_buckets: Array<MapData, Bucket>,
+}
+
+impl Maps {
+    pub(super) fn new(
+        mut take: impl FnMut(&'static str) -> Result<Map, XdpError>,
+    ) -> Result<Self, XdpError> {
+        Ok(Maps {
+            config: Array::try_from(take("CONFIG")?)?,
+            tiny: HashMap::try_from(take("TINY_NAMES")?)?,
+            short: HashMap::try_from(take("SHORT_NAMES")?)?,
+            long: HashMap::try_from(take("LONG_NAMES")?)?,
+            block_map: HashMap::try_from(take("BLOCKS")?)?,
+            small_block_map: HashMap::try_from(take("SMALL_BLOCKS")?)?,
+            counters: PerCpuArray::try_from(take("COUNTERS")?)?,
+            zone_queries: PerCpuArray::try_from(take("ZONE_QUERIES")?)?,
+            addresses: HashMap::try_from(take("ADDRESSES")?)?,
+            rrl_buckets: Array::try_from(take("RRL_BUCKETS")?)?,
+        })
+    }
+
+    /// Opens the pinned maps; `None` when one is missing.
+    pub(super) fn from_pins(pins: &PinDir) -> Result<Option<Self>, XdpError> {
+        if MAPS.iter().any(|name| !pins.map(name).exists()) {
+            return Ok(None);
+        }
+        let open = |name: &'static str| -> Result<Map, XdpError> {
+            let data = MapData::from_pin(pins.map(name))?;
+            Ok(match name {
+                "CONFIG" | "RRL_BUCKETS" => Map::Array(data),
+                "COUNTERS" | "ZONE_QUERIES" => Map::PerCpuArray(data),
+                _ => Map::HashMap(data),
+            })
+        };
+        Self::new(open).map(Some)
+    }
+
+    pub(super) fn each(&self) -> [(&'static str, &MapData); 10] {
+        [
+            ("RRL_BUCKETS", self.rrl_buckets.map()),
+            ("CONFIG", self.config.map()),
+            ("TINY_NAMES", self.tiny.map()),
+            ("SHORT_NAMES", self.short.map()),
+            ("LONG_NAMES", self.long.map()),
+            ("BLOCKS", self.block_map.map()),
+            ("SMALL_BLOCKS", self.small_block_map.map()),
+            ("COUNTERS", self.counters.map()),
+            ("ZONE_QUERIES", self.zone_queries.map()),
+            ("ADDRESSES", self.addresses.map()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(capacity: Capacity) -> std::collections::HashMap<&'static str, u32> {
+        map_sizes(capacity).into_iter().collect()
+    }
+
+    #[test]
+    fn name_tables_hold_two_generations_with_shares_by_name_length() {
+        let s = sizes(Capacity::from(131_072));
+        assert_eq!(s["TINY_NAMES"], 2 * 131_072);
+        assert_eq!(s["SHORT_NAMES"], 131_072, "half, in both generations");
+        assert_eq!(s["LONG_NAMES"], 2 * 131_072 / 16);
+        assert_eq!(s["BLOCKS"], 2 * 131_072 / 8);
+        assert_eq!(s["SMALL_BLOCKS"], 2 * 131_072 / 4);
+        assert_eq!(s["RRL_BUCKETS"], 1, "rate limiting off: one bucket");
+    }
+
+    #[test]
+    fn tiny_capacities_get_floors_and_block_ids_stay_in_range() {
+        let s = sizes(Capacity {
+            entries: 0,
+            rrl_slots: 0,
+        });
+        assert_eq!(s["TINY_NAMES"], 32);
+        assert_eq!(s["LONG_NAMES"], 32);
+        assert_eq!(s["BLOCKS"], 128);
+        assert_eq!(s["RRL_BUCKETS"], 1);
+        let huge = sizes(Capacity {
+            entries: u32::MAX,
+            rrl_slots: 1 << 20,
+        });
+        assert!(huge["BLOCKS"] < BLOCK_ID_MAX && huge["SMALL_BLOCKS"] < BLOCK_ID_MAX);
+        assert_eq!(huge["TINY_NAMES"], u32::MAX, "saturates, never wraps");
+        assert_eq!(huge["RRL_BUCKETS"], 1 << 20);
+    }
+
+    #[test]
+    fn every_sized_map_is_a_pinned_map() {
+        for (name, _) in map_sizes(Capacity::from(16)) {
+            assert!(MAPS.contains(&name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,800 @@
+//! The kernel-table writer: makes the kernel's answer maps hold a compiled
+//! table (`crate::answers`), generation by generation, so a packet sees
+//! the old table or the new one and never a freed element; blocks shared
+//! by reference count; entries a full map refuses left to the fallback
+//! and written again later.
+
+use std::collections::HashSet;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::Arc;
+
+use aya::maps::{HashMap, IterableMap, MapData};
+use xdpdns_common::{
+    key_lead, key_tail, qtype_slot, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey,
+    XdpConfig, BLOCK_MAX, LONG_NAME_BUF, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
+};
+
+use super::error::XdpError;
+use super::program::FastPath;
+use crate::answers::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
+use crate::answers::AnswerTable;
+
+impl FastPath {
+    /// Whether the table's contents are not known (adopted and not yet
+    /// confirmed, or a rebuild failed): only a whole table can follow.
+    pub fn table_unknown(&self) -> bool {
+        self.table_unknown
+    }
+
+    /// Confirms that the adopted kernel table is `table` (compiled from a
+    /// snapshot whose tag the kernel table carries): it becomes what the
+    /// controller diffs against, and block ids are read back from the
+    /// kernel entries that use them. Nothing is written but the removal
+    /// of blocks no entry uses.
+    pub fn adopt_table(&mut self, table: &Table) -> Result<(), XdpError> {
+        let live = self.current.generation as u8;
+        self.blocks.clear();
+        self.small_blocks.clear();
+        // Each entry is checked in both generations against what was
+        // compiled: one missing (a write its table had no room for) or
+        // different is deleted from both, so a later change writes it
+        // again and no generation keeps what the other lost.
+        let mut absent = Vec::new();
+        for (key, c) in table {
+            let live_value = self.get(key, live)?;
+            let idle_value = self.get(key, 1 - live)?;
+            let same = match (live_value, idle_value) {
+                (Some(a), Some(b)) if a == b => {
+                    let mut expected = c.head;
+                    if c.block.is_some() {
+                        expected.set_block(a.block());
+                    }
+                    (expected == a).then_some(a)
+                }
+                _ => None,
+            };
+            match (same, &c.block) {
+                (None, _) => {
+                    self.del(key, 0)?;
+                    self.del(key, 1)?;
+                    absent.push(key.clone());
+                }
+                (Some(_), None) => {}
+                (Some(answer), Some(section)) => match is_small(section) {
+                    true => self.small_blocks.adopt(section, answer.block()),
+                    false => self.blocks.adopt(section, answer.block()),
+                },
+            }
+        }
+        for (small, orphans) in [
+            (
+                false,
+                self.blocks.finish_adoption(block_ids(&self.block_map)),
+            ),
+            (
+                true,
+                self.small_blocks
+                    .finish_adoption(block_ids(&self.small_block_map)),
+            ),
+        ] {
+            for id in orphans {
+                let _ = match small {
+                    true => self.small_block_map.remove(&id),
+                    false => self.block_map.remove(&id),
+                };
+            }
+        }
+        self.installed.unsettle();
+        self.installed.replace(table);
+        self.absent = absent.iter().cloned().collect();
+        self.refused.clear();
+        self.table_unknown = false;
+        // Written again now, not at the next change that touches them.
+        let missing = TableDelta {
+            upsert: absent
+                .into_iter()
+                .map(|k| {
+                    let c = table[&k].clone();
+                    (k, c)
+                })
+                .collect(),
+            delete: Vec::new(),
+        };
+        let tag = self.current.table_tag;
+        self.apply_tagged(&missing, tag)
+    }
+
+    /// The compiled table the kernel's was made from (see `absent`).
+    pub fn installed(&self) -> &Arc<AnswerTable> {
+        &self.installed
+    }
+
+    /// Keeps the compiled table in `table` (the hot path's) instead of a
+    /// table of its own, so it is compiled and held once. Before the
+    /// first install or adoption: what `table` holds is replaced then.
+    pub fn use_table(&mut self, table: Arc<AnswerTable>) {
+        self.installed = table;
+    }
+
+    /// (name, type) entries the kernel holds.
+    pub fn entries(&self) -> usize {
+        self.installed
+            .len()
+            .saturating_sub(self.absent.len() + self.refused.len())
+    }
+
+    /// The block `key`'s kernel entry references, if it holds one.
+    pub(super) fn held_block(&self, key: &EntryKey) -> Option<Arc<[u8]>> {
+        match self.absent.contains(key) {
+            true => None,
+            false => self.installed.block_of(key),
+        }
+    }
+
+    /// Answer sections held in the block table (each stored once).
+    pub fn blocks_in_use(&self) -> usize {
+        self.blocks.len() + self.small_blocks.len()
+    }
+
+    pub fn generation(&self) -> u32 {
+        self.current.generation
+    }
+
+    /// Whether the table is in service. After a failed update the kernel
+    /// passes every query to the fallback until [`FastPath::install`]
+    /// rebuilds the table.
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+
+    /// Makes the kernel table equal to `table`.
+    pub fn install(&mut self, table: Table) -> Result<(), XdpError> {
+        self.install_tagged(table, 0)
+    }
+
+    /// [`install`](Self::install), recording `tag` (`compile::table_tag`
+    /// of the snapshot `table` was compiled from) once both generations
+    /// hold it: what a restarted controller checks before adopting them.
+    pub fn install_tagged(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
+        if !self.healthy || self.table_unknown {
+            return self.rebuild(table, tag);
+        }
+        let mut delta = self.installed.diff(&table);
+        // Entries the kernel lacks are written again even when unchanged.
+        for key in self.absent.iter().chain(&self.refused) {
+            if let Some(c) = table.get(key) {
+                if self.installed.entry(key).as_ref() == Some(c) {
+                    delta.upsert.push((key.clone(), c.clone()));
+                }
+            }
+        }
+        self.apply_tagged(&delta, tag)
+    }
+
+    /// Applies a change. Both generations hold the whole table: the change
+    /// is written into the idle one, made live with one config write, and
+    /// only after an RCU grace period — when no packet can still be reading
+    /// the formerly live generation — written into that one too. So a
+    /// packet sees the old or the new table, and no element a packet may be
+    /// reading is ever freed or rewritten (hash maps reuse freed elements
+    /// at once since Linux 6.1, so updating a live entry in place is not
+    /// safe). On failure the kernel is told to pass everything.
+    pub fn apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+        self.apply_tagged(delta, 0)
+    }
+
+    /// [`apply`](Self::apply), then records `tag` (see
+    /// [`install_tagged`](Self::install_tagged)).
+    ///
+    /// Whatever becomes of the kernel's write, the compiled table takes
+    /// the change: it is what the hot path answers from.
+    pub fn apply_tagged(&mut self, delta: &TableDelta, tag: u64) -> Result<(), XdpError> {
+        if self.table_unknown {
+            // Nothing to diff against: the caller installs a whole table.
+            self.record(delta);
+            return Err(XdpError::TableUnknown);
+        }
+        if delta.is_empty() && self.healthy {
+            self.negatives_if_whole()?;
+            return self.set_table_tag(tag);
+        }
+        if delta.is_empty() {
+            return self.set_table_tag(tag);
+        }
+        if !self.healthy {
+            let mut table = self.installed.to_table();
+            delta.apply_to(&mut table);
+            return self.rebuild(table, tag);
+        }
+        // Whether the change frees blocks (after it is written).
+        let frees = delta
+            .upsert
+            .iter()
+            .map(|(k, _)| k)
+            .chain(&delta.delete)
+            .any(|k| self.held_block(k).is_some());
+        // The tag is unknown until both generations hold the change.
+        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
+            self.refused.remove(key);
+        }
+        let written = self.set_table_tag(0).and_then(|()| self.try_apply(delta));
+        self.record(delta);
+        match written {
+            Ok(left_out) => {
+                self.absent.extend(left_out.iter().cloned());
+                if frees {
+                    self.retry(delta, &left_out)?;
+                }
+                self.negatives_if_whole()?;
+                self.set_table_tag(tag)
+            }
+            Err(e) => {
+                self.disable();
+                Err(e)
+            }
+        }
+    }
+
+    /// Applies `delta` to the compiled table; its entries count as
+    /// written until told otherwise.
+    pub(super) fn record(&mut self, delta: &TableDelta) {
+        self.installed.unsettle();
+        match self.installed.is_empty() && delta.delete.is_empty() {
+            // A first table: packed at its exact size, not grown to it.
+            true => self
+                .installed
+                .replace(delta.upsert.iter().map(|(k, c)| (k, c))),
+            false => self.installed.apply(delta),
+        }
+        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
+            self.absent.remove(key);
+        }
+    }
+
+    /// Turns the kernel's negative answers back on once every EXIST entry
+    /// a full table refused has been written (or deleted) since, in both
+    /// generations.
+    pub(super) fn negatives_if_whole(&mut self) -> Result<(), XdpError> {
+        let missing = self.refused.iter().any(|k| k.qtype == qtype_slot::EXIST);
+        if self.current.negative_answers == 0 && !missing {
+            tracing::info!(
+                "XDP table: every name is in the kernel again; negative answers back on"
+            );
+            self.current.negative_answers = 1;
+            self.config.set(0, self.current, 0)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn set_table_tag(&mut self, tag: u64) -> Result<(), XdpError> {
+        if self.current.table_tag != tag {
+            self.current.table_tag = tag;
+            self.config.set(0, self.current, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Writes once more the entries of `delta` that found no block space:
+    /// the blocks the change released are gone by now, so they may fit.
+    pub(super) fn retry(
+        &mut self,
+        delta: &TableDelta,
+        left_out: &HashSet<EntryKey>,
+    ) -> Result<(), XdpError> {
+        if left_out.is_empty() {
+            return Ok(());
+        }
+        let again = TableDelta {
+            upsert: delta
+                .upsert
+                .iter()
+                .filter(|(k, _)| left_out.contains(k))
+                .cloned()
+                .collect(),
+            delete: Vec::new(),
+        };
+        match self.try_apply(&again) {
+            Ok(still_out) => {
+                self.absent
+                    .retain(|k| !left_out.contains(k) || still_out.contains(k));
+                Ok(())
+            }
+            Err(e) => {
+                self.disable();
+                Err(e)
+            }
+        }
+    }
+
+    /// Returns the entries left out for want of block space.
+    pub(super) fn try_apply(&mut self, delta: &TableDelta) -> Result<HashSet<EntryKey>, XdpError> {
+        // Blocks first, so no entry ever points at a missing one; the
+        // blocks the replaced and deleted entries leave unreferenced go
+        // only after both generations stopped pointing at them and a
+        // grace period has passed.
+        let full = self.acquire_blocks(delta)?;
+        let mut released = Vec::new();
+        let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
+        for key in replaced {
+            if let Some(section) = self.held_block(key) {
+                let small = is_small(&section);
+                let ids = match small {
+                    true => &mut self.small_blocks,
+                    false => &mut self.blocks,
+                };
+                released.extend(ids.release(&section).map(|id| (small, id)));
+            }
+        }
+        let live = self.current.generation as u8;
+        let idle = 1 - live;
+        self.write(delta, idle, &full)?;
+        self.config.set(
+            0,
+            XdpConfig {
+                generation: idle as u32,
+                ..self.current
+            },
+            0,
+        )?;
+        self.current.generation = idle as u32;
+        self.grace.wait().map_err(XdpError::Grace)?;
+        self.write(delta, live, &full)?;
+        if !released.is_empty() {
+            self.grace.wait().map_err(XdpError::Grace)?;
+            for (small, id) in released {
+                if small {
+                    let _ = self.small_block_map.remove(&id);
+                    self.small_blocks.recycle(id);
+                } else {
+                    let _ = self.block_map.remove(&id);
+                    self.blocks.recycle(id);
+                }
+            }
+        }
+        Ok(full)
+    }
+
+    /// Takes a reference to every block `delta` writes, writing new ones.
+    /// Returns the entries whose block found its table full: they are left
+    /// to the fallback (`entries_left_out`), not written.
+    pub(super) fn acquire_blocks(
+        &mut self,
+        delta: &TableDelta,
+    ) -> Result<HashSet<EntryKey>, XdpError> {
+        let mut full = HashSet::new();
+        for (key, c) in &delta.upsert {
+            let Some(section) = &c.block else {
+                continue;
+            };
+            let small = is_small(section);
+            let ids = match small {
+                true => &mut self.small_blocks,
+                false => &mut self.blocks,
+            };
+            let (id, new) = ids.acquire(section);
+            if !new {
+                continue;
+            }
+            let r = if small {
+                let mut b = SmallBlock {
+                    data: [0; SMALL_BLOCK_MAX],
+                };
+                b.data[..section.len()].copy_from_slice(section);
+                self.small_block_map.insert(id, b, 0)
+            } else {
+                self.block_map.insert(id, block_of(section), 0)
+            };
+            match r {
+                Ok(()) => {}
+                Err(e) if table_full(&e) => {
+                    let ids = match small {
+                        true => &mut self.small_blocks,
+                        false => &mut self.blocks,
+                    };
+                    ids.release(section);
+                    ids.recycle(id);
+                    self.left_out += 1;
+                    full.insert(key.clone());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(full)
+    }
+
+    /// Writes `delta` into `generation`; the entries in `left_out` are
+    /// removed instead (an older answer must not stay behind).
+    pub(super) fn write(
+        &mut self,
+        delta: &TableDelta,
+        generation: u8,
+        left_out: &HashSet<EntryKey>,
+    ) -> Result<(), XdpError> {
+        // Deletions first: the room they free is there for the upserts
+        // (the generation written is not the live one).
+        for key in &delta.delete {
+            self.del(key, generation)?;
+        }
+        // Upserts go in batches, one system call per map and thousands of
+        // entries (a million-entry table: 2 s one by one).
+        let mut batches: [Batch<'_>; 3] = Default::default();
+        for (key, answer) in &delta.upsert {
+            if left_out.contains(key) {
+                self.del(key, generation)?;
+                continue;
+            }
+            let value = self.value_of(answer);
+            let value = bytes_of(&value);
+            match &split_key(key, generation) {
+                Split::Tiny(k) => batches[0].push(bytes_of(k), value, key, answer),
+                Split::Short(k) => batches[1].push(bytes_of(k), value, key, answer),
+                Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, answer),
+            }
+        }
+        let fds = [
+            self.tiny.map().fd().as_fd().as_raw_fd(),
+            self.short.map().fd().as_fd().as_raw_fd(),
+            self.long.map().fd().as_fd().as_raw_fd(),
+        ];
+        for (batch, fd) in batches.iter().zip(fds) {
+            self.write_batch(fd, batch, generation)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `batch` into the map `fd` in chunks; an element the kernel
+    /// refuses is written on its own (`put` decides: a full table leaves
+    /// it to the fallback) and the batch goes on after it.
+    pub(super) fn write_batch(
+        &mut self,
+        fd: RawFd,
+        batch: &Batch<'_>,
+        generation: u8,
+    ) -> Result<(), XdpError> {
+        pub(super) const CHUNK: usize = 4096;
+        let n = batch.entries.len();
+        let mut at = 0;
+        while at < n {
+            let count = (n - at).min(CHUNK);
+            let (ks, vs) = (batch.key_size, batch.value_size);
+            let (done, result) = super::sys::update_batch(
+                fd,
+                &batch.keys[at * ks..(at + count) * ks],
+                &batch.values[at * vs..(at + count) * vs],
+                count as u32,
+            );
+            match result {
+                Ok(()) => at += count,
+                // Stopped at element `done`: that one on its own, then on.
+                Err(_) if (done as usize) < count => {
+                    at += done as usize;
+                    let (key, answer) = batch.entries[at];
+                    self.put(key, generation, answer)?;
+                    at += 1;
+                }
+                // Refused before any element (no batch support, no
+                // memory): nothing is known written, so each on its own.
+                Err(_) => {
+                    for &(key, answer) in &batch.entries[at..at + count] {
+                        self.put(key, generation, answer)?;
+                    }
+                    at += count;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel value for `c`: its head, pointing at its block.
+    pub(super) fn value_of(&self, c: &Compiled) -> Answer {
+        let mut answer = c.head;
+        if let Some(section) = &c.block {
+            let ids = match is_small(section) {
+                true => &self.small_blocks,
+                false => &self.blocks,
+            };
+            answer.set_block(ids.id(section).expect("acquired before the entries"));
+        }
+        answer
+    }
+
+    /// Stops in-kernel answers (port 0: everything is passed) and waits
+    /// until no packet still uses the table. Best effort: it runs on an
+    /// error path.
+    pub(super) fn disable(&mut self) {
+        self.healthy = false;
+        self.current.port = 0;
+        self.current.table_tag = 0;
+        let _ = self.config.set(0, self.current, 0);
+        let _ = self.grace.wait();
+    }
+
+    /// Rebuilds both generations from scratch while the kernel passes
+    /// everything, then resumes in-kernel answers.
+    pub(super) fn rebuild(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
+        self.disable();
+        clear(&mut self.tiny);
+        clear(&mut self.short);
+        clear(&mut self.long);
+        clear(&mut self.block_map);
+        self.blocks.clear();
+        clear(&mut self.small_block_map);
+        self.small_blocks.clear();
+        // The compiled table is `table` from here, whatever the kernel's
+        // becomes; until this rebuild completes, only a whole table can
+        // follow.
+        self.installed.unsettle();
+        self.installed.replace(&table);
+        self.absent.clear();
+        self.refused.clear();
+        self.table_unknown = true;
+        let full = TableDelta {
+            upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            delete: Vec::new(),
+        };
+        self.current.negative_answers = 1;
+        let left_out = self.acquire_blocks(&full)?;
+        self.write(&full, 0, &left_out)?;
+        self.write(&full, 1, &left_out)?;
+        self.current = XdpConfig {
+            generation: 0,
+            port: self.port,
+            table_tag: tag,
+            ..self.current
+        };
+        self.config.set(0, self.current, 0)?;
+        self.absent = left_out;
+        self.table_unknown = false;
+        self.healthy = true;
+        Ok(())
+    }
+
+    pub(super) fn put(
+        &mut self,
+        key: &EntryKey,
+        generation: u8,
+        c: &Compiled,
+    ) -> Result<(), XdpError> {
+        let answer = self.value_of(c);
+        let r = match split_key(key, generation) {
+            Split::Tiny(k) => self.tiny.insert(k, answer, 0),
+            Split::Short(k) => self.short.insert(k, answer, 0),
+            Split::Long(k) => self.long.insert(k, answer, 0),
+        };
+        match r {
+            Ok(()) => Ok(()),
+            // A full table refuses new keys only (replacing one always
+            // works), so the name is simply absent: the fallback answers.
+            Err(e) if table_full(&e) => {
+                self.left_out += 1;
+                self.refused.insert(key.clone());
+                if key.qtype == qtype_slot::EXIST && self.current.negative_answers != 0 {
+                    // A name that exists would look missing to the kernel.
+                    tracing::warn!("XDP table full: negative answers go to the fallback until a rebuild with room (raise [xdp] capacity)");
+                    self.current.negative_answers = 0;
+                    self.config.set(0, self.current, 0)?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Entry writes refused so far because their table was full (raise
+    /// `[xdp] capacity`).
+    pub fn entries_left_out(&self) -> u64 {
+        self.left_out
+    }
+
+    /// The kernel's value for `key` in `generation`, if any.
+    pub(super) fn get(&self, key: &EntryKey, generation: u8) -> Result<Option<Answer>, XdpError> {
+        let value = match split_key(key, generation) {
+            Split::Tiny(k) => self.tiny.get(&k, 0),
+            Split::Short(k) => self.short.get(&k, 0),
+            Split::Long(k) => self.long.get(&k, 0),
+        };
+        match value {
+            Ok(answer) => Ok(Some(answer)),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(super) fn del(&mut self, key: &EntryKey, generation: u8) -> Result<(), XdpError> {
+        let r = match split_key(key, generation) {
+            Split::Tiny(k) => self.tiny.remove(&k),
+            Split::Short(k) => self.short.remove(&k),
+            Split::Long(k) => self.long.remove(&k),
+        };
+        match r {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(libc::ENOENT) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+pub(super) enum Split {
+    Tiny(TinyKey),
+    Short(ShortKey),
+    Long(Box<LongKey>),
+}
+
+/// The kernel key layout for an entry (the compiler guarantees ≤ 255 bytes).
+pub(super) fn split_key(key: &EntryKey, generation: u8) -> Split {
+    let name = &key.name;
+    let lead = key_lead(name[0], key.qtype, generation);
+    let fill = |buf: &mut [u8]| {
+        buf[..name.len()].copy_from_slice(name);
+        buf[0] = lead;
+        // Zero in every plain key (root label or padding), one for a
+        // signed variant.
+        let last = buf.len() - 1;
+        buf[last] |= key_tail(key.qtype);
+    };
+    if name.len() <= TINY_NAME_MAX {
+        let mut k = TinyKey {
+            name: [0; TINY_NAME_MAX],
+        };
+        fill(&mut k.name);
+        Split::Tiny(k)
+    } else if name.len() <= SHORT_NAME_MAX {
+        let mut k = ShortKey {
+            name: [0; SHORT_NAME_MAX],
+        };
+        fill(&mut k.name);
+        Split::Short(k)
+    } else {
+        let mut k = Box::new(LongKey {
+            name: [0; LONG_NAME_BUF],
+        });
+        fill(&mut k.name);
+        Split::Long(k)
+    }
+}
+
+/// The ids of the blocks in a block map.
+pub(super) fn block_ids<V: aya::Pod>(map: &HashMap<MapData, u32, V>) -> Vec<u32> {
+    map.keys().filter_map(Result::ok).collect()
+}
+
+/// Removes every element of `map` (best effort: it runs while the kernel
+/// passes everything).
+pub(super) fn clear<K: aya::Pod, V: aya::Pod>(map: &mut HashMap<MapData, K, V>) {
+    let keys: Vec<K> = map.keys().filter_map(Result::ok).collect();
+    for k in keys {
+        let _ = map.remove(&k);
+    }
+}
+
+/// Entries for one answer map, packed as the kernel takes a batch.
+#[derive(Default)]
+pub(super) struct Batch<'a> {
+    keys: Vec<u8>,
+    values: Vec<u8>,
+    key_size: usize,
+    value_size: usize,
+    entries: Vec<(&'a EntryKey, &'a Compiled)>,
+}
+
+impl<'a> Batch<'a> {
+    pub(super) fn push(&mut self, key: &[u8], value: &[u8], entry: &'a EntryKey, c: &'a Compiled) {
+        self.key_size = key.len();
+        self.value_size = value.len();
+        self.keys.extend_from_slice(key);
+        self.values.extend_from_slice(value);
+        self.entries.push((entry, c));
+    }
+}
+
+/// The bytes of a map key or value (plain `repr(C)` data without padding
+/// the kernel would read).
+pub(super) fn bytes_of<T: aya::Pod>(v: &T) -> &[u8] {
+    // SAFETY: `Pod` types are plain data; the slice covers exactly `v`.
+    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
+}
+
+/// A map refused a new key because it is full.
+pub(super) fn table_full(e: &aya::maps::MapError) -> bool {
+    matches!(e, aya::maps::MapError::SyscallError(e) if e.io_error.raw_os_error() == Some(libc::E2BIG))
+}
+
+/// Whether a section outside its entry goes to the small-block table.
+pub(super) fn is_small(section: &[u8]) -> bool {
+    section.len() <= SMALL_BLOCK_MAX
+}
+
+/// A section as the kernel's block value (zero-padded).
+pub(super) fn block_of(section: &[u8]) -> AnswerBlock {
+    let mut b = AnswerBlock {
+        data: [0; BLOCK_MAX],
+    };
+    b.data[..section.len()].copy_from_slice(section);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &[u8], qtype: u8) -> EntryKey {
+        EntryKey {
+            name: name.into(),
+            qtype,
+        }
+    }
+
+    /// `www.example.` in wire form.
+    const WWW: &[u8] = b"\x03www\x07example\x00";
+
+    #[test]
+    fn keys_go_to_the_table_of_their_length_with_lead_and_tail_bytes() {
+        let Split::Tiny(k) = split_key(&key(WWW, qtype_slot::A), 1) else {
+            panic!("a 17-byte name is tiny");
+        };
+        assert_eq!(k.name[0], key_lead(3, qtype_slot::A, 1));
+        assert_eq!(&k.name[1..WWW.len()], &WWW[1..]);
+        assert!(k.name[WWW.len()..].iter().all(|&b| b == 0), "zero-padded");
+        let Split::Tiny(signed) = split_key(&key(WWW, qtype_slot::A_SIGNED), 0) else {
+            panic!("tiny");
+        };
+        assert_eq!(signed.name[TINY_NAME_MAX - 1], 1, "a signed variant's tail");
+        // One label of `len - 2` bytes: a wire name of `len` bytes.
+        let name_of = |len: usize| {
+            let mut n = vec![(len - 2) as u8];
+            n.extend(std::iter::repeat_n(b'a', len - 2));
+            n.push(0);
+            n
+        };
+        let at = |len| split_key(&key(&name_of(len), qtype_slot::AAAA), 0);
+        assert!(matches!(at(TINY_NAME_MAX), Split::Tiny(_)));
+        assert!(matches!(at(TINY_NAME_MAX + 1), Split::Short(_)));
+        assert!(matches!(at(SHORT_NAME_MAX), Split::Short(_)));
+        assert!(matches!(at(SHORT_NAME_MAX + 1), Split::Long(_)));
+    }
+
+    #[test]
+    fn generations_and_types_never_share_a_key() {
+        let bytes = |s: Split| match s {
+            Split::Tiny(k) => k.name.to_vec(),
+            Split::Short(k) => k.name.to_vec(),
+            Split::Long(k) => k.name.to_vec(),
+        };
+        let mut seen = std::collections::HashSet::new();
+        for qtype in qtype_slot::ALL {
+            for generation in 0..2 {
+                assert!(seen.insert(bytes(split_key(&key(WWW, qtype), generation))));
+            }
+        }
+    }
+
+    #[test]
+    fn sections_pick_their_block_table_and_are_zero_padded() {
+        assert!(is_small(&[1; SMALL_BLOCK_MAX]));
+        assert!(!is_small(&[1; SMALL_BLOCK_MAX + 1]));
+        let b = block_of(&[7, 8, 9]);
+        assert_eq!(&b.data[..3], &[7, 8, 9]);
+        assert!(b.data[3..].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn a_batch_packs_keys_and_values_end_to_end() {
+        let (k1, k2) = (key(WWW, qtype_slot::A), key(WWW, qtype_slot::AAAA));
+        let c = Compiled {
+            head: Answer::new(4, 1, 0),
+            block: None,
+        };
+        let mut batch = Batch::default();
+        batch.push(&[1, 2], &[9, 9, 9], &k1, &c);
+        batch.push(&[3, 4], &[8, 8, 8], &k2, &c);
+        assert_eq!((batch.key_size, batch.value_size), (2, 3));
+        assert_eq!(batch.keys, [1, 2, 3, 4]);
+        assert_eq!(batch.values, [9, 9, 9, 8, 8, 8]);
+        assert_eq!(batch.entries.len(), 2);
+        assert_eq!(bytes_of(&7u32), 7u32.to_ne_bytes());
+    }
+}
