@@ -493,7 +493,7 @@ impl Drop for Installed {
 }
 
 /// The package built from this build's binary installs (`dpkg -i`) the
-/// binary, unit, configuration and system user; the unit verifies (or
+/// binary, unit, configuration, man pages and system user; the unit verifies (or
 /// the service runs, where systemd does); the packaged configuration
 /// serves as the `xdpdns` user with CAP_NET_BIND_SERVICE alone (no XDP
 /// configured); `dpkg --purge` removes it.
@@ -501,10 +501,25 @@ impl Drop for Installed {
 fn the_debian_package_installs_and_its_configuration_serves() {
     let out_dir = TempDir::new("deb");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../dist/debian/build-deb.sh");
+    // The pages `cargo xtask docs` generates (`cargo xtask test` runs it
+    // first); written here too, so the test stands on its own.
+    let man_dir = out_dir.0.join("man");
+    let generated = Command::new(env!("CARGO"))
+        .args(["xtask", "man-pages"])
+        .arg(&man_dir)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
     let built = Command::new("sh")
         .arg(script)
         .arg(BIN)
         .arg(&out_dir.0)
+        .arg(&man_dir)
         .env("DEB_COMPRESSION", "-Znone")
         .output()
         .unwrap();
@@ -535,6 +550,25 @@ fn the_debian_package_installs_and_its_configuration_serves() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+    // `man xdpdns`, `man xdpdns-serve` and `man xdpdns.toml` find the
+    // installed pages and render them.
+    for (page, section, says) in [
+        ("xdpdns", "8", "check-config"),
+        ("xdpdns-serve", "8", "ready-file"),
+        ("xdpdns.toml", "5", "udp_payload"),
+    ] {
+        let shown = Command::new("man")
+            .args([section, page])
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "200")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&shown.stdout).replace('\u{2010}', "-");
+        assert!(
+            shown.status.success() && text.contains(says),
+            "man {section} {page}: {text}"
+        );
+    }
     let unit = "/lib/systemd/system/xdpdns.service";
     if Path::new("/run/systemd/system").exists() {
         let active = Command::new("systemctl")

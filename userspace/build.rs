@@ -4,7 +4,7 @@
 //!
 //! The eBPF crate needs Debian's rustc (it ships `core` precompiled for
 //! `bpfel-unknown-none`) and `bpf-linker`; `cargo xtask deps` installs both
-//! (see ../shared/TOOLCHAIN.md for why this route).
+//! (docs/src/architecture.md says why this route).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

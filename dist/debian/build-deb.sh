@@ -1,11 +1,13 @@
 #!/bin/sh
-# Builds the Debian package from a built binary:
-#   dist/debian/build-deb.sh BINARY OUTDIR  ->  OUTDIR/xdpdns_VERSION_ARCH.deb
+# Builds the Debian package from a built binary and its man pages:
+#   dist/debian/build-deb.sh BINARY OUTDIR [MANDIR]  ->  OUTDIR/xdpdns_VERSION_ARCH.deb
+# (MANDIR: the pages `cargo xtask docs` writes, *.8 and *.5)
 # `cargo xtask deb` runs it on the release build; a test installs the
 # result (dpkg -i) and checks what it put where.
 set -eu
 bin=$1
 out=$2
+man=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n1)
@@ -20,6 +22,14 @@ install -D -m 0644 "$root/examples/example.com.zone" "$stage/etc/xdpdns/zones/ex
 install -D -m 0644 "$root/README.md" "$stage/usr/share/doc/xdpdns/README.md"
 install -D -m 0644 "$here/copyright" "$stage/usr/share/doc/xdpdns/copyright"
 install -D -m 0644 "$root/dist/grafana/xdpdns.json" "$stage/usr/share/xdpdns/grafana/xdpdns.json"
+if [ -n "$man" ]; then
+    for page in "$man"/*.8 "$man"/*.5; do
+        [ -e "$page" ] || continue
+        section=${page##*.}
+        install -D -m 0644 "$page" "$stage/usr/share/man/man$section/$(basename "$page")"
+        gzip -9n "$stage/usr/share/man/man$section/$(basename "$page")"
+    done
+fi
 mkdir -p "$stage/DEBIAN"
 for script in postinst prerm postrm; do
     install -m 0755 "$here/$script" "$stage/DEBIAN/$script"

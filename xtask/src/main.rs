@@ -30,10 +30,18 @@ enum Task {
         args: Vec<String>,
     },
     /// Build the Debian package (target/deb/xdpdns_VERSION_ARCH.deb): the
-    /// release binary, the systemd unit, a configuration, a system user.
+    /// release binary, the systemd unit, a configuration, a system user,
+    /// the man pages.
     Deb,
-    /// Install dependencies, then run format and lint checks, the whole test
-    /// suite, and the end-to-end benchmark's smoke run.
+    /// Build the manual (docs/, mdBook) into target/doc-book and the man
+    /// pages into target/man, after checking every link and include.
+    Docs,
+    /// Only the man pages, into DIR (the package test uses them).
+    #[command(hide = true)]
+    ManPages { dir: PathBuf },
+    /// Install dependencies, then run format and lint checks, build the
+    /// manual and man pages, run the whole test suite and the end-to-end
+    /// benchmark's smoke run.
     Test,
     /// The end-to-end benchmark (benches/e2e/run.py): xdpdns beside NSD, Knot
     /// and BIND under dnsperf and kxdpgun; writes bench-results/e2e.{md,json}.
@@ -67,6 +75,8 @@ const APT_PACKAGES: &[&str] = &[
     "nftables",
     // and detaches a node's XDP link behind its back
     "bpftool",
+    // man, which shows the packaged man pages in the package test
+    "man-db",
     // systemd-analyze, which verifies the shipped unit (dist/)
     "systemd",
     // promtool, which checks the /metrics exposition; curl scrapes it
@@ -85,7 +95,7 @@ const APT_PACKAGES: &[&str] = &[
     "etcd-client",
     "protobuf-compiler",
     "libprotobuf-dev",
-    // The eBPF build (see ../shared/TOOLCHAIN.md): Debian's rustc with a
+    // The eBPF build (see docs/src/architecture.md): Debian's rustc with a
     // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
     "rustc-web",
     "libstd-rust-web-dev-bpf",
@@ -94,6 +104,7 @@ const APT_PACKAGES: &[&str] = &[
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 mod demo;
+mod docs;
 
 fn main() -> Result<()> {
     let root = workspace_root();
@@ -111,15 +122,21 @@ fn main() -> Result<()> {
         Task::Deb => {
             deps()?;
             cargo(&root, &["build", "--release", "-p", "xdpdns"])?;
+            docs::man_pages(&root, &root.join("target/man"))?;
             run(Command::new("sh")
                 .current_dir(&root)
                 .arg("dist/debian/build-deb.sh")
                 .arg("target/release/xdpdns")
-                .arg("target/deb"))
+                .arg("target/deb")
+                .arg("target/man"))
         }
+        Task::Docs => docs::build(&root),
+        Task::ManPages { dir } => docs::man_pages(&root, &dir),
         Task::Test => {
             deps()?;
             cargo(&root, &["fmt", "--all", "--", "--check"])?;
+            // A broken link, include or man page fails the run.
+            docs::build(&root)?;
             cargo(
                 &root,
                 &[
