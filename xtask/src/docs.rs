@@ -181,11 +181,9 @@ pub fn markdown_to_man(text: &str, name: &str, section: &str, summary: &str) -> 
                     "\"\n"
                 });
             }
-            Event::Start(Tag::Paragraph) => {
-                if list_depth == 0 {
-                    man.line_start();
-                    man.raw(".PP\n");
-                }
+            Event::Start(Tag::Paragraph) if list_depth == 0 => {
+                man.line_start();
+                man.raw(".PP\n");
             }
             Event::End(TagEnd::Paragraph) => man.line_start(),
             Event::Start(Tag::CodeBlock(_)) => {
