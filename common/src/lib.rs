@@ -372,6 +372,15 @@ pub mod rotation {
     }
 }
 
+/// The OPT record without options (RFC 6891 §6.1.2): what the kernel and
+/// the fallback's hot path parse a query's OPT against.
+pub const OPT_LEN: u32 = 11;
+/// Most option bytes a query's OPT may carry and be answered by the
+/// kernel or the hot path (more go to the full handler).
+pub const OPT_RDATA_MAX: u32 = 256;
+/// Most options either walks.
+pub const OPT_MAX_OPTIONS: usize = 8;
+
 /// Longest NSID payload the kernel sends; a longer configured NSID makes
 /// the kernel pass the queries that ask for it.
 pub const NSID_MAX: usize = 64;

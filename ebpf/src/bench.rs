@@ -21,7 +21,7 @@ fn restore(ctx: &XdpContext) -> bool {
         return false;
     };
     let f = unsafe { &*f };
-    let len = crate::opaque(f.len) & (BENCH_FRAME_MAX as u32 - 1);
+    let len = crate::verifier::opaque(f.len) & (BENCH_FRAME_MAX as u32 - 1);
     if len < 14 {
         return false;
     }

@@ -12,36 +12,12 @@ use xdpdns_common::cookie::{self, IpWords};
 use xdpdns_common::{edns_option, nsid_mode, rtype, PassReason, XdpConfig, NSID_MAX};
 
 use crate::csum;
-use crate::headers::{be16, load, store, Packet};
+use crate::headers::{be16, load, store};
+use crate::parsed::{Edns, Packet, COOKIE_OPTION_LEN, OPT_REPLY_BUF, OPT_REPLY_MAX};
 use crate::maps::Scratch;
-use crate::question::launder;
+use crate::verifier::launder;
 
-/// The OPT record without options.
-pub const OPT_LEN: u32 = 11;
-/// Most option bytes a query may carry and still be answered here.
-pub const OPT_RDATA_MAX: u32 = 256;
-/// Most options walked.
-const MAX_OPTIONS: usize = 8;
-/// The COOKIE option a reply carries: code, length, client and server
-/// cookies.
-const COOKIE_OPTION_LEN: u32 = 4 + 24;
-
-/// What the query's OPT record asked for. Not an `Option`: LLVM packs
-/// one into a register and reads its payload on the `None` path too,
-/// which the verifier rejects when that stack slot held a pointer.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Edns {
-    /// The query had an OPT record (else every other field is zero).
-    pub present: bool,
-    /// Client's payload size.
-    pub payload: u16,
-    pub dnssec_ok: bool,
-    pub nsid: bool,
-    /// 0: no COOKIE; 1: a client cookie (`Scratch::client_cookie`); 2:
-    /// and a server cookie of our length (`Scratch::server_cookie`).
-    pub cookie: u8,
-}
+use xdpdns_common::{OPT_LEN, OPT_MAX_OPTIONS as MAX_OPTIONS, OPT_RDATA_MAX};
 
 /// Reads the OPT record at `at`, `len` bytes up to the end of the
 /// message. Cookies go to scratch memory (the stack is too small).
@@ -156,24 +132,11 @@ fn launder_seen(s: &mut Scratch) -> u32 {
     unsafe { core::ptr::read_volatile(&s.seen) }
 }
 
-impl Edns {
-    pub const ABSENT: Edns = Edns {
-        present: false,
-        payload: 0,
-        dnssec_ok: false,
-        nsid: false,
-        cookie: 0,
-    };
-}
-
 /// Whether the kernel can answer `e` at all (checked before the lookup).
 #[inline(always)]
 pub fn answerable(e: &Edns, cfg: &XdpConfig) -> bool {
     !(e.nsid && cfg.nsid_mode == nsid_mode::PASS)
 }
-
-/// Largest OPT record a reply carries: header, NSID, COOKIE.
-pub const OPT_REPLY_MAX: u32 = OPT_LEN + 4 + NSID_MAX as u32 + COOKIE_OPTION_LEN;
 
 /// Records in `s` what `xdpdns_build_opt` needs besides the options:
 /// the DO bit and, for a cookie, the client address and the unix second.
@@ -349,5 +312,3 @@ pub extern "C" fn xdpdns_build_opt(s: *mut Scratch, cfg: *const XdpConfig) -> u3
     at as u32
 }
 
-/// `Scratch::opt_reply`'s size: `OPT_REPLY_MAX` rounded up to 8.
-pub const OPT_REPLY_BUF: usize = (OPT_REPLY_MAX as usize + 7) & !7;

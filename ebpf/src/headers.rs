@@ -5,6 +5,7 @@ use aya_ebpf::programs::XdpContext;
 use xdpdns_common::PassReason;
 
 use crate::maps::{Scratch, ADDRESSES};
+use crate::parsed::{Packet, UDP_LEN};
 
 const ETH_P_8021Q: u16 = 0x8100;
 const ETH_P_8021AD: u16 = 0x88a8;
@@ -14,13 +15,12 @@ const IPPROTO_UDP: u8 = 17;
 pub const ETH_LEN: u32 = 14;
 pub const IPV4_LEN: u32 = 20;
 pub const IPV6_LEN: u32 = 40;
-pub const UDP_LEN: u32 = 8;
 
 /// Offsets into frames we handle are far below 8 KiB; the mask gives the
 /// verifier a bound it can see (it loses track through 32-bit sums).
 #[inline(always)]
 fn bounded(off: u32) -> usize {
-    (crate::opaque(off) & 0x1fff) as usize
+    (crate::verifier::opaque(off) & 0x1fff) as usize
 }
 
 /// Copies `N` bytes at `off` out of the frame by direct packet access (a
@@ -67,22 +67,6 @@ pub fn load_into<const N: usize>(
     }
     unsafe { core::ptr::copy_nonoverlapping(at as *const u8, dst.as_mut_ptr(), N) };
     Ok(())
-}
-
-/// Where the packet's parts are; the IP header as received is kept in
-/// `Scratch::ip4`/`ip6` for building the reply.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Packet {
-    pub l3: u32,
-    pub v6: bool,
-    /// Bytes of IPv4 options (dropped from the reply).
-    pub ip_options: u32,
-    pub l4: u32,
-    pub udp: [u8; UDP_LEN as usize],
-    /// Offset and length of the DNS message.
-    pub dns: u32,
-    pub dns_len: u32,
 }
 
 /// The loopback interface is ifindex 1 in every network namespace.

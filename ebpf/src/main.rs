@@ -1,6 +1,6 @@
 //! xdpdns XDP program: answers UDP A/AAAA queries for names in the answer
 //! table with XDP_TX; passes everything else up, unchanged, to the
-//! fallback server. The conditions are those of SPEC §4.
+//! fallback server (docs/src/xdp.md lists what it answers).
 #![no_std]
 #![no_main]
 
@@ -11,9 +11,12 @@ mod edns;
 mod headers;
 mod maps;
 mod negative;
+mod parsed;
 mod question;
 mod reply;
 mod rrl;
+mod verdict;
+mod verifier;
 
 use aya_ebpf::bindings::xdp_action::{XDP_DROP, XDP_PASS, XDP_TX};
 use aya_ebpf::bindings::xdp_md;
@@ -24,7 +27,8 @@ use xdpdns_common::{
     answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig, SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
-use maps::{Scratch, CONFIG, COUNTERS, LONG_NAMES, SCRATCH, SHORT_NAMES, TINY_NAMES, ZONE_QUERIES};
+use maps::{count, Scratch, CONFIG, LONG_NAMES, SCRATCH, SHORT_NAMES, TINY_NAMES, ZONE_QUERIES};
+use verdict::{code_of, pass_code};
 
 #[xdp]
 pub fn xdpdns(ctx: XdpContext) -> u32 {
@@ -70,13 +74,6 @@ pub fn handle(ctx: &XdpContext) -> u32 {
 #[xdp]
 pub fn xdp_pass(_ctx: XdpContext) -> u32 {
     XDP_PASS
-}
-
-#[inline(always)]
-pub(crate) fn count(slot: u32) {
-    if let Some(c) = COUNTERS.get_ptr_mut(slot) {
-        unsafe { *c += 1 };
-    }
 }
 
 /// What the parse and the lookup found: the answer, the scratch memory
@@ -208,38 +205,6 @@ fn send(
     Ok(None)
 }
 
-/// The parser and the reply builder (and `edns::xdpdns_build_opt`) are
-/// global BPF functions: the verifier checks each once, on its own,
-/// instead of following every path of the parser through the reply
-/// builder (the product would exceed its instruction budget), and each
-/// gets its own stack frame. The parser and the reply builder return 0,
-/// or a [`PassReason`] plus one.
-#[inline(always)]
-fn pass_code(code: u32) -> Result<(), PassReason> {
-    match code {
-        0 => Ok(()),
-        c => Err(match c - 1 {
-            0 => PassReason::NotDns,
-            1 => PassReason::NotQuery,
-            2 => PassReason::Miss,
-            3 => PassReason::QueryType,
-            4 => PassReason::Edns,
-            5 => PassReason::Size,
-            7 => PassReason::Source,
-            8 => PassReason::Destination,
-            _ => PassReason::ParseError,
-        }),
-    }
-}
-
-#[inline(always)]
-pub(crate) fn code_of(r: Result<(), PassReason>) -> u32 {
-    match r {
-        Ok(()) => 0,
-        Err(reason) => reason as u32 + 1,
-    }
-}
-
 /// Parses the frame: headers, question and OPT into `s.pkt` and `s.qn`,
 /// the lookup keys into `s.short`/`s.long`.
 #[inline(never)]
@@ -303,13 +268,6 @@ pub extern "C" fn xdpdns_reply(
         return code_of(Err(PassReason::ParseError));
     };
     code_of(reply::build(&ctx, s, &pkt, &qn, answer, cfg))
-}
-
-/// Hides a value from the optimiser so a bounds check written after it is
-/// kept and seen by the verifier on the register that is used.
-#[inline(always)]
-pub fn opaque(v: u32) -> u32 {
-    unsafe { core::ptr::read_volatile(&v) }
 }
 
 #[cfg(not(test))]

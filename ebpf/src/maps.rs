@@ -9,6 +9,8 @@ use xdpdns_common::{
     XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
 };
 
+use crate::parsed::{Packet, Question, OPT_REPLY_BUF};
+
 /// BPF_F_NO_PREALLOC: an updated element is freed only after an RCU grace
 /// period, so a packet reading it never sees it reused mid-copy.
 const NO_PREALLOC: u32 = 1;
@@ -80,7 +82,7 @@ pub struct Scratch {
     /// Its output: the reply's OPT record and its checksum.
     pub opt_sum: u32,
     pub opt_len: u32,
-    pub opt_reply: [u8; crate::edns::OPT_REPLY_BUF],
+    pub opt_reply: [u8; OPT_REPLY_BUF],
     /// The query name had an upper-case letter (0x20): the fallback's
     /// negative answers compress against it as sent, so the kernel
     /// leaves them to it.
@@ -98,8 +100,8 @@ pub struct Scratch {
     /// Lookup key for the destination address filter.
     pub address: [u8; 16],
     /// What `xdpdns_parse` found, for `xdpdns_reply`.
-    pub pkt: crate::headers::Packet,
-    pub qn: crate::question::Question,
+    pub pkt: Packet,
+    pub qn: Question,
     /// The IP header as received, rewritten in place into the reply's.
     pub ip4: [u8; 20],
     pub ip6: [u8; 40],
@@ -128,5 +130,12 @@ pub fn lookup(s: &mut Scratch, name_len: u32, slot: u8, generation: u8) -> Optio
         s.long.name[0] = key_lead(s.long.name[0], slot, generation);
         s.long.name[LONG_NAME_BUF - 1] = tail;
         unsafe { LONG_NAMES.get(&s.long) }
+    }
+}
+
+#[inline(always)]
+pub(crate) fn count(slot: u32) {
+    if let Some(c) = COUNTERS.get_ptr_mut(slot) {
+        unsafe { *c += 1 };
     }
 }

@@ -17,10 +17,11 @@ use xdpdns_common::{
     MAX_NAME_WIRE_LEN, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
-use crate::headers::{load, store, Packet};
+use crate::headers::{load, store};
+use crate::parsed::{Packet, Question, OPT_REPLY_BUF};
 use crate::maps::{lookup, Scratch, SMALL_BLOCKS};
-use crate::question::Question;
-use crate::{code_of, csum, edns, reply};
+use crate::verdict::code_of;
+use crate::{csum, edns, reply};
 
 /// The SOA template `xdpdns_negative` found (its key is still marked in
 /// the buffer for the apex's length).
@@ -198,7 +199,7 @@ pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32,
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 1;
     };
-    let len = crate::opaque(len);
+    let len = crate::verifier::opaque(len);
     let (dst, words) = if len as usize <= TINY_NAME_MAX {
         (s.tiny.name.as_mut_ptr(), TINY_NAME_MAX / 8)
     } else if len as usize <= SHORT_NAME_MAX {
@@ -214,7 +215,7 @@ pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32,
     }
     // Bounded again on a value the optimiser cannot see through, so the
     // verifier gets the bound on the register the helper is given.
-    let n = crate::opaque(len) & 0x1ff;
+    let n = crate::verifier::opaque(len) & 0x1ff;
     if n == 0 || n as usize > words * 8 || n as usize > MAX_NAME_WIRE_LEN {
         return 1;
     }
@@ -336,7 +337,7 @@ pub fn build(
     }
     if qn.edns.present {
         let rel = DNS_HEADER_LEN as u32 + question_len + rec_len;
-        reply::store_bytes::<{ edns::OPT_REPLY_BUF }, 0>(
+        reply::store_bytes::<{ OPT_REPLY_BUF }, 0>(
             ctx,
             rec_off + rec_len,
             &s.opt_reply,

@@ -3,32 +3,20 @@
 //! directly (a helper call costs more than the whole walk).
 
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::{
+use xdpdns_common::{OPT_LEN, OPT_RDATA_MAX,
     key_lead, qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
     SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
 use crate::csum;
-use crate::edns::{self, Edns, OPT_LEN, OPT_RDATA_MAX};
-use crate::headers::{be16, load, Packet};
+use crate::edns;
+use crate::verifier::launder;
+use crate::parsed::{Edns, Packet, Question};
+use crate::headers::{be16, load};
 use crate::maps::Scratch;
 
 /// Longest question section we may answer: name, type, class, one OPT.
 const MAX_REST: u32 = MAX_NAME_WIRE_LEN as u32 + 4 + OPT_LEN + OPT_RDATA_MAX;
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Question {
-    pub header: [u8; DNS_HEADER_LEN],
-    /// Wire length of the query name, root label included.
-    pub name_len: u32,
-    pub qtype: u8,
-    /// The query's OPT record, if it had one.
-    pub edns: Edns,
-    /// Ones'-complement sum of the question section (name, type, class)
-    /// taken from an even offset.
-    pub sum: u64,
-}
 
 /// Checks the message and writes the lower-cased query name into the
 /// lookup key for its length.
@@ -113,17 +101,6 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
         edns,
         sum,
     })
-}
-
-/// Passes `v` through map memory so the verifier sees an unknown value:
-/// the label walk can end in up to 128 different states, and without this
-/// every one of them would be verified through the rest of the program.
-#[inline(always)]
-pub fn launder(s: &mut Scratch, v: u32) -> u32 {
-    unsafe {
-        core::ptr::write_volatile(&mut s.launder, v);
-        core::ptr::read_volatile(&s.launder)
-    }
 }
 
 /// ASCII lower-casing of four bytes at once: sets 0x20 in every byte in

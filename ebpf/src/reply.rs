@@ -10,10 +10,10 @@ use xdpdns_common::{
 };
 
 use crate::csum;
-use crate::edns::{self, Edns};
-use crate::headers::{load, store, Packet, UDP_LEN};
+use crate::edns;
+use crate::parsed::{Edns, Packet, Question, UDP_LEN};
+use crate::headers::{load, store};
 use crate::maps::{Scratch, BLOCKS, SMALL_BLOCKS};
-use crate::question::Question;
 
 const REPLY_HOP_LIMIT: u8 = 64;
 
@@ -96,7 +96,7 @@ pub fn copy_section_at<const N: usize>(
             break;
         }
         // Bounded on the very register the read uses (as below).
-        let at = crate::opaque(from.wrapping_add(i * 8));
+        let at = crate::verifier::opaque(from.wrapping_add(i * 8));
         if at as usize > N - 8 {
             break;
         }
@@ -107,8 +107,8 @@ pub fn copy_section_at<const N: usize>(
     }
     // Checked again on a value the optimiser cannot see through, so the
     // verifier gets the bound on the register it uses.
-    let last = crate::opaque(len.wrapping_sub(8));
-    let at = crate::opaque(from.wrapping_add(last));
+    let last = crate::verifier::opaque(len.wrapping_sub(8));
+    let at = crate::verifier::opaque(from.wrapping_add(last));
     if last as usize > N - 8 || at as usize > N - 8 {
         return;
     }
@@ -163,8 +163,8 @@ fn rotate_block(
 /// sum must stay inside `src`.
 #[inline(always)]
 fn store_half<const N: usize>(ctx: &XdpContext, off: u32, src: &[u8; N], from: u32, len: u32) {
-    let from = crate::opaque(from);
-    let len = crate::opaque(len);
+    let from = crate::verifier::opaque(from);
+    let len = crate::verifier::opaque(len);
     if len == 0 || from as usize > N / 2 || len as usize > N / 2 {
         return;
     }
@@ -382,7 +382,7 @@ pub fn store_bytes<const N: usize, const FROM: usize>(
     src: &[u8; N],
     len: u32,
 ) {
-    let len = crate::opaque(len) & 0xfff;
+    let len = crate::verifier::opaque(len) & 0xfff;
     if len == 0 || len as usize > N - FROM {
         return;
     }

@@ -34,7 +34,7 @@ fn judge(s: &Scratch, cfg: &XdpConfig, class: u8) -> Verdict {
         return Verdict::Send;
     }
     if s.cookie_valid != 0 {
-        crate::count(counter::RRL_EXEMPT);
+        crate::maps::count(counter::RRL_EXEMPT);
         return Verdict::Send;
     }
     // The source address of the query as received (the reply builder
@@ -56,10 +56,10 @@ fn judge(s: &Scratch, cfg: &XdpConfig, class: u8) -> Verdict {
     let verdict = account(unsafe { &mut *bucket }, key, now_ms, r.rate, r.slip);
     match verdict {
         Verdict::Send => return verdict,
-        Verdict::Slip => crate::count(counter::RRL_SLIPPED),
-        Verdict::Drop => crate::count(counter::RRL_DROPPED),
+        Verdict::Slip => crate::maps::count(counter::RRL_SLIPPED),
+        Verdict::Drop => crate::maps::count(counter::RRL_DROPPED),
     }
-    crate::count(counter::RRL_LIMITED);
+    crate::maps::count(counter::RRL_LIMITED);
     if r.log_only != 0 {
         return Verdict::Send;
     }

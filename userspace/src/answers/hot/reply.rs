@@ -19,11 +19,10 @@ use crate::handler::Transport;
 use crate::wire::ServerEdns;
 use crate::zone::Snapshot;
 
-/// The OPT record without options.
-const OPT_LEN: usize = 11;
-/// Most option bytes and options walked (the kernel's limits).
-const OPT_RDATA_MAX: usize = 256;
-const MAX_OPTIONS: usize = 8;
+/// The OPT limits the kernel parses with, as lengths here.
+const OPT_LEN: usize = xdpdns_common::OPT_LEN as usize;
+const OPT_RDATA_MAX: usize = xdpdns_common::OPT_RDATA_MAX as usize;
+const MAX_OPTIONS: usize = xdpdns_common::OPT_MAX_OPTIONS;
 
 /// The COOKIE option as the query carried it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
