@@ -24,7 +24,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             "xtask: not root, so serving from userspace only: attaching XDP needs CAP_BPF and \
              CAP_NET_ADMIN (run as root to see queries answered in the kernel)"
         );
-        return crate::run(
+        return crate::process::run(
             Command::new(&bin)
                 .current_dir(root)
                 .args(["serve", "--config", "examples/xdpdns.toml"])
@@ -49,7 +49,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     // outlives it to clean up.
     // SAFETY: ignoring SIGINT in this process; the server installs its own handler.
     unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
-    crate::run(
+    crate::process::run(
         Command::new(&bin)
             .current_dir(root)
             .arg("serve")
@@ -107,7 +107,7 @@ fn write_config(root: &Path, out: &Path) -> Result<()> {
 struct Link;
 
 fn ip(args: &[&str]) -> Result<()> {
-    crate::run(Command::new("ip").args(args))
+    crate::process::run(Command::new("ip").args(args))
 }
 
 impl Link {

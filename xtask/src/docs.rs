@@ -24,7 +24,7 @@ pub fn build(root: &Path) -> Result<()> {
     let man = root.join("target/man");
     man_pages(root, &man)?;
     mdbook()?;
-    crate::run(
+    crate::process::run(
         Command::new("mdbook")
             .current_dir(root.join("docs"))
             .args(["build", "--dest-dir"])
@@ -47,7 +47,7 @@ fn mdbook() -> Result<()> {
     }
     eprintln!("xtask: installing mdbook {MDBOOK_VERSION}");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    crate::run(Command::new(cargo).args([
+    crate::process::run(Command::new(cargo).args([
         "install",
         "mdbook",
         "--version",

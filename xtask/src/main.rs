@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -105,6 +105,9 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 
 mod demo;
 mod docs;
+mod process;
+
+use process::run;
 
 fn main() -> Result<()> {
     let root = workspace_root();
@@ -239,14 +242,4 @@ fn bpf_linker() -> Result<()> {
 fn cargo(root: &Path, args: &[&str]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run(Command::new(cargo).current_dir(root).args(args))
-}
-
-pub(crate) fn run(cmd: &mut Command) -> Result<()> {
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
-    if !status.success() {
-        bail!("{:?} failed: {status}", cmd);
-    }
-    Ok(())
 }

@@ -24,7 +24,6 @@ use super::blocks::BlockIds;
 use super::error::XdpError;
 use super::maps::{map_sizes, Capacity, Maps};
 use super::pins::PinDir;
-use super::settings::{realtime_offset_ns, set_edns_fields};
 use super::sys::GracePeriod;
 use crate::answers::compile::EntryKey;
 use crate::answers::AnswerTable;
@@ -201,9 +200,7 @@ impl FastPath {
         let mut current = XdpConfig::new(port, edns.udp_payload);
         current.object_tag = object_tag(object);
         let mut fp = Self::with_maps(Object::Loaded(ebpf), pins, maps, current, port)?;
-        set_edns_fields(&mut fp.current, edns);
-        fp.current.realtime_offset_ns = realtime_offset_ns();
-        fp.config.set(0, fp.current, 0)?;
+        fp.start_settings(edns)?;
         Ok(fp)
     }
 
@@ -297,9 +294,7 @@ impl FastPath {
         fp.healthy = saved.table_tag != 0 && saved.port != 0;
         fp.table_unknown = true;
         fp.current.port = if fp.healthy { port } else { 0 };
-        set_edns_fields(&mut fp.current, edns);
-        fp.current.realtime_offset_ns = realtime_offset_ns();
-        fp.config.set(0, fp.current, 0)?;
+        fp.start_settings(edns)?;
         Ok(fp)
     }
 

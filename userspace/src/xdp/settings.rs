@@ -13,6 +13,15 @@ use crate::answers::compile::ones_complement_sum;
 use crate::wire::ServerEdns;
 
 impl FastPath {
+    /// The settings a program starts with (loaded or adopted): the EDNS
+    /// settings and the wall clock, in one configuration write.
+    pub(super) fn start_settings(&mut self, edns: &ServerEdns) -> Result<(), XdpError> {
+        set_edns_fields(&mut self.current, edns);
+        self.current.realtime_offset_ns = realtime_offset_ns();
+        self.config.set(0, self.current, 0)?;
+        Ok(())
+    }
+
     /// Sets the kernel's rate limiting (`settings.rate` 0: off). Its
     /// buckets are the table the program was loaded with
     /// ([`Capacity::rrl_slots`]), whatever `settings.slots` says.
