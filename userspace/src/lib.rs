@@ -24,7 +24,7 @@ pub mod registry;
 pub mod router;
 pub mod rrl;
 pub mod serve;
-pub mod server;
+pub mod sockets;
 pub mod transfer;
 pub mod wire;
 pub mod xdp;

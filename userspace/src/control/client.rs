@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
+use super::error::ControlError;
 use super::protocol::{
     Counters, RegistryInfo, Reloaded, Reply, Request, Secondaries, Status, ZoneInfo,
 };
-use super::ControlError;
 
 /// How long the server may take to answer (a zone reload parses a file).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(600);

@@ -71,7 +71,7 @@ impl Live {
             }
         }
         c.by_rcode = by_rcode;
-        c.udp_receive_drops = crate::server::udp_receive_drops();
+        c.udp_receive_drops = crate::sockets::udp_receive_drops();
         c
     }
 
@@ -227,7 +227,7 @@ impl Live {
         };
         let live = self.clone();
         let origin = name.clone();
-        super::in_background("zone-reload", move || live.load_file(&origin, &file))
+        super::tasks::in_background("zone-reload", move || live.load_file(&origin, &file))
             .await
             .map_err(|e| e.to_string())?
             .map(|detail| Reloaded {

@@ -20,7 +20,7 @@ use xdpdns_common::PassReason;
 use super::live::Live;
 use crate::handler::Transport;
 use crate::metrics::{rcode_name, HistogramSnapshot};
-use crate::server::ShutdownRx;
+use crate::sockets::ShutdownRx;
 use crate::xdp::KernelState;
 
 type Labels = Vec<(&'static str, String)>;
@@ -322,7 +322,7 @@ fn fallback(reg: &mut Registry, live: &Live) {
         reg,
         "xdpdns_udp_receive_drops",
         "Queries dropped because a UDP socket's receive queue was full",
-        crate::server::udp_receive_drops(),
+        crate::sockets::udp_receive_drops(),
     );
     let t = &m.tcp;
     gauge(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use hickory_proto::rr::{LowerName, Name};
 use tracing::{error, info, warn};
 
-use super::handler_for;
+use super::handler::handler_for;
 use crate::clock::unix_secs;
 use crate::config::{Config, ZoneConfig};
 use crate::router::Router;

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 use super::mmsg::{RecvBatch, SendBatch};
-use super::{reuse_socket, ShutdownRx};
+use super::reuse::reuse_socket;
+use super::shutdown::ShutdownRx;
 use crate::handler::Transport;
 use crate::router::{Response, Router};
 
@@ -254,7 +255,7 @@ impl DropLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::mmsg::BATCH;
+    use crate::sockets::mmsg::BATCH;
 
     #[test]
     fn a_pause_only_while_queries_come_faster_than_the_window() {

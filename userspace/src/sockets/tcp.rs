@@ -15,7 +15,8 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tracing::debug;
 
-use super::{reuse_socket, ShutdownRx};
+use super::reuse::reuse_socket;
+use super::shutdown::ShutdownRx;
 use crate::handler::Transport;
 use crate::metrics::QueryCounts;
 use crate::router::{Response, Router};
