@@ -3,65 +3,9 @@
 
 use std::time::Duration;
 
-use ipnet::IpNet;
-use serde::Deserialize;
-
-use super::{Config, ConfigError};
+use super::error::ConfigError;
+use super::file::{AnycastConfig, Config};
 use crate::anycast::{health::Rules, parse_check_name, Settings};
-
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct AnycastConfig {
-    /// The TUN device xdpdns creates and holds; the routing daemon
-    /// exports its addresses (BIRD: `protocol direct`).
-    pub interface: String,
-    /// The service addresses, announced as these prefixes.
-    pub addresses: Vec<IpNet>,
-    /// A name and type in a served zone, e.g. `"example.com. SOA"`.
-    pub check_name: String,
-    #[serde(default = "default_interval")]
-    pub check_interval_ms: u64,
-    /// Failing checks in a row before withdrawing.
-    #[serde(default = "default_count")]
-    pub fall: u32,
-    /// Passing checks in a row before announcing.
-    #[serde(default = "default_count")]
-    pub rise: u32,
-    /// SIGTERM: withdrawn this long before the server stops.
-    #[serde(default = "default_drain")]
-    pub drain_ms: u64,
-    /// Hold-down after a second withdrawal in a row of flaps, doubling
-    /// with each further one up to `hold_down_max_ms`.
-    #[serde(default = "default_hold")]
-    pub hold_down_ms: u64,
-    #[serde(default = "default_hold_max")]
-    pub hold_down_max_ms: u64,
-    /// Announced this long, a node's flap count starts again.
-    #[serde(default = "default_hold_max")]
-    pub flap_reset_ms: u64,
-    /// Run (by `sh -c`) after announcing / withdrawing, for routing
-    /// daemons that do not watch interfaces (FRR, ExaBGP, GoBGP).
-    #[serde(default)]
-    pub announce_command: Option<String>,
-    #[serde(default)]
-    pub withdraw_command: Option<String>,
-}
-
-fn default_interval() -> u64 {
-    1000
-}
-fn default_count() -> u32 {
-    3
-}
-fn default_drain() -> u64 {
-    2000
-}
-fn default_hold() -> u64 {
-    10_000
-}
-fn default_hold_max() -> u64 {
-    300_000
-}
 
 impl AnycastConfig {
     pub fn rules(&self) -> Rules {

@@ -2,88 +2,16 @@
 //! the server's [`TransferPolicy`] and the NOTIFY/secondary task settings.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use hickory_proto::rr::{LowerName, Name};
-use serde::Deserialize;
 
-use super::{Config, ConfigError};
+use super::error::ConfigError;
+use super::file::{Config, TransferConfig};
 use crate::transfer::notify::NotifyTargets;
 use crate::transfer::secondary::SecondaryZone;
 use crate::transfer::tsig::{make_key, TSigner};
-use crate::transfer::{Acl, AclRule, JournalLimits, Keyring, SerialPolicy, TransferPolicy};
-
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct TransferConfig {
-    /// IXFR journal and secondary zone copies; relative to the config
-    /// file. Absent = kept in memory only (IXFR history and secondary
-    /// zones are lost on restart).
-    pub data_dir: Option<PathBuf>,
-    /// Serials of zones xdpdns owns: "increment" or "unixtime".
-    pub serial_policy: SerialPolicy,
-    /// Default transfer ACL (zones may override with `allow_transfer`).
-    pub allow_transfer: Vec<AclRule>,
-    pub journal: JournalLimits,
-    /// NOTIFY: attempts per serial and the first retry delay (doubling).
-    pub notify_retries: u32,
-    pub notify_timeout_ms: u64,
-    /// After a NOTIFY, how often and how long each secondary's SOA is
-    /// polled until it serves the new serial.
-    pub poll_interval_ms: u64,
-    pub poll_timeout_secs: u64,
-    /// Secondary zones: timeout of each query/transfer to a primary.
-    pub primary_timeout_ms: u64,
-    /// Outgoing transfers (AXFR/IXFR served) at once; more are REFUSED
-    /// (BIND's `transfers-out`).
-    pub max_transfers_out: usize,
-    /// Incoming transfers (secondary zones refreshing) at once; more wait
-    /// (BIND's `transfers-in`).
-    pub max_transfers_in: usize,
-    /// Records one incoming transfer may carry; a larger one is abandoned
-    /// and the zone keeps what it served (BIND's `max-records`).
-    pub max_transfer_in_records: usize,
-}
-
-impl Default for TransferConfig {
-    fn default() -> Self {
-        TransferConfig {
-            data_dir: None,
-            serial_policy: SerialPolicy::default(),
-            allow_transfer: vec![AclRule {
-                from: vec![
-                    "127.0.0.0/8".parse().expect("prefix"),
-                    "::1/128".parse().expect("prefix"),
-                ],
-                key: None,
-            }],
-            journal: JournalLimits::default(),
-            notify_retries: 5,
-            notify_timeout_ms: 1_000,
-            poll_interval_ms: 500,
-            poll_timeout_secs: 300,
-            primary_timeout_ms: 10_000,
-            max_transfers_out: crate::transfer::MAX_TRANSFERS_OUT,
-            max_transfers_in: 10,
-            max_transfer_in_records: 10_000_000,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct TsigKeyConfig {
-    pub name: String,
-    #[serde(default = "default_algorithm")]
-    pub algorithm: String,
-    /// Base64 secret (as `tsig-keygen` and `keymgr` print it).
-    pub secret: String,
-}
-
-fn default_algorithm() -> String {
-    "hmac-sha256".into()
-}
+use crate::transfer::{Acl, AclRule, Keyring, TransferPolicy};
 
 impl TransferConfig {
     pub fn notify_timeout(&self) -> Duration {

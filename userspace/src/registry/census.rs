@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
+use super::error::RegistryError;
 use super::model::Limits;
 use super::state::{Entry, Instance, Registry};
-use super::RegistryError;
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Census {

@@ -5,6 +5,7 @@
 
 pub mod census;
 pub mod deadlines;
+pub mod error;
 pub mod etcd;
 pub mod health;
 pub mod journal;
@@ -15,18 +16,8 @@ pub mod service;
 pub mod state;
 pub mod table;
 
+pub use error::RegistryError;
 pub use health::HealthPolicy;
 pub use model::{InstanceSpec, Status};
 pub use naming::Naming;
 pub use state::{Entry, Instance, Registry};
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum RegistryError {
-    /// A bad input field; the message says what is wrong with it.
-    #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
-    #[error("id: no instance {0:?} is registered")]
-    NotFound(String),
-    #[error("the registry is shutting down")]
-    Unavailable,
-}

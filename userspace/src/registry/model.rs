@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::RegistryError;
+use super::error::RegistryError;
 
 /// An instance as a client sends it (`PUT /v1/instances/{id}`).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

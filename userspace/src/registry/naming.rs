@@ -22,9 +22,9 @@ use hickory_proto::rr::rdata::{A, AAAA, NS, PTR, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use ipnet::IpNet;
 
+use super::error::RegistryError;
 use super::model::BinderService;
 use super::state::{binder_key, cns_key, Instance, Registry};
-use super::RegistryError;
 use crate::zone::Zone;
 
 /// A zone the registry generates.

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::RegistryError;
 use super::model::{label, InstanceSpec, Registration, Status};
-use super::RegistryError;
 
 /// One registered instance and its health bookkeeping.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]

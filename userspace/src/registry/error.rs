@@ -1,0 +1,12 @@
+//! What a registry write can be refused for.
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegistryError {
+    /// A bad input field; the message says what is wrong with it.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    #[error("id: no instance {0:?} is registered")]
+    NotFound(String),
+    #[error("the registry is shutting down")]
+    Unavailable,
+}
