@@ -1,0 +1,229 @@
+use super::*;
+use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use std::str::FromStr;
+
+fn name(s: &str) -> Name {
+    Name::from_str(s).unwrap()
+}
+
+fn a(owner: &str, ip: [u8; 4]) -> Record {
+    Record::from_rdata(
+        name(owner),
+        300,
+        RData::A(A::new(ip[0], ip[1], ip[2], ip[3])),
+    )
+}
+
+#[test]
+fn empty_non_terminals_appear_and_disappear_with_their_descendants() {
+    let mut z = Zone::new(&name("example.com."));
+    z.insert(a("a.b.c.example.com.", [192, 0, 2, 1])).unwrap();
+    let ent = LowerName::from(name("b.c.example.com."));
+    assert!(z.node(&ent).unwrap().is_empty());
+    assert!(z.node(&ent).unwrap().has_children());
+    assert!(z.node(&LowerName::from(name("c.example.com."))).is_some());
+
+    assert!(z.remove(&name("A.B.C.example.com."), &RData::A(A::new(192, 0, 2, 1))));
+    assert!(
+        z.node(&ent).is_none(),
+        "ENT must go when its last descendant goes"
+    );
+    assert!(z.node(&LowerName::from(name("c.example.com."))).is_none());
+    assert_eq!(z.node_count(), 1, "only the apex remains");
+    assert_eq!(z.record_count(), 0);
+}
+
+#[test]
+fn zone_cuts_are_counted_as_ns_rrsets_come_and_go() {
+    let mut z = Zone::new(&name("example.com."));
+    let ns = |owner: &str, target: &str| {
+        Record::from_rdata(
+            name(owner),
+            3600,
+            RData::NS(hickory_proto::rr::rdata::NS(name(target))),
+        )
+    };
+    z.insert(ns("example.com.", "ns1.example.com.")).unwrap();
+    assert!(!z.has_cuts(), "apex NS is not a cut");
+    z.insert(ns("sub.example.com.", "ns1.sub.example.com."))
+        .unwrap();
+    z.insert(ns("sub.example.com.", "ns2.sub.example.com."))
+        .unwrap();
+    assert!(z.has_cuts());
+    assert!(z.below_cut(&LowerName::new(&name("a.sub.example.com."))));
+    z.remove(
+        &name("sub.example.com."),
+        &RData::NS(hickory_proto::rr::rdata::NS(name("ns1.sub.example.com."))),
+    );
+    assert!(z.has_cuts(), "one NS record left");
+    z.remove(
+        &name("sub.example.com."),
+        &RData::NS(hickory_proto::rr::rdata::NS(name("ns2.sub.example.com."))),
+    );
+    assert!(!z.has_cuts());
+    assert!(!z.below_cut(&LowerName::new(&name("a.sub.example.com."))));
+}
+
+#[test]
+fn names_are_case_insensitive_and_duplicates_merge() {
+    let mut z = Zone::new(&name("Example.COM."));
+    assert!(z.insert(a("www.example.com.", [192, 0, 2, 1])).unwrap());
+    assert!(!z.insert(a("WWW.Example.Com.", [192, 0, 2, 1])).unwrap());
+    assert!(z.insert(a("WWW.Example.Com.", [192, 0, 2, 2])).unwrap());
+    let node = z.node(&LowerName::from(name("wWw.eXample.com."))).unwrap();
+    assert_eq!(node.rrset(RecordType::A).unwrap().len(), 2);
+    assert_eq!(z.record_count(), 2);
+    assert_eq!(z.origin().to_string(), "example.com.");
+}
+
+#[test]
+fn a_file_loads_on_two_threads_with_the_exact_checks_and_messages() {
+    let dir = std::env::temp_dir().join(format!("xdpdns-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let origin = name("example.com.");
+    let head = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n";
+    let load = |body: &str| {
+        let path = dir.join("z.zone");
+        std::fs::write(&path, format!("{head}{body}")).unwrap();
+        load_zone_file(&path, &origin).map_err(|e| e.to_string())
+    };
+    // Many batches' worth, an owner's records split across lines.
+    let mut big = String::new();
+    for i in 0..10_000 {
+        big.push_str(&format!(
+            "h{i} A 10.0.{}.{}\nh{i} AAAA 2001:db8::{i:x}\n",
+            i / 256,
+            i % 256
+        ));
+    }
+    big.push_str("h0 TXT \"again\"\n");
+    let zone = load(&big).unwrap();
+    assert_eq!(zone.record_count(), 3 + 20_001);
+    let h0 = zone
+        .node(&LowerName::from(name("h0.example.com.")))
+        .unwrap();
+    assert_eq!(h0.rrsets().len(), 3);
+    assert!(zone.source().is_some_and(|s| s.is_current()));
+    // An included file is stamped even when it holds no record.
+    std::fs::write(dir.join("inc.zone"), "$TTL 60\n").unwrap();
+    let zone = load(&format!(
+        "$INCLUDE {}\nwww A 192.0.2.80\n",
+        dir.join("inc.zone").display()
+    ))
+    .unwrap();
+    let stamp = zone.source().unwrap();
+    assert_eq!(stamp.files.len(), 2, "{stamp:?}");
+    assert!(stamp.is_current());
+    std::fs::write(dir.join("inc.zone"), "$TTL 120\n").unwrap();
+    assert!(
+        !stamp.is_current(),
+        "an edited include makes the image stale"
+    );
+    // Problems are worded by the full check: the earlier line named.
+    let z = dir.join("z.zone");
+    let at = |line: usize| format!("{}:{line}: ", z.display());
+    let err = load("www A 192.0.2.80\nwww CNAME other\n").unwrap_err();
+    assert_eq!(
+        err,
+        format!(
+            "{}CNAME and other data at www.example.com. (A at line 6)",
+            at(7)
+        )
+    );
+    let err = load(&format!("{big}x CNAME a\nx CNAME b\n")).unwrap_err();
+    assert!(
+        err.contains("second CNAME at x.example.com. (first at line"),
+        "{err}"
+    );
+    let err = load("www.example.org. A 192.0.2.1\n").unwrap_err();
+    assert_eq!(
+        err,
+        format!("{}www.example.org. is outside zone example.com.", at(6))
+    );
+    let err = load("@ SOA ns1 h 2 3600 600 86400 60\n").unwrap_err();
+    assert!(
+        err.contains("second SOA record for example.com. (first at line 3)"),
+        "{err}"
+    );
+    let err = load("@ NS ns2\n").unwrap_err();
+    assert!(
+        err.contains("NS target ns2.example.com. is inside the zone but has no A/AAAA"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn out_of_zone_records_are_rejected() {
+    let mut z = Zone::new(&name("example.com."));
+    let err = z.insert(a("www.example.org.", [192, 0, 2, 1])).unwrap_err();
+    assert!(matches!(err, ZoneError::OutOfZone { .. }));
+}
+
+#[test]
+fn clones_share_structure_but_not_changes() {
+    let mut z = Zone::new(&name("example.com."));
+    z.insert(a("www.example.com.", [192, 0, 2, 1])).unwrap();
+    let before = z.clone();
+    z.insert(a("www.example.com.", [192, 0, 2, 2])).unwrap();
+    let key = LowerName::from(name("www.example.com."));
+    assert_eq!(
+        before
+            .node(&key)
+            .unwrap()
+            .rrset(RecordType::A)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(z.node(&key).unwrap().rrset(RecordType::A).unwrap().len(), 2);
+}
+
+#[test]
+fn nsec3_lookups_stay_in_their_chain_and_wrap() {
+    let h = |b: u8| {
+        data_encoding::BASE32HEX_NOPAD
+            .encode(&[b; 20])
+            .to_lowercase()
+    };
+    let text = format!(
+        "$TTL 300\n\
+         {} NSEC3 1 0 0 - {} A\n{} NSEC3 1 0 0 - {} A\n\
+         {} NSEC3 1 0 5 aabb {} A\n",
+        h(0x10),
+        h(0x80),
+        h(0x80),
+        h(0x10),
+        h(0x40),
+        h(0x40)
+    );
+    let origin = name("example.com.");
+    let mut z = Zone::new(&origin);
+    for r in parse_zone_str(&text, &origin, std::path::Path::new("z")).unwrap() {
+        z.insert(r.record).unwrap();
+    }
+    let a = nsec3_chain_key(0, &[]);
+    let b = nsec3_chain_key(5, &[0xaa, 0xbb]);
+    let owner = |b: u8| LowerName::from(name(&format!("{}.example.com.", h(b))));
+    assert_eq!(
+        z.nsec3_covering(&a, &[0x50; 20]),
+        Some(&owner(0x10)),
+        "not chain b's"
+    );
+    assert_eq!(
+        z.nsec3_covering(&a, &[0x05; 20]),
+        Some(&owner(0x80)),
+        "wraps"
+    );
+    assert_eq!(z.nsec3_covering(&a, &[0x90; 20]), Some(&owner(0x80)));
+    assert_eq!(z.nsec3_matching(&a, &[0x40; 20]), None);
+    assert_eq!(z.nsec3_matching(&b, &[0x40; 20]), Some(&owner(0x40)));
+    assert_eq!(z.nsec3_covering(&b, &[0x10; 20]), Some(&owner(0x40)));
+    // NSEC3 owners are no names of the zone.
+    assert!(z.node(&owner(0x10)).unwrap().is_nsec3_only());
+    // Removing the record takes it out of the index.
+    let rec = parse_zone_str(&text, &origin, std::path::Path::new("z")).unwrap();
+    assert!(z.remove(&rec[0].record.name, &rec[0].record.data));
+    assert_eq!(z.nsec3_covering(&a, &[0x50; 20]), Some(&owner(0x80)));
+}

@@ -1,0 +1,604 @@
+//! The zone model: what every other part of the server compiles from.
+//!
+//! A [`Zone`] is a persistent (structurally shared) map from lower-cased owner
+//! name to [`Node`]. Cloning a zone is O(1) and a small change to a clone
+//! costs O(log n), which is what lets the store publish a fresh immutable
+//! snapshot for every registration change without copying a million names.
+//!
+//! Empty non-terminals (names with no records but with descendants) exist as
+//! nodes with no RRsets, because they block wildcard synthesis (RFC 4592) and
+//! answer NODATA rather than NXDOMAIN.
+
+use std::sync::Arc;
+
+use hickory_proto::dnssec::rdata::DNSSECRData;
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
+
+use super::image;
+use super::node::Node;
+use super::packed::{self, PackError, PackedRdatas};
+use super::rrset::{fqdn_lower, label_count, nsec3_chain, RRset};
+
+/// What [`Zone::insert_at`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inserted {
+    /// Records that were new (duplicates merge).
+    pub added: usize,
+    /// The name now holds a CNAME beside other data, or two CNAMEs.
+    pub cname_conflict: bool,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ZoneError {
+    #[error("{name} is not inside zone {origin}")]
+    OutOfZone { name: Box<Name>, origin: Box<Name> },
+    #[error("class {class} is not served (only IN)")]
+    Class { class: DNSClass },
+    #[error(transparent)]
+    Pack(#[from] PackError),
+}
+
+/// A persistent hash map hashed with foldhash: every query hashes its name
+/// into these maps (with SipHash that was a visible share of a fallback
+/// answer's CPU). Seeded explicitly (a zone picks a random seed and its
+/// image keeps it), so a zone read back from its image is inserted in its
+/// map's own order, leaf after leaf, instead of at random: that halved
+/// the time to build a million-name map.
+pub(crate) type FastMap<K, V> =
+    imbl::GenericHashMap<K, V, foldhash::fast::FixedState, imbl::shared_ptr::DefaultSharedPtr>;
+
+/// A random seed for a zone's map.
+pub(crate) fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+/// One authoritative zone.
+#[derive(Clone, Debug)]
+pub struct Zone {
+    origin: Name,
+    origin_key: LowerName,
+    nodes: FastMap<LowerName, Node>,
+    /// The seed of `nodes`' hasher.
+    seed: u64,
+    /// Names this version of the zone's contents: new for every zone
+    /// built and for every change committed (`ZoneStore::commit`), kept
+    /// by its image. Equal ids mean equal contents (the kernel table
+    /// pinned across a restart is adopted on that: `compile::table_tag`).
+    uid: u64,
+    record_count: usize,
+    /// Non-apex names with NS records. Without any, lookups skip the
+    /// label-by-label walk that looks for a cut above the name.
+    cut_count: usize,
+    /// DNAME RRsets: names below them are redirected (RFC 6672).
+    dname_count: usize,
+    /// A secondary zone past its SOA expire: answered with SERVFAIL.
+    expired: bool,
+    /// A and AAAA answers rotate with the query ID (`xdpdns_common::rotation`).
+    /// Serving policy, not contents: the store sets it from its
+    /// [`RotationPolicy`](store::RotationPolicy) on every commit.
+    rotate: bool,
+    /// The apex SOA and its TTL, decoded once (serial checks and negative
+    /// answers read it).
+    soa: Option<Arc<(SOA, u32)>>,
+    /// The zone file(s) it was loaded from, as they were then (file zones
+    /// only): what decides whether its image is still current.
+    source: Option<Arc<image::SourceStamp>>,
+    /// Owners of NSEC records, in canonical order (RFC 4034 §6.1).
+    nsec_owners: imbl::OrdSet<LowerName>,
+    /// NSEC3 owners by chain (see [`nsec3_chain`]) and the hash their
+    /// first label spells: a zone being re-salted holds two chains.
+    nsec3_hashes: imbl::OrdMap<Vec<u8>, LowerName>,
+}
+
+impl Zone {
+    /// An empty zone (only its apex node, no records).
+    pub fn new(origin: &Name) -> Self {
+        Self::with_seed(origin, random_seed())
+    }
+
+    /// An empty zone whose map hashes with `seed` (an image's).
+    pub fn with_seed(origin: &Name, seed: u64) -> Self {
+        let origin = fqdn_lower(origin);
+        let origin_key = LowerName::new(&origin);
+        let mut nodes = FastMap::with_hasher(foldhash::fast::FixedState::with_seed(seed));
+        nodes.insert(origin_key.clone(), Node::default());
+        Zone {
+            origin,
+            origin_key,
+            nodes,
+            seed,
+            uid: random_seed(),
+            record_count: 0,
+            cut_count: 0,
+            dname_count: 0,
+            expired: false,
+            rotate: false,
+            soa: None,
+            source: None,
+            nsec_owners: imbl::OrdSet::new(),
+            nsec3_hashes: imbl::OrdMap::new(),
+        }
+    }
+
+    /// Builds a zone from records without any semantic check (see
+    /// [`check_zone`] for those).
+    pub fn from_records<I>(origin: &Name, records: I) -> Result<Self, ZoneError>
+    where
+        I: IntoIterator<Item = Record>,
+    {
+        let mut zone = Zone::new(origin);
+        for r in records {
+            zone.insert(r)?;
+        }
+        Ok(zone)
+    }
+
+    /// A zone from whole nodes (an image's), with its record count.
+    /// `None` unless every name is inside the zone and the apex is there.
+    pub fn from_nodes(
+        origin: &Name,
+        seed: u64,
+        nodes: impl IntoIterator<Item = (LowerName, Node)>,
+        record_count: usize,
+    ) -> Option<Self> {
+        let mut zone = Zone::with_seed(origin, seed);
+        zone.nodes.clear();
+        for (key, node) in nodes {
+            if !zone.origin_key.zone_of(&key) {
+                return None;
+            }
+            for set in node.rrsets() {
+                match set.rtype {
+                    RecordType::NS if key != zone.origin_key => zone.cut_count += 1,
+                    RecordType::DNAME => zone.dname_count += 1,
+                    RecordType::NSEC | RecordType::NSEC3 => {
+                        for d in set.rdatas() {
+                            zone.index_denial(set.rtype, &key, nsec3_chain(&d), true);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            zone.nodes.insert(key, node);
+        }
+        if !zone.nodes.contains_key(&zone.origin_key) {
+            return None;
+        }
+        zone.record_count = record_count;
+        zone.refresh_soa();
+        Some(zone)
+    }
+
+    pub fn origin(&self) -> &Name {
+        &self.origin
+    }
+
+    /// The seed of the zone's map (kept in its image).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The id of this version of the zone's contents (see the field).
+    pub fn uid(&self) -> u64 {
+        self.uid
+    }
+
+    /// Takes the id an image recorded.
+    pub(crate) fn set_uid(&mut self, uid: u64) {
+        self.uid = uid;
+    }
+
+    /// A new id: the contents changed.
+    pub(crate) fn renew_uid(&mut self) {
+        self.uid = random_seed();
+    }
+
+    pub fn source(&self) -> Option<&image::SourceStamp> {
+        self.source.as_deref()
+    }
+
+    pub fn set_source(&mut self, stamp: image::SourceStamp) {
+        self.source = Some(Arc::new(stamp));
+    }
+
+    pub fn origin_key(&self) -> &LowerName {
+        &self.origin_key
+    }
+
+    /// Number of records (RRs, not RRsets).
+    pub fn is_expired(&self) -> bool {
+        self.expired
+    }
+
+    pub fn set_expired(&mut self, expired: bool) {
+        self.expired = expired;
+    }
+
+    /// Whether A and AAAA answers rotate with the query ID.
+    pub fn rotates(&self) -> bool {
+        self.rotate
+    }
+
+    pub fn set_rotation(&mut self, rotate: bool) {
+        self.rotate = rotate;
+    }
+
+    pub fn record_count(&self) -> usize {
+        self.record_count
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn node(&self, name: &LowerName) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    pub fn apex(&self) -> &Node {
+        self.nodes
+            .get(&self.origin_key)
+            .expect("apex node always exists")
+    }
+
+    /// The apex SOA and its TTL, if the zone has one.
+    pub fn soa(&self) -> Option<(&SOA, u32)> {
+        self.soa.as_deref().map(|(soa, ttl)| (soa, *ttl))
+    }
+
+    fn refresh_soa(&mut self) {
+        let set = self.apex().rrset(RecordType::SOA);
+        self.soa = match set.and_then(|s| Some((s.first()?, s.ttl))) {
+            Some((RData::SOA(soa), ttl)) => Some(Arc::new((soa, ttl))),
+            _ => None,
+        };
+    }
+
+    /// The apex SOA as a record (what transfers and NOTIFY carry).
+    pub fn soa_record(&self) -> Option<Record> {
+        let (soa, ttl) = self.soa()?;
+        Some(Record::from_rdata(
+            self.origin.clone(),
+            ttl,
+            RData::SOA(soa.clone()),
+        ))
+    }
+
+    pub fn serial(&self) -> Option<u32> {
+        self.soa().map(|(soa, _)| soa.serial)
+    }
+
+    /// Adds one record. Returns `false` if the identical record was already
+    /// present (duplicates are merged, RFC 2181 §5).
+    pub fn insert(&mut self, record: Record) -> Result<bool, ZoneError> {
+        let key = LowerName::new(&record.name);
+        Ok(self.insert_at(&key, [record])?.added == 1)
+    }
+
+    /// Adds records that all have the owner `key` (a file's consecutive
+    /// lines for one name: one map lookup for all of them).
+    pub fn insert_at(
+        &mut self,
+        key: &LowerName,
+        records: impl IntoIterator<Item = Record>,
+    ) -> Result<Inserted, ZoneError> {
+        if !self.origin_key.zone_of(key) {
+            return Err(ZoneError::OutOfZone {
+                name: Box::new(Name::from(key)),
+                origin: Box::new(self.origin.clone()),
+            });
+        }
+        let node = match self.nodes.get_mut(key) {
+            Some(node) => node,
+            None => {
+                self.ensure_node(key);
+                self.nodes.get_mut(key).expect("ensured")
+            }
+        };
+        let rrsets = Arc::make_mut(&mut node.rrsets);
+        let mut indexed = Vec::new();
+        let mut added = 0;
+        let mut soa = false;
+        for record in records {
+            if record.dns_class != DNSClass::IN {
+                return Err(ZoneError::Class {
+                    class: record.dns_class,
+                });
+            }
+            let rtype = record.record_type();
+            // Encoded once: compared with the set's records, then kept.
+            let wire = packed::encode(&record.data)?;
+            let wire = wire.as_slice();
+            let new = match rrsets
+                .iter_mut()
+                .find(|s| s.same_set(rtype, Some(&record.data)))
+            {
+                Some(set) => {
+                    set.ttl = record.ttl;
+                    if set.rdatas.position_encoded(&record.data, wire).is_some() {
+                        false
+                    } else {
+                        set.rdatas.push_encoded(rtype, wire)?;
+                        true
+                    }
+                }
+                None => {
+                    let mut rdatas = PackedRdatas::default();
+                    rdatas.push_encoded(rtype, wire)?;
+                    rrsets.push(RRset::from_packed(rtype, record.ttl, rdatas));
+                    if rtype == RecordType::NS && *key != self.origin_key {
+                        self.cut_count += 1;
+                    }
+                    if rtype == RecordType::DNAME {
+                        self.dname_count += 1;
+                    }
+                    true
+                }
+            };
+            soa |= rtype == RecordType::SOA;
+            if new {
+                added += 1;
+                if matches!(rtype, RecordType::NSEC | RecordType::NSEC3) {
+                    indexed.push((rtype, nsec3_chain(&record.data)));
+                }
+            }
+        }
+        // A pushed-to vector keeps room for four sets; most names have
+        // one to three, and a million of them kept 18 MB of spare room.
+        rrsets.shrink_to_fit();
+        // RFC 2181 §10.1, RFC 4035 §2.5: a CNAME stands alone, but for
+        // the DNSSEC records that sign or deny it.
+        let cname = rrsets.iter().find(|s| s.rtype == RecordType::CNAME);
+        let beside = rrsets.iter().any(|s| {
+            !matches!(
+                s.rtype,
+                RecordType::CNAME | RecordType::RRSIG | RecordType::NSEC
+            )
+        });
+        let cname_conflict = cname.is_some_and(|c| beside || c.len() > 1);
+        self.record_count += added;
+        for (rtype, chain) in indexed {
+            self.index_denial(rtype, key, chain, true);
+        }
+        if soa {
+            self.refresh_soa();
+        }
+        Ok(Inserted {
+            added,
+            cname_conflict,
+        })
+    }
+
+    /// Removes one record (matched by owner, type and data; TTL ignored).
+    /// Returns whether it was present.
+    pub fn remove(&mut self, name: &Name, rdata: &RData) -> bool {
+        let key = LowerName::new(name);
+        let Some(node) = self.nodes.get_mut(&key) else {
+            return false;
+        };
+        let rtype = rdata.record_type();
+        let rrsets = Arc::make_mut(&mut node.rrsets);
+        let Some(pos) = rrsets.iter().position(|s| s.same_set(rtype, Some(rdata))) else {
+            return false;
+        };
+        let Some(i) = rrsets[pos].rdatas.position(rdata) else {
+            return false;
+        };
+        rrsets[pos].rdatas.remove(i);
+        if rrsets[pos].is_empty() {
+            rrsets.remove(pos);
+            if rtype == RecordType::NS && key != self.origin_key {
+                self.cut_count -= 1;
+            }
+            if rtype == RecordType::DNAME {
+                self.dname_count -= 1;
+            }
+            self.index_denial(rtype, &key, nsec3_chain(rdata), false);
+        }
+        self.record_count -= 1;
+        self.prune(key);
+        if rtype == RecordType::SOA {
+            self.refresh_soa();
+        }
+        true
+    }
+
+    /// Whether any name below the apex has NS records (delegates).
+    /// Keeps the NSEC and NSEC3 indexes in step with the records; `chain`
+    /// is an NSEC3 record's [`nsec3_chain`].
+    fn index_denial(
+        &mut self,
+        rtype: RecordType,
+        key: &LowerName,
+        chain: Option<Vec<u8>>,
+        present: bool,
+    ) {
+        match rtype {
+            RecordType::NSEC if present => {
+                self.nsec_owners.insert(key.clone());
+            }
+            RecordType::NSEC => {
+                self.nsec_owners.remove(key);
+            }
+            RecordType::NSEC3 => {
+                let (Some(mut entry), Some(hash)) = (chain, self.nsec3_hash_of_owner(key)) else {
+                    return;
+                };
+                entry.extend_from_slice(&hash);
+                if present {
+                    self.nsec3_hashes.insert(entry, key.clone());
+                } else {
+                    self.nsec3_hashes.remove(&entry);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The hash an NSEC3 owner name spells: its first label in base32hex,
+    /// directly below the apex.
+    fn nsec3_hash_of_owner(&self, key: &LowerName) -> Option<Vec<u8>> {
+        if key.base_name() != self.origin_key {
+            return None;
+        }
+        let name = Name::from(key);
+        let label = name.iter().next()?;
+        data_encoding::BASE32HEX_NOPAD
+            .decode(&label.to_ascii_uppercase())
+            .ok()
+    }
+
+    /// Signed: the apex holds a DNSKEY RRset.
+    pub fn is_signed(&self) -> bool {
+        self.apex().rrset(RecordType::DNSKEY).is_some()
+    }
+
+    /// The NSEC owner at or before `key` in canonical order (the NSEC that
+    /// matches or covers it), wrapping to the last one.
+    pub fn nsec_at_or_before(&self, key: &LowerName) -> Option<&LowerName> {
+        self.nsec_owners
+            .range(..=key.clone())
+            .next_back()
+            .or_else(|| self.nsec_owners.get_max())
+    }
+
+    pub fn has_nsec(&self) -> bool {
+        !self.nsec_owners.is_empty()
+    }
+
+    pub fn has_nsec3(&self) -> bool {
+        !self.nsec3_hashes.is_empty()
+    }
+
+    /// The NSEC3 owner of `chain` (see [`nsec3_chain`]) whose hash equals
+    /// `hash`.
+    pub fn nsec3_matching(&self, chain: &[u8], hash: &[u8]) -> Option<&LowerName> {
+        self.nsec3_hashes.get(&[chain, hash].concat())
+    }
+
+    /// The NSEC3 owner of `chain` whose hash is the last one before `hash`
+    /// (the one whose interval covers it), wrapping to the chain's last.
+    pub fn nsec3_covering(&self, chain: &[u8], hash: &[u8]) -> Option<&LowerName> {
+        let start = chain.to_vec();
+        let mut end = chain.to_vec();
+        // Above every key of the chain: hashes are at most 255 bytes.
+        end.extend_from_slice(&[0xff; 256]);
+        self.nsec3_hashes
+            .range(start.clone()..[chain, hash].concat())
+            .next_back()
+            .or_else(|| self.nsec3_hashes.range(start..end).next_back())
+            .map(|(_, owner)| owner)
+    }
+
+    /// The zone's NSEC3 hashing parameters: the apex NSEC3PARAM with flags
+    /// 0 (RFC 5155 §4.1.2), else those of any NSEC3 record.
+    pub fn nsec3_params(&self) -> Option<(u16, Vec<u8>)> {
+        let from_param = self.apex().rrset(RecordType::NSEC3PARAM).and_then(|set| {
+            set.rdatas().find_map(|d| match d {
+                RData::DNSSEC(DNSSECRData::NSEC3PARAM(p)) if p.flags() == 0 => {
+                    Some((p.iterations(), p.salt().to_vec()))
+                }
+                _ => None,
+            })
+        });
+        from_param.or_else(|| {
+            let (_, owner) = self.nsec3_hashes.get_min()?;
+            let set = self.node(owner)?.rrset(RecordType::NSEC3)?;
+            match set.first()? {
+                RData::DNSSEC(DNSSECRData::NSEC3(n)) => Some((n.iterations(), n.salt().to_vec())),
+                _ => None,
+            }
+        })
+    }
+
+    pub fn has_dnames(&self) -> bool {
+        self.dname_count > 0
+    }
+
+    pub fn has_cuts(&self) -> bool {
+        self.cut_count > 0
+    }
+
+    /// Whether `key` is at or below a zone cut (an NS RRset on a non-apex
+    /// name): such names are answered with a referral, not with data.
+    /// Whether a DNAME above `key` (the apex's included) redirects it: its
+    /// own data is occluded (RFC 6672 §2.4).
+    pub fn below_dname(&self, key: &LowerName) -> bool {
+        if !self.has_dnames() {
+            return false;
+        }
+        (label_count(&self.origin)..label_count(key)).any(|labels| {
+            let ancestor = LowerName::from(key.trim_to(labels));
+            self.node(&ancestor)
+                .is_some_and(|n| n.rrset(RecordType::DNAME).is_some())
+        })
+    }
+
+    pub fn below_cut(&self, key: &LowerName) -> bool {
+        if !self.has_cuts() {
+            return false;
+        }
+        (label_count(&self.origin) + 1..=label_count(key)).any(|labels| {
+            let ancestor = LowerName::from(key.trim_to(labels));
+            self.node(&ancestor)
+                .is_some_and(|n| n.rrset(RecordType::NS).is_some())
+        })
+    }
+
+    /// Every record, node by node (order unspecified, RRset order kept).
+    pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
+        self.nodes.iter().flat_map(|(key, node)| {
+            let name = Name::from(key);
+            node.rrsets.iter().flat_map(move |set| {
+                let name = name.clone();
+                set.rdatas()
+                    .map(move |d| Record::from_rdata(name.clone(), set.ttl, d))
+            })
+        })
+    }
+
+    /// Owner names with their nodes.
+    pub fn nodes(&self) -> impl Iterator<Item = (&LowerName, &Node)> {
+        self.nodes.iter()
+    }
+
+    /// Creates `key` and any missing ancestors up to the apex, keeping the
+    /// child counts that decide empty non-terminals.
+    fn ensure_node(&mut self, key: &LowerName) {
+        if self.nodes.contains_key(key) {
+            return;
+        }
+        self.nodes.insert(key.clone(), Node::default());
+        let mut child = key.clone();
+        loop {
+            let parent = child.base_name();
+            let existed = self.nodes.contains_key(&parent);
+            let node = self.nodes.entry(parent.clone()).or_default();
+            node.children += 1;
+            if existed || parent == self.origin_key {
+                return;
+            }
+            child = parent;
+        }
+    }
+
+    /// Removes `key` if it is now empty and childless, then walks upwards.
+    fn prune(&mut self, mut key: LowerName) {
+        while key != self.origin_key {
+            match self.nodes.get(&key) {
+                Some(n) if n.rrsets.is_empty() && n.children == 0 => {}
+                _ => return,
+            }
+            self.nodes.remove(&key);
+            let parent = key.base_name();
+            if let Some(p) = self.nodes.get_mut(&parent) {
+                p.children -= 1;
+            }
+            key = parent;
+        }
+    }
+}
