@@ -35,47 +35,10 @@ use super::{Node, PackedRdatas, RRset, Zone};
 const MAGIC: &[u8; 8] = b"XDPDNSZI";
 /// Bumped whenever the layout changes: an image of another version is
 /// rebuilt from its source, never misread.
+pub use super::source::{SourceFile, SourceStamp};
+
 pub const VERSION: u32 = 2;
 const HEAD_LEN: usize = 24;
-
-/// The files a zone was loaded from, as they were when it was read.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SourceStamp {
-    pub files: Vec<SourceFile>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceFile {
-    pub path: PathBuf,
-    pub len: u64,
-    pub modified_s: i64,
-    pub modified_ns: u32,
-}
-
-impl SourceFile {
-    pub fn stat(path: &Path) -> io::Result<SourceFile> {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path)?;
-        Ok(SourceFile {
-            path: path.to_path_buf(),
-            len: m.len(),
-            modified_s: m.mtime(),
-            modified_ns: m.mtime_nsec() as u32,
-        })
-    }
-}
-
-impl SourceStamp {
-    /// Whether every stamped file still has its length and modification
-    /// time (an edit, a replacement or a removal all change that).
-    pub fn is_current(&self) -> bool {
-        !self.files.is_empty()
-            && self
-                .files
-                .iter()
-                .all(|f| SourceFile::stat(&f.path).is_ok_and(|now| now == *f))
-    }
-}
 
 /// Why an image was not used.
 #[derive(Debug, thiserror::Error)]

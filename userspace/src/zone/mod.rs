@@ -16,6 +16,7 @@ mod rrset;
 pub mod serial;
 pub mod signing_check;
 pub mod snapshot;
+pub mod source;
 pub mod store;
 mod tree;
 

@@ -15,10 +15,10 @@ use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
-use super::image;
 use super::node::Node;
 use super::packed::{self, PackError, PackedRdatas};
 use super::rrset::{fqdn_lower, label_count, nsec3_chain, RRset};
+use super::source::SourceStamp;
 
 /// What [`Zone::insert_at`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub struct Zone {
     soa: Option<Arc<(SOA, u32)>>,
     /// The zone file(s) it was loaded from, as they were then (file zones
     /// only): what decides whether its image is still current.
-    source: Option<Arc<image::SourceStamp>>,
+    source: Option<Arc<SourceStamp>>,
     /// Owners of NSEC records, in canonical order (RFC 4034 §6.1).
     nsec_owners: imbl::OrdSet<LowerName>,
     /// NSEC3 owners by chain (see [`nsec3_chain`]) and the hash their
@@ -197,11 +197,11 @@ impl Zone {
         self.uid = random_seed();
     }
 
-    pub fn source(&self) -> Option<&image::SourceStamp> {
+    pub fn source(&self) -> Option<&SourceStamp> {
         self.source.as_deref()
     }
 
-    pub fn set_source(&mut self, stamp: image::SourceStamp) {
+    pub fn set_source(&mut self, stamp: SourceStamp) {
         self.source = Some(Arc::new(stamp));
     }
 

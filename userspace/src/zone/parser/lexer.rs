@@ -2,7 +2,7 @@
 //! physical lines, `;` comments are dropped, quoted strings become single
 //! tokens), and the escapes tokens keep until they are interpreted.
 
-use super::{show, Fail};
+use super::fail::{show, Fail};
 
 /// One token with its raw source text (escapes not yet interpreted; quotes
 /// of a quoted string removed).

@@ -17,6 +17,8 @@
 //! Every error is reported as `file:line: message`, with the line of the
 //! offending token; records carry the line where they start.
 
+mod fail;
+mod fields;
 mod generate;
 mod lexer;
 mod rdata;
@@ -28,6 +30,7 @@ use std::sync::Arc;
 
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
+use fail::Fail;
 use lexer::{Entry, Lexer, Token};
 use rdata::parse_rdata;
 use values::*;
@@ -55,6 +58,17 @@ pub enum ZoneFileError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Fail {
+    /// The error as it leaves the file it was found in.
+    fn in_file(self, file: &Path) -> ZoneFileError {
+        ZoneFileError::Syntax {
+            file: file.to_path_buf(),
+            line: self.line,
+            message: self.message,
+        }
+    }
 }
 
 pub fn parse_zone_file(path: &Path, origin: &Name) -> Result<Vec<SourceRecord>, ZoneFileError> {
@@ -94,8 +108,8 @@ pub fn parse_zone_file_in_batches(
     path: &Path,
     origin: &Name,
     sink: &mut dyn FnMut(Vec<SourceRecord>),
-) -> Result<crate::zone::image::SourceStamp, ZoneFileError> {
-    let main = crate::zone::image::SourceFile::stat(path).map_err(|source| ZoneFileError::Io {
+) -> Result<crate::zone::source::SourceStamp, ZoneFileError> {
+    let main = crate::zone::source::SourceFile::stat(path).map_err(|source| ZoneFileError::Io {
         file: path.to_path_buf(),
         source,
     })?;
@@ -124,52 +138,11 @@ pub fn parse_zone_file_in_batches(
             files.push(f);
         }
     }
-    Ok(crate::zone::image::SourceStamp { files })
+    Ok(crate::zone::source::SourceStamp { files })
 }
 
 /// How many `$INCLUDE`s may be nested; this also stops include cycles.
 const MAX_INCLUDE_DEPTH: usize = 16;
-
-/// RFC 2181 §8: a TTL is an unsigned 31-bit number.
-pub(super) const MAX_TTL: u32 = i32::MAX as u32;
-
-/// An error located in the file currently being parsed; the file name is
-/// attached when it leaves that file (see [`Fail::in_file`]).
-#[derive(Debug)]
-pub(super) struct Fail {
-    pub(super) line: usize,
-    pub(super) message: String,
-}
-
-impl Fail {
-    pub(super) fn new(line: usize, message: impl Into<String>) -> Self {
-        Fail {
-            line,
-            message: message.into(),
-        }
-    }
-
-    fn in_file(self, file: &Path) -> ZoneFileError {
-        ZoneFileError::Syntax {
-            file: file.to_path_buf(),
-            line: self.line,
-            message: self.message,
-        }
-    }
-}
-
-/// Shows source bytes in a message, shortened so one huge token cannot
-/// swamp the error line.
-pub(super) fn show(bytes: &[u8]) -> String {
-    const LIMIT: usize = 80;
-    let text = String::from_utf8_lossy(bytes);
-    if text.chars().count() <= LIMIT {
-        text.into_owned()
-    } else {
-        let short: String = text.chars().take(LIMIT).collect();
-        format!("{short}...")
-    }
-}
 
 /// State that `$INCLUDE` saves and restores (RFC 1035 §5.1: the origin and
 /// current owner revert after the included file).
@@ -210,7 +183,7 @@ struct Parser<'s> {
     sink: Option<&'s mut dyn FnMut(Vec<SourceRecord>)>,
     /// Every file read, as it was just before (the main file's stamp is
     /// the caller's): what decides whether a zone's image is current.
-    opened: Vec<crate::zone::image::SourceFile>,
+    opened: Vec<crate::zone::source::SourceFile>,
 }
 
 impl Parser<'_> {
@@ -361,7 +334,7 @@ impl Parser<'_> {
         }
         // Stamped before it is read: an edit while it is read makes the
         // stamp stale, never current.
-        if let Ok(stamp) = crate::zone::image::SourceFile::stat(&path) {
+        if let Ok(stamp) = crate::zone::source::SourceFile::stat(&path) {
             self.opened.push(stamp);
         }
         let text = std::fs::read_to_string(&path).map_err(|e| {

@@ -8,10 +8,10 @@
 use data_encoding::{BASE32HEX_NOPAD, BASE64, HEXLOWER_PERMISSIVE};
 use hickory_proto::rr::{Name, RecordType};
 
+use super::fail::Fail;
+use super::fields::{character_string, Fields};
 use super::lexer::Token;
-use super::rdata::{character_string, Fields};
 use super::values::{parse_decimal, parse_type, type_name, unescape};
-use super::Fail;
 
 /// One field of a record's presentation form.
 #[derive(Clone, Copy)]

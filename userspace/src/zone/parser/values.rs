@@ -5,8 +5,8 @@ use std::str::FromStr;
 
 use hickory_proto::rr::{Name, RecordType};
 
+use super::fail::{show, Fail, MAX_TTL};
 use super::lexer::Token;
-use super::{show, Fail, MAX_TTL};
 
 /// Decodes the escape after a backslash at `text[i..]`: `\DDD` (a decimal
 /// byte value) or `\X` (X itself). Returns the byte and how many source
