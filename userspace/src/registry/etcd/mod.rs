@@ -28,15 +28,13 @@
 //!   `key_file` are set; user and password as etcd's `--user`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
-    KeyValue, PutOptions, TlsOptions, Txn, TxnOp, WatchOptions, WatchResponse, WatchStream,
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue, TlsOptions, Txn,
+    TxnOp, WatchOptions, WatchResponse, WatchStream,
 };
-use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -51,152 +49,13 @@ use super::state::{Entry, Instance, RemovalReason};
 use super::{HealthPolicy, Naming, Registry, RegistryError};
 use crate::zone::ZoneStore;
 
-/// `[registry.etcd]`.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct EtcdConfig {
-    /// Client URLs of the etcd members, e.g. `http://127.0.0.1:2379`.
-    pub endpoints: Vec<String>,
-    /// Key prefix of this registry (several registries may share etcd).
-    #[serde(default = "default_prefix")]
-    pub prefix: String,
-    /// etcd authentication (`user` with `password` or `password_file`).
-    #[serde(default)]
-    pub user: Option<String>,
-    #[serde(default)]
-    pub password: Option<String>,
-    #[serde(default)]
-    pub password_file: Option<PathBuf>,
-    /// Connect and request timeout.
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-    /// TLS (with `https://` endpoints): the CA certificates (PEM) that
-    /// sign the members' certificates; without it, the system's roots.
-    #[serde(default)]
-    pub ca_file: Option<PathBuf>,
-    /// A client certificate and its key (PEM), for members started with
-    /// `--client-cert-auth`.
-    #[serde(default)]
-    pub cert_file: Option<PathBuf>,
-    #[serde(default)]
-    pub key_file: Option<PathBuf>,
-    /// The name to verify in the members' certificates, when it is not the
-    /// endpoints' host.
-    #[serde(default)]
-    pub server_name: Option<String>,
-}
+mod client;
+mod config;
+mod writing;
 
-fn default_prefix() -> String {
-    "/xdpdns/".into()
-}
-
-fn default_timeout_ms() -> u64 {
-    2000
-}
-
-impl EtcdConfig {
-    fn timeout(&self) -> Duration {
-        Duration::from_millis(self.timeout_ms.max(1))
-    }
-
-    /// Whether the endpoints are `https://` (all or none must be).
-    fn uses_tls(&self) -> bool {
-        self.endpoints.iter().any(|e| e.starts_with("https://"))
-    }
-
-    /// What is wrong with the table, as (key, message).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        if self.endpoints.is_empty() {
-            return Err((
-                "registry.etcd.endpoints",
-                "at least one etcd client URL is required".into(),
-            ));
-        }
-        if !self.prefix.ends_with('/') {
-            return Err((
-                "registry.etcd.prefix",
-                "must end with '/' (keys are the prefix, then instances/ or owners/)".into(),
-            ));
-        }
-        let https = self.endpoints.iter().filter(|e| e.starts_with("https://"));
-        if !matches!(https.count(), n if n == 0 || n == self.endpoints.len()) {
-            return Err((
-                "registry.etcd.endpoints",
-                "either every endpoint is https:// or none is".into(),
-            ));
-        }
-        let tls_keys = [
-            ("registry.etcd.ca_file", self.ca_file.is_some()),
-            ("registry.etcd.cert_file", self.cert_file.is_some()),
-            ("registry.etcd.key_file", self.key_file.is_some()),
-            ("registry.etcd.server_name", self.server_name.is_some()),
-        ];
-        if !self.uses_tls() {
-            if let Some((key, _)) = tls_keys.iter().find(|(_, set)| *set) {
-                return Err((key, "a TLS setting needs https:// endpoints".into()));
-            }
-        }
-        if self.cert_file.is_some() != self.key_file.is_some() {
-            return Err((
-                "registry.etcd.key_file",
-                "cert_file and key_file go together".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Makes relative file paths relative to `base`.
-    pub fn resolve_paths(&mut self, base: &std::path::Path) {
-        for f in [
-            &mut self.password_file,
-            &mut self.ca_file,
-            &mut self.cert_file,
-            &mut self.key_file,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            if f.is_relative() {
-                *f = base.join(&*f);
-            }
-        }
-    }
-
-    /// The TLS options for `https://` endpoints, files read now.
-    fn tls(&self) -> Result<Option<TlsOptions>, String> {
-        if !self.uses_tls() {
-            return Ok(None);
-        }
-        let read = |key: &str, f: &PathBuf| {
-            std::fs::read(f).map_err(|e| format!("registry.etcd.{key}: {}: {e}", f.display()))
-        };
-        let mut tls = TlsOptions::new();
-        tls = match &self.ca_file {
-            Some(f) => tls.ca_certificate(Certificate::from_pem(read("ca_file", f)?)),
-            None => tls.with_native_roots(),
-        };
-        if let (Some(cert), Some(key)) = (&self.cert_file, &self.key_file) {
-            tls = tls.identity(Identity::from_pem(
-                read("cert_file", cert)?,
-                read("key_file", key)?,
-            ));
-        }
-        if let Some(name) = &self.server_name {
-            tls = tls.domain_name(name.clone());
-        }
-        Ok(Some(tls))
-    }
-
-    fn password(&self) -> Result<String, String> {
-        match (&self.password, &self.password_file) {
-            (Some(p), _) => Ok(p.clone()),
-            (None, Some(f)) => std::fs::read_to_string(f)
-                .map(|s| s.trim().to_string())
-                .map_err(|e| format!("registry.etcd.password_file: {}: {e}", f.display())),
-            (None, None) => Ok(String::new()),
-        }
-    }
-}
+use client::{bounded, difference, keep_alive, next_message, prefix_end};
+pub use config::EtcdConfig;
+use writing::{Seen, Writing, Written};
 
 /// How long a start waits to reach an etcd member before serving what it
 /// has (zone images) and going on trying in the background.
@@ -209,21 +68,11 @@ const RECONNECT_EVERY: Duration = Duration::from_millis(500);
 /// the deadline due until the watch brings the winner's write).
 const TICK_SPACING: Duration = Duration::from_millis(200);
 
-/// How long a deregistration's marker stays: it tells the watchers the
-/// delete was not an expiry, and a node reading the registry later that
-/// a change happened at its revision.
-const MARKER_SECS: i64 = 600;
-
 /// Keys per response of the first read.
 const READ_PAGE: i64 = 1000;
 
 /// How often a write that lost a compare is tried again.
 const RETRIES: u8 = 3;
-
-/// Attempts of a write that fails for want of a member, and the pause
-/// between them (an election takes about a second).
-const WRITE_ATTEMPTS: u32 = 6;
-const WRITE_RETRY_AFTER: Duration = Duration::from_millis(250);
 
 /// Reads the registry from etcd, publishes its zones into `store`, and
 /// starts the writer. When no etcd member answers within
@@ -291,13 +140,6 @@ pub async fn start(
     })
 }
 
-/// What this node last saw of an instance's key.
-#[derive(Clone, Copy, Debug)]
-struct Seen {
-    revision: i64,
-    lease: i64,
-}
-
 /// A write that lost its compare: tried again once the watch has
 /// reached `after`.
 struct Deferred {
@@ -305,14 +147,6 @@ struct Deferred {
     reply: Reply,
     after: i64,
     tries: u8,
-}
-
-/// What a write did.
-enum Written {
-    /// Committed at this revision.
-    At(i64),
-    /// The key changed since this node saw it (revision now).
-    Conflict(i64),
 }
 
 /// An etcd key under the prefix.
@@ -1036,133 +870,6 @@ struct Pending {
     same_lease: bool,
 }
 
-/// What a write needs of the writer: each write of a wave runs as a task
-/// of its own with a clone (a client is a handle on one connection).
-#[derive(Clone)]
-struct Writing {
-    client: Client,
-    prefix: String,
-    timeout: Duration,
-}
-
-impl Writing {
-    fn key(&self, tail: &str) -> String {
-        format!("{}{tail}", self.prefix)
-    }
-
-    /// [`write`](Self::write), bounded in time, and tried again after a
-    /// transport error (a member that died or lost its leader). A write
-    /// that did commit before its error loses its compare when tried
-    /// again, and is then recomputed against the newer state like any
-    /// conflict. With the entry's lease (a registration's) when written.
-    async fn write_retrying(
-        &self,
-        entry: &Entry,
-        seen: Option<Seen>,
-        same_lease: bool,
-    ) -> Result<(Written, i64), etcd_client::Error> {
-        let mut last = None;
-        for attempt in 0..WRITE_ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(WRITE_RETRY_AFTER).await;
-            }
-            let mut client = self.client.clone();
-            let write = self.write(&mut client, entry, seen, same_lease);
-            match bounded(self.timeout, write).await {
-                Ok(w) => return Ok(w),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.expect("at least one attempt"))
-    }
-
-    /// Writes one entry: a transaction that succeeds only if the key is as
-    /// this node last saw it (`seen`).
-    async fn write(
-        &self,
-        client: &mut Client,
-        entry: &Entry,
-        seen: Option<Seen>,
-        same_lease: bool,
-    ) -> Result<(Written, i64), etcd_client::Error> {
-        let seen_revision = seen.map_or(0, |s| s.revision);
-        match entry {
-            Entry::Put { instance } => {
-                let key = self.key(&format!("instances/{}", instance.id));
-                // A re-registration renews the lease it has, if still alive.
-                let renewed = match seen {
-                    Some(s) if s.lease != 0 && same_lease => keep_alive(client, s.lease).await?,
-                    _ => false,
-                };
-                let (lease, granted) = match (renewed, seen) {
-                    (true, Some(s)) => (s.lease, false),
-                    _ => {
-                        let secs = i64::from(instance.reg.lease_secs);
-                        (client.lease_grant(secs, None).await?.id(), true)
-                    }
-                };
-                let mut stored = (**instance).clone();
-                stored.expires_at = u64::MAX;
-                let value = serde_json::to_vec(&stored).expect("an instance serializes");
-                let txn = Txn::new()
-                    .when([Compare::mod_revision(
-                        key.clone(),
-                        CompareOp::Equal,
-                        seen_revision,
-                    )])
-                    .and_then([TxnOp::put(
-                        key,
-                        value,
-                        Some(PutOptions::new().with_lease(lease)),
-                    )]);
-                let resp = client.txn(txn).await?;
-                let revision = resp.header().map_or(0, |h| h.revision());
-                if !resp.succeeded() {
-                    if granted {
-                        let _ = client.lease_revoke(lease).await;
-                    }
-                    return Ok((Written::Conflict(revision), 0));
-                }
-                if let Some(old) = seen.filter(|s| s.lease != 0 && s.lease != lease) {
-                    let _ = client.lease_revoke(old.lease).await;
-                }
-                Ok((Written::At(revision), lease))
-            }
-            Entry::Delete { id, .. } => {
-                let key = self.key(&format!("instances/{id}"));
-                let marker = client.lease_grant(MARKER_SECS, None).await?.id();
-                let ops = vec![
-                    TxnOp::delete(key.clone(), None),
-                    TxnOp::put(
-                        self.key(&format!("removed/{id}")),
-                        "deregistered",
-                        Some(PutOptions::new().with_lease(marker)),
-                    ),
-                ];
-                let txn = Txn::new()
-                    .when([Compare::mod_revision(key, CompareOp::Equal, seen_revision)])
-                    .and_then(ops);
-                let resp = client.txn(txn).await?;
-                let revision = resp.header().map_or(0, |h| h.revision());
-                if !resp.succeeded() {
-                    return Ok((Written::Conflict(revision), 0));
-                }
-                if let Some(s) = seen.filter(|s| s.lease != 0) {
-                    let _ = client.lease_revoke(s.lease).await;
-                }
-                Ok((Written::At(revision), 0))
-            }
-            Entry::Renew { .. } => unreachable!("a heartbeat is not written"),
-            Entry::Owner { owner, enabled } => {
-                let key = self.key(&format!("owners/{owner}"));
-                let value = serde_json::to_vec(enabled).expect("a bool");
-                let resp = client.put(key, value, None).await?;
-                Ok((Written::At(resp.header().map_or(0, |h| h.revision())), 0))
-            }
-        }
-    }
-}
-
 impl EtcdWriter {
     /// A heartbeat: one keep-alive of the instance's lease, sent from a
     /// task of its own so that a thousand a second do not queue the
@@ -1221,138 +928,5 @@ impl EtcdWriter {
     }
 }
 
-/// The end of the range of keys that start with `prefix`.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0] // every key
-}
-
-/// An etcd request that gives up after `timeout` (the channel has none:
-/// it would cut the watch stream too).
-async fn bounded<T>(
-    timeout: Duration,
-    request: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
-) -> Result<T, etcd_client::Error> {
-    tokio::time::timeout(timeout, request)
-        .await
-        .unwrap_or_else(|_| {
-            Err(etcd_client::Error::IoError(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "etcd request timed out",
-            )))
-        })
-}
-
-/// Renews a lease once; `false` when it has expired already. One stream
-/// per call, as etcd's own `KeepAliveOnce` does: the client's keeper is
-/// bound to one lease id, and a stream per lease held open would cost
-/// etcd a goroutine for each of 100k instances.
-async fn keep_alive(client: &mut Client, lease: i64) -> Result<bool, etcd_client::Error> {
-    // Opening the stream sends the first request and reads its answer, a
-    // TTL of 0 (an error here) when the lease is gone.
-    match client.lease_keep_alive(lease).await {
-        Ok(_) => Ok(true),
-        Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-async fn next_message(
-    watch: &mut Option<WatchStream>,
-) -> Result<Option<WatchResponse>, etcd_client::Error> {
-    match watch {
-        Some(w) => w.message().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The entries that turn registry `old` into `new`.
-fn difference(old: &Registry, new: &Registry) -> Vec<Entry> {
-    let mut out = Vec::new();
-    for (id, instance) in &new.instances {
-        if old.instances.get(id) != Some(instance) {
-            out.push(Entry::Put {
-                instance: Box::new(instance.clone()),
-            });
-        }
-    }
-    for id in old.instances.keys() {
-        if !new.instances.contains_key(id) {
-            out.push(Entry::Delete {
-                id: id.clone(),
-                reason: RemovalReason::LeaseExpired,
-            });
-        }
-    }
-    for (owner, enabled) in &new.owners {
-        if old.owners.get(owner) != Some(enabled) {
-            out.push(Entry::Owner {
-                owner: owner.clone(),
-                enabled: *enabled,
-            });
-        }
-    }
-    for owner in old.owners.keys() {
-        if !new.owners.contains_key(owner) {
-            out.push(Entry::Owner {
-                owner: owner.clone(),
-                enabled: false,
-            });
-        }
-    }
-    out
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn instance(id: &str, last: u8) -> Instance {
-        let spec: super::super::InstanceSpec = serde_json::from_str(&format!(
-            r#"{{"owner":"o","addresses":["10.0.0.{last}"],"services":["web"],"lease_secs":30}}"#
-        ))
-        .unwrap();
-        match Registry::default().register(id, &spec, 0).unwrap() {
-            Entry::Put { instance } => *instance,
-            _ => unreachable!(),
-        }
-    }
-
-    #[test]
-    fn a_prefix_range_ends_after_its_last_key() {
-        assert_eq!(prefix_end(b"/xdpdns/"), b"/xdpdns0");
-        assert_eq!(prefix_end(b"a\xff"), b"b");
-        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
-    }
-
-    #[test]
-    fn the_difference_of_two_registries_turns_one_into_the_other() {
-        let mut old = Registry::default();
-        let mut new = Registry::default();
-        for (id, last) in [("a", 1), ("b", 2), ("c", 3)] {
-            old.instances.insert(id.into(), instance(id, last));
-        }
-        new.instances.insert("a".into(), instance("a", 1));
-        new.instances.insert("b".into(), instance("b", 9));
-        new.instances.insert("d".into(), instance("d", 4));
-        old.owners.insert("o".into(), true);
-        old.owners.insert("p".into(), true);
-        new.owners.insert("o".into(), false);
-        let mut got = old.clone();
-        let entries = difference(&old, &new);
-        for e in &entries {
-            got.apply(e);
-        }
-        assert_eq!(got.instances, new.instances);
-        assert_eq!(got.owners.get("o"), Some(&false));
-        assert!(!got.owners.get("p").copied().unwrap_or(false));
-        assert_eq!(entries.len(), 5, "b, d, c's removal, o and p: {entries:?}");
-        assert!(difference(&new, &new).is_empty());
-    }
-}
+mod tests;
