@@ -1,4 +1,4 @@
-//! Anycast health coupling (SPEC §7, the ISC anycast-cluster seed): the
+//! Anycast health coupling (as in ISC's anycast DNS cluster design): the
 //! node announces its service addresses only while both answer paths and
 //! its data pass self-checks, withdraws after `fall` failures, comes back
 //! after `rise` passes and a flap hold-down, and withdraws first on a

@@ -185,17 +185,13 @@ impl Journal {
     pub fn compact(&mut self, registry: &Registry, ts: u64) -> Result<(), JournalError> {
         self.sync()?;
         let snap = self.dir.join(SNAPSHOT);
-        let tmp = self.dir.join("registry.snapshot.tmp");
         let body = serde_json::to_vec(&SnapshotFile {
             ts,
             registry: registry.clone(),
         })
         .expect("registry always serialises");
-        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(&body).map_err(io_err(&tmp))?;
-        f.sync_all().map_err(io_err(&tmp))?;
-        std::fs::rename(&tmp, &snap).map_err(io_err(&snap))?;
-        sync_dir(&self.dir)?;
+        crate::durable::replace_with(&snap, 0o644, |w| w.write_all(&body))
+            .map_err(io_err(&snap))?;
         let path = self.dir.join(JOURNAL);
         self.file.set_len(0).map_err(io_err(&path))?;
         self.file.sync_all().map_err(io_err(&path))?;

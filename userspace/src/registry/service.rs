@@ -276,17 +276,12 @@ impl Writer {
             return;
         }
         let reserve = serial.wrapping_add(SERIAL_RESERVATION);
-        let tmp = self.serial_file.with_extension("tmp");
         // The rename is made durable too (the directory synced): a lost
         // one would bring back an older floor, and serials already
         // published could be reused after a crash.
-        let ok = std::fs::write(&tmp, reserve.to_string())
-            .and_then(|_| std::fs::File::open(&tmp)?.sync_data())
-            .and_then(|_| std::fs::rename(&tmp, &self.serial_file))
-            .and_then(|_| match self.serial_file.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => std::fs::File::open(dir)?.sync_all(),
-                _ => Ok(()),
-            });
+        let ok = crate::durable::replace_with(&self.serial_file, 0o644, |w| {
+            w.write_all(reserve.to_string().as_bytes())
+        });
         match ok {
             Ok(()) => self.serial_reserved = Some(reserve),
             Err(e) => {

@@ -455,7 +455,5 @@ fn write_ready_file(
         "api": api.map(|a| a.to_string()),
         "metrics": metrics.map(|a| a.to_string()),
     });
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, body.to_string())?;
-    std::fs::rename(&tmp, path)
+    crate::durable::replace_with(path, 0o644, |w| w.write_all(body.to_string().as_bytes()))
 }

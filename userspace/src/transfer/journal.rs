@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -215,21 +215,12 @@ impl IxfrJournal {
         let Some(path) = self.path_of(zone.origin()) else {
             return;
         };
-        let tmp = path.with_extension("tmp");
-        let result = (|| -> io::Result<()> {
-            let mut f = io::BufWriter::new(File::create(&tmp)?);
+        let result = crate::durable::replace_with(&path, 0o644, |f| {
             for c in history.changes() {
                 f.write_all(&frame(&encode_diff(&c.diff, c.at)))?;
             }
-            f.write_all(&frame(&encode_snapshot(zone)))?;
-            let f = f.into_inner().map_err(|e| e.into_error())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            if let Some(dir) = path.parent() {
-                File::open(dir)?.sync_all()?;
-            }
-            Ok(())
-        })();
+            f.write_all(&frame(&encode_snapshot(zone)))
+        });
         match result {
             Ok(()) => {
                 history.file_diffs = 0;
@@ -237,7 +228,6 @@ impl IxfrJournal {
             }
             Err(e) => {
                 history.file_damaged = true;
-                let _ = std::fs::remove_file(&tmp);
                 warn!(file = %path.display(), "journal: cannot write ({e}); the next change rewrites the file, IXFR history after a restart may be lost until then")
             }
         }
