@@ -14,7 +14,11 @@ pub mod transfer;
 
 pub use error::ConfigError;
 use file::socket_path;
-pub use file::*;
+pub use file::{
+    AnycastConfig, Config, ControlConfig, CookiesConfig, IdentityConfig, LogConfig, LogFormat,
+    MetricsConfig, RegistryBackend, RegistryConfig, RegistryZoneConfig, ServerConfig, Settings,
+    TransferConfig, TsigKeyConfig, XdpConfig, ZoneConfig, DEFAULT_UDP_COALESCE_US,
+};
 
 use crate::handler::Identity;
 use crate::wire::ServerEdns;

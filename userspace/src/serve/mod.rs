@@ -34,7 +34,11 @@ pub use handler::handler_for;
 pub use zone_files::{configured_origins, load_zones, reload};
 
 pub use start::STATUS_FILE;
-use start::*;
+use start::{
+    drain_journal, drop_privileges, images_dir, log_counters, open_journal, secondary_dir,
+    start_anycast, start_control, start_fast_path, start_journal, start_metrics, start_notify,
+    start_registry, start_secondaries, wait_for,
+};
 use tasks::in_background;
 
 use crate::clock::unix_secs;

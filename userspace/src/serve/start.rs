@@ -511,7 +511,7 @@ pub(super) fn start_fast_path(
 }
 
 /// Detaches and frees whatever is pinned in `dir` (best effort, logged).
-pub(super) fn unpin_all(dir: Option<&std::path::Path>) {
+fn unpin_all(dir: Option<&std::path::Path>) {
     let Some(dir) = dir.filter(|d| d.exists()) else {
         return;
     };
