@@ -74,10 +74,10 @@ fn bench(c: &mut Criterion) {
     });
 
     let router = xdpdns::router::Router::new(
-        ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()),
+        ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()).reader(),
         handler.clone(),
     );
-    xdpdns::answers::plan::fill(&router.hot, &router.store.snapshot());
+    xdpdns::answers::plan::fill(&router.hot, &router.zones.snapshot());
     let resolver = resolver_shaped(&hit);
     // Negative answers (the hot path from the snapshot), beside the full
     // handler answering the same queries.
@@ -121,10 +121,10 @@ fn bench(c: &mut Criterion) {
         ("router_udp_hit_a_rrl_limited", 1),
     ] {
         let limited = xdpdns::router::Router::new(
-            ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()),
+            ZoneStore::with_zones(snapshot.zones().map(|z| (**z).clone()).collect()).reader(),
             handler.clone(),
         );
-        xdpdns::answers::plan::fill(&limited.hot, &limited.store.snapshot());
+        xdpdns::answers::plan::fill(&limited.hot, &limited.zones.snapshot());
         let config = xdpdns::rrl::RrlConfig {
             enabled: true,
             responses_per_second: rate,
@@ -144,10 +144,12 @@ fn bench(c: &mut Criterion) {
         Path::new("signed"),
     )
     .unwrap();
-    let signed_router =
-        xdpdns::router::Router::new(ZoneStore::with_zones(vec![signed_zone]), handler.clone());
-    xdpdns::answers::plan::fill(&signed_router.hot, &signed_router.store.snapshot());
-    let signed_snapshot = signed_router.store.snapshot();
+    let signed_router = xdpdns::router::Router::new(
+        ZoneStore::with_zones(vec![signed_zone]).reader(),
+        handler.clone(),
+    );
+    xdpdns::answers::plan::fill(&signed_router.hot, &signed_router.zones.snapshot());
+    let signed_snapshot = signed_router.zones.snapshot();
     let do1 = resolver_shaped(&query("www.signed.test.", RecordType::A));
     let mut do0 = do1.clone();
     do0[hit_len("www.signed.test.") + 7] = 0;
@@ -202,8 +204,9 @@ fn bench(c: &mut Criterion) {
         Path::new("big"),
     )
     .unwrap();
-    let big = xdpdns::router::Router::new(ZoneStore::with_zones(vec![big]), handler.clone());
-    xdpdns::answers::plan::fill(&big.hot, &big.store.snapshot());
+    let big =
+        xdpdns::router::Router::new(ZoneStore::with_zones(vec![big]).reader(), handler.clone());
+    xdpdns::answers::plan::fill(&big.hot, &big.zones.snapshot());
     let mut order: Vec<u32> = (0..100_000).collect();
     let mut x = 0x9e37_79b9u32;
     for i in (1..order.len()).rev() {
@@ -234,7 +237,7 @@ fn bench(c: &mut Criterion) {
     });
     // What the per-zone count adds to a full-handler answer: finding the
     // zone of the question and its counter id.
-    let big_snapshot = big.store.snapshot();
+    let big_snapshot = big.zones.snapshot();
     let qname = Name::from_str("i7.inst.big.test.").unwrap();
     g.bench_function("zone_of_answer_for_metrics", |b| {
         b.iter(|| {

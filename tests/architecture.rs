@@ -548,3 +548,14 @@ fn the_checker_sees_every_planted_cycle() {
     assert!(graph().is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+#[ignore]
+fn dump_file_graph() {
+    let root = repo();
+    let krate = Crate::read(&root.join("userspace/src/lib.rs"));
+    let files = krate.file_graph(&root.join("userspace/src"));
+    for (f, e) in &files {
+        println!("{f}: {}", e.iter().cloned().collect::<Vec<_>>().join(" "));
+    }
+}

@@ -140,7 +140,10 @@ fn mutated(rng: &mut Rng, seeds: &[Vec<u8>], n: u64) -> (Vec<u8>, Transport) {
 #[test]
 fn fuzzed_dns_messages_get_well_formed_replies_or_none() {
     let zone = load_zone_str(&zone_text(), &origin(), Path::new("t.zone")).unwrap();
-    let router = Router::new(ZoneStore::with_zones(vec![zone]), Handler::default());
+    let router = Router::new(
+        ZoneStore::with_zones(vec![zone]).reader(),
+        Handler::default(),
+    );
     let seeds = dns_seeds();
     let runs = executions(20_000);
     let mut rng = rng(0x5eed_d115);

@@ -1695,15 +1695,13 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
         Path::new("sec.zone"),
     )
     .unwrap();
-    let router = Arc::new(Router::new(
-        ZoneStore::with_zones(vec![zone]),
-        Handler::default(),
-    ));
+    let store = Arc::new(ZoneStore::with_zones(vec![zone]));
+    let router = Arc::new(Router::new(store.reader(), Handler::default()));
     let mut fast = FastPath::load(1024, 53, &Handler::default().edns).expect("load");
     // The loader keeps its record in the hot path's table, which the
     // subscriber then settles at each version it reaches.
     fast.use_table(router.hot.clone());
-    let (snapshot, feed) = router.store.subscribe();
+    let (snapshot, feed) = store.subscribe();
     fast.install(compile(&snapshot).0).unwrap();
     router.hot.settle(snapshot.version());
     let prog = fast.program_fd();
@@ -1730,7 +1728,7 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
                 primaries: vec![primary.addr],
                 key: None,
             }],
-            store: router.clone(),
+            store: store.clone(),
             state_dir: Some(state.0.clone()),
             timeout: Duration::from_secs(5),
             max_transfers: 1,
@@ -1752,8 +1750,7 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
             .map(|reply| *reply.last().unwrap())
     };
     let serial = || {
-        router
-            .store
+        store
             .snapshot()
             .zone(&LowerName::new(&origin))
             .unwrap()
@@ -1771,8 +1768,7 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(serial(), Some(10), "the store stays at the old serial");
     assert!(
-        !router
-            .store
+        !store
             .snapshot()
             .zone(&LowerName::new(&origin))
             .unwrap()
@@ -1780,8 +1776,7 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
         "and keeps serving it"
     );
     assert!(
-        router
-            .store
+        store
             .snapshot()
             .zone(&LowerName::new(&origin))
             .unwrap()
@@ -1810,7 +1805,7 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
         Some(11),
         "both diffs, one commit"
     );
-    let now = router.store.snapshot();
+    let now = store.snapshot();
     wait("the hot table to settle", &|| {
         router.hot.version() == Some(now.version())
     });

@@ -88,7 +88,7 @@ fn pair_with(rrl: RrlConfig, store: ZoneStore) -> Pair {
     let mono = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
     fast.set_clock((NOW * 1_000_000_000 + 500_000_000).wrapping_sub(mono))
         .unwrap();
-    let router = Router::new(store, h);
+    let router = Router::new(store.reader(), h);
     if rrl.enabled {
         assert!(router.rrl.set(Limiter::new(rrl.clone())).is_ok());
     }

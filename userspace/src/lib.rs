@@ -1,8 +1,12 @@
 //! xdpdns: authoritative DNS for service discovery.
 //!
-//! Layout: `zone` (model, master files, checks, versioned store) and `wire`
-//! and `handler` (pure query → response logic) are I/O-free; `server`
-//! (tokio sockets), `config` and `serve` are the thin shells around them.
+//! Layout: the pure core (zones, wire format, the handler, the answer
+//! table, the request router, RRL and the protocol state machines) is the
+//! `xdpdns-core` crate, re-exported here under the same names; this crate
+//! holds the shells that give it sockets, files and clocks: `sockets`,
+//! `api`, the registry backends, transfer I/O, the XDP loader, `config`
+//! and `serve`. An area split between the two keeps its name here and
+//! re-exports the core half.
 
 #![warn(unreachable_pub)]
 
@@ -16,16 +20,16 @@ pub mod control;
 pub mod cookies;
 pub mod durable;
 pub mod frames;
-pub mod handler;
+pub use xdpdns_core::handler;
 pub mod memory;
-pub mod metrics;
+pub use xdpdns_core::metrics;
 pub mod privileges;
 pub mod registry;
-pub mod router;
-pub mod rrl;
+pub use xdpdns_core::router;
+pub use xdpdns_core::rrl;
 pub mod serve;
 pub mod sockets;
 pub mod transfer;
-pub mod wire;
+pub use xdpdns_core::wire;
 pub mod xdp;
 pub mod zone;

@@ -66,3 +66,70 @@ pub async fn follow(table: Arc<AnswerTable>, first: Arc<Snapshot>, mut feed: Sub
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+    use std::path::Path;
+
+    use hickory_proto::op::{Message, Query};
+    use hickory_proto::rr::{Name, RecordType};
+
+    use super::*;
+    use crate::answers::hot::answer;
+    use crate::handler::{Handler, Transport};
+    use crate::zone::{load_zone_str, Zone};
+
+    const NOW: u64 = 1_700_000_000;
+
+    fn zone(text: &str) -> Zone {
+        let origin = Name::from_ascii("example.com.").unwrap();
+        load_zone_str(text, &origin, Path::new("t.zone")).unwrap()
+    }
+
+    fn query(name: &str) -> Vec<u8> {
+        let mut m = Message::query();
+        m.metadata.id = 0xabcd;
+        m.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        m.to_vec().unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_subscriber_follows_the_store() {
+        let head = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n@ NS ns1\n\
+                    ns1 A 192.0.2.53\n";
+        let store = ZoneStore::with_zones(vec![zone(&format!("{head}www A 192.0.2.1\n"))]);
+        let table = Arc::new(AnswerTable::default());
+        let _task = start(table.clone(), &store);
+        let wait_for = |version: u64| {
+            let table = table.clone();
+            async move {
+                for _ in 0..500 {
+                    if table.version() == Some(version) {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                panic!("hot table never reached version {version}");
+            }
+        };
+        wait_for(store.snapshot().version()).await;
+        let text = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 8 3600 600 86400 60\n@ NS ns1\n\
+                    ns1 A 192.0.2.53\nnew A 192.0.2.201\n";
+        store.replace_zones(vec![zone(text)], &[], NOW);
+        wait_for(store.snapshot().version()).await;
+        let h = Handler::default();
+        let peer: IpAddr = "192.0.2.99".parse().unwrap();
+        // The new name answered from the table, the removed one NXDOMAIN,
+        // each with the full handler's bytes.
+        for (name, rcode) in [("new.example.com.", 0), ("www.example.com.", 3)] {
+            let q = query(name);
+            let snapshot = store.snapshot();
+            let full = h.handle(&snapshot, &q, Transport::Udp, peer, NOW);
+            let hot = answer(&table, &snapshot, &q, Transport::Udp, peer, NOW, &h.edns);
+            let hot = hot.map(|a| a.bytes);
+            assert_eq!(hot, full, "{name}");
+            assert_eq!(hot.map(|r| r[3] & 0x0f), Some(rcode), "{name}");
+        }
+    }
+}

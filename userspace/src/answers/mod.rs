@@ -1,28 +1,7 @@
-//! The answer table: what the compiler decides the kernel and the hot path
-//! may answer, and the bytes they answer with. One area for both users:
-//! the fallback's hot path reads the table in userspace, the XDP loader
-//! writes the same entries into the kernel (`crate::xdp`).
-//!
-//! * `compile` — snapshot (or diffs) → entries, pure; `entry` the entry
-//!   and the encodings the compilers share;
-//! * `negative` — the one place that decides NXDOMAIN/NODATA without the
-//!   full handler, and the kernel entries that carry those decisions;
-//! * `compress` — name compression byte-identical to the full handler's;
-//! * `table` / `packed` — the compiled entries kept in userspace;
-//! * `plan` — how a burst of commits updates a table; `follow` keeps the
-//!   userspace table current when no kernel table does;
-//! * `hot` — the fallback's answers from the table, without the full
-//!   handler.
+//! The answer table, the I/O half: `follow` keeps the userspace table in
+//! step with the zone store when no kernel table does. The compiler, the
+//! entries and the hot path are `xdpdns_core::answers`, re-exported here.
 
-pub mod compile;
-pub mod compress;
-mod entry;
+pub use xdpdns_core::answers::*;
+
 pub mod follow;
-pub mod hot;
-pub mod negative;
-pub mod packed;
-pub mod plan;
-pub mod table;
-
-pub use compile::{compile, compile_diffs, diff_tables, table_tag, Table, TableDelta};
-pub use table::AnswerTable;

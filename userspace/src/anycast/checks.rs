@@ -50,7 +50,7 @@ impl Checks {
 
     /// The answer the handler gives to `query` from `peer` now.
     fn expected(&self, query: &[u8], transport: Transport, peer: IpAddr) -> Option<Vec<u8>> {
-        let snapshot = self.router.store.snapshot();
+        let snapshot = self.router.zones.snapshot();
         let now = crate::clock::unix_secs();
         self.router
             .handler
@@ -60,7 +60,7 @@ impl Checks {
 
     /// Every configured zone is served and none is expired.
     pub fn freshness(&self) -> Result<(), String> {
-        let snapshot = self.router.store.snapshot();
+        let snapshot = self.router.zones.snapshot();
         for origin in &self.zones {
             match snapshot
                 .zones()

@@ -5,11 +5,11 @@
 //! graceful stop. The addresses live on a TUN device only this process
 //! holds, so they vanish with it, however it ends (fail closed).
 //!
-//! `health` is the pure decision; `checks` the self-checks; `interface`
-//! and `netlink` the kernel side; [`run`] the thin driver.
+//! `health` is the pure decision (`xdpdns_core::anycast::health`);
+//! `checks` the self-checks; `interface` and `netlink` the kernel side;
+//! [`run`] the thin driver.
 
 pub mod checks;
-pub mod health;
 pub mod interface;
 pub mod netlink;
 
@@ -22,6 +22,7 @@ use tracing::{info, warn};
 pub use checks::{parse_check_name, Checks};
 use health::{Action, Health};
 pub use interface::{AnnounceInterface, InterfaceError};
+pub use xdpdns_core::anycast::health;
 
 use crate::xdp::WeakKernelTable;
 

@@ -39,7 +39,7 @@ pub const OPENAPI: &str = include_str!("../../openapi.json");
 #[derive(Clone)]
 pub struct ApiState {
     pub registry: RegistryHandle,
-    pub store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    pub store: Arc<ZoneStore>,
     pub token: Arc<str>,
     pub public_reads: bool,
     pub limits: Limits,
@@ -472,7 +472,7 @@ async fn list_zones(State(s): State<ApiState>, headers: HeaderMap) -> Result<Res
     authorize(&s, &headers, false)?;
     let view = s.registry.view();
     let stats = s.registry.stats();
-    let snapshot = (*s.store).as_ref().snapshot();
+    let snapshot = s.store.snapshot();
     let zones: Vec<_> = view
         .naming
         .zones

@@ -89,7 +89,7 @@ impl Config {
             rotation: config.rotation_policy(),
             cookie_secrets: match &config.cookies.secret_file {
                 Some(f) => Some(
-                    crate::cookies::CookieSecrets::load_or_create(f)
+                    crate::cookies::load_or_create(f)
                         .map_err(|e| config.invalid("cookies.secret_file", e.to_string()))?,
                 ),
                 None => None,
@@ -445,7 +445,7 @@ impl Config {
         let cookies = match (&self.settings.cookie_secrets, running) {
             (Some(s), _) => s.clone(),
             (None, Some(r)) => r.cookies.clone(),
-            (None, None) => crate::cookies::CookieSecrets::random(),
+            (None, None) => crate::cookies::os_random(),
         };
         ServerEdns {
             udp_payload: self.server.udp_payload,

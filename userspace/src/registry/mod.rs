@@ -1,23 +1,12 @@
-//! Service discovery: the instance registry and everything it turns into
-//! DNS. `model`, `state`, `health` and `naming` are pure and unit-tested;
-//! `journal` is the disk, `service` the tokio shell that ties them to the
-//! zone store.
+//! Service discovery, the I/O half: the registry journal on disk, the
+//! etcd backend, the projection of the registry into the zone store and
+//! the tokio service that ties them together. The pure half (instances,
+//! leases, health hysteresis, naming) is `xdpdns_core::registry`,
+//! re-exported here.
 
-pub mod census;
-pub mod deadlines;
-pub mod error;
+pub use xdpdns_core::registry::*;
+
 pub mod etcd;
-pub mod health;
 pub mod journal;
-pub mod model;
-pub mod naming;
 pub mod projection;
 pub mod service;
-pub mod state;
-pub mod table;
-
-pub use error::RegistryError;
-pub use health::HealthPolicy;
-pub use model::{InstanceSpec, Status};
-pub use naming::Naming;
-pub use state::{Entry, Instance, Registry};

@@ -130,7 +130,7 @@ pub struct Projection {
     pub naming: Arc<Naming>,
     pub policy: HealthPolicy,
     batch_delay: Duration,
-    store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    store: Arc<ZoneStore>,
     view: Arc<ArcSwap<View>>,
     /// When the pending changes go out (`None`: nothing pending).
     pub publish_at: Option<Instant>,
@@ -147,7 +147,7 @@ impl Projection {
         policy: HealthPolicy,
         limits: Limits,
         batch_delay: Duration,
-        store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+        store: Arc<ZoneStore>,
     ) -> Self {
         let naming = Arc::new(naming);
         let view = Arc::new(ArcSwap::from_pointee(View {
@@ -298,7 +298,7 @@ impl Projection {
         self.dirty.clear();
         self.publish_at = None;
         let zones = self.table.zones(&self.naming);
-        let store = (*self.store).as_ref();
+        let store = &*self.store;
         let now = now_ms() / 1000;
         let diffs = match serials {
             Serials::Policy { floor } => {
@@ -325,7 +325,7 @@ impl Projection {
         let started = std::time::Instant::now();
         let dirty = std::mem::take(&mut self.dirty);
         let updates = self.table.update(&self.naming, &self.registry, dirty);
-        let store = (*self.store).as_ref();
+        let store = &*self.store;
         let snapshot = store.snapshot();
         let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
         for (key, change) in updates {

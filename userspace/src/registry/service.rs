@@ -40,7 +40,7 @@ pub fn start(
     policy: HealthPolicy,
     limits: Limits,
     batch_delay: Duration,
-    store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    store: Arc<ZoneStore>,
     stop: watch::Receiver<bool>,
 ) -> Result<Started, JournalError> {
     let (mut journal, rec) = Journal::open(data_dir)?;

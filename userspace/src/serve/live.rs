@@ -24,11 +24,13 @@ use crate::registry::service::RegistryHandle;
 use crate::router::Router;
 use crate::transfer::notify::Propagation;
 use crate::xdp::{KernelState, WeakKernelTable};
-use crate::zone::{load_zone_file, LoadLog};
+use crate::zone::{load_zone_file, LoadLog, ZoneStore};
 
 pub(super) struct Live {
     pub started: Instant,
     pub start_unix: u64,
+    /// The zone store: serving's own, the one commit path.
+    pub store: Arc<ZoneStore>,
     pub router: Arc<Router>,
     /// Weak: the stop detaches the program while views still exist.
     pub kernel: Option<WeakKernelTable>,
@@ -47,7 +49,7 @@ pub(super) struct Live {
 impl Live {
     pub(super) async fn kernel_state(&self) -> Option<KernelState> {
         let kernel = self.kernel.as_ref()?.upgrade()?;
-        let zone_ids = self.router.store.snapshot().zone_ids().names().len();
+        let zone_ids = self.store.snapshot().zone_ids().names().len();
         kernel.state(zone_ids).await.and_then(Result::ok)
     }
 
@@ -79,7 +81,7 @@ impl Live {
         let kernel = self.kernel_state().await;
         let answers = self.counters(kernel.as_ref());
         let total = answers.kernel + answers.fallback_udp + answers.fallback_tcp;
-        let snapshot = self.router.store.snapshot();
+        let snapshot = self.store.snapshot();
         Status {
             version: env!("CARGO_PKG_VERSION").into(),
             commit: env!("XDPDNS_GIT_COMMIT").into(),
@@ -132,8 +134,7 @@ impl Live {
     pub(super) fn zones(&self) -> Vec<ZoneInfo> {
         let sources = Self::sources(&self.config.load());
         let now = unix_secs();
-        self.router
-            .store
+        self.store
             .snapshot()
             .zones()
             .map(|z| {
@@ -240,9 +241,8 @@ impl Live {
         let now = unix_secs();
         match load_zone_file(file, origin) {
             Ok(zone) => {
-                let diffs = self.router.store.replace_zones(vec![zone], &[], now);
+                let diffs = self.store.replace_zones(vec![zone], &[], now);
                 let serial = self
-                    .router
                     .store
                     .snapshot()
                     .zone(&LowerName::new(origin))

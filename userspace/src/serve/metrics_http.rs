@@ -388,7 +388,7 @@ fn zones(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     }
     let queries = Family::<Labels, Counter>::default();
     let fallback = crate::metrics::zones::fallback_counts();
-    let snapshot = live.router.store.snapshot();
+    let snapshot = live.store.snapshot();
     for (i, zone) in snapshot.zone_ids().names().iter().enumerate() {
         let id = i + 1;
         let name = zone.to_string();

@@ -129,7 +129,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         .chain(&unjournaled)
         .map(|z| z.origin_key().clone())
         .collect();
-    let store = ZoneStore::new();
+    // Serving owns the store (the one commit path); the router only
+    // reads it.
+    let store = Arc::new(ZoneStore::new());
     store.set_serial_policy(config.transfer.serial_policy);
     store.set_rotation(config.settings.rotation.clone());
     // What was served before a restart comes back first: secondary zones
@@ -141,7 +143,10 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &config.settings.secondary_zones,
         secondary_dir(&config).as_deref(),
     );
-    let router = Arc::new(Router::new(store, handler_for(&config, None)).with_journal(journal));
+    let journal = Arc::new(journal);
+    let router = Arc::new(
+        Router::new(store.reader(), handler_for(&config, None)).with_history(journal.clone()),
+    );
     router
         .transfer
         .store(Arc::new(config.settings.transfer.clone()));
@@ -169,24 +174,24 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let control = control.0.as_ref().expect("set above");
 
     // Subscribers before sources, so they see every commit from here on.
-    let journaled = start_journal(&router);
+    let journaled = start_journal(&store, &journal);
     let in_control = control.enter();
     let (notifier, propagation) = start_notify(
         &config,
-        &router,
+        &store,
         journaled.clone(),
         stop_rx.clone(),
         &mut tasks,
     );
     drop(in_control);
-    router.store.replace_zones(
+    store.replace_zones(
         parsed.into_iter().chain(unjournaled).collect(),
         &[],
         unix_secs(),
     );
     // Image-only zones committed just now: their SOA timers as well.
     secondary::expire_stale_copies(
-        &router.store,
+        &store,
         &config.settings.secondary_zones,
         secondary_dir(&config).as_deref(),
     );
@@ -195,13 +200,13 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     // first pass sees them all (and removes only images of zones gone).
     let mut images = None;
     if let Some(dir) = images_dir {
-        let snapshot = router.store.snapshot();
+        let snapshot = store.snapshot();
         let loaded: Vec<&Zone> = imaged_keys
             .iter()
             .filter_map(|k| snapshot.zone(k).map(|z| &**z))
             .collect();
         let writer = images::ImageWriter::new(dir, &loaded);
-        let (snapshot, feed) = router.store.subscribe();
+        let (snapshot, feed) = store.subscribe();
         let configured: Vec<hickory_proto::rr::Name> = configured_origins(&config)
             .iter()
             .map(hickory_proto::rr::Name::from)
@@ -250,10 +255,10 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     // workers answer from it once it has caught up.
     let (mut kernel, xdp_off_reason, _answers) = {
         let _in_control = control.enter();
-        match start_fast_path(&config, port, &router) {
+        match start_fast_path(&config, port, &store, &router) {
             Ok(k) => (Some(k), None, None),
             Err(why) => {
-                let answers = crate::answers::follow::start(router.hot.clone(), &router.store);
+                let answers = crate::answers::follow::start(router.hot.clone(), &store);
                 (None, Some(why), Some(answers))
             }
         }
@@ -263,7 +268,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let mut registry = None;
     if let Some(rc) = &config.registry {
         let (addr, api, writer, handle) =
-            start_registry(&config, rc, &router, stop_rx.clone(), control.handle()).await?;
+            start_registry(&config, rc, &store, stop_rx.clone(), control.handle()).await?;
         tasks.push(api);
         registry_task = Some(writer);
         api_addr = Some(addr);
@@ -273,20 +278,28 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     }
     {
         let _in_control = control.enter();
-        start_secondaries(&config, &router, &loads, stop_rx.clone(), &mut tasks);
+        start_secondaries(
+            &config,
+            &store,
+            &router,
+            &loads,
+            stop_rx.clone(),
+            &mut tasks,
+        );
     }
     // Every zone's secondaries hear of its serial at start-up, once the
     // journal holds it (so their IXFR can be answered from it).
-    let version = router.store.snapshot().version();
-    let (r, n, mut j) = (router.clone(), notifier.clone(), journaled.clone());
+    let version = store.snapshot().version();
+    let (zones, n, mut j) = (store.reader(), notifier.clone(), journaled.clone());
     tasks.push(control.spawn(async move {
         if j.reached(version).await {
-            n.announce_all(&r.store.snapshot());
+            n.announce_all(&zones.snapshot());
         }
     }));
     let live = Arc::new(Live {
         started: std::time::Instant::now(),
         start_unix: unix_secs(),
+        store: store.clone(),
         router: router.clone(),
         kernel: kernel.as_ref().map(|(k, _)| k.downgrade()),
         xdp_off_reason,
@@ -332,9 +345,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     info!("ready");
     systemd::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
     if !stale.is_empty() {
-        let (r, log) = (router.clone(), loads.clone());
+        let (st, log) = (store.clone(), loads.clone());
         tasks.push(tokio::spawn(async move {
-            let work = move || zone_files::reload_stale(&stale, &r, &log);
+            let work = move || zone_files::reload_stale(&stale, &st, &log);
             if let Err(e) = in_background("reload-stale", work).await {
                 error!("reloading zone files changed since their images: {e}");
             }
@@ -349,8 +362,8 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                 systemd::notify("RELOADING=1");
                 let path = config_path.clone();
                 let old = current.clone();
-                let (sh, log) = (router.clone(), loads.clone());
-                match in_background("reload", move || reload(&path, &old, &sh, &log)).await? {
+                let (st, sh, log) = (store.clone(), router.clone(), loads.clone());
+                match in_background("reload", move || reload(&path, &old, &st, &sh, &log)).await? {
                     Some(next) => {
                         live.config.store(Arc::new(next.clone()));
                         if let Some((k, _)) = &kernel {
@@ -407,13 +420,13 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             failure.get_or_insert(anyhow::anyhow!("registry journal: {e}"));
         }
     }
-    drain_journal(&router, journaled).await;
+    drain_journal(&store, journaled).await;
     if let Some(images) = images {
         // What changed since the last image write (the writer pauses
         // between writes), so the next start finds every image current.
         // A thread of its own, waited for at most IMAGE_FLUSH: a stop is
         // never held up by a slow disk (the process ends without it).
-        let snapshot = router.store.snapshot();
+        let snapshot = store.snapshot();
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let flusher = std::thread::Builder::new()
             .name("zone-images-stop".into())

@@ -82,14 +82,14 @@ pub(super) fn open_journal(
 }
 
 /// The IXFR journal's subscriber thread.
-pub(super) fn start_journal(router: &Router) -> Journaled {
-    let (snapshot, feed) = router.store.subscribe();
-    journal_subscriber::start(router.journal.clone(), feed, snapshot.version())
+pub(super) fn start_journal(store: &ZoneStore, journal: &Arc<IxfrJournal>) -> Journaled {
+    let (snapshot, feed) = store.subscribe();
+    journal_subscriber::start(journal.clone(), feed, snapshot.version())
 }
 
 /// On a clean stop, let the journal record what was committed last.
-pub(super) async fn drain_journal(router: &Router, mut journaled: Journaled) {
-    let version = router.store.snapshot().version();
+pub(super) async fn drain_journal(store: &ZoneStore, mut journaled: Journaled) {
+    let version = store.snapshot().version();
     if tokio::time::timeout(JOURNAL_DRAIN, journaled.reached(version))
         .await
         .is_err()
@@ -106,7 +106,7 @@ pub(super) async fn drain_journal(router: &Router, mut journaled: Journaled) {
 /// notifier's subscription to the store.
 pub(super) fn start_notify(
     config: &Config,
-    router: &Router,
+    store: &ZoneStore,
     journaled: Journaled,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
@@ -130,7 +130,7 @@ pub(super) fn start_notify(
     );
     tasks.extend(started);
     let notifier = Arc::new(notifier);
-    let (_, feed) = router.store.subscribe();
+    let (_, feed) = store.subscribe();
     let n = notifier.clone();
     let mut stop = stop;
     tasks.push(tokio::spawn(async move {
@@ -153,7 +153,8 @@ pub(super) fn secondary_dir(config: &Config) -> Option<PathBuf> {
 /// Starts the refresh task of every secondary zone.
 pub(super) fn start_secondaries(
     config: &Config,
-    router: &Arc<Router>,
+    store: &Arc<ZoneStore>,
+    router: &Router,
     loads: &Arc<LoadLog>,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
@@ -166,11 +167,10 @@ pub(super) fn start_secondaries(
     if let Some(d) = &state_dir {
         let _ = std::fs::create_dir_all(d);
     }
-    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = router.clone();
     let (tx, started) = secondary::start(
         secondary::Secondaries {
             zones,
-            store,
+            store: store.clone(),
             state_dir,
             timeout: config.transfer.primary_timeout(),
             max_transfers: config.transfer.max_transfers_in,
@@ -188,7 +188,7 @@ pub(super) fn start_secondaries(
 pub(super) async fn start_registry(
     config: &Config,
     rc: &crate::config::RegistryConfig,
-    router: &Arc<Router>,
+    store: &Arc<ZoneStore>,
     stop: watch::Receiver<bool>,
     control: &tokio::runtime::Handle,
 ) -> anyhow::Result<(
@@ -204,7 +204,7 @@ pub(super) async fn start_registry(
         .naming
         .clone()
         .context("registry configured without naming")?;
-    let store: Arc<dyn AsRef<ZoneStore> + Send + Sync> = router.clone();
+    let store = store.clone();
     let batch_delay = std::time::Duration::from_millis(rc.batch_delay_ms);
     let started = match (&rc.backend, &rc.etcd) {
         (crate::config::RegistryBackend::Etcd, Some(etcd)) => crate::registry::etcd::start(
@@ -434,6 +434,7 @@ pub(super) fn start_control(
 pub(super) fn start_fast_path(
     config: &Config,
     port: u16,
+    store: &ZoneStore,
     router: &Router,
 ) -> Result<(KernelTable, JoinHandle<()>), String> {
     let x = &config.xdp;
@@ -442,7 +443,7 @@ pub(super) fn start_fast_path(
         unpin_all(x.pin_dir.as_deref());
         return Err("no [xdp] interfaces configured".into());
     }
-    let (snapshot, feed) = router.store.subscribe();
+    let (snapshot, feed) = store.subscribe();
     let attempt = || -> Result<FastPath, XdpError> {
         let edns = &router.handler.load().edns;
         let pins = x

@@ -13,7 +13,7 @@ use crate::clock::unix_secs;
 use crate::config::{Config, ZoneConfig};
 use crate::router::Router;
 use crate::zone::image::{self, ImageError};
-use crate::zone::{load_zone_file, LoadError, LoadLog, Zone};
+use crate::zone::{load_zone_file, LoadError, LoadLog, Zone, ZoneStore};
 
 /// Loads every configured zone file; returns the zones that loaded and
 /// the errors of those that did not. Secondary zones (no file) come from
@@ -61,7 +61,8 @@ pub(super) fn load_zones_at_start(config: &Config, images: Option<&Path>) -> Sta
         if let Some(l) = images.and_then(|dir| read_image(dir, &origin)) {
             let file = zc.and_then(|z| z.file.as_ref());
             let current = file.is_none_or(|f| {
-                l.stamp.is_current() && l.stamp.files.first().is_some_and(|s| s.path == *f)
+                crate::zone::disk::is_current(&l.stamp)
+                    && l.stamp.files.first().is_some_and(|s| s.path == *f)
             });
             info!(zone = %origin, serial = l.zone.serial(), records = l.zone.record_count(),
                   current, "zone served from its image");
@@ -104,7 +105,7 @@ fn read_image(dir: &Path, origin: &Name) -> Option<image::Loaded> {
 
 /// Reloads the zone files of `stale` (served from out-of-date images) as
 /// one normal change.
-pub(super) fn reload_stale(stale: &[ZoneConfig], router: &Router, log: &LoadLog) {
+pub(super) fn reload_stale(stale: &[ZoneConfig], store: &ZoneStore, log: &LoadLog) {
     let (zones, failed) = load_zones(stale);
     for (origin, e) in &failed {
         error!(zone = %origin, "{e}; still serving the zone's image");
@@ -113,7 +114,7 @@ pub(super) fn reload_stale(stale: &[ZoneConfig], router: &Router, log: &LoadLog)
     for z in &zones {
         record_loaded(log, z);
     }
-    for d in router.store.replace_zones(zones, &[], unix_secs()) {
+    for d in store.replace_zones(zones, &[], unix_secs()) {
         info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
               removed = d.removed.len(), added = d.added.len(), "zone file changed since its image; reloaded");
     }
@@ -160,7 +161,13 @@ fn free_here(mut zones: Vec<Arc<Zone>>) {
 /// that fails to load keeps serving its previous version; a config that
 /// fails to parse changes nothing. Returns the config now in force. What
 /// follows (journal, NOTIFY, kernel table) follows the store's feed.
-pub fn reload(path: &Path, old: &Config, router: &Router, log: &LoadLog) -> Option<Config> {
+pub fn reload(
+    path: &Path,
+    old: &Config,
+    store: &ZoneStore,
+    router: &Router,
+    log: &LoadLog,
+) -> Option<Config> {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -186,8 +193,7 @@ pub fn reload(path: &Path, old: &Config, router: &Router, log: &LoadLog) -> Opti
     router
         .transfer
         .store(Arc::new(config.settings.transfer.clone()));
-    let removed: Vec<Name> = router
-        .store
+    let removed: Vec<Name> = store
         .snapshot()
         .zones()
         .filter(|z| !configured.contains(z.origin_key()))
@@ -199,9 +205,9 @@ pub fn reload(path: &Path, old: &Config, router: &Router, log: &LoadLog) -> Opti
         .store(Arc::new(handler_for(&config, Some(&running))));
     // Rotation first: a zone the reload changes is then committed once,
     // already rotating as configured.
-    router.store.set_rotation(config.reloaded_rotation(old));
-    let before: Vec<Arc<Zone>> = router.store.snapshot().zones().cloned().collect();
-    let diffs = router.store.replace_zones(zones, &removed, unix_secs());
+    store.set_rotation(config.reloaded_rotation(old));
+    let before: Vec<Arc<Zone>> = store.snapshot().zones().cloned().collect();
+    let diffs = store.replace_zones(zones, &removed, unix_secs());
     free_here(before);
     crate::memory::release_freed();
     for d in &diffs {

@@ -143,7 +143,7 @@ async fn serve_connection(
             _ => break,
         }
         let read_at = std::time::Instant::now();
-        match shared.respond(&buf, Transport::Tcp, peer.ip(), crate::clock::unix_secs()) {
+        match shared.respond(&buf, Transport::Tcp, peer.ip(), crate::clock::now()) {
             Response::Drop => {}
             Response::One(reply) => {
                 counts.count(Transport::Tcp, &reply);

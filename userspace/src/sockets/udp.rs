@@ -142,7 +142,7 @@ pub fn spawn_udp_worker(
                     continue;
                 }
             };
-            let now = crate::clock::unix_secs();
+            let now = crate::clock::now();
             let mut answered = 0;
             for (query, peer) in rx.datagrams(n) {
                 if let Response::One(reply) = shared.respond(query, Transport::Udp, peer.ip(), now)

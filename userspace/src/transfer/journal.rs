@@ -23,9 +23,8 @@ use hickory_proto::serialize::binary::{
 use tracing::{info, warn};
 
 pub use super::ixfr_history::{condense, Ixfr, JournalLimits};
-use super::ixfr_history::{Change, History, Persist};
+use super::ixfr_history::{without_history, Change, History, IxfrSource, Persist};
 use crate::frames::frame;
-use crate::zone::serial::is_newer;
 use crate::zone::{Snapshot, Zone, ZoneDiff};
 
 use crate::frames::file_err as io_err;
@@ -35,6 +34,12 @@ pub struct IxfrJournal {
     dir: Option<PathBuf>,
     limits: JournalLimits,
     zones: Mutex<HashMap<LowerName, History>>,
+}
+
+impl IxfrSource for IxfrJournal {
+    fn ixfr(&self, zone: &Zone, from: u32) -> Ixfr {
+        IxfrJournal::ixfr(self, zone, from)
+    }
 }
 
 impl IxfrJournal {
@@ -167,8 +172,7 @@ impl IxfrJournal {
         let zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
         match zones.get(zone.origin_key()) {
             Some(history) => history.ixfr(current, from),
-            None if from == current || is_newer(from, current) => Ixfr::Current,
-            None => Ixfr::Unavailable,
+            None => without_history(current, from),
         }
     }
 

@@ -1,72 +1,15 @@
-//! Zone transfers both ways, and what they need: serial arithmetic, ACLs,
-//! TSIG, the IXFR journal, outgoing AXFR/IXFR, NOTIFY out with
-//! propagation tracking, and secondary zones pulled from a primary.
-//!
-//! `serial`, `acl`, `tsig`, `journal`, `outbound` and the state machines in
-//! `notify` and `secondary` are pure; `client` and the `run` functions are
-//! the tokio shells.
+//! Zone transfers both ways, the I/O half: the IXFR journal on disk and
+//! its subscriber, the transfer client, NOTIFY out with propagation
+//! tracking, and secondary zones pulled from a primary. The pure half
+//! (ACLs, TSIG, the planner, the state machines) is
+//! `xdpdns_core::transfer`, re-exported here.
 
-pub mod acl;
+pub use xdpdns_core::transfer::*;
+
 pub mod client;
-pub mod ixfr_history;
 pub mod journal;
 pub mod journal_subscriber;
 pub mod notify;
-pub mod notify_round;
-pub mod outbound;
 pub mod secondary;
-pub mod secondary_timers;
-pub mod tsig;
-pub mod xfr_reader;
 
-use std::collections::HashMap;
-
-use hickory_proto::rr::LowerName;
-
-pub use crate::zone::serial::SerialPolicy;
-pub use acl::{Acl, AclRule};
-pub use journal::{IxfrJournal, JournalLimits};
-pub use tsig::Keyring;
-
-/// Who may transfer which zone and who may NOTIFY which secondary zone;
-/// swapped whole on reload.
-#[derive(Clone, Debug)]
-pub struct TransferPolicy {
-    pub keyring: Keyring,
-    /// For zones without their own `allow_transfer`.
-    pub default_acl: Acl,
-    pub zone_acl: HashMap<LowerName, Acl>,
-    /// Secondary zones, each with the ACL its NOTIFYs must pass.
-    pub notify_acl: HashMap<LowerName, Acl>,
-    /// Outgoing transfers at once (`[transfer] max_transfers_out`).
-    pub max_transfers_out: usize,
-}
-
-/// `[transfer] max_transfers_out` by default (BIND's default too).
-pub const MAX_TRANSFERS_OUT: usize = 10;
-
-impl Default for TransferPolicy {
-    fn default() -> Self {
-        TransferPolicy {
-            keyring: Keyring::default(),
-            default_acl: Acl::default(),
-            zone_acl: HashMap::new(),
-            notify_acl: HashMap::new(),
-            max_transfers_out: MAX_TRANSFERS_OUT,
-        }
-    }
-}
-
-impl TransferPolicy {
-    /// The CNS default: transfers to loopback only, no keys.
-    pub fn loopback_only() -> TransferPolicy {
-        TransferPolicy {
-            default_acl: Acl::loopback(),
-            ..TransferPolicy::default()
-        }
-    }
-
-    pub fn transfer_acl(&self, zone: &LowerName) -> &Acl {
-        self.zone_acl.get(zone).unwrap_or(&self.default_acl)
-    }
-}
+pub use journal::IxfrJournal;

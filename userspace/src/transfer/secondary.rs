@@ -31,7 +31,7 @@ pub struct SecondaryZone {
 
 pub struct Secondaries {
     pub zones: Vec<SecondaryZone>,
-    pub store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    pub store: Arc<ZoneStore>,
     /// Where the time of each zone's last good refresh is kept.
     pub state_dir: Option<PathBuf>,
     pub timeout: Duration,
@@ -112,7 +112,7 @@ pub fn expire_stale_copies(store: &ZoneStore, zones: &[SecondaryZone], state_dir
 
 struct ZoneTask {
     zone: SecondaryZone,
-    store: Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    store: Arc<ZoneStore>,
     state_dir: Option<PathBuf>,
     timeout: Duration,
     /// Shared by every zone: transfers in at once.
@@ -124,7 +124,6 @@ struct ZoneTask {
 impl ZoneTask {
     fn current(&self) -> Option<Arc<Zone>> {
         self.store
-            .as_ref()
             .as_ref()
             .snapshot()
             .zone(&LowerName::new(&self.zone.zone))
@@ -182,7 +181,7 @@ impl ZoneTask {
             }
             let step = timers.refreshed(result.is_ok(), soa.as_ref(), current.is_some(), now);
             if let Some(expired) = step.expiry {
-                self.store.as_ref().as_ref().set_expired(zone, expired);
+                self.store.as_ref().set_expired(zone, expired);
                 if expired {
                     warn!(%zone, "secondary zone expired: answering SERVFAIL until a primary answers");
                 } else {
@@ -245,7 +244,7 @@ impl ZoneTask {
         outcome: XfrOutcome,
     ) -> Result<TransferOutcome, ClientError> {
         let zone = &self.zone.zone;
-        let store = self.store.as_ref().as_ref();
+        let store = self.store.as_ref();
         match outcome {
             XfrOutcome::UpToDate(_) => Ok(TransferOutcome::UpToDate),
             XfrOutcome::Full(records) => {

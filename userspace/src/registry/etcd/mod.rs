@@ -85,7 +85,7 @@ pub async fn start(
     policy: HealthPolicy,
     limits: Limits,
     batch_delay: Duration,
-    store: std::sync::Arc<dyn AsRef<ZoneStore> + Send + Sync>,
+    store: std::sync::Arc<ZoneStore>,
     stop: watch::Receiver<bool>,
 ) -> Result<Started, WriterError> {
     let password = config.password().map_err(WriterError::Etcd)?;

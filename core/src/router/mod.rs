@@ -14,6 +14,9 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use crate::metrics::Metrics;
+use crate::rrl::Limiter;
+
 mod log_limit;
 
 use log_limit::LogLimit;
@@ -26,50 +29,66 @@ use crate::handler::{Handler, Transport};
 use crate::metrics::zones;
 use crate::transfer::outbound::{self, Plan};
 use crate::transfer::tsig::{self, ReplySigner};
-use crate::transfer::{IxfrJournal, JournalLimits, TransferPolicy};
+use crate::transfer::{IxfrSource, NoHistory, TransferPolicy};
 use crate::wire::{self, Rejected, Reply, Request};
-use crate::zone::ZoneStore;
+use crate::zone::ZoneReader;
 
 /// The request router: what every socket task hands each message to.
 /// No sockets here: `respond` takes bytes, the transport, the peer and
 /// the time, and says what to send back. Reads are one atomic load each.
+/// It reads the zones and never commits: `serve` owns the store.
 pub struct Router {
-    pub store: ZoneStore,
+    pub zones: ZoneReader,
     pub handler: ArcSwap<Handler>,
     pub transfer: ArcSwap<TransferPolicy>,
-    pub journal: Arc<IxfrJournal>,
-    /// Compiled A/AAAA answers, kept in step with `store` by the kernel
+    /// Where IXFR finds each zone's history (the IXFR journal).
+    pub history: Arc<dyn IxfrSource>,
+    /// Compiled A/AAAA answers, kept in step with the zones by the kernel
     /// table's subscriber, or [`crate::answers::follow`] without XDP; empty
     /// (and unused) until then.
     pub hot: Arc<AnswerTable>,
     /// Query counters, one block per answering thread (`/metrics`).
-    pub metrics: Arc<crate::metrics::Metrics>,
+    pub metrics: Arc<Metrics>,
     /// Where accepted NOTIFYs for secondary zones go (set once the
     /// secondary zones run).
     pub notify_sink: OnceLock<Box<dyn NotifySink>>,
     /// Response rate limiting of UDP answers (`[rrl] enabled`).
-    pub rrl: OnceLock<crate::rrl::Limiter>,
+    pub rrl: OnceLock<Limiter>,
     /// Per-packet log lines (refusals, bad signatures), rate-limited.
     log_limit: LogLimit,
     /// Outgoing transfers being written.
     transfers_out: Arc<AtomicUsize>,
 }
 
-impl AsRef<ZoneStore> for Router {
-    fn as_ref(&self) -> &ZoneStore {
-        &self.store
+/// The time a message is answered at, as the shells read it: unix
+/// seconds (TSIG, cookies, transfers) and a coarse monotonic clock in
+/// milliseconds (response rate limiting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    pub unix_secs: u64,
+    pub monotonic_ms: u32,
+}
+
+/// Unix seconds alone (tests and benches): the monotonic clock is the
+/// same time in milliseconds.
+impl From<u64> for Now {
+    fn from(unix_secs: u64) -> Now {
+        Now {
+            unix_secs,
+            monotonic_ms: unix_secs.wrapping_mul(1000) as u32,
+        }
     }
 }
 
 impl Router {
-    /// Serves `store` with `handler`, transfers to loopback only and an
-    /// in-memory journal (tests and benches).
-    pub fn new(store: ZoneStore, handler: Handler) -> Router {
+    /// Serves the zones `zones` reads with `handler`, transfers to
+    /// loopback only and no IXFR history (tests and benches).
+    pub fn new(zones: ZoneReader, handler: Handler) -> Router {
         Router {
-            store,
+            zones,
             handler: ArcSwap::from_pointee(handler),
             transfer: ArcSwap::from_pointee(TransferPolicy::loopback_only()),
-            journal: Arc::new(IxfrJournal::in_memory(JournalLimits::default())),
+            history: Arc::new(NoHistory),
             hot: Arc::default(),
             metrics: Arc::default(),
             notify_sink: OnceLock::new(),
@@ -78,9 +97,9 @@ impl Router {
             transfers_out: Arc::default(),
         }
     }
-    /// The same router answering IXFR from `journal`.
-    pub fn with_journal(mut self, journal: IxfrJournal) -> Router {
-        self.journal = Arc::new(journal);
+    /// The same router answering IXFR from `history` (the journal).
+    pub fn with_history(mut self, history: Arc<dyn IxfrSource>) -> Router {
+        self.history = history;
         self
     }
 }
@@ -171,13 +190,23 @@ impl Transfer {
 }
 
 impl Router {
-    /// Answers one message from `peer` at `now` (unix seconds, for TSIG).
-    pub fn respond(&self, packet: &[u8], transport: Transport, peer: IpAddr, now: u64) -> Response {
+    /// Answers one message from `peer` at `now`.
+    pub fn respond(
+        &self,
+        packet: &[u8],
+        transport: Transport,
+        peer: IpAddr,
+        now: impl Into<Now>,
+    ) -> Response {
+        let Now {
+            unix_secs: now,
+            monotonic_ms,
+        } = now.into();
         if !replyable(peer) {
             return Response::Drop;
         }
         let handler = self.handler.load();
-        let snapshot = self.store.load();
+        let snapshot = self.zones.load();
         if let Some(hit) = hot::answer(
             &self.hot,
             &snapshot,
@@ -188,7 +217,7 @@ impl Router {
             &handler.edns,
         ) {
             zones::count(hit.zone);
-            return self.limited(hit.bytes, transport, peer, hit.valid_cookie);
+            return self.limited(hit.bytes, transport, peer, hit.valid_cookie, monotonic_ms);
         }
         let mut req = match wire::parse_request(packet) {
             Ok(req) => req,
@@ -203,7 +232,7 @@ impl Router {
             if let Some(z) = zone {
                 zones::count(snapshot.zone_id(z.origin_key()));
             }
-            return self.limited(reply, transport, peer, valid_cookie);
+            return self.limited(reply, transport, peer, valid_cookie, monotonic_ms);
         }
 
         let policy = self.transfer.load();
@@ -257,7 +286,7 @@ impl Router {
             }
             return one(handler.encode(&req, &Reply::error(ResponseCode::Refused), transport));
         }
-        match outbound::plan(&snapshot, &self.journal, &req, transport) {
+        match outbound::plan(&snapshot, &*self.history, &req, transport) {
             Plan::Reply(r) => one(handler.encode(&req, &r, transport)),
             plan => {
                 let Some(slot) = OutgoingSlot::take(&self.transfers_out, policy.max_transfers_out)
@@ -293,12 +322,13 @@ impl Router {
         transport: Transport,
         peer: IpAddr,
         valid_cookie: bool,
+        now_ms: u32,
     ) -> Response {
         let Some(rrl) = self.rrl.get().filter(|_| transport == Transport::Udp) else {
             return Response::One(reply);
         };
         let class = crate::rrl::class_of(&reply);
-        match rrl.judge(peer, class, valid_cookie, rrl.now_ms()) {
+        match rrl.judge(peer, class, valid_cookie, now_ms) {
             Verdict::Send => Response::One(reply),
             Verdict::Slip => crate::rrl::slipped(&reply).map_or(Response::Drop, Response::One),
             Verdict::Drop => Response::Drop,

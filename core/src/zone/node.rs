@@ -13,6 +13,21 @@ pub struct Node {
 }
 
 impl Node {
+    /// A node as a zone image stores it: its RRsets and how many nodes
+    /// are below it.
+    pub fn from_parts(rrsets: Vec<RRset>, children: u32) -> Node {
+        Node {
+            rrsets: Arc::new(rrsets),
+            children,
+        }
+    }
+
+    /// How many nodes are below this one (an empty non-terminal has no
+    /// RRsets but children).
+    pub fn children(&self) -> u32 {
+        self.children
+    }
+
     pub fn rrsets(&self) -> &[RRset] {
         &self.rrsets
     }

@@ -858,155 +858,52 @@ fn unknown_directive() {
     );
 }
 
+/// The parser reads `$INCLUDE`d files through its [`SourceFiles`] only:
+/// here a map in memory, with each file's stamp kept in order.
 #[test]
-fn io_error_for_missing_top_level_file() {
-    let err = parse_zone_file(Path::new("/nonexistent/xdpdns/zone"), &origin()).unwrap_err();
-    assert!(matches!(err, ZoneFileError::Io { .. }));
-    assert!(err
-        .to_string()
-        .starts_with("/nonexistent/xdpdns/zone: cannot read: "));
-}
-
-// --- $INCLUDE -----------------------------------------------------------
-
-/// A scratch directory removed on drop, unique per test and process.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "xdpdns-parser-{tag}-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(dir.join("sub")).unwrap();
-        TempDir(dir)
+fn includes_are_read_through_the_source_files() {
+    struct Memory(Vec<(&'static str, &'static str)>);
+    impl SourceFiles for Memory {
+        fn read(&mut self, path: &Path) -> io::Result<(String, SourceFile)> {
+            let (_, text) = self
+                .0
+                .iter()
+                .find(|(p, _)| Path::new(p) == path)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            let stamp = SourceFile {
+                path: path.to_path_buf(),
+                len: text.len() as u64,
+                modified_s: 0,
+                modified_ns: 0,
+            };
+            Ok((text.to_string(), stamp))
+        }
     }
-
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let path = self.0.join(rel);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-#[test]
-fn include_files() {
-    let dir = TempDir::new("include");
-    let main = dir.write(
-        "main.zone",
-        "$TTL 60\n\
-         www A 192.0.2.1\n\
-         $INCLUDE sub/inc.zone svc ; with origin\n\
-         \tA 192.0.2.2\n\
-         $INCLUDE \"sub/plain.zone\"\n\
-         after A 192.0.2.3\n",
-    );
-    dir.write(
-        "sub/inc.zone",
-        "; included with origin svc.example.com.\n\
-         \n\
-         @ SRV 0 0 80 web\n\
-         $ORIGIN elsewhere.test.\n\
-         web A 192.0.2.10\n\
-         $INCLUDE deeper.zone\n",
-    );
-    dir.write("sub/deeper.zone", "deep A 192.0.2.11\n");
-    dir.write(
-        "sub/plain.zone",
-        "\tTXT inherits-owner\nplain A 192.0.2.12\n",
-    );
-
-    let records = parse_zone_file(&main, &origin()).unwrap_or_else(|e| panic!("{e}"));
-    let got: Vec<(String, String, usize)> = records
-        .iter()
-        .map(|r| {
-            (
-                r.record.name.to_ascii(),
-                r.file.strip_prefix(&dir.0).unwrap().display().to_string(),
-                r.line,
-            )
-        })
-        .collect();
-    let want = [
-        ("www.example.com.", "main.zone", 2),
-        ("svc.example.com.", "sub/inc.zone", 3),
-        ("web.elsewhere.test.", "sub/inc.zone", 5),
-        ("deep.elsewhere.test.", "sub/deeper.zone", 1),
-        // The owner and origin revert after the include.
-        ("www.example.com.", "main.zone", 4),
-        ("www.example.com.", "sub/plain.zone", 1),
-        ("plain.example.com.", "sub/plain.zone", 2),
-        ("after.example.com.", "main.zone", 6),
-    ];
-    let want: Vec<(String, String, usize)> = want
-        .iter()
-        .map(|(n, f, l)| (n.to_string(), f.to_string(), *l))
-        .collect();
-    assert_eq!(got, want);
+    let mut files = Memory(vec![
+        (
+            "/z/main.zone",
+            "$TTL 60\nwww A 192.0.2.1\n$INCLUDE sub/inc.zone\n",
+        ),
+        ("/z/sub/inc.zone", "inc A 192.0.2.2\n"),
+    ]);
+    let mut records = Vec::new();
+    let stamp = parse_zone_source(&mut files, Path::new("/z/main.zone"), &origin(), &mut |b| {
+        records.extend(b)
+    })
+    .unwrap();
+    let owners: Vec<String> = records.iter().map(|r| r.record.name.to_ascii()).collect();
+    assert_eq!(owners, ["www.example.com.", "inc.example.com."]);
+    let stamped: Vec<&Path> = stamp.files.iter().map(|f| f.path.as_path()).collect();
     assert_eq!(
-        records[1].record.data,
-        RData::SRV(SRV::new(0, 0, 80, name("web.svc.example.com.")))
+        stamped,
+        [Path::new("/z/main.zone"), Path::new("/z/sub/inc.zone")]
     );
-    assert!(records.iter().all(|r| r.record.ttl == 60));
-}
-
-#[test]
-fn include_errors_name_the_right_file_and_line() {
-    let dir = TempDir::new("include-errors");
-    let main = dir.write("main.zone", "$TTL 60\n$INCLUDE sub/bad.zone\n");
-    let bad = dir.write("sub/bad.zone", "ok A 192.0.2.1\n\nbad A 1.2.3\n");
-    let err = parse_zone_file(&main, &origin()).unwrap_err().to_string();
-    assert_eq!(
-        err,
-        format!(
-            "{}:3: bad IPv4 address \"1.2.3\" in A record",
-            bad.display()
-        )
-    );
-
-    let missing = dir.write("missing.zone", "\n$INCLUDE nothere.zone\n");
-    let err = parse_zone_file(&missing, &origin())
-        .unwrap_err()
-        .to_string();
-    let prefix = format!(
-        "{}:2: cannot read included file \"{}\": ",
-        missing.display(),
-        dir.0.join("nothere.zone").display()
-    );
-    assert!(err.starts_with(&prefix), "{err}");
-
-    let noarg = dir.write("noarg.zone", "$INCLUDE\n");
-    let err = parse_zone_file(&noarg, &origin()).unwrap_err().to_string();
-    assert_eq!(
-        err,
-        format!("{}:1: missing file name after $INCLUDE", noarg.display())
-    );
-}
-
-#[test]
-fn include_depth_is_limited() {
-    let dir = TempDir::new("include-loop");
-    let looping = dir.write("loop.zone", "$TTL 1\na A 192.0.2.1\n$INCLUDE loop.zone\n");
-    let err = parse_zone_file(&looping, &origin())
-        .unwrap_err()
-        .to_string();
-    assert_eq!(
-        err,
-        format!(
-            "{}:3: $INCLUDE \"{}\" nested more than 16 deep",
-            looping.display(),
-            looping.display()
-        )
+    // Text in memory has no files: an `$INCLUDE` is an error naming the line.
+    let err = parse_zone_str("$INCLUDE x.zone\n", &origin(), Path::new(FILE)).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("zones/x.zone:1: cannot read included file"),
+        "{err}"
     );
 }
 

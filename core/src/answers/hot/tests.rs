@@ -10,7 +10,6 @@ use std::path::Path;
 use hickory_proto::rr::Name;
 
 use super::*;
-use crate::answers::follow::start;
 use crate::answers::plan::fill;
 use crate::answers::AnswerTable;
 use crate::cookies::CookieSecrets;
@@ -541,37 +540,4 @@ fn a_table_behind_the_store_never_answers() {
     fill(&table, &store.snapshot());
     let (full, hot) = both(&store, &table, &h, &q, Transport::Udp, peer);
     assert_eq!(hot, full);
-}
-
-#[tokio::test]
-async fn the_subscriber_follows_the_store() {
-    let store = store();
-    let table = std::sync::Arc::new(AnswerTable::default());
-    let _task = start(table.clone(), &store);
-    let wait_for = |version: u64| {
-        let table = table.clone();
-        async move {
-            for _ in 0..500 {
-                if table.version() == Some(version) {
-                    return;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-            panic!("hot table never reached version {version}");
-        }
-    };
-    wait_for(store.snapshot().version()).await;
-    let text = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 8 3600 600 86400 60\n@ NS ns1\n\
-                ns1 A 192.0.2.53\nnew A 192.0.2.201\n";
-    store.replace_zones(vec![zone("example.com.", text)], &[], NOW);
-    wait_for(store.snapshot().version()).await;
-    let h = handler(None);
-    let peer: IpAddr = "192.0.2.99".parse().unwrap();
-    // The new name answered from the table, the removed one NXDOMAIN.
-    for (name, rcode) in [("new.example.com.", 0), ("www.example.com.", 3)] {
-        let q = query(name, 1, [0, 0], None);
-        let (full, got) = both(&store, &table, &h, &q, Transport::Udp, peer);
-        assert_eq!(got, full, "{name}");
-        assert_eq!(got.map(|r| r[3] & 0x0f), Some(rcode), "{name}");
-    }
 }

@@ -11,7 +11,7 @@ use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use serde::Deserialize;
 
 use crate::zone::serial::is_newer;
-use crate::zone::ZoneDiff;
+use crate::zone::{Zone, ZoneDiff};
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -180,6 +180,35 @@ pub enum Ixfr {
     Unavailable,
     /// The condensed difference (SOAs first in each half).
     Diff(ZoneDiff),
+}
+
+/// Where the AXFR/IXFR planner finds a zone's history: the IXFR journal
+/// in the server, [`NoHistory`] where there is none.
+pub trait IxfrSource: Send + Sync {
+    /// IXFR from serial `from` for `zone` (its current version).
+    fn ixfr(&self, zone: &Zone, from: u32) -> Ixfr;
+}
+
+/// No history at all: a client at the current serial (or newer) gets the
+/// SOA, every other one AXFR.
+pub struct NoHistory;
+
+impl IxfrSource for NoHistory {
+    fn ixfr(&self, zone: &Zone, from: u32) -> Ixfr {
+        match zone.serial() {
+            Some(current) => without_history(current, from),
+            None => Ixfr::Unavailable,
+        }
+    }
+}
+
+/// The answer for a zone the history does not hold.
+pub fn without_history(current: u32, from: u32) -> Ixfr {
+    if from == current || is_newer(from, current) {
+        Ixfr::Current
+    } else {
+        Ixfr::Unavailable
+    }
 }
 
 /// Record identity for condensing: owner, type, data and TTL.

@@ -25,6 +25,7 @@ mod rdata;
 mod typed;
 mod values;
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,6 +35,29 @@ use fail::Fail;
 use lexer::{Entry, Lexer, Token};
 use rdata::parse_rdata;
 use values::*;
+
+use crate::zone::source::{SourceFile, SourceStamp};
+
+/// Where the parser reads files from: the main zone file and every
+/// `$INCLUDE`. The server reads the disk (`xdpdns::zone::disk`); text in
+/// memory has no files ([`parse_zone_str`]).
+pub trait SourceFiles {
+    /// The whole text of `path`, and the file's stamp taken just before
+    /// it was read (an edit while it is read leaves the stamp stale).
+    fn read(&mut self, path: &Path) -> io::Result<(String, SourceFile)>;
+}
+
+/// No file system: every `$INCLUDE` fails.
+struct NoFiles;
+
+impl SourceFiles for NoFiles {
+    fn read(&mut self, _: &Path) -> io::Result<(String, SourceFile)> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "zone text in memory has no files to include",
+        ))
+    }
+}
 
 /// A record with the place in the source it came from, so zone checks can
 /// name the file and line.
@@ -71,74 +95,63 @@ impl Fail {
     }
 }
 
-pub fn parse_zone_file(path: &Path, origin: &Name) -> Result<Vec<SourceRecord>, ZoneFileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ZoneFileError::Io {
-        file: path.to_path_buf(),
-        source,
-    })?;
-    parse_zone_str(&text, origin, path)
-}
-
-/// Parses zone-file text. `file` is used in error messages, in
-/// [`SourceRecord::file`], and as the base for relative `$INCLUDE` paths.
+/// Parses zone-file text in memory; `file` names it in error messages and
+/// in [`SourceRecord::file`]. An `$INCLUDE` is an error: there are no
+/// files to read ([`parse_zone_text`] takes them).
 pub fn parse_zone_str(
     text: &str,
     origin: &Name,
     file: &Path,
 ) -> Result<Vec<SourceRecord>, ZoneFileError> {
-    let mut origin = origin.clone();
-    origin.set_fqdn(true);
-    let mut scope = Scope {
-        origin,
-        owner: None,
-    };
-    let mut parser = Parser::default();
+    parse_zone_text(text, origin, file, &mut NoFiles)
+}
+
+/// Parses zone-file text, reading `$INCLUDE`d files from `files`; `file`
+/// is also the base for relative `$INCLUDE` paths.
+pub fn parse_zone_text(
+    text: &str,
+    origin: &Name,
+    file: &Path,
+    files: &mut dyn SourceFiles,
+) -> Result<Vec<SourceRecord>, ZoneFileError> {
+    let mut scope = Scope::at(origin);
+    let mut parser = Parser::new(files, None);
     parser.parse_text(text, &Arc::from(file), &mut scope, 0)?;
     Ok(parser.records)
 }
 
-/// Records handed to a [`parse_zone_file_in_batches`] sink at a time.
+/// Records handed to a [`parse_zone_source`] sink at a time.
 pub const BATCH: usize = 4096;
 
-/// [`parse_zone_file`] handing the records to `sink` in batches of
-/// [`BATCH`] as they are parsed (so another thread can build the zone
-/// meanwhile) instead of returning them. Returns the stamp of every file
-/// read, each taken just before it was read, the main file first.
-pub fn parse_zone_file_in_batches(
+/// Reads the zone file `path` from `files` and parses it, handing the
+/// records to `sink` in batches of [`BATCH`] as they are parsed (so
+/// another thread can build the zone meanwhile). Returns the stamp of
+/// every file read, each taken just before it was read, the main file
+/// first.
+pub fn parse_zone_source(
+    files: &mut dyn SourceFiles,
     path: &Path,
     origin: &Name,
     sink: &mut dyn FnMut(Vec<SourceRecord>),
-) -> Result<crate::zone::source::SourceStamp, ZoneFileError> {
-    let main = crate::zone::source::SourceFile::stat(path).map_err(|source| ZoneFileError::Io {
+) -> Result<SourceStamp, ZoneFileError> {
+    let (text, main) = files.read(path).map_err(|source| ZoneFileError::Io {
         file: path.to_path_buf(),
         source,
     })?;
-    let text = std::fs::read_to_string(path).map_err(|source| ZoneFileError::Io {
-        file: path.to_path_buf(),
-        source,
-    })?;
-    let mut origin = origin.clone();
-    origin.set_fqdn(true);
-    let mut scope = Scope {
-        origin,
-        owner: None,
-    };
-    let mut parser = Parser {
-        sink: Some(sink),
-        ..Parser::default()
-    };
+    let mut scope = Scope::at(origin);
+    let mut parser = Parser::new(files, Some(sink));
     parser.parse_text(&text, &Arc::from(path), &mut scope, 0)?;
     let rest = std::mem::take(&mut parser.records);
     if let Some(sink) = parser.sink {
         sink(rest);
     }
-    let mut files = vec![main];
+    let mut stamped = vec![main];
     for f in parser.opened {
-        if !files.iter().any(|seen| seen.path == f.path) {
-            files.push(f);
+        if !stamped.iter().any(|seen| seen.path == f.path) {
+            stamped.push(f);
         }
     }
-    Ok(crate::zone::source::SourceStamp { files })
+    Ok(SourceStamp { files: stamped })
 }
 
 /// How many `$INCLUDE`s may be nested; this also stops include cycles.
@@ -149,6 +162,17 @@ const MAX_INCLUDE_DEPTH: usize = 16;
 struct Scope {
     origin: Name,
     owner: Option<Name>,
+}
+
+impl Scope {
+    fn at(origin: &Name) -> Scope {
+        let mut origin = origin.clone();
+        origin.set_fqdn(true);
+        Scope {
+            origin,
+            owner: None,
+        }
+    }
 }
 
 /// Where a record's TTL comes from when it gives none. Shared across
@@ -175,18 +199,33 @@ impl TtlDefaults {
     }
 }
 
-#[derive(Default)]
 struct Parser<'s> {
     records: Vec<SourceRecord>,
     ttl: TtlDefaults,
+    /// Where `$INCLUDE`d files are read from.
+    files: &'s mut dyn SourceFiles,
     /// Where full batches go, when records are streamed.
     sink: Option<&'s mut dyn FnMut(Vec<SourceRecord>)>,
-    /// Every file read, as it was just before (the main file's stamp is
-    /// the caller's): what decides whether a zone's image is current.
-    opened: Vec<crate::zone::source::SourceFile>,
+    /// Every included file read, as it was just before (the main file's
+    /// stamp is the caller's): what decides whether a zone's image is
+    /// current.
+    opened: Vec<SourceFile>,
 }
 
-impl Parser<'_> {
+impl<'s> Parser<'s> {
+    fn new(
+        files: &'s mut dyn SourceFiles,
+        sink: Option<&'s mut dyn FnMut(Vec<SourceRecord>)>,
+    ) -> Parser<'s> {
+        Parser {
+            records: Vec::new(),
+            ttl: TtlDefaults::default(),
+            files,
+            sink,
+            opened: Vec::new(),
+        }
+    }
+
     fn push(&mut self, record: SourceRecord) {
         self.records.push(record);
         if let Some(sink) = self.sink.as_mut() {
@@ -332,17 +371,13 @@ impl Parser<'_> {
                 path.display()
             )));
         }
-        // Stamped before it is read: an edit while it is read makes the
-        // stamp stale, never current.
-        if let Ok(stamp) = crate::zone::source::SourceFile::stat(&path) {
-            self.opened.push(stamp);
-        }
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        let (text, stamp) = self.files.read(&path).map_err(|e| {
             fail(format!(
                 "cannot read included file \"{}\": {e}",
                 path.display()
             ))
         })?;
+        self.opened.push(stamp);
         let mut inner = Scope {
             origin: origin.unwrap_or_else(|| scope.origin.clone()),
             owner: scope.owner.clone(),

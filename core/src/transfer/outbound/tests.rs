@@ -5,7 +5,7 @@ use hickory_proto::rr::rdata::{A, SOA};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::*;
-use crate::transfer::JournalLimits;
+use crate::transfer::NoHistory;
 use crate::zone::ZoneStore;
 
 fn name(s: &str) -> Name {
@@ -98,7 +98,7 @@ fn request(qtype: RecordType, serial: Option<u32>) -> Request {
 #[test]
 fn plans_for_each_transport_and_serial() {
     let store = ZoneStore::with_zones(vec![big_zone()]);
-    let journal = IxfrJournal::in_memory(JournalLimits::default());
+    let journal = NoHistory;
     let snap = store.snapshot();
     let rcode = |p: Plan| match p {
         Plan::Reply(r) => Some((r.rcode, r.answers.len())),

@@ -188,7 +188,7 @@ impl Zone {
     }
 
     /// Takes the id an image recorded.
-    pub(crate) fn set_uid(&mut self, uid: u64) {
+    pub fn set_uid(&mut self, uid: u64) {
         self.uid = uid;
     }
 

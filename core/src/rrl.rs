@@ -123,32 +123,21 @@ impl Limiter {
         }
     }
 
-    /// Stops the clock at `ms` (0: runs again), as
-    /// `rrl::Settings::fixed_now_ms` does in the kernel: the differential
-    /// test passes time in.
+    /// Judges at `ms` whatever time is passed in (0: the time passed in
+    /// again), as `rrl::Settings::fixed_now_ms` does in the kernel: the
+    /// differential test holds both paths at one instant.
     pub fn fix_clock(&self, ms: u32) {
         self.fixed_ms.store(ms, Ordering::Relaxed);
     }
 
-    /// Milliseconds on a monotonic clock. The coarse clock (a few ms of
-    /// resolution) costs a quarter of the precise one, and the buckets
-    /// integrate whatever time passed between two stamps.
-    pub fn now_ms(&self) -> u32 {
-        let fixed = self.fixed_ms.load(Ordering::Relaxed);
-        if fixed != 0 {
-            return fixed;
-        }
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `t` is a valid timespec to write into.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
-        (t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000) as u32
-    }
-
-    /// The verdict on a UDP response of `class` to `peer` at `now_ms`.
+    /// The verdict on a UDP response of `class` to `peer` at `now_ms`
+    /// (a monotonic clock in milliseconds; the buckets integrate whatever
+    /// time passed between two stamps).
     pub fn judge(&self, peer: IpAddr, class: u8, valid_cookie: bool, now_ms: u32) -> Verdict {
+        let now_ms = match self.fixed_ms.load(Ordering::Relaxed) {
+            0 => now_ms,
+            fixed => fixed,
+        };
         if valid_cookie {
             self.counts.exempt.fetch_add(1, Ordering::Relaxed);
             return Verdict::Send;

@@ -71,6 +71,24 @@ pub struct ZoneStore {
     feed: broadcast::Sender<Arc<Commit>>,
 }
 
+/// Reads the store's current snapshot and nothing else: what the
+/// request router holds, while `serve` owns the [`ZoneStore`] and its
+/// commit path.
+#[derive(Clone)]
+pub struct ZoneReader(Arc<ArcSwap<Snapshot>>);
+
+impl ZoneReader {
+    /// The current snapshot, with one atomic load.
+    pub fn load(&self) -> Guard<Arc<Snapshot>> {
+        self.0.load()
+    }
+
+    /// The current snapshot as an owned handle.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.0.load_full()
+    }
+}
+
 impl Default for ZoneStore {
     fn default() -> Self {
         Self::new()
@@ -207,6 +225,12 @@ impl ZoneStore {
     /// The current snapshot as an owned handle.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.current.load_full()
+    }
+
+    /// A read-only handle on the current snapshot, for readers that must
+    /// not commit (the request router).
+    pub fn reader(&self) -> ZoneReader {
+        ZoneReader(self.current.clone())
     }
 
     /// Installs `zones` xdpdns owns (replacing any with the same origin)

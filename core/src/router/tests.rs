@@ -11,7 +11,7 @@ use hickory_proto::rr::{Name, RecordType};
 use super::*;
 use crate::transfer::tsig::{make_key, TSigner};
 use crate::transfer::{Acl, AclRule, Keyring};
-use crate::zone::load_zone_str;
+use crate::zone::{load_zone_str, ZoneStore};
 
 const NOW: u64 = 1_700_000_000;
 const SECRET: &str = "c2VjcmV0LWZvci10aGUtcm91dGVyLXRlc3Rz";
@@ -44,7 +44,10 @@ fn router() -> (Router, Recorded) {
         Path::new("t.zone"),
     )
     .unwrap();
-    let router = Router::new(ZoneStore::with_zones(vec![zone]), Handler::default());
+    let router = Router::new(
+        ZoneStore::with_zones(vec![zone]).reader(),
+        Handler::default(),
+    );
     let mut policy = TransferPolicy::loopback_only();
     policy.keyring = Keyring::new(vec![key(SECRET)]);
     policy.zone_acl.insert(

@@ -8,7 +8,7 @@ use hickory_proto::op::{Query, ResponseCode};
 use hickory_proto::rr::{LowerName, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
-use super::journal::{Ixfr, IxfrJournal};
+use super::ixfr_history::{Ixfr, IxfrSource};
 use crate::handler::Transport;
 use crate::wire::{Reply, Request};
 use crate::zone::{Snapshot, Zone, ZoneDiff};
@@ -30,7 +30,7 @@ pub enum Plan {
 /// Decides the answer to an AXFR or IXFR the ACL already allowed.
 pub fn plan(
     snapshot: &Snapshot,
-    journal: &IxfrJournal,
+    history: &dyn IxfrSource,
     req: &Request,
     transport: Transport,
 ) -> Plan {
@@ -63,7 +63,7 @@ pub fn plan(
             if transport == Transport::Udp {
                 return soa_reply();
             }
-            match journal.ixfr(zone, from) {
+            match history.ixfr(zone, from) {
                 Ixfr::Current => soa_reply(),
                 Ixfr::Unavailable => Plan::Axfr(zone.clone()),
                 Ixfr::Diff(d) => Plan::Ixfr(d),

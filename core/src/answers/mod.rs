@@ -1,0 +1,27 @@
+//! The answer table: what the compiler decides the kernel and the hot path
+//! may answer, and the bytes they answer with. One area for both users:
+//! the fallback's hot path reads the table in userspace, the XDP loader
+//! writes the same entries into the kernel (`xdpdns::xdp`).
+//!
+//! * `compile` — snapshot (or diffs) → entries, pure; `entry` the entry
+//!   and the encodings the compilers share;
+//! * `negative` — the one place that decides NXDOMAIN/NODATA without the
+//!   full handler, and the kernel entries that carry those decisions;
+//! * `compress` — name compression byte-identical to the full handler's;
+//! * `table` / `packed` — the compiled entries kept in userspace;
+//! * `plan` — how a burst of commits updates a table (`xdpdns::answers::
+//!   follow` keeps the userspace table current when no kernel table does);
+//! * `hot` — the fallback's answers from the table, without the full
+//!   handler.
+
+pub mod compile;
+pub mod compress;
+mod entry;
+pub mod hot;
+pub mod negative;
+pub mod packed;
+pub mod plan;
+pub mod table;
+
+pub use compile::{compile, compile_diffs, diff_tables, table_tag, Table, TableDelta};
+pub use table::AnswerTable;

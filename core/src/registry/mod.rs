@@ -1,0 +1,20 @@
+//! Service discovery, the pure half: instances and their leases (`model`,
+//! `state`, `census`, `deadlines`), health hysteresis (`health`), and the
+//! naming rules and generated records (`naming`, `table`). The journal,
+//! etcd and the tokio service that ties them to the zone store are in the
+//! `xdpdns` crate.
+
+pub mod census;
+pub mod deadlines;
+pub mod error;
+pub mod health;
+pub mod model;
+pub mod naming;
+pub mod state;
+pub mod table;
+
+pub use error::RegistryError;
+pub use health::HealthPolicy;
+pub use model::{InstanceSpec, Status};
+pub use naming::Naming;
+pub use state::{Entry, Instance, Registry};
