@@ -35,6 +35,19 @@ pub mod rtype {
     pub const RRSIG: u16 = 46;
 }
 
+/// Query types answered negatively without the full handler (in the
+/// kernel and the fallback's hot path alike): data types, without those
+/// the full handler treats apart (OPT and the meta-types, DS at a parent,
+/// RRSIG, ANY).
+pub const fn plain_type(qtype: u16) -> bool {
+    match qtype {
+        rtype::OPT | rtype::DS | rtype::RRSIG => false,
+        1..=127 => true,
+        256..=0xFEFF => true,
+        _ => false,
+    }
+}
+
 /// Longest name (wire bytes, root label included) kept in the tiny-key
 /// table, the common case of service names. Three key sizes keep the
 /// hash, the key zeroing and the kernel's per-element memory low.
@@ -72,8 +85,11 @@ pub mod qtype_slot {
     /// At a zone's apex: the zone's SOA as the authority section of its
     /// negative answers ([`negative::Template`](super::negative::Template)).
     pub const SOA: u8 = 5;
-    /// Every slot.
+    /// Every slot a key holds.
     pub const ALL: [u8; 6] = [A, AAAA, A_SIGNED, AAAA_SIGNED, EXIST, SOA];
+    /// A query of another [`plain_type`](super::plain_type): no key holds
+    /// it; the kernel answers it negatively from the EXIST entries.
+    pub const OTHER: u8 = 6;
 }
 
 /// The last byte of a key: zero for a plain entry — a wire name ends with
@@ -86,8 +102,11 @@ pub const fn key_tail(qtype: u8) -> u8 {
 
 /// Negative answers in the kernel: the entries that describe them.
 pub mod negative {
-    /// The data of an [`EXIST`](super::qtype_slot::EXIST) entry (its
-    /// whole inline "section"; never sent).
+    /// The head of an [`EXIST`](super::qtype_slot::EXIST) entry's data
+    /// (its whole inline "section"; never sent): the zone's apex length,
+    /// the flags, and how many record types follow (little-endian `u16`s
+    /// from byte [`EXIST_HEAD`]): every type the name has an RRset of,
+    /// other than A and AAAA, when [`exist_flags::NODATA_OTHER`] is set.
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub struct Exist {
@@ -98,8 +117,11 @@ pub mod negative {
         pub flags: u8,
     }
 
-    /// Bytes of an EXIST entry's data.
-    pub const EXIST_LEN: usize = 8;
+    /// Bytes of an EXIST entry's head; its section is this plus two per
+    /// listed type.
+    pub const EXIST_HEAD: usize = 4;
+    /// Types an EXIST entry lists at most (its data is inline).
+    pub const EXIST_TYPES_MAX: usize = (super::INLINE_MAX - EXIST_HEAD) / 2;
 
     pub mod exist_flags {
         /// An A (or AAAA) query for this name gets NODATA.
@@ -111,6 +133,9 @@ pub mod negative {
         /// This name is its zone's apex: the label of the query just
         /// above it is checked against [`Template::risky`](super::Template).
         pub const APEX: u8 = 8;
+        /// A query of any other plain type gets NODATA here unless the
+        /// entry lists that type.
+        pub const NODATA_OTHER: u8 = 16;
     }
 
     /// The head of a [`SOA`](super::qtype_slot::SOA) entry's section,
@@ -530,7 +555,9 @@ pub mod counter {
     /// AAAA queries.
     pub const ANSWERED_NXDOMAIN: u32 = RRL_EXEMPT + 1;
     pub const ANSWERED_NODATA: u32 = RRL_EXEMPT + 3;
-    pub const COUNT: u32 = ANSWERED_NODATA + 2;
+    /// The same, to queries of every other type: NXDOMAIN, then NODATA.
+    pub const ANSWERED_NEGATIVE_OTHER: u32 = ANSWERED_NODATA + 2;
+    pub const COUNT: u32 = ANSWERED_NEGATIVE_OTHER + 2;
 }
 
 /// Why a packet was handed to the fallback server instead of being answered

@@ -54,7 +54,10 @@ pub fn handle(ctx: &XdpContext) -> u32 {
                 0 => counter::ANSWERED_NODATA,
                 _ => counter::ANSWERED_NXDOMAIN,
             };
-            count(base + (qtype & 1) as u32);
+            count(match qtype {
+                qtype_slot::OTHER => counter::ANSWERED_NEGATIVE_OTHER + (rcode == 0) as u32,
+                _ => base + (qtype & 1) as u32,
+            });
             if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
                 unsafe { *c += 1 };
             }
@@ -95,6 +98,10 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     pass_code(xdpdns_parse(ctx.ctx, s, cfg))?;
     let sc = unsafe { &*s };
     let q = &sc.qn;
+    // No key holds another type's answer: only a negative one, if any.
+    if q.qtype == qtype_slot::OTHER {
+        return Err(PassReason::Miss);
+    }
     let answer = if q.name_len as usize <= TINY_NAME_MAX {
         unsafe { TINY_NAMES.get(&sc.tiny) }
     } else if q.name_len as usize <= SHORT_NAME_MAX {

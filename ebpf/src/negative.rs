@@ -11,7 +11,7 @@
 use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::helpers::bpf_xdp_load_bytes;
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::negative::{exist_flags, NO_FIXUP, TEMPLATE_LEN};
+use xdpdns_common::negative::{exist_flags, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN};
 use xdpdns_common::{
     answer_flags, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, LONG_NAME_BUF,
     MAX_NAME_WIRE_LEN, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
@@ -52,14 +52,16 @@ struct ExistFound {
     zone_len: u32,
     flags: u8,
     signed: bool,
+    /// The entry lists the type asked about (it has an RRset of it).
+    listed: bool,
 }
 
 /// Looks up the EXIST entry of the name of `len` bytes in its key buffer:
-/// 0 when there is none, else `1 << 31 | signed << 16 | flags << 8 |
-/// zone_len`.
+/// 0 when there is none, else `1 << 31 | listed << 17 | signed << 16 |
+/// flags << 8 | zone_len`, where `listed` says the entry lists `qtype`.
 #[inline(never)]
 #[no_mangle]
-pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, generation: u32) -> u32 {
+pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, generation: u32, qtype: u32) -> u32 {
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 0;
     };
@@ -67,18 +69,27 @@ pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, generation: u32) -> u3
         None => 0,
         Some(e) => {
             let signed = (e.flags() & answer_flags::SIGNED != 0) as u32;
-            1 << 31 | signed << 16 | (e.data[1] as u32) << 8 | e.data[0] as u32
+            let count = e.data[2] as usize;
+            let mut listed = 0u32;
+            for i in 0..EXIST_TYPES_MAX {
+                let at = EXIST_HEAD + 2 * i;
+                if i < count && u16::from_le_bytes([e.data[at], e.data[at + 1]]) as u32 == qtype {
+                    listed = 1;
+                }
+            }
+            1 << 31 | listed << 17 | signed << 16 | (e.data[1] as u32) << 8 | e.data[0] as u32
         }
     }
 }
 
 #[inline(always)]
-fn exist(s: &mut Scratch, len: u32, generation: u8) -> Option<ExistFound> {
-    let v = xdpdns_exist(s, len, generation as u32);
+fn exist(s: &mut Scratch, len: u32, generation: u8, qtype: u16) -> Option<ExistFound> {
+    let v = xdpdns_exist(s, len, generation as u32, qtype as u32);
     (v != 0).then_some(ExistFound {
         zone_len: v & 0xff,
         flags: (v >> 8) as u8,
         signed: v & 1 << 16 != 0,
+        listed: v & 1 << 17 != 0,
     })
 }
 
@@ -96,12 +107,13 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
     let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
     let nodata_bit = match qn.qtype {
         qtype_slot::A => exist_flags::NODATA_A,
-        _ => exist_flags::NODATA_AAAA,
+        qtype_slot::AAAA => exist_flags::NODATA_AAAA,
+        _ => exist_flags::NODATA_OTHER,
     };
-    let (rcode, e, risky_at) = match exist(s, n, generation) {
+    let (rcode, e, risky_at) = match exist(s, n, generation, qn.qtype_wire) {
         // The name exists, and this type is missing there.
         Some(e) => {
-            if e.flags & nodata_bit == 0 {
+            if e.flags & nodata_bit == 0 || e.listed {
                 return Err(PassReason::Miss);
             }
             (0, e, 0)
@@ -181,7 +193,7 @@ fn closest_encloser(
         }
         let parent_len = n - skip;
         copy_suffix(ctx, s, qstart + skip, parent_len)?;
-        if let Some(e) = exist(s, parent_len, generation) {
+        if let Some(e) = exist(s, parent_len, generation, 0) {
             return Ok((e, label));
         }
     }

@@ -29,7 +29,11 @@ pub struct Question {
     pub header: [u8; DNS_HEADER_LEN],
     /// Wire length of the query name, root label included.
     pub name_len: u32,
+    /// The query type's slot ([`qtype_slot`](xdpdns_common::qtype_slot):
+    /// A, AAAA, or OTHER for every other plain type).
     pub qtype: u8,
+    /// The query type as sent.
+    pub qtype_wire: u16,
     /// The query's OPT record, if it had one.
     pub edns: Edns,
     /// Ones'-complement sum of the question section (name, type, class)

@@ -4,7 +4,7 @@
 
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{OPT_LEN, OPT_RDATA_MAX,
-    key_lead, qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
+    key_lead, plain_type, qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
     SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
@@ -82,9 +82,11 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
     if u16::from_be_bytes([tc[2], tc[3]]) != 1 {
         return Err(PassReason::QueryType);
     }
-    let qtype = match u16::from_be_bytes([tc[0], tc[1]]) {
+    let qtype_wire = u16::from_be_bytes([tc[0], tc[1]]);
+    let qtype = match qtype_wire {
         rtype::A => qtype_slot::A,
         rtype::AAAA => qtype_slot::AAAA,
+        t if plain_type(t) => qtype_slot::OTHER,
         _ => return Err(PassReason::QueryType),
     };
 
@@ -98,6 +100,7 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
         header,
         name_len,
         qtype,
+        qtype_wire,
         edns,
         sum,
     })

@@ -198,11 +198,15 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     }
     if let Some(k) = kernel {
         let c = &k.counters;
-        for (i, qtype) in ["A", "AAAA"].into_iter().enumerate() {
-            let answered = [c.answered_a, c.answered_aaaa][i] + c.nodata[i];
-            queries
-                .get_or_create(&series("kernel", "udp", qtype, rcode_name(0)))
-                .inc_by(answered);
+        // The kernel counts negatives to types other than A and AAAA
+        // together, as `other`.
+        for (i, qtype) in ["A", "AAAA", "other"].into_iter().enumerate() {
+            let answered = [c.answered_a, c.answered_aaaa, 0][i] + c.nodata[i];
+            if answered > 0 || i < 2 {
+                queries
+                    .get_or_create(&series("kernel", "udp", qtype, rcode_name(0)))
+                    .inc_by(answered);
+            }
             if c.nxdomain[i] > 0 {
                 queries
                     .get_or_create(&series("kernel", "udp", qtype, rcode_name(3)))

@@ -20,8 +20,9 @@ pub struct Counters {
     /// Rate limiting: limited, slipped, dropped, exempt by cookie.
     pub rrl: [u64; 4],
     /// Negative answers to A and AAAA queries: NXDOMAIN, NODATA.
-    pub nxdomain: [u64; 2],
-    pub nodata: [u64; 2],
+    /// Negative answers to A, AAAA and every other type.
+    pub nxdomain: [u64; 3],
+    pub nodata: [u64; 3],
 }
 
 impl Counters {
@@ -110,6 +111,8 @@ impl FastPath {
             c.nxdomain[i] = sum(counter::ANSWERED_NXDOMAIN + i as u32)?;
             c.nodata[i] = sum(counter::ANSWERED_NODATA + i as u32)?;
         }
+        c.nxdomain[2] = sum(counter::ANSWERED_NEGATIVE_OTHER)?;
+        c.nodata[2] = sum(counter::ANSWERED_NEGATIVE_OTHER + 1)?;
         Ok(c)
     }
 }
@@ -122,7 +125,7 @@ mod tests {
     fn the_counters_line_names_every_pass_reason_and_sums_negatives() {
         let mut c = Counters {
             answered_a: 5,
-            nxdomain: [1, 2],
+            nxdomain: [1, 2, 0],
             rrl: [4, 3, 2, 1],
             ..Counters::default()
         };

@@ -11,7 +11,9 @@
 use std::sync::Arc;
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
-use xdpdns_common::negative::{exist_flags, Exist, Template, EXIST_LEN, NO_FIXUP, TEMPLATE_LEN};
+use xdpdns_common::negative::{
+    exist_flags, Exist, Template, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN,
+};
 use xdpdns_common::{Answer, DNS_HEADER_LEN, INLINE_MAX, SMALL_BLOCK_MAX};
 
 use super::{write_soa, WireName};
@@ -43,7 +45,31 @@ pub(in crate::answers) fn exist_entry(
     if at_apex {
         flags |= exist_flags::APEX;
     }
-    Some(bare_exist(apex_len as u8, flags, answer_flags, zone_id))
+    let types = match flags & exist_flags::NODATA_OTHER {
+        0 => Vec::new(),
+        _ => other_types(node),
+    };
+    Some(exist_with_types(
+        apex_len as u8,
+        flags,
+        &types,
+        answer_flags,
+        zone_id,
+    ))
+}
+
+/// Every type `node` has an RRset of, other than A and AAAA (which the
+/// flags speak for), once each, in order.
+fn other_types(node: &Node) -> Vec<u16> {
+    let mut types: Vec<u16> = node
+        .rrsets()
+        .iter()
+        .map(|set| u16::from(set.rtype))
+        .filter(|&t| t != u16::from(RecordType::A) && t != u16::from(RecordType::AAAA))
+        .collect();
+    types.sort_unstable();
+    types.dedup();
+    types
 }
 
 /// The wire length of the zone's apex name.
@@ -97,6 +123,10 @@ fn negative_flags(zone: &Zone, facts: &ZoneFacts, key: &LowerName, wire: &[u8], 
         if node.rrset(RecordType::AAAA).is_none() {
             flags |= exist_flags::NODATA_AAAA;
         }
+        // Every other plain type not listed: the list fits the entry.
+        if other_types(node).len() <= EXIST_TYPES_MAX {
+            flags |= exist_flags::NODATA_OTHER;
+        }
     }
     // Below this name: no DNAME redirects it, and no wildcard child
     // answers for a missing name.
@@ -121,10 +151,29 @@ pub(in crate::answers) fn bare_exist(
     answer_flags: u16,
     zone_id: u32,
 ) -> Compiled {
+    exist_with_types(zone_len, flags, &[], answer_flags, zone_id)
+}
+
+/// An EXIST entry with `flags` listing `types` (at most
+/// [`EXIST_TYPES_MAX`]: the types NODATA_OTHER does not cover).
+fn exist_with_types(
+    zone_len: u8,
+    flags: u8,
+    types: &[u16],
+    answer_flags: u16,
+    zone_id: u32,
+) -> Compiled {
+    debug_assert!(types.len() <= EXIST_TYPES_MAX);
     let exist = Exist { zone_len, flags };
-    let mut head = Answer::new(EXIST_LEN as u16, 0, answer_flags);
+    let len = EXIST_HEAD + 2 * types.len();
+    let mut head = Answer::new(len as u16, 0, answer_flags);
     head.data[0] = exist.zone_len;
     head.data[1] = exist.flags;
+    head.data[2] = types.len() as u8;
+    for (i, t) in types.iter().enumerate() {
+        let at = EXIST_HEAD + 2 * i;
+        head.data[at..at + 2].copy_from_slice(&t.to_le_bytes());
+    }
     head.set_zone(zone_id);
     Compiled { head, block: None }
 }
@@ -297,6 +346,23 @@ mod tests {
             return 0;
         }
         let mut flags = 0;
+        // NODATA_OTHER: NODATA for every plain type the name lacks (the
+        // entry lists the rest), probed with types it lacks.
+        let node = zone.node(key).unwrap();
+        let lacks: Vec<RecordType> = [RecordType::HTTPS, RecordType::TXT, RecordType::MX]
+            .into_iter()
+            .filter(|t| node.rrset(*t).is_none())
+            .collect();
+        if !lacks.is_empty()
+            && lacks.iter().all(|t| {
+                matches!(
+                    decide(snap, &wire, (*t).into(), false),
+                    Some((_, Negative::NoData))
+                )
+            })
+        {
+            flags |= exist_flags::NODATA_OTHER;
+        }
         for (qtype, bit) in [
             (RecordType::A, exist_flags::NODATA_A),
             (RecordType::AAAA, exist_flags::NODATA_AAAA),
@@ -345,16 +411,19 @@ mod tests {
         use exist_flags::*;
         let f = |n| exist(&s, n).unwrap().flags;
         assert_eq!(exist(&s, "www.example.com.").unwrap().zone_len, 13);
-        assert_eq!(f("www.example.com."), NODATA_AAAA | ENCLOSER);
-        assert_eq!(f("example.com."), NODATA_A | NODATA_AAAA | ENCLOSER | APEX);
+        assert_eq!(f("www.example.com."), NODATA_AAAA | NODATA_OTHER | ENCLOSER);
+        assert_eq!(
+            f("example.com."),
+            NODATA_A | NODATA_AAAA | NODATA_OTHER | ENCLOSER | APEX
+        );
         assert_eq!(
             f("ent.example.com."),
-            NODATA_A | NODATA_AAAA | ENCLOSER,
+            NODATA_A | NODATA_AAAA | NODATA_OTHER | ENCLOSER,
             "empty non-terminal"
         );
         assert_eq!(
             f("wild.example.com."),
-            NODATA_A | NODATA_AAAA,
+            NODATA_A | NODATA_AAAA | NODATA_OTHER,
             "a wildcard below"
         );
         assert_eq!(f("sub.example.com."), 0, "a cut");
@@ -362,6 +431,42 @@ mod tests {
         // ns1 is MNAME's label: a query name ending in it is compressed
         // against MNAME, which the template does not hold.
         assert_eq!(f("ns1.example.com."), 0);
+    }
+
+    /// An EXIST entry lists the name's other types, which NODATA_OTHER
+    /// leaves to the rest of the table; a name with more types than an
+    /// entry can list gets no NODATA_OTHER.
+    #[test]
+    fn other_types_are_listed_and_bounded() {
+        let types = |text: &str, name: &str| {
+            let s = store(text).snapshot();
+            let zone = s.zones().next().unwrap().clone();
+            let key = LowerName::new(&Name::from_str(name).unwrap());
+            let c = exist_entry(
+                &zone,
+                &ZoneFacts::of(&zone),
+                &key,
+                &lower_wire(&key),
+                zone.node(&key).unwrap(),
+                0,
+                1,
+            )
+            .unwrap();
+            let n = c.head.data[2] as usize;
+            assert_eq!(c.head.section_len() as usize, EXIST_HEAD + 2 * n);
+            let listed: Vec<u16> = (0..n)
+                .map(|i| u16::from_le_bytes([c.head.data[4 + 2 * i], c.head.data[5 + 2 * i]]))
+                .collect();
+            (c.head.data[1] & exist_flags::NODATA_OTHER != 0, listed)
+        };
+        // The apex: SOA (6) and NS (2); A and AAAA are the flags' business.
+        assert_eq!(types(ZONE, "example.com."), (true, vec![2, 6]));
+        assert_eq!(types(ZONE, "www.example.com."), (true, vec![]));
+        let mut many = ZONE.to_string();
+        for t in 1000..=1000 + EXIST_TYPES_MAX as u16 {
+            many.push_str(&format!("www TYPE{t} \\# 1 00\n"));
+        }
+        assert_eq!(types(&many, "www.example.com."), (false, vec![]));
     }
 
     /// RNAME compressed against MNAME, both outside the zone: a pointer

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
-use xdpdns_common::rtype;
+use xdpdns_common::{plain_type, rtype};
 
 pub use super::compress::{Compressor, WireName};
 use crate::zone::{Snapshot, Zone};
@@ -34,17 +34,6 @@ impl Negative {
             Negative::NxDomain => 3,
             Negative::NoData => 0,
         }
-    }
-}
-
-/// Query types answered here: data types, without those the full handler
-/// treats apart (OPT and the meta-types, DS at a parent, RRSIG, ANY).
-fn plain_type(qtype: u16) -> bool {
-    match qtype {
-        rtype::OPT | rtype::DS | rtype::RRSIG => false,
-        1..=127 => true,
-        256..=0xFEFF => true,
-        _ => false,
     }
 }
 
