@@ -46,8 +46,8 @@ pub(in crate::answers) fn exist_entry(
         flags |= exist_flags::APEX;
     }
     let types = match flags & exist_flags::NODATA_OTHER {
-        0 => Vec::new(),
-        _ => other_types(node),
+        0 => OtherTypes::default(),
+        _ => other_types(node).unwrap_or_default(),
     };
     Some(exist_with_types(
         apex_len as u8,
@@ -58,18 +58,42 @@ pub(in crate::answers) fn exist_entry(
     ))
 }
 
-/// Every type `node` has an RRset of, other than A and AAAA (which the
-/// flags speak for), once each, in order.
-fn other_types(node: &Node) -> Vec<u16> {
-    let mut types: Vec<u16> = node
-        .rrsets()
-        .iter()
-        .map(|set| u16::from(set.rtype))
-        .filter(|&t| t != u16::from(RecordType::A) && t != u16::from(RecordType::AAAA))
-        .collect();
-    types.sort_unstable();
-    types.dedup();
-    types
+/// The types `node` has an RRset of, other than A and AAAA (which the
+/// flags speak for), once each, in order; `None` when there are more
+/// than an EXIST entry lists. No allocation: the compiler asks for every
+/// name.
+fn other_types(node: &Node) -> Option<OtherTypes> {
+    let mut out = OtherTypes::default();
+    for set in node.rrsets() {
+        let t = u16::from(set.rtype);
+        if t == u16::from(RecordType::A) || t == u16::from(RecordType::AAAA) {
+            continue;
+        }
+        // RRSIG sets are one per covered type; the type is listed once.
+        if out.types[..out.len].contains(&t) {
+            continue;
+        }
+        if out.len == EXIST_TYPES_MAX {
+            return None;
+        }
+        out.types[out.len] = t;
+        out.len += 1;
+    }
+    out.types[..out.len].sort_unstable();
+    Some(out)
+}
+
+#[derive(Default)]
+struct OtherTypes {
+    types: [u16; EXIST_TYPES_MAX],
+    len: usize,
+}
+
+impl std::ops::Deref for OtherTypes {
+    type Target = [u16];
+    fn deref(&self) -> &[u16] {
+        &self.types[..self.len]
+    }
 }
 
 /// The wire length of the zone's apex name.
@@ -124,7 +148,7 @@ fn negative_flags(zone: &Zone, facts: &ZoneFacts, key: &LowerName, wire: &[u8], 
             flags |= exist_flags::NODATA_AAAA;
         }
         // Every other plain type not listed: the list fits the entry.
-        if other_types(node).len() <= EXIST_TYPES_MAX {
+        if other_types(node).is_some() {
             flags |= exist_flags::NODATA_OTHER;
         }
     }
