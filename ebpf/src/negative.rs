@@ -69,11 +69,19 @@ pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, generation: u32, qtype
         None => 0,
         Some(e) => {
             let signed = (e.flags() & answer_flags::SIGNED != 0) as u32;
-            let count = e.data[2] as usize;
+            // Only a NODATA question reads the list (qtype 0: an
+            // encloser's lookup, or A/AAAA, which the flags speak for).
+            let count = match qtype {
+                0 => 0,
+                _ => e.data[2] as usize,
+            };
             let mut listed = 0u32;
             for i in 0..EXIST_TYPES_MAX {
+                if i >= count {
+                    break;
+                }
                 let at = EXIST_HEAD + 2 * i;
-                if i < count && u16::from_le_bytes([e.data[at], e.data[at + 1]]) as u32 == qtype {
+                if u16::from_le_bytes([e.data[at], e.data[at + 1]]) as u32 == qtype {
                     listed = 1;
                 }
             }
@@ -110,7 +118,12 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
         qtype_slot::AAAA => exist_flags::NODATA_AAAA,
         _ => exist_flags::NODATA_OTHER,
     };
-    let (rcode, e, risky_at) = match exist(s, n, generation, qn.qtype_wire) {
+    // The type list matters only for other types.
+    let listed_type = match qn.qtype {
+        qtype_slot::OTHER => qn.qtype_wire,
+        _ => 0,
+    };
+    let (rcode, e, risky_at) = match exist(s, n, generation, listed_type) {
         // The name exists, and this type is missing there.
         Some(e) => {
             if e.flags & nodata_bit == 0 || e.listed {
