@@ -7,7 +7,6 @@
 //!   and the encodings the compilers share;
 //! * `negative` — the one place that decides NXDOMAIN/NODATA without the
 //!   full handler, and the kernel entries that carry those decisions;
-//! * `compress` — name compression byte-identical to the full handler's;
 //! * `table` / `packed` — the compiled entries kept in userspace;
 //! * `plan` — how a burst of commits updates a table (`xdpdns::answers::
 //!   follow` keeps the userspace table current when no kernel table does);
@@ -15,7 +14,6 @@
 //!   handler.
 
 pub mod compile;
-pub mod compress;
 mod entry;
 pub mod hot;
 pub mod negative;

@@ -2,14 +2,18 @@
 //! [`Request`] and a [`Reply`] back into bytes. Built on hickory-proto; no
 //! server logic here (that is `handler`), no I/O.
 
-use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
-use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption, NSIDPayload};
+use hickory_proto::op::{Message, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::Record;
-use hickory_proto::serialize::binary::BinEncodable;
-use xdpdns_common::edns_option::COOKIE as COOKIE_OPTION;
+use xdpdns_common::edns_option::{COOKIE as COOKIE_OPTION, NSID as NSID_OPTION};
 use xdpdns_common::{CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN};
 
 use crate::cookies::CookieSecrets;
+
+pub mod compress;
+pub mod encode;
+
+use encode::{Header, Section, Writer};
 
 /// A query the server will answer.
 #[derive(Clone, Debug)]
@@ -233,9 +237,6 @@ pub fn udp_reply_limit(req: &Request, server: &ServerEdns) -> usize {
     }
 }
 
-/// TC in the third header byte.
-const TC_BIT: u8 = 0x02;
-
 /// The least a resource record takes on the wire.
 const MIN_RECORD_LEN: usize = 11;
 
@@ -250,82 +251,96 @@ pub fn max_records(limit: usize) -> usize {
 /// answer that no DNS message can hold (Knot sends SERVFAIL). A partial
 /// RRset is never sent.
 pub fn encode_reply(req: &Request, reply: &Reply, limit: usize, server: &ServerEdns) -> Vec<u8> {
-    let mut msg = Message::new(req.id, MessageType::Response, req.op_code);
-    let meta = &mut msg.metadata;
-    meta.authoritative = reply.authoritative;
-    meta.recursion_desired = req.recursion_desired;
-    meta.checking_disabled = req.checking_disabled;
-    meta.response_code = reply.rcode;
-    msg.queries.push(req.query.clone());
-    msg.edns = req
-        .edns
-        .map(|client| reply_edns(client, server, req.reply_cookie));
     // Every record takes at least 11 bytes (a one-byte owner, type, class,
     // TTL, RDLENGTH): a reply that cannot fit is truncated without
-    // copying and encoding it (a service with thousands of members).
+    // encoding it (a service with thousands of members).
     let records = reply.answers.len() + reply.authority.len() + reply.additional.len();
     let fits = !reply.oversized && records <= max_records(limit);
+    let mut rcode = reply.rcode;
     if fits {
-        msg.answers.clone_from(&reply.answers);
-        msg.authorities.clone_from(&reply.authority);
-        msg.additionals.clone_from(&reply.additional);
-    }
-    match msg.to_bytes() {
-        // The encoder cuts at 65,535 bytes by itself, setting TC: that
-        // partial reply (without its OPT) is not sent either.
-        Ok(bytes) if fits && bytes.len() <= limit && bytes[2] & TC_BIT == 0 => return bytes,
-        Ok(_) => {}
-        // Only an unencodable record gets here (e.g. an oversized name
-        // from a wildcard expansion): the client is told we failed.
-        Err(_) => {
-            msg.metadata.response_code = ResponseCode::ServFail;
-            msg.metadata.authoritative = false;
+        match encode(req, reply, rcode, true, false, server) {
+            Ok(bytes) if bytes.len() <= limit => return bytes,
+            Ok(_) => {}
+            // Only an unencodable record gets here (e.g. a name from a
+            // wildcard expansion over 255 bytes): the client is told we
+            // failed.
+            Err(_) => rcode = ResponseCode::ServFail,
         }
     }
     // An authoritative answer's additional records are optional (RFC 2181
     // §9): without them it may fit, as NSD sends it. A referral's glue is
     // not (RFC 9471), so a referral that does not fit is truncated.
     let optional = !reply.referral && !reply.additional.is_empty() && !reply.oversized;
-    if optional && msg.metadata.response_code != ResponseCode::ServFail {
+    if optional && rcode != ResponseCode::ServFail {
         let records = reply.answers.len() + reply.authority.len();
         if records <= max_records(limit) {
-            msg.answers.clone_from(&reply.answers);
-            msg.authorities.clone_from(&reply.authority);
-            msg.additionals.clear();
-            if let Ok(bytes) = msg.to_bytes() {
-                if bytes.len() <= limit && bytes[2] & TC_BIT == 0 {
+            if let Ok(bytes) = encode(req, reply, rcode, false, false, server) {
+                if bytes.len() <= limit {
                     return bytes;
                 }
             }
         }
     }
-    msg.metadata.truncation = msg.metadata.response_code != ResponseCode::ServFail;
-    msg.answers.clear();
-    msg.authorities.clear();
-    msg.additionals.clear();
-    msg.to_bytes()
+    // Over the limit (over TCP: no DNS message can hold it, which is what
+    // NSD answers too; Knot sends SERVFAIL): the question and OPT, with TC.
+    let failed = rcode != reply.rcode;
+    let header_only = Reply {
+        authoritative: reply.authoritative && !failed,
+        ..Reply::error(rcode)
+    };
+    encode(req, &header_only, rcode, false, !failed, server)
         .expect("a header, one question and an OPT always encode")
 }
 
-/// The reply's OPT record. Options go in a fixed order, NSID then COOKIE,
-/// which the XDP program writes the same way.
-fn reply_edns(client: ClientEdns, server: &ServerEdns, cookie: Option<[u8; 24]>) -> Edns {
-    let mut edns = Edns::new();
-    edns.set_max_payload(server.udp_payload.max(CLASSIC_UDP_PAYLOAD));
-    edns.set_version(0);
-    edns.set_dnssec_ok(client.dnssec_ok);
-    if client.nsid_requested && client.version == 0 {
-        if let Some(id) = &server.nsid {
-            if let Ok(payload) = NSIDPayload::new(id.clone()) {
-                edns.options_mut().insert(EdnsOption::NSID(payload));
-            }
+/// `reply` to `req` as bytes: its sections (the additional records only
+/// when `additional`), then the OPT record when the query had one.
+fn encode(
+    req: &Request,
+    reply: &Reply,
+    rcode: ResponseCode,
+    additional: bool,
+    truncated: bool,
+    server: &ServerEdns,
+) -> Result<Vec<u8>, encode::EncodeError> {
+    let rcode = u16::from(rcode);
+    let header = Header {
+        id: req.id,
+        op_code: u8::from(req.op_code),
+        authoritative: reply.authoritative,
+        truncated,
+        recursion_desired: req.recursion_desired,
+        checking_disabled: req.checking_disabled,
+        rcode,
+    };
+    let q = &req.query;
+    let mut w = Writer::new(
+        header,
+        q.name(),
+        u16::from(q.query_type()),
+        u16::from(q.query_class()),
+        512,
+    );
+    w.records(Section::Answer, &reply.answers)?;
+    w.records(Section::Authority, &reply.authority)?;
+    if additional {
+        w.records(Section::Additional, &reply.additional)?;
+    }
+    if let Some(client) = req.edns {
+        let nsid = server
+            .nsid
+            .as_deref()
+            .filter(|_| client.nsid_requested && client.version == 0);
+        let mut options: Vec<(u16, &[u8])> = Vec::with_capacity(2);
+        if let Some(id) = nsid {
+            options.push((NSID_OPTION, id));
         }
+        if let Some(cookie) = &req.reply_cookie {
+            options.push((COOKIE_OPTION, cookie));
+        }
+        let payload = server.udp_payload.max(CLASSIC_UDP_PAYLOAD);
+        w.opt(payload, rcode, client.dnssec_ok, &options);
     }
-    if let Some(cookie) = cookie {
-        edns.options_mut()
-            .insert(EdnsOption::Unknown(COOKIE_OPTION, cookie.to_vec()));
-    }
-    edns
+    Ok(w.finish())
 }
 
 /// Frames a message for TCP (RFC 1035 §4.2.2: two-byte length prefix).
@@ -339,6 +354,8 @@ pub fn tcp_frame(message: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hickory_proto::op::{Edns, MessageType};
+    use hickory_proto::rr::rdata::opt::NSIDPayload;
     use hickory_proto::rr::{Name, RecordType};
     use std::str::FromStr;
 

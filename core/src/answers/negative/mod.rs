@@ -16,7 +16,7 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 use xdpdns_common::{plain_type, rtype};
 
-pub use super::compress::{Compressor, WireName};
+pub use crate::wire::compress::{Compressor, WireName};
 use crate::zone::{Snapshot, Zone};
 
 pub mod entries;
