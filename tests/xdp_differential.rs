@@ -413,10 +413,12 @@ fn negative_corpus_passes_unchanged() {
             query(&www, RecordType::ANY, None, 1),
             Quirks::default(),
         ),
+        // A type a CNAME's target lacks: NODATA after the chain, with
+        // an SOA that moves with every serial.
         (
-            "type TXT",
+            "type TXT at a CNAME",
             query(
-                &Name::from_ascii("txt.example.com.").unwrap(),
+                &Name::from_ascii("alias.example.com.").unwrap(),
                 RecordType::TXT,
                 None,
                 1,
@@ -463,11 +465,13 @@ fn negative_corpus_passes_unchanged() {
             ),
             Quirks::default(),
         ),
+        // A CNAME whose target has no such RRset: NODATA after the
+        // chain (its SOA moves with every serial).
         (
-            "CNAME",
+            "CNAME to NODATA",
             query(
                 &Name::from_ascii("alias.example.com.").unwrap(),
-                RecordType::A,
+                RecordType::HTTPS,
                 None,
                 1,
             ),
@@ -723,7 +727,7 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
             r.fast
                 .apply(&xdpdns::answers::TableDelta {
                     upsert,
-                    delete: vec![],
+                    ..Default::default()
                 })
                 .unwrap();
         }
@@ -1113,8 +1117,8 @@ fn large_sections_are_stored_once_and_freed_with_their_last_entry() {
     let mut r = rig(&format!("{base}{members}"));
     assert_eq!(
         r.fast.blocks_in_use(),
-        2,
-        "a and b answer with one block (and the SOA template has one)"
+        4,
+        "a and b answer with one block (the SOA template, the apex's SOA and NS answers have one each)"
     );
     let dns = query(
         &Name::from_ascii("b.example.com.").unwrap(),
@@ -1133,7 +1137,7 @@ fn large_sections_are_stored_once_and_freed_with_their_last_entry() {
     // Without them, the block goes too.
     let empty = rig_store(base);
     r.fast.install(compile(&empty.snapshot()).0).unwrap();
-    assert_eq!(r.fast.blocks_in_use(), 1, "the SOA template's");
+    assert_eq!(r.fast.blocks_in_use(), 3, "the apex's");
     let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
     assert_eq!(out.action, XDP_TX, "b is gone: NXDOMAIN");
     let snap = r.store.snapshot();
@@ -1212,8 +1216,8 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
         .unwrap();
     let blocks = first.blocks_in_use();
     assert_eq!(
-        blocks, 4,
-        "a+b share one; c has an A and an AAAA block; the SOA template"
+        blocks, 6,
+        "a+b share one; c has an A and an AAAA block; the SOA template, the SOA and NS answers"
     );
     let idle = 1 - first.generation() as u8;
     drop(first);
@@ -1276,8 +1280,8 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
     r.fast.apply_tagged(&delta, table_tag(&snap)).unwrap();
     assert_eq!(
         r.fast.blocks_in_use(),
-        4,
-        "b's, c's A, d's, the SOA template's"
+        6,
+        "b's, c's A, d's, the SOA template's, the apex's SOA and NS answers"
     );
     assert_eq!(r.fast.pinned_table_tag(), table_tag(&snap));
     assert_eq!(

@@ -70,34 +70,70 @@ pub const SMALL_BLOCK_MAX: usize = 256;
 /// and answers that do not fit the client's UDP size, are the fallback's.
 pub const BLOCK_MAX: usize = 2048;
 
-/// Query types the table holds, as the `qtype` byte of a key.
+/// Where a key says which answer it holds: the name's entries differ in
+/// the key's last byte (its *tail*: the query type) and in bit 7 of its
+/// first byte (the signed variant). A slot is the two together, `tail << 1
+/// | signed`.
 pub mod qtype_slot {
-    pub const A: u8 = 0;
-    pub const AAAA: u8 = 1;
-    /// The DNSSEC variants (the RRset followed by its RRSIGs), answered
-    /// when the query sets DO and the plain entry is
-    /// [`SIGNED`](super::answer_flags::SIGNED).
-    pub const A_SIGNED: u8 = 2;
-    pub const AAAA_SIGNED: u8 = 3;
+    use super::rtype;
+
     /// The name exists ([`negative::Exist`](super::negative::Exist)):
     /// what the kernel needs to answer NODATA at it, or NXDOMAIN below it.
-    pub const EXIST: u8 = 4;
+    /// Tail zero: no query type has it.
+    pub const EXIST: u8 = 0;
     /// At a zone's apex: the zone's SOA as the authority section of its
     /// negative answers ([`negative::Template`](super::negative::Template)).
-    pub const SOA: u8 = 5;
-    /// Every slot a key holds.
-    pub const ALL: [u8; 6] = [A, AAAA, A_SIGNED, AAAA_SIGNED, EXIST, SOA];
-    /// A query of another [`plain_type`](super::plain_type): no key holds
-    /// it; the kernel answers it negatively from the EXIST entries.
-    pub const OTHER: u8 = 6;
+    pub const SOA: u8 = 1;
+    /// The answer to a query of a type (its RRset, with what the full
+    /// handler adds: additional addresses, a CNAME chain), for DO=0 or a
+    /// name in an unsigned zone.
+    pub const A: u8 = of(rtype::A);
+    pub const AAAA: u8 = of(rtype::AAAA);
+    /// The DNSSEC variant of a type's slot (the answer with its RRSIGs),
+    /// answered when the query sets DO and the plain entry is
+    /// [`SIGNED`](super::answer_flags::SIGNED).
+    pub const SIGNED: u8 = 1;
+    pub const A_SIGNED: u8 = A | SIGNED;
+    pub const AAAA_SIGNED: u8 = AAAA | SIGNED;
+    /// The tail of a type no entry holds (an unassigned type code).
+    pub const NO_TAIL: u8 = 125;
+
+    /// The key tail of query type `qtype`: the type itself up to 109
+    /// (EUI64), URI and CAA after the unassigned codes, every other type
+    /// [`NO_TAIL`] (queries of it miss, and are answered negatively or
+    /// passed up).
+    pub const fn tail(qtype: u16) -> u8 {
+        match qtype {
+            1..=109 => qtype as u8,
+            256 => 126,
+            257 => 127,
+            _ => NO_TAIL,
+        }
+    }
+
+    /// The slot of a query of `qtype` (unsigned).
+    pub const fn of(qtype: u16) -> u8 {
+        tail(qtype) << 1
+    }
+
+    /// Whether answers of `qtype` can be held in the table.
+    pub const fn keyed(qtype: u16) -> bool {
+        tail(qtype) != NO_TAIL
+    }
+
+    /// Every slot a name's entries can have.
+    pub fn all() -> impl Iterator<Item = u8> {
+        (0..=u8::MAX).filter(|slot| slot >> 1 != NO_TAIL)
+    }
 }
 
-/// The last byte of a key: zero for a plain entry — a wire name ends with
-/// its zero root label and is zero-padded to the key's size, so that byte
-/// is zero in every name's key — one for the signed variant of a
-/// [`qtype_slot`], two for the existence and SOA entries.
-pub const fn key_tail(qtype: u8) -> u8 {
-    qtype >> 1
+/// The last byte of a key: the slot's query-type tail. A wire name ends
+/// with its zero root label and is zero-padded to the key's size, so the
+/// byte is free in every name's key but the longest, whose root label it
+/// replaces (a wire name never ends in a non-zero byte, so no two names'
+/// keys meet).
+pub const fn key_tail(slot: u8) -> u8 {
+    slot >> 1
 }
 
 /// Negative answers in the kernel: the entries that describe them.
@@ -166,8 +202,9 @@ pub mod negative {
 
 /// Key of the tiny-name table: the query name in wire form, lower-cased
 /// and zero-padded (wire names are prefix-free, so padding is
-/// unambiguous), its first byte marked by [`key_lead`] with the query-type
-/// slot and the table generation the entry belongs to.
+/// unambiguous), its first byte marked by [`key_lead`] with the signed
+/// bit of the slot and the table generation the entry belongs to, its
+/// last by [`key_tail`] with the query type.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TinyKey {
@@ -192,8 +229,8 @@ pub struct LongKey {
 /// so its top two bits are free) with the query-type slot in bit 7 and
 /// the generation in bit 6. Keys stay a multiple of eight bytes, which
 /// the kernel's hash table rounds them to anyway.
-pub const fn key_lead(label_len: u8, qtype: u8, generation: u8) -> u8 {
-    (label_len & 0x3f) | (qtype & 1) << 7 | (generation & 1) << 6
+pub const fn key_lead(label_len: u8, slot: u8, generation: u8) -> u8 {
+    (label_len & 0x3f) | (slot & 1) << 7 | (generation & 1) << 6
 }
 
 /// A table entry: a pre-encoded answer section of `ancount` records, each
@@ -213,6 +250,9 @@ pub struct Answer {
     block_count: u32,
     pub data: [u8; INLINE_MAX],
 }
+
+/// Bytes of [`Answer::head`].
+pub const ANSWER_HEAD: usize = 16;
 
 /// Block ids fit in 24 bits of [`Answer`]; the block table never holds more.
 pub const BLOCK_ID_MAX: u32 = (1 << 24) - 1;
@@ -255,39 +295,41 @@ impl Answer {
 
     /// The zone the answer belongs to (below [`ZONES_MAX`]; 0: none), for
     /// per-zone counters. It lives where the entry has room: an inline
-    /// answer has no block id, a block answer no inline bytes.
+    /// answer has no block id (the zone takes its low 16 bits), a block
+    /// answer no inline bytes.
     #[inline(always)]
     pub const fn zone(&self) -> u32 {
         if self.section_len() as usize <= INLINE_MAX {
-            self.block_count & BLOCK_ID_MAX
+            self.block_count & 0xffff
         } else {
             u32::from_le_bytes([self.data[0], self.data[1], self.data[2], self.data[3]])
         }
     }
 
     /// The entry's fixed fields (section length and flags, checksum,
-    /// block id or zone, record count) and the first four bytes of
-    /// `data` (the zone of a block answer): with the section, all a copy
-    /// outside the kernel needs to rebuild the entry ([`Answer::from_head`]).
-    pub fn head(&self) -> [u8; 12] {
-        let mut h = [0; 12];
+    /// block id or zone, record count) and the first eight bytes of
+    /// `data` (the zone and the other sections' counts of a block
+    /// answer): with the section, all a copy outside the kernel needs to
+    /// rebuild the entry ([`Answer::from_head`]).
+    pub fn head(&self) -> [u8; ANSWER_HEAD] {
+        let mut h = [0; ANSWER_HEAD];
         h[..2].copy_from_slice(&self.len_flags.to_le_bytes());
         h[2..4].copy_from_slice(&self.csum.to_le_bytes());
         h[4..8].copy_from_slice(&self.block_count.to_le_bytes());
-        h[8..].copy_from_slice(&self.data[..4]);
+        h[8..].copy_from_slice(&self.data[..8]);
         h
     }
 
     /// The entry [`Answer::head`] came from, given its `section` (copied
     /// into `data` when it is inline).
-    pub fn from_head(h: [u8; 12], section: &[u8]) -> Self {
+    pub fn from_head(h: [u8; ANSWER_HEAD], section: &[u8]) -> Self {
         let mut a = Answer {
             len_flags: u16::from_le_bytes([h[0], h[1]]),
             csum: u16::from_le_bytes([h[2], h[3]]),
             block_count: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
             data: [0; INLINE_MAX],
         };
-        a.data[..4].copy_from_slice(&h[8..]);
+        a.data[..8].copy_from_slice(&h[8..]);
         if section.len() <= INLINE_MAX {
             a.data[..section.len()].copy_from_slice(section);
         }
@@ -306,6 +348,40 @@ impl Answer {
         }
         let n = (self.ancount() - trailing) as u32;
         Some((rotation::first(id, n) * record_len, n * record_len))
+    }
+
+    /// Records of the authority and additional sections that follow the
+    /// answer records in the section (additional addresses of an SRV, MX
+    /// or NS answer). A block answer keeps them beside its zone, an
+    /// inline one above its zone id (at most 15 each).
+    #[inline(always)]
+    pub const fn more_counts(&self) -> (u16, u16) {
+        if self.section_len() as usize <= INLINE_MAX {
+            (
+                (self.block_count >> 16 & 0xf) as u16,
+                (self.block_count >> 20 & 0xf) as u16,
+            )
+        } else {
+            (self.data[4] as u16, self.data[5] as u16)
+        }
+    }
+
+    /// Sets [`Answer::more_counts`], after [`Answer::set_zone`]; false
+    /// when they do not fit.
+    pub fn set_more_counts(&mut self, authority: u16, additional: u16) -> bool {
+        if self.section_len() as usize <= INLINE_MAX {
+            if authority > 0xf || additional > 0xf {
+                return false;
+            }
+            self.block_count |= (authority as u32) << 16 | (additional as u32) << 20;
+        } else {
+            if authority > 0xff || additional > 0xff {
+                return false;
+            }
+            self.data[4] = authority as u8;
+            self.data[5] = additional as u8;
+        }
+        true
     }
 
     /// Sets [`Answer::zone`]; after the section length, before a block id.
@@ -378,10 +454,10 @@ pub mod rotation {
     /// class, TTL, length, address) for a [`qtype_slot`](super::qtype_slot).
     #[inline(always)]
     pub const fn record_len(slot: u8) -> u32 {
-        if slot & 1 == 0 {
-            16
-        } else {
+        if slot >> 1 == super::rtype::AAAA as u8 {
             28
+        } else {
+            16
         }
     }
 
@@ -538,6 +614,7 @@ mod pod {
 }
 
 /// Per-CPU counter slots: answers by type, then one per [`PassReason`].
+/// (Answers of other types come last: slots keep their numbers.)
 pub mod counter {
     pub const ANSWERED_A: u32 = 0;
     pub const ANSWERED_AAAA: u32 = 1;
@@ -557,7 +634,9 @@ pub mod counter {
     pub const ANSWERED_NODATA: u32 = RRL_EXEMPT + 3;
     /// The same, to queries of every other type: NXDOMAIN, then NODATA.
     pub const ANSWERED_NEGATIVE_OTHER: u32 = ANSWERED_NODATA + 2;
-    pub const COUNT: u32 = ANSWERED_NEGATIVE_OTHER + 2;
+    /// Answers to queries of every type but A and AAAA.
+    pub const ANSWERED_OTHER: u32 = ANSWERED_NEGATIVE_OTHER + 2;
+    pub const COUNT: u32 = ANSWERED_OTHER + 1;
 }
 
 /// Why a packet was handed to the fallback server instead of being answered

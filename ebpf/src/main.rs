@@ -1,5 +1,6 @@
-//! xdpdns XDP program: answers UDP A/AAAA queries for names in the answer
-//! table with XDP_TX; passes everything else up, unchanged, to the
+//! xdpdns XDP program: answers UDP queries whose answer is in the answer
+//! table (any type), and NXDOMAIN/NODATA from its existence entries, with
+//! XDP_TX; passes everything else up, unchanged, to the
 //! fallback server (docs/src/xdp.md lists what it answers).
 #![no_std]
 #![no_main]
@@ -40,8 +41,12 @@ pub fn xdpdns(ctx: XdpContext) -> u32 {
 pub fn handle(ctx: &XdpContext) -> u32 {
     match try_answer(ctx) {
         Ok(Sent::Answer(slot, zone)) => {
-            count(counter::ANSWERED_A + (slot & 1) as u32);
-            if slot & 2 != 0 {
+            count(match slot & !qtype_slot::SIGNED {
+                qtype_slot::A => counter::ANSWERED_A,
+                qtype_slot::AAAA => counter::ANSWERED_AAAA,
+                _ => counter::ANSWERED_OTHER,
+            });
+            if slot & qtype_slot::SIGNED != 0 {
                 count(counter::ANSWERED_SIGNED);
             }
             if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
@@ -55,8 +60,9 @@ pub fn handle(ctx: &XdpContext) -> u32 {
                 _ => counter::ANSWERED_NXDOMAIN,
             };
             count(match qtype {
-                qtype_slot::OTHER => counter::ANSWERED_NEGATIVE_OTHER + (rcode == 0) as u32,
-                _ => base + (qtype & 1) as u32,
+                qtype_slot::A => base,
+                qtype_slot::AAAA => base + 1,
+                _ => counter::ANSWERED_NEGATIVE_OTHER + (rcode == 0) as u32,
             });
             if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
                 unsafe { *c += 1 };
@@ -98,10 +104,6 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     pass_code(xdpdns_parse(ctx.ctx, s, cfg))?;
     let sc = unsafe { &*s };
     let q = &sc.qn;
-    // No key holds another type's answer: only a negative one, if any.
-    if q.qtype == qtype_slot::OTHER {
-        return Err(PassReason::Miss);
-    }
     let answer = if q.name_len as usize <= TINY_NAME_MAX {
         unsafe { TINY_NAMES.get(&sc.tiny) }
     } else if q.name_len as usize <= SHORT_NAME_MAX {
@@ -114,7 +116,7 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     if signed {
         // DO=1 in a signed zone: the signed variant, whose key ends in
         // one; without it, the fallback adds the signatures.
-        let slot = q.qtype | qtype_slot::A_SIGNED;
+        let slot = q.qtype | qtype_slot::SIGNED;
         let generation = unsafe { (*cfg).generation } as u8;
         answer = maps::lookup(unsafe { &mut *s }, q.name_len, slot, generation)
             .ok_or(PassReason::Edns)?;
@@ -129,8 +131,8 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
 
 /// What the kernel sent.
 enum Sent {
-    /// The answer: its type slot (A or AAAA, plus 2 when signed) and
-    /// zone, for the counters.
+    /// The answer: its slot (the type's, signed or not) and zone, for
+    /// the counters.
     Answer(u8, u32),
     /// NODATA (0) or NXDOMAIN (3), the query type slot and the zone.
     Negative(u32, u8, u32),
@@ -154,9 +156,9 @@ fn try_answer(ctx: &XdpContext) -> Result<Sent, PassReason> {
     };
     let zone = answer.zone();
     let q = unsafe { &(*s).qn };
-    let qtype = q.qtype & 1 | (signed as u8) << 1;
+    let slot = q.qtype | signed as u8;
     match send(ctx, s, cfg, answer, class::POSITIVE, 0)? {
-        None => Ok(Sent::Answer(qtype, zone)),
+        None => Ok(Sent::Answer(slot, zone)),
         Some(limited) => Ok(limited),
     }
 }

@@ -1,4 +1,4 @@
-//! NXDOMAIN and NODATA for A/AAAA queries whose name has no entry, from
+//! NXDOMAIN and NODATA for queries whose name and type have no entry, from
 //! the EXIST entries (a name exists, and what its negative answers are)
 //! and the zone's SOA template (`xdpdns_common::negative`), byte for
 //! byte as the fallback writes them.
@@ -13,7 +13,7 @@ use aya_ebpf::helpers::bpf_xdp_load_bytes;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::negative::{exist_flags, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN};
 use xdpdns_common::{
-    answer_flags, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, LONG_NAME_BUF,
+    answer_flags, plain_type, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, LONG_NAME_BUF,
     MAX_NAME_WIRE_LEN, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
@@ -118,10 +118,14 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
         qtype_slot::AAAA => exist_flags::NODATA_AAAA,
         _ => exist_flags::NODATA_OTHER,
     };
+    // DS at a cut is the parent's (the full handler proves its absence).
+    if !plain_type(qn.qtype_wire) {
+        return Err(PassReason::Miss);
+    }
     // The type list matters only for other types.
     let listed_type = match qn.qtype {
-        qtype_slot::OTHER => qn.qtype_wire,
-        _ => 0,
+        qtype_slot::A | qtype_slot::AAAA => 0,
+        _ => qn.qtype_wire,
     };
     let (rcode, e, risky_at) = match exist(s, n, generation, listed_type) {
         // The name exists, and this type is missing there.

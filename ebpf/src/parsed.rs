@@ -29,8 +29,7 @@ pub struct Question {
     pub header: [u8; DNS_HEADER_LEN],
     /// Wire length of the query name, root label included.
     pub name_len: u32,
-    /// The query type's slot ([`qtype_slot`](xdpdns_common::qtype_slot):
-    /// A, AAAA, or OTHER for every other plain type).
+    /// The query type's slot ([`qtype_slot::of`](xdpdns_common::qtype_slot::of)).
     pub qtype: u8,
     /// The query type as sent.
     pub qtype_wire: u16,

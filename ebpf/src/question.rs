@@ -4,7 +4,7 @@
 
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{OPT_LEN, OPT_RDATA_MAX,
-    key_lead, plain_type, qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
+    key_lead, key_tail, plain_type, qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
     SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
@@ -83,10 +83,10 @@ pub fn parse(ctx: &XdpContext, pkt: &Packet, s: &mut Scratch) -> Result<Question
         return Err(PassReason::QueryType);
     }
     let qtype_wire = u16::from_be_bytes([tc[0], tc[1]]);
+    // Every data type, and DS (answered by the parent at a cut): a type
+    // without a key tail misses and goes to the negative answers.
     let qtype = match qtype_wire {
-        rtype::A => qtype_slot::A,
-        rtype::AAAA => qtype_slot::AAAA,
-        t if plain_type(t) => qtype_slot::OTHER,
+        t if plain_type(t) || t == rtype::DS => qtype_slot::of(t),
         _ => return Err(PassReason::QueryType),
     };
 
@@ -170,12 +170,17 @@ fn copy_name(
     Ok(sum)
 }
 
-/// Sets the non-name fields of the keys.
+/// Sets the non-name fields of the keys: the lead and the query type's
+/// tail.
 #[inline(always)]
-pub fn finish_keys(s: &mut Scratch, qtype: u8, generation: u8) {
+pub fn finish_keys(s: &mut Scratch, slot: u8, generation: u8) {
     // Only the key for the name's length holds the name; marking the
     // others too costs less than choosing.
-    s.tiny.name[0] = key_lead(s.tiny.name[0], qtype, generation);
-    s.short.name[0] = key_lead(s.short.name[0], qtype, generation);
-    s.long.name[0] = key_lead(s.long.name[0], qtype, generation);
+    s.tiny.name[0] = key_lead(s.tiny.name[0], slot, generation);
+    s.short.name[0] = key_lead(s.short.name[0], slot, generation);
+    s.long.name[0] = key_lead(s.long.name[0], slot, generation);
+    let tail = key_tail(slot);
+    s.tiny.name[TINY_NAME_MAX - 1] = tail;
+    s.short.name[SHORT_NAME_MAX - 1] = tail;
+    s.long.name[LONG_NAME_BUF - 1] = tail;
 }

@@ -259,7 +259,12 @@ pub fn build(
     let mut header = qn.header;
     header[2] = 0x84 | (header[2] & 0x01); // QR, AA, RD copied; opcode 0
     header[3] &= 0x10; // CD copied; RA, Z, AD and RCODE zero
+    // The query's ARCOUNT is its OPT record (one or none).
+    let (nscount, arcount) = ans.more_counts();
+    let arcount = arcount + u16::from_be_bytes([header[10], header[11]]);
     header[6..8].copy_from_slice(&ans.ancount().to_be_bytes());
+    header[8..10].copy_from_slice(&nscount.to_be_bytes());
+    header[10..12].copy_from_slice(&arcount.to_be_bytes());
     let _ = store(ctx, pkt.dns, &header);
     sum += csum::words(&header);
     finish(ctx, s, pkt, dns_len, sum);

@@ -13,9 +13,11 @@ use xdpdns_common::{
     answer_flags, qtype_slot, rotation, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN,
 };
 
+pub use super::depends::{Dependents, DependsDelta};
 use super::entry::shared_wire;
 pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
 use super::negative::entries as negatives;
+use super::typed;
 use crate::zone::{Node, RRset, Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
@@ -36,6 +38,8 @@ pub type Table = HashMap<EntryKey, Compiled, foldhash::fast::RandomState>;
 pub struct TableDelta {
     pub upsert: Vec<(EntryKey, Compiled)>,
     pub delete: Vec<EntryKey>,
+    /// What it does to the index of dependent names.
+    pub depends: DependsDelta,
 }
 
 impl TableDelta {
@@ -66,6 +70,7 @@ pub fn diff_tables(old: &Table, new: &Table) -> TableDelta {
             .filter(|k| !new.contains_key(*k))
             .cloned()
             .collect(),
+        depends: DependsDelta::default(),
     }
 }
 
@@ -113,10 +118,23 @@ const PARALLEL_MIN_NAMES: usize = 50_000;
 /// every core (a million-name zone is seconds of work on one), then
 /// gathered into the table.
 pub fn compile(snapshot: &Snapshot) -> (Table, Skipped) {
+    let (table, skipped, _) = compile_all(snapshot);
+    (table, skipped)
+}
+
+/// [`compile`], with the index of names whose entries hold other names'
+/// records (what [`compile_diffs`] needs to follow a change).
+pub fn compile_all(snapshot: &Snapshot) -> (Table, Skipped, Dependents) {
     compile_in_parallel(snapshot, PARALLEL_MIN_NAMES)
 }
 
-fn compile_in_parallel(snapshot: &Snapshot, min_names_per_thread: usize) -> (Table, Skipped) {
+/// A name's entries' dependencies as the compiler notes them.
+type Noted = Vec<(Arc<[u8]>, Vec<Arc<[u8]>>)>;
+
+fn compile_in_parallel(
+    snapshot: &Snapshot,
+    min_names_per_thread: usize,
+) -> (Table, Skipped, Dependents) {
     let mut nodes = Vec::new();
     for zone in snapshot.zones() {
         let mark = ZoneMark::of(snapshot, zone);
@@ -126,17 +144,24 @@ fn compile_in_parallel(snapshot: &Snapshot, min_names_per_thread: usize) -> (Tab
         .map_or(1, |n| n.get())
         .clamp(1, (nodes.len() / min_names_per_thread).max(1));
     let chunk = nodes.len().div_ceil(threads).max(1);
-    let parts: Vec<(Vec<(EntryKey, Compiled)>, Skipped)> = std::thread::scope(|scope| {
+    type Part = (Vec<(EntryKey, Compiled)>, Skipped, Noted);
+    let parts: Vec<Part> = std::thread::scope(|scope| {
         let workers: Vec<_> = nodes
             .chunks(chunk)
             .map(|part| {
                 scope.spawn(move || {
                     let mut out = Vec::with_capacity(part.len() * 2);
                     let mut skipped = Skipped::default();
+                    let mut noted = Noted::new();
                     for &(zone, mark, key, node) in part {
-                        compile_node(snapshot, zone, mark, key, node, &mut out, &mut skipped);
+                        let mut sink = Sink {
+                            entries: &mut out,
+                            skipped: &mut skipped,
+                            noted: &mut noted,
+                        };
+                        compile_node(snapshot, zone, mark, key, node, &mut sink);
                     }
-                    (out, skipped)
+                    (out, skipped, noted)
                 })
             })
             .collect();
@@ -145,14 +170,26 @@ fn compile_in_parallel(snapshot: &Snapshot, min_names_per_thread: usize) -> (Tab
             .map(|w| w.join().expect("compile thread"))
             .collect()
     });
-    let entries = parts.iter().map(|(e, _)| e.len()).sum();
+    let entries = parts.iter().map(|(e, _, _)| e.len()).sum();
     let mut table = Table::with_capacity_and_hasher(entries, Default::default());
     let mut skipped = Skipped::default();
-    for (part, s) in parts {
+    let mut dependents = Dependents::default();
+    for (part, s, noted) in parts {
         table.extend(part);
         skipped.add(s);
+        for (name, targets) in &noted {
+            dependents.add(name, targets);
+        }
     }
-    (table, skipped)
+    (table, skipped, dependents)
+}
+
+/// Where [`compile_node`] puts what it compiles.
+struct Sink<'a, E> {
+    entries: &'a mut E,
+    skipped: &'a mut Skipped,
+    /// Names whose entries hold other names' records, with those names.
+    noted: &'a mut Noted,
 }
 
 /// A table as a subscriber holds it: what [`compile_diffs`] compares with.
@@ -161,6 +198,8 @@ pub trait Installed {
     fn entry(&self, key: &EntryKey) -> Option<Compiled>;
     /// Calls `f` with every key.
     fn each_key(&self, f: &mut dyn FnMut(&EntryKey));
+    /// The names whose entries may hold `target`'s records.
+    fn dependents_of(&self, target: &[u8]) -> Vec<Arc<[u8]>>;
 }
 
 impl Installed for Table {
@@ -170,6 +209,45 @@ impl Installed for Table {
 
     fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
         self.keys().for_each(f);
+    }
+
+    /// A bare table keeps no index: every target has none.
+    fn dependents_of(&self, _target: &[u8]) -> Vec<Arc<[u8]>> {
+        Vec::new()
+    }
+}
+
+/// A table with its index of dependent names, as [`compile_all`] makes
+/// it: what the tests follow diffs with.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IndexedTable {
+    pub table: Table,
+    pub dependents: Dependents,
+}
+
+impl IndexedTable {
+    pub fn of(snapshot: &Snapshot) -> IndexedTable {
+        let (table, _, dependents) = compile_all(snapshot);
+        IndexedTable { table, dependents }
+    }
+
+    pub fn apply(&mut self, delta: &TableDelta) {
+        delta.apply_to(&mut self.table);
+        delta.depends.apply_to(&mut self.dependents);
+    }
+}
+
+impl Installed for IndexedTable {
+    fn entry(&self, key: &EntryKey) -> Option<Compiled> {
+        self.table.entry(key)
+    }
+
+    fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
+        self.table.each_key(f)
+    }
+
+    fn dependents_of(&self, target: &[u8]) -> Vec<Arc<[u8]>> {
+        self.dependents.of(target).to_vec()
     }
 }
 
@@ -221,6 +299,7 @@ pub fn compile_diffs(
     }
     let mut fresh = Table::default();
     let mut skipped = Skipped::default();
+    let mut noted = Noted::new();
     let mut names: Vec<LowerName> = touched;
     for top in &subtrees {
         installed.each_key(&mut |k| {
@@ -240,16 +319,40 @@ pub fn compile_diffs(
     }
     names.sort();
     names.dedup();
+    // The names whose entries hold a changed name's records change too.
+    let mut rechecked: Vec<(Arc<[u8]>, Vec<Arc<[u8]>>)> = Vec::new();
+    for name in &names {
+        let wire = shared_wire(name);
+        let dependents = installed.dependents_of(&wire);
+        if !dependents.is_empty() {
+            rechecked.push((wire, dependents));
+        }
+    }
+    for (_, dependents) in &rechecked {
+        names.extend(
+            dependents
+                .iter()
+                .filter_map(|w| wire_to_name(w))
+                .map(|n| LowerName::new(&n)),
+        );
+    }
+    names.sort();
+    names.dedup();
     let mut delta = TableDelta::default();
     for name in &names {
         if let Some(zone) = snapshot.find_zone(name) {
-            compile_name(snapshot, zone, name, &mut fresh, &mut skipped);
+            let mut sink = Sink {
+                entries: &mut fresh,
+                skipped: &mut skipped,
+                noted: &mut noted,
+            };
+            compile_name(snapshot, zone, name, &mut sink);
         }
         let wire = shared_wire(name);
-        for qtype in qtype_slot::ALL {
+        for slot in qtype_slot::all() {
             let key = EntryKey {
                 name: wire.clone(),
-                qtype,
+                qtype: slot,
             };
             match (fresh.remove(&key), installed.entry(&key)) {
                 (Some(new), Some(old)) if new == old => {}
@@ -259,6 +362,18 @@ pub fn compile_diffs(
             }
         }
     }
+    // A target's list now: the names that still depend on it.
+    for (target, dependents) in &mut rechecked {
+        dependents.retain(|d| {
+            noted
+                .iter()
+                .any(|(name, targets)| name == d && targets.contains(target))
+        });
+    }
+    delta.depends = DependsDelta {
+        rechecked,
+        referred: noted,
+    };
     delta
 }
 
@@ -277,13 +392,7 @@ fn soa_names_changed(d: &ZoneDiff) -> bool {
     }
 }
 
-fn compile_name(
-    snapshot: &Snapshot,
-    zone: &Zone,
-    key: &LowerName,
-    table: &mut Table,
-    skipped: &mut Skipped,
-) {
+fn compile_name(snapshot: &Snapshot, zone: &Zone, key: &LowerName, sink: &mut Sink<'_, Table>) {
     if let Some(node) = zone.node(key) {
         compile_node(
             snapshot,
@@ -291,8 +400,7 @@ fn compile_name(
             ZoneMark::of(snapshot, zone),
             key,
             node,
-            table,
-            skipped,
+            sink,
         );
     }
 }
@@ -328,9 +436,10 @@ fn compile_node(
     mark: ZoneMark,
     key: &LowerName,
     node: &Node,
-    table: &mut impl Extend<(EntryKey, Compiled)>,
-    skipped: &mut Skipped,
+    sink: &mut Sink<'_, impl Extend<(EntryKey, Compiled)>>,
 ) {
+    let table = &mut *sink.entries;
+    let skipped = &mut *sink.skipped;
     let wire = shared_wire(key);
     let entry = |qtype| EntryKey {
         name: wire.clone(),
@@ -372,6 +481,30 @@ fn compile_node(
             }
         }
     }
+    // The root has no label to point to: the fallback writes its owner as
+    // one zero byte, not as a pointer, so the kernel cannot match it.
+    if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
+        return;
+    }
+    compile_addresses(zone, mark, key, node, &wire, table, skipped);
+    compile_types(zone, mark, key, node, &wire, table, sink.noted);
+}
+
+/// The name's A and AAAA entries, written directly (fixed-size records,
+/// rotated by the kernel where the zone rotates).
+fn compile_addresses(
+    zone: &Zone,
+    mark: ZoneMark,
+    key: &LowerName,
+    node: &Node,
+    wire: &Arc<[u8]>,
+    table: &mut impl Extend<(EntryKey, Compiled)>,
+    skipped: &mut Skipped,
+) {
+    let entry = |qtype| EntryKey {
+        name: wire.clone(),
+        qtype,
+    };
     let a = node.rrset(RecordType::A);
     let aaaa = node.rrset(RecordType::AAAA);
     if a.is_none() && aaaa.is_none() {
@@ -379,11 +512,6 @@ fn compile_node(
     }
     if zone.below_cut(key) || zone.below_dname(key) {
         skipped.below_cut += 1;
-        return;
-    }
-    // The root has no label to point to: the fallback writes its owner as
-    // one zero byte, not as a pointer, so the kernel cannot match it.
-    if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
         return;
     }
     let sets = [(a, qtype_slot::A), (aaaa, qtype_slot::AAAA)];
@@ -405,11 +533,49 @@ fn compile_node(
             .and_then(|sigs| encode_signed_answer(set, sigs, mark.rotate));
         if let Some(mut answer) = signed {
             answer.head.set_zone(mark.id);
-            table.extend(std::iter::once((
-                entry(slot | qtype_slot::A_SIGNED),
-                answer,
-            )));
+            table.extend(std::iter::once((entry(slot | qtype_slot::SIGNED), answer)));
         }
+    }
+}
+
+/// The name's entries of every other type (and A/AAAA through a CNAME):
+/// the full handler's answers ([`typed`]), and the names they hold
+/// records of, noted in `noted`.
+fn compile_types(
+    zone: &Zone,
+    mark: ZoneMark,
+    key: &LowerName,
+    node: &Node,
+    wire: &Arc<[u8]>,
+    table: &mut impl Extend<(EntryKey, Compiled)>,
+    noted: &mut Noted,
+) {
+    let mut types = Vec::new();
+    typed::types_at(zone, node, &mut types);
+    if types.is_empty() {
+        return;
+    }
+    let name = Name::from(key);
+    let signed = mark.flags & answer_flags::SIGNED != 0;
+    let mut depends = Vec::new();
+    for t in types {
+        let slot = qtype_slot::of(u16::from(t));
+        let variants = [(false, slot), (true, slot | qtype_slot::SIGNED)];
+        for (dnssec, slot) in variants.into_iter().take(1 + usize::from(signed)) {
+            // As the A/AAAA variants: only the plain one sends DO=1
+            // queries on to the signed one.
+            let how = (if dnssec { 0 } else { mark.flags }, mark.id);
+            if let Some(c) = typed::compile_type(zone, &name, t, dnssec, how, &mut depends) {
+                let key = EntryKey {
+                    name: wire.clone(),
+                    qtype: slot,
+                };
+                table.extend(std::iter::once((key, c)));
+            }
+        }
+    }
+    if !depends.is_empty() {
+        noted.push((wire.clone(), depends));
     }
 }
 
@@ -579,7 +745,7 @@ mod tests {
         let (table, skipped) = compile(&store_with("").snapshot());
         let mut names: Vec<_> = table
             .keys()
-            .filter(|k| k.qtype < qtype_slot::EXIST)
+            .filter(|k| [qtype_slot::A, qtype_slot::AAAA].contains(&k.qtype))
             .cloned()
             .collect();
         names.sort();
@@ -590,12 +756,12 @@ mod tests {
             key("www.example.com.", qtype_slot::AAAA),
             // The wildcard's own name, queried literally, is an exact match.
             key("*.wild.example.com.", qtype_slot::A),
+            // A CNAME to an in-zone name: the chain and the target's set.
+            key("alias.example.com.", qtype_slot::A),
+            key("alias.example.com.", qtype_slot::AAAA),
         ];
         want.sort();
-        assert_eq!(
-            names, want,
-            "no CNAME, synthesis, TXT or glue below the cut"
-        );
+        assert_eq!(names, want, "no synthesis or glue below the cut");
         assert_eq!(skipped.below_cut, 1, "ns.sub is glue");
         // Every name that exists says so, glue and empty non-terminals
         // included: a name without an EXIST entry is NXDOMAIN to the kernel.
@@ -699,8 +865,10 @@ mod tests {
 
     #[test]
     fn diffs_yield_the_same_table_as_a_full_compile() {
-        let store = store_with("");
-        let (mut installed, _) = compile(&store.snapshot());
+        let store = store_with(
+            "_x._tcp SRV 0 0 80 new\n_x._tcp SRV 0 0 80 ns1\nmx MX 10 www\nc2 CNAME alias\n",
+        );
+        let mut installed = IndexedTable::of(&store.snapshot());
         let origin = Name::from_str("example.com.").unwrap();
         let a = |n: &str, last: u8| {
             Record::from_rdata(
@@ -750,10 +918,26 @@ mod tests {
             let diff = store.update(&origin, &changes, 0).unwrap();
             let snap = store.snapshot();
             let delta = compile_diffs(&snap, &[diff], &installed);
-            delta.apply_to(&mut installed);
-            assert_eq!(installed, compile(&snap).0);
-            assert!(diff_tables(&installed, &compile(&snap).0).is_empty());
+            installed.apply(&delta);
+            assert_eq!(installed.table, compile(&snap).0);
+            assert!(diff_tables(&installed.table, &compile(&snap).0).is_empty());
+            let index = IndexedTable::of(&snap).dependents;
+            for name in ["www", "new", "ns1", "alias"] {
+                let wire = key(&format!("{name}.example.com."), 0).name;
+                let mut kept = installed.dependents.of(&wire).to_vec();
+                let mut exact = index.of(&wire).to_vec();
+                kept.sort();
+                exact.sort();
+                assert!(
+                    exact.iter().all(|d| kept.contains(d)),
+                    "{name}: {kept:?} ⊇ {exact:?}"
+                );
+            }
         }
-        assert!(installed.contains_key(&key("deep.www.example.com.", qtype_slot::A)));
+        let t = &installed.table;
+        assert!(t.contains_key(&key("deep.www.example.com.", qtype_slot::A)));
+        let srv = qtype_slot::of(33);
+        assert!(t.contains_key(&key("_x._tcp.example.com.", srv)));
+        assert!(t.contains_key(&key("c2.example.com.", qtype_slot::AAAA)));
     }
 }

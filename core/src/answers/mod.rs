@@ -4,7 +4,9 @@
 //! writes the same entries into the kernel (`xdpdns::xdp`).
 //!
 //! * `compile` — snapshot (or diffs) → entries, pure; `entry` the entry
-//!   and the encodings the compilers share;
+//!   and the encodings the compilers share; `typed` the entries of every
+//!   type but A/AAAA (the full handler's answers, compiled once);
+//!   `depends` which names' entries hold other names' records;
 //! * `negative` — the one place that decides NXDOMAIN/NODATA without the
 //!   full handler, and the kernel entries that carry those decisions;
 //! * `table` / `packed` — the compiled entries kept in userspace;
@@ -14,12 +16,16 @@
 //!   handler.
 
 pub mod compile;
+pub mod depends;
 mod entry;
 pub mod hot;
 pub mod negative;
 pub mod packed;
 pub mod plan;
 pub mod table;
+mod typed;
 
-pub use compile::{compile, compile_diffs, diff_tables, table_tag, Table, TableDelta};
+pub use compile::{
+    compile, compile_all, compile_diffs, diff_tables, table_tag, IndexedTable, Table, TableDelta,
+};
 pub use table::AnswerTable;

@@ -19,7 +19,7 @@ use super::compile::{Compiled, EntryKey};
 /// Bytes of an entry before its name: name length, query-type slot.
 const LEAD: usize = 2;
 /// The kernel entry's head ([`Answer::head`]).
-pub const HEAD: usize = 12;
+pub const HEAD: usize = xdpdns_common::ANSWER_HEAD;
 
 /// The hasher of a packed table (a random seed: names come from clients).
 pub struct KeyHasher(foldhash::fast::FixedState);
@@ -108,9 +108,7 @@ impl Packed {
     fn at(&self, at: u32) -> Stored<'_> {
         let a = &self.arena[at as usize..];
         let len = a[0] as usize;
-        let head: [u8; HEAD] = a[LEAD + len..LEAD + len + HEAD]
-            .try_into()
-            .expect("12 bytes");
+        let head: [u8; HEAD] = a[LEAD + len..LEAD + len + HEAD].try_into().expect("a head");
         let section_len = (u16::from_le_bytes([head[0], head[1]]) & 0x0fff) as usize;
         let start = LEAD + len + HEAD;
         Stored {

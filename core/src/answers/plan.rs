@@ -4,7 +4,7 @@
 
 use hickory_proto::rr::LowerName;
 
-use super::compile::compile;
+use super::compile::compile_all;
 use super::table::AnswerTable;
 use crate::zone::{FeedItem, Snapshot, ZoneDiff, ZoneEvent};
 
@@ -57,9 +57,10 @@ pub fn plan(items: &[FeedItem]) -> Update {
 
 /// Compiles `snapshot` into `table` as a whole.
 pub fn fill(table: &AnswerTable, snapshot: &Snapshot) {
-    let (compiled, _) = compile(snapshot);
+    let (compiled, _, dependents) = compile_all(snapshot);
     table.unsettle();
     table.replace(&compiled);
+    table.set_dependents(dependents);
     table.settle(snapshot.version());
 }
 

@@ -15,11 +15,12 @@
 //! ([`crate::answers::packed`]): entries end to end in one byte arena.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use xdpdns_common::{Answer, INLINE_MAX};
 
 use super::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
+use super::depends::Dependents;
 use super::packed::{KeyHasher, Packed, Stored, HEAD};
 
 /// The version of a table being changed, or not yet filled.
@@ -54,10 +55,15 @@ impl HotEntry<'_> {
 
     pub fn zone(&self) -> u32 {
         let word = match self.section.len() <= INLINE_MAX {
-            true => [self.head[4], self.head[5], self.head[6], 0],
+            true => [self.head[4], self.head[5], 0, 0],
             false => [self.head[8], self.head[9], self.head[10], self.head[11]],
         };
         u32::from_le_bytes(word)
+    }
+
+    /// [`Answer::more_counts`] of the kernel entry.
+    pub fn more_counts(&self) -> (u16, u16) {
+        Answer::from_head(self.head, &[]).more_counts()
     }
 }
 
@@ -72,6 +78,8 @@ pub struct AnswerTable {
     version: AtomicU64,
     hasher: KeyHasher,
     shards: [RwLock<Packed>; SHARDS],
+    /// Which names' entries hold other names' records (the writer's).
+    dependents: Mutex<Dependents>,
 }
 
 impl Default for AnswerTable {
@@ -80,6 +88,7 @@ impl Default for AnswerTable {
             version: AtomicU64::new(UNSETTLED),
             hasher: KeyHasher::default(),
             shards: Default::default(),
+            dependents: Mutex::default(),
         }
     }
 }
@@ -161,7 +170,13 @@ impl AnswerTable {
                 .map(|(k, c)| (k.clone(), c.clone()))
                 .collect(),
             delete,
+            depends: Default::default(),
         }
+    }
+
+    /// Replaces the index of dependent names (with a whole table).
+    pub fn set_dependents(&self, dependents: Dependents) {
+        *self.dependents.lock().unwrap_or_else(|p| p.into_inner()) = dependents;
     }
 
     /// The table unpacked.
@@ -223,6 +238,13 @@ impl AnswerTable {
             let mut s = shard.write().unwrap_or_else(|p| p.into_inner());
             s.compact_if_wasteful(&self.hasher);
         }
+        self.apply_dependents(&delta.depends);
+    }
+
+    /// Applies a change to the index of dependent names.
+    pub fn apply_dependents(&self, delta: &super::depends::DependsDelta) {
+        let mut index = self.dependents.lock().unwrap_or_else(|p| p.into_inner());
+        delta.apply_to(&mut index);
     }
 
     /// Replaces every entry by `entries` (distinct keys; between
@@ -255,6 +277,11 @@ impl Installed for AnswerTable {
                 });
             }
         }
+    }
+
+    fn dependents_of(&self, target: &[u8]) -> Vec<Arc<[u8]>> {
+        let index = self.dependents.lock().unwrap_or_else(|p| p.into_inner());
+        index.of(target).to_vec()
     }
 }
 
@@ -290,6 +317,7 @@ mod tests {
         let delta = TableDelta {
             upsert: vec![(key(name), entry(1))],
             delete: vec![],
+            ..Default::default()
         };
         t.apply(&delta);
         assert_eq!(
@@ -316,6 +344,7 @@ mod tests {
         t.apply(&TableDelta {
             upsert: vec![],
             delete: vec![key(name)],
+            ..Default::default()
         });
         t.settle(8);
         assert_eq!(t.read(8, name, qtype_slot::A, |_| ()), None, "deleted");
@@ -329,6 +358,7 @@ mod tests {
         t.apply(&TableDelta {
             upsert: vec![(key(name), entry(1))],
             delete: vec![],
+            ..Default::default()
         });
         t.settle(1);
         // The writer begins a change while the reader holds the entry.

@@ -97,7 +97,7 @@ impl Writer {
         &mut self,
         section: Section,
         records: impl IntoIterator<Item = &'r Record>,
-    ) -> Result<(), EncodeError> {
+    ) -> Result<(), Box<EncodeError>> {
         for r in records {
             self.record(section, r)?;
         }
@@ -105,7 +105,7 @@ impl Writer {
     }
 
     /// Appends one record to `section`.
-    pub fn record(&mut self, section: Section, r: &Record) -> Result<(), EncodeError> {
+    pub fn record(&mut self, section: Section, r: &Record) -> Result<(), Box<EncodeError>> {
         let owner = WireName::new(&r.name);
         self.names.write(&mut self.out, owner.bytes());
         let rtype = r.record_type();
@@ -115,16 +115,20 @@ impl Writer {
         self.out.extend_from_slice(&r.ttl.to_be_bytes());
         let rdlength_at = self.out.len();
         self.out.extend_from_slice(&[0, 0]);
-        self.rdata(&r.data).map_err(|source| EncodeError {
-            owner: r.name.clone(),
-            rtype,
-            source,
+        self.rdata(&r.data).map_err(|source| {
+            Box::new(EncodeError {
+                owner: r.name.clone(),
+                rtype,
+                source,
+            })
         })?;
         let rdlength = self.out.len() - rdlength_at - 2;
-        let rdlength = u16::try_from(rdlength).map_err(|_| EncodeError {
-            owner: r.name.clone(),
-            rtype,
-            source: "RDATA over 65,535 bytes".into(),
+        let rdlength = u16::try_from(rdlength).map_err(|_| {
+            Box::new(EncodeError {
+                owner: r.name.clone(),
+                rtype,
+                source: "RDATA over 65,535 bytes".into(),
+            })
         })?;
         self.out[rdlength_at..rdlength_at + 2].copy_from_slice(&rdlength.to_be_bytes());
         self.count(section);

@@ -301,7 +301,7 @@ fn encode(
     additional: bool,
     truncated: bool,
     server: &ServerEdns,
-) -> Result<Vec<u8>, encode::EncodeError> {
+) -> Result<Vec<u8>, Box<encode::EncodeError>> {
     let rcode = u16::from(rcode);
     let header = Header {
         id: req.id,
@@ -354,7 +354,7 @@ pub fn tcp_frame(message: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hickory_proto::op::{Edns, MessageType};
+    use hickory_proto::op::Edns;
     use hickory_proto::rr::rdata::opt::NSIDPayload;
     use hickory_proto::rr::{Name, RecordType};
     use std::str::FromStr;

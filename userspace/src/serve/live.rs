@@ -66,7 +66,7 @@ impl Live {
         }
         if let Some(k) = kernel {
             let k = &k.counters;
-            c.kernel = k.answered_a + k.answered_aaaa;
+            c.kernel = k.answered_a + k.answered_aaaa + k.answered_other;
             c.kernel_passed = k.passed.iter().sum();
             if c.kernel > 0 {
                 *by_rcode.entry(rcode_name(0)).or_insert(0) += c.kernel;

@@ -198,10 +198,10 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
     }
     if let Some(k) = kernel {
         let c = &k.counters;
-        // The kernel counts negatives to types other than A and AAAA
+        // The kernel counts answers to types other than A and AAAA
         // together, as `other`.
         for (i, qtype) in ["A", "AAAA", "other"].into_iter().enumerate() {
-            let answered = [c.answered_a, c.answered_aaaa, 0][i] + c.nodata[i];
+            let answered = [c.answered_a, c.answered_aaaa, c.answered_other][i] + c.nodata[i];
             if answered > 0 || i < 2 {
                 queries
                     .get_or_create(&series("kernel", "udp", qtype, rcode_name(0)))

@@ -14,12 +14,13 @@ use super::program::FastPath;
 pub struct Counters {
     pub answered_a: u64,
     pub answered_aaaa: u64,
+    /// Answers to queries of every other type.
+    pub answered_other: u64,
     /// Of those, answers from a signed variant (DO=1, signed zone).
     pub answered_signed: u64,
     pub passed: [u64; PassReason::COUNT],
     /// Rate limiting: limited, slipped, dropped, exempt by cookie.
     pub rrl: [u64; 4],
-    /// Negative answers to A and AAAA queries: NXDOMAIN, NODATA.
     /// Negative answers to A, AAAA and every other type.
     pub nxdomain: [u64; 3],
     pub nodata: [u64; 3],
@@ -35,9 +36,10 @@ impl std::fmt::Display for Counters {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "answered_a={} answered_aaaa={} answered_signed={} nxdomain={} nodata={}",
+            "answered_a={} answered_aaaa={} answered_other={} answered_signed={} nxdomain={} nodata={}",
             self.answered_a,
             self.answered_aaaa,
+            self.answered_other,
             self.answered_signed,
             self.nxdomain.iter().sum::<u64>(),
             self.nodata.iter().sum::<u64>()
@@ -98,6 +100,7 @@ impl FastPath {
         let mut c = Counters {
             answered_a: sum(counter::ANSWERED_A)?,
             answered_aaaa: sum(counter::ANSWERED_AAAA)?,
+            answered_other: sum(counter::ANSWERED_OTHER)?,
             answered_signed: sum(counter::ANSWERED_SIGNED)?,
             ..Counters::default()
         };
@@ -131,9 +134,9 @@ mod tests {
         };
         c.passed[PassReason::ALL[0] as usize] = 9;
         let line = c.to_string();
-        assert!(
-            line.starts_with("answered_a=5 answered_aaaa=0 answered_signed=0 nxdomain=3 nodata=0")
-        );
+        assert!(line.starts_with(
+            "answered_a=5 answered_aaaa=0 answered_other=0 answered_signed=0 nxdomain=3 nodata=0"
+        ));
         assert!(line.contains(&format!(" pass_{}=9", PassReason::ALL[0].label())));
         for r in PassReason::ALL {
             assert!(line.contains(&format!(" pass_{}=", r.label())));

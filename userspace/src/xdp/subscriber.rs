@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
 use super::{Counters, FastPath, XdpError};
-use crate::answers::compile::{compile, compile_diffs, table_tag};
+use crate::answers::compile::{compile_all, compile_diffs, table_tag};
 use crate::answers::follow;
 use crate::answers::plan::{plan, Update};
 use crate::wire::ServerEdns;
@@ -52,8 +52,9 @@ fn write(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), 
             fp.apply_tagged(&delta, table_tag(snapshot))
         }
         Update::Rebuild => {
-            let (table, skipped) = compile(snapshot);
+            let (table, skipped, dependents) = compile_all(snapshot);
             let entries = table.len();
+            fp.installed().set_dependents(dependents);
             fp.install_tagged(table, table_tag(snapshot))?;
             // The compiled table is kept packed; the map it came in is gone.
             crate::memory::release_freed();
@@ -212,8 +213,9 @@ fn learn_adopted(fp: &mut FastPath, first: &Snapshot) {
 
 fn learn(fp: &mut FastPath, first: &Snapshot) {
     let began = std::time::Instant::now();
-    let (table, _) = compile(first);
+    let (table, _, dependents) = compile_all(first);
     let entries = table.len();
+    fp.installed().set_dependents(dependents);
     if let Err(e) = fp.adopt_table(&table) {
         warn!("XDP: reading the adopted table back failed ({e}); rebuilding it");
         if let Err(e) = fp.install_tagged(table, table_tag(first)) {

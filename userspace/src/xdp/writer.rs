@@ -98,7 +98,7 @@ impl FastPath {
                     (k, c)
                 })
                 .collect(),
-            delete: Vec::new(),
+            ..TableDelta::default()
         };
         let tag = self.current.table_tag;
         self.apply_tagged(&missing, tag)
@@ -241,9 +241,11 @@ impl FastPath {
         self.installed.unsettle();
         match self.installed.is_empty() && delta.delete.is_empty() {
             // A first table: packed at its exact size, not grown to it.
-            true => self
-                .installed
-                .replace(delta.upsert.iter().map(|(k, c)| (k, c))),
+            true => {
+                self.installed
+                    .replace(delta.upsert.iter().map(|(k, c)| (k, c)));
+                self.installed.apply_dependents(&delta.depends);
+            }
             false => self.installed.apply(delta),
         }
         for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
@@ -291,7 +293,7 @@ impl FastPath {
                 .filter(|(k, _)| left_out.contains(k))
                 .cloned()
                 .collect(),
-            delete: Vec::new(),
+            ..TableDelta::default()
         };
         match self.try_apply(&again) {
             Ok(still_out) => {
@@ -530,7 +532,7 @@ impl FastPath {
         self.table_unknown = true;
         let full = TableDelta {
             upsert: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            delete: Vec::new(),
+            ..TableDelta::default()
         };
         self.current.negative_answers = 1;
         let left_out = self.acquire_blocks(&full)?;
@@ -738,11 +740,22 @@ mod tests {
         };
         assert_eq!(k.name[0], key_lead(3, qtype_slot::A, 1));
         assert_eq!(&k.name[1..WWW.len()], &WWW[1..]);
-        assert!(k.name[WWW.len()..].iter().all(|&b| b == 0), "zero-padded");
+        let padding = &k.name[WWW.len()..TINY_NAME_MAX - 1];
+        assert!(padding.iter().all(|&b| b == 0), "zero-padded");
+        assert_eq!(k.name[TINY_NAME_MAX - 1], 1, "A's tail: its type");
         let Split::Tiny(signed) = split_key(&key(WWW, qtype_slot::A_SIGNED), 0) else {
             panic!("tiny");
         };
-        assert_eq!(signed.name[TINY_NAME_MAX - 1], 1, "a signed variant's tail");
+        assert_eq!(
+            signed.name[TINY_NAME_MAX - 1],
+            1,
+            "the signed variant's tail"
+        );
+        assert_eq!(signed.name[0] & 0x80, 0x80, "and its lead");
+        let Split::Tiny(srv) = split_key(&key(WWW, qtype_slot::of(33)), 0) else {
+            panic!("tiny");
+        };
+        assert_eq!(srv.name[TINY_NAME_MAX - 1], 33, "SRV's tail");
         // One label of `len - 2` bytes: a wire name of `len` bytes.
         let name_of = |len: usize| {
             let mut n = vec![(len - 2) as u8];
@@ -765,7 +778,7 @@ mod tests {
             Split::Long(k) => k.name.to_vec(),
         };
         let mut seen = std::collections::HashSet::new();
-        for qtype in qtype_slot::ALL {
+        for qtype in qtype_slot::all() {
             for generation in 0..2 {
                 assert!(seen.insert(bytes(split_key(&key(WWW, qtype), generation))));
             }

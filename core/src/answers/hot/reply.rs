@@ -1,4 +1,4 @@
-//! The hot answer: an A/AAAA query answered from the compiled table by
+//! The hot answer: a query answered from the compiled table by
 //! copying bytes, the way the XDP program answers it (`ebpf/src/question.rs`,
 //! `edns.rs`, `reply.rs`): the same conditions, the same reply. Anything
 //! else returns `None` and goes to the full handler, which stays the
@@ -9,8 +9,8 @@ use std::net::IpAddr;
 
 use xdpdns_common::cookie::{self, ClientIp};
 use xdpdns_common::{
-    answer_flags, edns_option, qtype_slot, rotation, rtype, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
-    MAX_NAME_WIRE_LEN, NSID_MAX,
+    answer_flags, edns_option, plain_type, qtype_slot, rotation, rtype, CLASSIC_UDP_PAYLOAD,
+    DNS_HEADER_LEN, MAX_NAME_WIRE_LEN, NSID_MAX,
 };
 
 use crate::answers::negative;
@@ -120,14 +120,16 @@ fn compose(
     };
     let name = &q.lower[..q.name_len];
     let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
-    if let Some(slot) = address_slot(q.qtype) {
+    if let Some(slot) = table_slot(q.qtype) {
         let version = snapshot.version();
         let id = u16::from_be_bytes([packet[0], packet[1]]);
         let build = |entry: &HotEntry<'_>| {
+            let (nscount, arcount) = entry.more_counts();
             let head = Head {
                 rcode: 0,
                 ancount: entry.ancount(),
-                nscount: 0,
+                nscount,
+                arcount,
             };
             let section = entry.section;
             let rotation = entry.rotation(id, rotation::record_len(slot));
@@ -145,7 +147,7 @@ fn compose(
         });
         match plain {
             Some(Some(hit)) => return hit,
-            Some(None) => return table.read(version, name, slot | qtype_slot::A_SIGNED, build)?,
+            Some(None) => return table.read(version, name, slot | qtype_slot::SIGNED, build)?,
             // No entry, or the table is not at this snapshot: the
             // snapshot decides whether the name or type is missing.
             None => {}
@@ -156,6 +158,7 @@ fn compose(
         rcode: negative.rcode(),
         ancount: 0,
         nscount: 1,
+        arcount: 0,
     };
     let qname = &packet[DNS_HEADER_LEN..DNS_HEADER_LEN + q.name_len];
     let bytes = reply.write(head, 64, |out| negative::write_soa(out, qname, zone))?;
@@ -176,12 +179,11 @@ fn write_section(out: &mut Vec<u8>, section: &[u8], rotation: Option<(u32, u32)>
     }
 }
 
-fn address_slot(qtype: u16) -> Option<u8> {
-    match qtype {
-        rtype::A => Some(qtype_slot::A),
-        rtype::AAAA => Some(qtype_slot::AAAA),
-        _ => None,
-    }
+/// The table's slot for answers to `qtype`: every data type with a key
+/// tail, and DS (answered by the parent at a delegation).
+fn table_slot(qtype: u16) -> Option<u8> {
+    let answered = plain_type(qtype) || qtype == rtype::DS;
+    (answered && qtype_slot::keyed(qtype)).then(|| qtype_slot::of(qtype))
 }
 
 /// The header fields a reply sets beyond those copied from the query.
@@ -189,6 +191,8 @@ struct Head {
     rcode: u8,
     ancount: u16,
     nscount: u16,
+    /// Additional records, without the OPT record.
+    arcount: u16,
 }
 
 /// What every hot reply is built from.
@@ -223,7 +227,8 @@ impl Reply<'_> {
         out[3] = (packet[3] & 0x10) | head.rcode; // CD copied; RA, Z, AD zero
         out[6..8].copy_from_slice(&head.ancount.to_be_bytes());
         out[8..10].copy_from_slice(&head.nscount.to_be_bytes());
-        out[10..12].copy_from_slice(&u16::from(q.edns.is_some()).to_be_bytes());
+        let arcount = head.arcount + u16::from(q.edns.is_some());
+        out[10..12].copy_from_slice(&arcount.to_be_bytes());
         sections(&mut out);
         if out.len() + opt_len > self.limit {
             return None;

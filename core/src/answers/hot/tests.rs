@@ -38,7 +38,11 @@ fn zones() -> Vec<crate::zone::Zone> {
          ns1 A 192.0.2.53\nwww A 192.0.2.1\nwww AAAA 2001:db8::1\nv6 AAAA 2001:db8::6\n\
          two A 192.0.2.2\ntwo A 192.0.2.3\nsub NS ns.sub\nns.sub A 192.0.2.54\n\
          *.wild A 192.0.2.9\nalias CNAME www\na.b.ent A 192.0.2.10\ntxt TXT hello\n\
-         a-rather-long-service-name AAAA 2001:db8::42\n",
+         a-rather-long-service-name AAAA 2001:db8::42\n\
+         _http._tcp SRV 10 5 80 www\n_http._tcp SRV 20 5 80 two\n_http._tcp SRV 30 5 80 gone\n\
+         @ MX 10 mail\nmail A 192.0.2.25\n@ HTTPS 1 . alpn=h2\nwww HTTPS 1 . ipv4hint=192.0.2.1\n\
+         @ CAA 0 issue \"ca.example\"\nptr PTR www.example.com.\nchain CNAME alias\n\
+         out CNAME www.example.net.\n",
     );
     for i in 0..60 {
         text += &format!("big A 10.0.0.{i}\n");
@@ -55,7 +59,9 @@ fn zones() -> Vec<crate::zone::Zone> {
         pool RRSIG A 13 3 300 20300101000000 20200101000000 4711 signed.test. c2lnbmF0dXJlLW9uZQ==\n\
         pool AAAA 2001:db8::11\npool AAAA 2001:db8::12\n\
         pool RRSIG AAAA 13 3 300 20300101000000 20200101000000 4711 signed.test. c2lnbmF0dXJl\n\
-        pool RRSIG AAAA 15 3 300 20300101000000 20200101000000 4712 signed.test. c2lnbmF0dXJl\n";
+        pool RRSIG AAAA 15 3 300 20300101000000 20200101000000 4712 signed.test. c2lnbmF0dXJl\n\
+        _s._udp SRV 0 0 53 host\n\
+        _s._udp RRSIG SRV 13 3 300 20300101000000 20200101000000 4711 signed.test. c2lnbmF0dXJl\n";
     // Names of the SOA in other case and out of the zone, a DNAME, a
     // negative TTL below the SOA's.
     let other = "$ORIGIN Other.Test.\n$TTL 300\n\
@@ -255,6 +261,14 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
         "SIG.signed.TEST.",
         "example.net.",
         ".",
+        "_http._tcp.example.com.",
+        "_HTTP._Tcp.Example.COM.",
+        "example.com.",
+        "mail.example.com.",
+        "ptr.example.com.",
+        "chain.example.com.",
+        "out.example.com.",
+        "_s._udp.signed.test.",
     ];
     let (mut hot_count, mut total) = (0, 0);
     let mut hot_shapes = std::collections::BTreeSet::new();
@@ -263,7 +277,7 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
         for peer in peers {
             let sets = option_sets(&h, peer);
             for name in names {
-                for qtype in [1u16, 28, 16, 255, 6, 43] {
+                for qtype in [1u16, 28, 16, 255, 6, 43, 33, 15, 65, 2, 5, 257, 12] {
                     for flags in [
                         [0, 0],
                         [1, 0],
@@ -475,12 +489,32 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
         query("www.example.com.", 16, [0, 0], None),
         query("b.ent.example.com.", 28, [0, 0], None),
         query("missing.signed.test.", 1, [0, 0], None),
+        // Every type's answer, with additional addresses, through a
+        // CNAME chain inside the zone.
+        query("alias.example.com.", 1, [0, 0], None),
+        query("chain.example.com.", 28, [0, 0], None),
+        query("alias.example.com.", 5, [0, 0], None),
+        query("_http._tcp.example.com.", 33, [0, 0], None),
+        query("example.com.", 15, [0, 0], None),
+        query("example.com.", 2, [0, 0], None),
+        query("example.com.", 6, [0, 0], None),
+        query("example.com.", 65, [0, 0], None),
+        query("example.com.", 257, [0, 0], None),
+        query("txt.example.com.", 16, [0, 0], None),
+        query("ptr.example.com.", 12, [0, 0], None),
+        query(
+            "_s._udp.signed.test.",
+            33,
+            [0, 0],
+            Some((1232, true, 0, &[][..])),
+        ),
     ] {
         assert!(hot(&q, udp), "{q:?}");
     }
     for q in [
-        query("alias.example.com.", 1, [0, 0], None),
         query("alias.example.com.", 16, [0, 0], None),
+        query("out.example.com.", 1, [0, 0], None),
+        query("sub.example.com.", 2, [0, 0], None),
         query("x.wild.example.com.", 1, [0, 0], None),
         query("y.x.wild.example.com.", 1, [0, 0], None),
         query("ns.sub.example.com.", 1, [0, 0], None),

@@ -1,0 +1,99 @@
+//! Which names' entries hold another name's records: an SRV, MX or NS
+//! answer holds its targets' addresses, a CNAME's the chain's RRsets. A
+//! change at the target recompiles the names that depend on it. The
+//! lists may hold more than they need (a name that no longer depends on
+//! a target leaves it when the target next changes): that costs a
+//! recompile, never a stale answer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Dependent names by the name they depend on (wire forms, lower case).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dependents {
+    by_target: HashMap<Arc<[u8]>, Vec<Arc<[u8]>>, foldhash::fast::RandomState>,
+}
+
+impl Dependents {
+    /// Notes that `name`'s entries hold the records of `targets`.
+    pub fn add(&mut self, name: &Arc<[u8]>, targets: &[Arc<[u8]>]) {
+        for t in targets {
+            let list = self.by_target.entry(t.clone()).or_default();
+            if !list.contains(name) {
+                list.push(name.clone());
+            }
+        }
+    }
+
+    /// The names whose entries may hold `target`'s records.
+    pub fn of(&self, target: &[u8]) -> &[Arc<[u8]>] {
+        self.by_target.get(target).map_or(&[], |v| v)
+    }
+
+    /// Replaces the list of `target` (recompiled names that still depend
+    /// on it).
+    pub fn set(&mut self, target: Arc<[u8]>, names: Vec<Arc<[u8]>>) {
+        match names.is_empty() {
+            true => self.by_target.remove(&target),
+            false => self.by_target.insert(target, names),
+        };
+    }
+
+    /// Targets with dependents.
+    pub fn len(&self) -> usize {
+        self.by_target.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_target.is_empty()
+    }
+}
+
+/// How a compile of some names changes the index.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DependsDelta {
+    /// Targets looked at, with the exact names that depend on them now.
+    pub rechecked: Vec<(Arc<[u8]>, Vec<Arc<[u8]>>)>,
+    /// Names recompiled, with the targets their entries hold.
+    pub referred: Vec<(Arc<[u8]>, Vec<Arc<[u8]>>)>,
+}
+
+impl DependsDelta {
+    pub fn is_empty(&self) -> bool {
+        self.rechecked.is_empty() && self.referred.iter().all(|(_, t)| t.is_empty())
+    }
+
+    pub fn apply_to(&self, index: &mut Dependents) {
+        for (target, names) in &self.rechecked {
+            index.set(target.clone(), names.clone());
+        }
+        for (name, targets) in &self.referred {
+            index.add(name, targets);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(s: &str) -> Arc<[u8]> {
+        Arc::from(s.as_bytes())
+    }
+
+    #[test]
+    fn rechecked_lists_replace_and_referrals_add() {
+        let mut index = Dependents::default();
+        index.add(&w("srv"), &[w("host1"), w("host2")]);
+        index.add(&w("mx"), &[w("host1")]);
+        assert_eq!(index.of(b"host1"), &[w("srv"), w("mx")]);
+        let delta = DependsDelta {
+            rechecked: vec![(w("host1"), vec![w("mx")]), (w("host2"), vec![])],
+            referred: vec![(w("alias"), vec![w("host2")])],
+        };
+        delta.apply_to(&mut index);
+        assert_eq!(index.of(b"host1"), &[w("mx")]);
+        assert_eq!(index.of(b"host2"), &[w("alias")]);
+        assert_eq!(index.len(), 2);
+    }
+}

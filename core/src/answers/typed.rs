@@ -1,0 +1,173 @@
+//! Entries for every query type but A and AAAA (whose fixed-size records
+//! [`super::compile::encode_answer`] writes directly): the full handler's
+//! own answer to the query, compiled once. The handler decides
+//! (`handler::resolve`), the shared writer encodes (`wire::encode`), so
+//! the kernel's bytes are the fallback's by construction.
+//!
+//! An answer is compiled only when it is the same for every query of the
+//! name and type: NOERROR, authoritative, no referral, nothing in the
+//! authority section (an SOA there changes with every serial), no
+//! DNAME, no CNAME chain that leaves the zone, no A/AAAA RRset that the
+//! zone rotates. Its compression points only into the question (at a
+//! fixed offset, compared case-insensitively) and into itself, so the
+//! query's case does not matter.
+
+use std::sync::Arc;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{LowerName, Name, RData, RecordType};
+use xdpdns_common::{qtype_slot, rtype, Answer, BLOCK_MAX, INLINE_MAX};
+
+use super::entry::{ones_complement_sum, shared_wire, Compiled};
+use crate::handler::resolve;
+use crate::wire::encode::{Header, Section, Writer};
+use crate::wire::Reply;
+use crate::zone::{Node, Zone};
+
+/// The types a CNAME's owner is compiled for besides those its chain's
+/// target has: what clients ask of any name they connect to.
+const CNAME_OWNER_TYPES: [RecordType; 3] = [RecordType::A, RecordType::AAAA, RecordType::HTTPS];
+
+/// Most records an answer may hold (the handler's budget).
+const MAX_RECORDS: usize = BLOCK_MAX / 11;
+
+/// The query types compiled at `node`: every type it has an RRset of (A
+/// and AAAA only through a CNAME), or for a CNAME's owner the CNAME, the
+/// usual address types and the target's types.
+pub(super) fn types_at(zone: &Zone, node: &Node, out: &mut Vec<RecordType>) {
+    out.clear();
+    let Some(cname) = node.rrset(RecordType::CNAME) else {
+        out.extend(
+            node.rrsets()
+                .iter()
+                .map(|s| s.rtype)
+                .filter(|t| !matches!(t, RecordType::A | RecordType::AAAA))
+                .filter(|t| compiled_type(*t)),
+        );
+        return;
+    };
+    out.push(RecordType::CNAME);
+    out.extend(CNAME_OWNER_TYPES);
+    let target = match cname.first() {
+        Some(RData::CNAME(t)) => LowerName::new(&t.0),
+        _ => return,
+    };
+    if let Some(node) = zone.node(&target) {
+        for t in node.rrsets().iter().map(|s| s.rtype) {
+            if compiled_type(t) && !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+}
+
+/// Types whose answer the table may hold: the plain data types and DS
+/// (answered by the parent at a delegation), with a key tail.
+fn compiled_type(t: RecordType) -> bool {
+    let code = u16::from(t);
+    (xdpdns_common::plain_type(code) || code == rtype::DS) && qtype_slot::keyed(code)
+}
+
+/// The entry answering `qtype` at `name` (lower-cased) in `zone`, with
+/// `flags` and zone id `zone_id`, the DNSSEC variant when `dnssec`; and
+/// the other names it was built from (a CNAME chain's, the targets of
+/// SRV, MX and NS records), whose changes change it. `None` when the
+/// answer is not one the table can hold.
+pub(super) fn compile_type(
+    zone: &Zone,
+    name: &Name,
+    qtype: RecordType,
+    dnssec: bool,
+    (flags, zone_id): (u16, u32),
+    depends: &mut Vec<Arc<[u8]>>,
+) -> Option<Compiled> {
+    let reply = resolve(zone, name, qtype, MAX_RECORDS, dnssec, 0);
+    // Noted even when not exact: a change there may make it exact.
+    note_depends(zone, name, &reply, depends);
+    if !exact(zone, &reply, qtype) {
+        return None;
+    }
+    let mut w = Writer::new(Header::default(), name, u16::from(qtype), 1, BLOCK_MAX);
+    w.records(Section::Answer, &reply.answers).ok()?;
+    w.records(Section::Additional, &reply.additional).ok()?;
+    let (section, [ancount, _, arcount]) = w.sections();
+    if section.is_empty() || section.len() > BLOCK_MAX || ancount > 0xff {
+        return None;
+    }
+    let mut head = Answer::new(section.len() as u16, ancount as u8, flags);
+    head.csum = ones_complement_sum(section);
+    head.set_zone(zone_id);
+    let block = match section.len() <= INLINE_MAX {
+        true => {
+            head.data[..section.len()].copy_from_slice(section);
+            None
+        }
+        false => Some(Arc::from(section)),
+    };
+    if !head.set_more_counts(0, arcount) {
+        return None;
+    }
+    Some(Compiled { head, block })
+}
+
+/// Whether `reply` is the same for every query of its name and type.
+fn exact(zone: &Zone, reply: &Reply, qtype: RecordType) -> bool {
+    if reply.rcode != ResponseCode::NoError
+        || !reply.authoritative
+        || reply.referral
+        || reply.oversized
+        || reply.answers.is_empty()
+        || !reply.authority.is_empty()
+    {
+        return false;
+    }
+    let data = || {
+        reply
+            .answers
+            .iter()
+            .filter(|r| r.record_type() != RecordType::RRSIG)
+    };
+    if data().any(|r| r.record_type() == RecordType::DNAME) {
+        return false;
+    }
+    // A chain that stops at a CNAME left the zone (or ran too long).
+    let last = data().last().map(|r| r.record_type());
+    if qtype != RecordType::CNAME && last == Some(RecordType::CNAME) {
+        return false;
+    }
+    // The handler starts a rotating zone's address RRsets at the query ID.
+    if zone.rotates() {
+        let count = |t| data().filter(|r| r.record_type() == t).count();
+        if count(RecordType::A) > 1 || count(RecordType::AAAA) > 1 {
+            return false;
+        }
+    }
+    true
+}
+
+/// The names besides `name` whose records `reply` holds or may come to
+/// hold: the owners in its answer section (a CNAME chain) and the
+/// in-zone targets of its SRV, MX and NS records (their addresses are
+/// the additional section, present or not).
+fn note_depends(zone: &Zone, name: &Name, reply: &Reply, depends: &mut Vec<Arc<[u8]>>) {
+    let own = LowerName::new(name);
+    let mut add = |n: &Name| {
+        let key = LowerName::new(n);
+        if key != own && zone.origin_key().zone_of(&key) {
+            let wire = shared_wire(&key);
+            if !depends.contains(&wire) {
+                depends.push(wire);
+            }
+        }
+    };
+    for r in &reply.answers {
+        add(&r.name);
+        match &r.data {
+            RData::CNAME(t) => add(&t.0),
+            RData::SRV(srv) => add(&srv.target),
+            RData::MX(mx) => add(&mx.exchange),
+            RData::NS(ns) => add(&ns.0),
+            _ => {}
+        }
+    }
+}
