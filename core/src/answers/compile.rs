@@ -13,7 +13,7 @@ use xdpdns_common::{
     answer_flags, qtype_slot, rotation, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN,
 };
 
-pub use super::depends::{Dependents, DependsDelta};
+pub use super::depends::{Dependents, DependsDelta, Links};
 use super::entry::shared_wire;
 pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
 use super::negative::entries as negatives;
@@ -128,8 +128,8 @@ pub fn compile_all(snapshot: &Snapshot) -> (Table, Skipped, Dependents) {
     compile_in_parallel(snapshot, PARALLEL_MIN_NAMES)
 }
 
-/// A name's entries' dependencies as the compiler notes them.
-type Noted = Vec<(Arc<[u8]>, Vec<Arc<[u8]>>)>;
+/// Names with the names their entries hold records of.
+type Noted = Links;
 
 fn compile_in_parallel(
     snapshot: &Snapshot,
@@ -320,7 +320,7 @@ pub fn compile_diffs(
     names.sort();
     names.dedup();
     // The names whose entries hold a changed name's records change too.
-    let mut rechecked: Vec<(Arc<[u8]>, Vec<Arc<[u8]>>)> = Vec::new();
+    let mut rechecked: Links = Vec::new();
     for name in &names {
         let wire = shared_wire(name);
         let dependents = installed.dependents_of(&wire);

@@ -8,10 +8,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Dependent names by the name they depend on (wire forms, lower case).
+/// A name in lower-cased wire form, shared.
+pub type Wire = Arc<[u8]>;
+/// Names, each with a list of names.
+pub type Links = Vec<(Wire, Vec<Wire>)>;
+
+/// Dependent names by the name they depend on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Dependents {
-    by_target: HashMap<Arc<[u8]>, Vec<Arc<[u8]>>, foldhash::fast::RandomState>,
+    by_target: HashMap<Wire, Vec<Wire>, foldhash::fast::RandomState>,
 }
 
 impl Dependents {
@@ -53,9 +58,9 @@ impl Dependents {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DependsDelta {
     /// Targets looked at, with the exact names that depend on them now.
-    pub rechecked: Vec<(Arc<[u8]>, Vec<Arc<[u8]>>)>,
+    pub rechecked: Links,
     /// Names recompiled, with the targets their entries hold.
-    pub referred: Vec<(Arc<[u8]>, Vec<Arc<[u8]>>)>,
+    pub referred: Links,
 }
 
 impl DependsDelta {

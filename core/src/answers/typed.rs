@@ -131,7 +131,7 @@ fn exact(zone: &Zone, reply: &Reply, qtype: RecordType) -> bool {
         return false;
     }
     // A chain that stops at a CNAME left the zone (or ran too long).
-    let last = data().last().map(|r| r.record_type());
+    let last = data().next_back().map(|r| r.record_type());
     if qtype != RecordType::CNAME && last == Some(RecordType::CNAME) {
         return false;
     }
