@@ -575,3 +575,63 @@ fn a_table_behind_the_store_never_answers() {
     let (full, hot) = both(&store, &table, &h, &q, Transport::Udp, peer);
     assert_eq!(hot, full);
 }
+
+/// A signed answer through a wildcard CNAME to an MX, asked with a
+/// 0x20-cased name at 512 bytes: compressed into the question whatever
+/// its case, so it fits as it does asked in lower case (NSD fits it too);
+/// the same chain at an exact name is a hot answer, byte for byte the
+/// full handler's.
+#[test]
+fn a_cased_question_costs_no_bytes_and_is_not_truncated() {
+    let sig = "A".repeat(86) + "==";
+    let rrsig = |covered: &str, labels: u8| {
+        format!(
+            "RRSIG {covered} 13 {labels} 300 20300101000000 20200101000000 4711 sig.example. {sig}"
+        )
+    };
+    let text = format!(
+        "$ORIGIN sig.example.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\n\
+         @ DNSKEY \\# 6 0101030daabb\nns1 A 192.0.2.53\n\
+         *.wild CNAME target\n*.wild {}\nchain CNAME target\nchain {}\n\
+         target MX 10 mail\ntarget {}\nmail A 192.0.2.25\nmail {}\n\
+         wild NSEC *.wild.sig.example. NSEC RRSIG\nwild {}\n",
+        rrsig("CNAME", 2),
+        rrsig("CNAME", 3),
+        rrsig("MX", 3),
+        rrsig("A", 3),
+        rrsig("NSEC", 3),
+    );
+    let store = ZoneStore::with_zones(vec![zone("sig.example.", &text)]);
+    let table = AnswerTable::default();
+    fill(&table, &store.snapshot());
+    let h = handler(None);
+    let peer: IpAddr = "192.0.2.99".parse().unwrap();
+    let do512 = Some((512, true, 0, &[][..]));
+    let reply = |name: &str| {
+        let q = query(name, 15, [0, 0], do512);
+        let (full, hot) = both(&store, &table, &h, &q, Transport::Udp, peer);
+        (q.len(), full.unwrap(), hot)
+    };
+    let (qlen, lower, hot) = reply("foo.wild.sig.example.");
+    assert_eq!(hot, None, "a wildcard's answer is the full handler's");
+    let (_, cased, _) = reply("FoO.WiLd.SiG.ExAmPlE.");
+    assert_eq!(cased[2] & 0x02, 0, "not truncated");
+    assert!(cased.len() <= 512);
+    assert!(
+        u16::from_be_bytes([cased[6], cased[7]]) >= 4,
+        "CNAME, MX, RRSIGs"
+    );
+    assert_eq!(
+        &cased[qlen - 11..],
+        &lower[qlen - 11..],
+        "the same sections, whatever the question's case"
+    );
+    for name in ["chain.sig.example.", "CHAIN.Sig.EXAMPLE."] {
+        let (_, full, hot) = reply(name);
+        assert_eq!(
+            hot.as_ref(),
+            Some(&full),
+            "{name}: hot, and the full handler's bytes"
+        );
+    }
+}
