@@ -131,10 +131,13 @@ def with_counters(server, run):
 
 LOADS = ("dnsperf max rate, hits", "dnsperf fixed rate, hits", "dnsperf fixed rate, mix + TCP share",
          "kxdpgun, hits", "dnsperf fixed rate, resolver-shaped hits (EDNS0 + DO + client cookie)",
-         f"dnsperf fixed rate, hits over TCP, {TCP_CLIENTS:,} connections pipelined")
+         f"dnsperf fixed rate, hits over TCP, {TCP_CLIENTS:,} connections pipelined",
+         "dnsperf fixed rate, front-line mix, resolver-shaped",
+         "dnsperf fixed rate, SRV, resolver-shaped")
 
 
-def bench_target(t, a, hits, mix, probe):
+def bench_target(t, a, files, probe):
+    hits, mix = files["hits"], files["mix"]
     peer = server = scraping = None
     try:
         if t.native:
@@ -151,6 +154,10 @@ def bench_target(t, a, hits, mix, probe):
             if not t.floor:  # the floor answers UDP only, and every query alike
                 runs[LOADS[2]].append(with_counters(server, lambda: run_mix(mix, a.duration, a.rate)))
                 runs[LOADS[5]].append(with_counters(server, lambda: run_tcp_many(hits, a.duration, a.rate)))
+                runs[LOADS[6]].append(with_counters(
+                    server, lambda: run_dnsperf(files["front"], a.duration, a.rate, RESOLVER_SHAPED)))
+                runs[LOADS[7]].append(with_counters(
+                    server, lambda: run_dnsperf(files["srv"], a.duration, a.rate, RESOLVER_SHAPED)))
             # kxdpgun brings its own program for the client side.
             stop(peer)
             runs[LOADS[3]].append(with_counters(server, lambda: run_kxdpgun(hits, a.duration, a.kxdpgun_rate)))

@@ -37,11 +37,11 @@ def ratios(results):
     ]
     out = []
     ran = {r["target"] for r in results}
-    for load in (LOADS[1], LOADS[4], LOADS[2], LOADS[5]):
+    for load in (LOADS[1], LOADS[4], LOADS[2], LOADS[5], LOADS[6], LOADS[7]):
         for a, b in pairs:
             if "/metrics" in a and a not in ran:
                 continue  # --metrics was not given
-            if load in (LOADS[4], LOADS[5]) and "floor" in b:
+            if load in (LOADS[4], LOADS[5], LOADS[6], LOADS[7]) and "floor" in b:
                 continue
             x = median_of(results, a, load, "server_cpu_ns_per_answer")
             y = median_of(results, b, load, "server_cpu_ns_per_answer")

@@ -11,7 +11,8 @@ DNS; BIND 9.
 Per target: a maximum-rate dnsperf run, a fixed-rate dnsperf run on hits, a
 fixed-rate mixed run (UDP mix plus a concurrent TCP share), the same
 resolver-shaped (EDNS, DO, a client cookie), hits over 1,000 TCP connections
-with queries pipelined, and a kxdpgun run; each repeated, reported as medians
+with queries pipelined, the front-line mix and SRV queries resolver-shaped
+(gen.py says what they hold), and a kxdpgun run; each repeated, reported as medians
 with min-max.
 
 Server CPU per answered query. The machine's CPUs are split: the load
@@ -94,7 +95,8 @@ def main():
     pinner = NapiPinner(urgent=(LEGIT_CLI_IF,) if a.attack else ())
     try:
         t0 = time.time()
-        zone, hits, mix, names, records = gen.generate(workdir, a.names, a.queries)
+        zone, files, names, records = gen.generate(workdir, a.names, a.queries)
+        hits = files["hits"]
         print(f"bench-e2e: {names} names, {records} records generated in {time.time() - t0:.1f} s", file=sys.stderr)
         probe = f"svc0.svc.u0.{ORIGIN}"
         netns_up(a.xdpdns)
@@ -113,7 +115,7 @@ def main():
             t0 = time.time()
             try:
                 results.append(bench_attack(t, a, hits, flood, probe) if a.attack
-                               else bench_target(t, a, hits, mix, probe))
+                               else bench_target(t, a, files, probe))
                 print(f"bench-e2e: {t.label} done in {time.time() - t0:.0f} s", file=sys.stderr)
             except Exception as e:  # one broken target must not hide the others
                 results.append({"target": t.label, "error": str(e)})
