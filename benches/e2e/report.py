@@ -93,7 +93,7 @@ def check_smoke(results):
                 problems.append(f"{r['target']}, {load}: nothing answered {v['samples'][-1].get('raw', '')}")
             if s.get("server_cpu_ns_per_answer") is None:
                 problems.append(f"{r['target']}, {load}: no CPU figure")
-            if "mix" in load and not s.get("tcp_answered", {}).get("median"):
+            if "TCP share" in load and not s.get("tcp_answered", {}).get("median"):
                 problems.append(f"{r['target']}, {load}: no TCP answers {v['samples'][-1].get('raw_tcp', '')}")
             kernel = s.get("in_kernel_pct", {}).get("median")
             # Queries over TCP are the fallback's by design.
