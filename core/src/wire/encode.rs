@@ -42,6 +42,8 @@ pub struct Header {
 pub struct Writer {
     out: Vec<u8>,
     names: Compressor,
+    /// Where hickory encodes RDATA the writer does not (reused).
+    rdata: Vec<u8>,
 }
 
 /// The section a record goes to (its count in the header).
@@ -69,6 +71,7 @@ impl Writer {
         let mut w = Writer {
             out,
             names: Compressor::default(),
+            rdata: Vec::new(),
         };
         let name = WireName::new(qname);
         w.names.written(DNS_HEADER_LEN, name.bytes());
@@ -160,9 +163,9 @@ impl Writer {
             }
             other => {
                 let start = self.out.len();
-                let mut rdata = Vec::with_capacity(64);
-                other.emit(&mut BinEncoder::new(&mut rdata))?;
-                self.out.extend_from_slice(&rdata);
+                self.rdata.clear();
+                other.emit(&mut BinEncoder::new(&mut self.rdata))?;
+                self.out.extend_from_slice(&self.rdata);
                 // A target written whole is still a name later ones may
                 // point to (an SRV answer's additional records).
                 let target = match other {
