@@ -83,10 +83,6 @@ pub struct Scratch {
     pub opt_sum: u32,
     pub opt_len: u32,
     pub opt_reply: [u8; OPT_REPLY_BUF],
-    /// The query name had an upper-case letter (0x20): the fallback's
-    /// negative answers compress against it as sent, so the kernel
-    /// leaves them to it.
-    pub mixed_case: u32,
     /// What `xdpdns_negative` decided: the RCODE (0: NODATA, 3:
     /// NXDOMAIN) and the apex's length (its SOA entry's key is left in
     /// the key buffer for that length).

@@ -6,7 +6,8 @@
 //! A name without an EXIST entry does not exist: when the name one or
 //! two labels up has an EXIST entry marked ENCLOSER, the answer is
 //! NXDOMAIN. Everything else (no such encloser, a cut, a wildcard, a
-//! signed zone under DO=1, a name with upper-case letters) goes up.
+//! signed zone under DO=1) goes up. Names are compared as the fallback
+//! compresses them, without regard to ASCII case.
 
 use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::helpers::bpf_xdp_load_bytes;
@@ -19,6 +20,7 @@ use xdpdns_common::{
 
 use crate::headers::{load, store};
 use crate::parsed::{Packet, Question, OPT_REPLY_BUF};
+use crate::question::lower8;
 use crate::maps::{lookup, Scratch, SMALL_BLOCKS};
 use crate::verdict::code_of;
 use crate::{csum, edns, reply};
@@ -103,7 +105,7 @@ fn exist(s: &mut Scratch, len: u32, generation: u8, qtype: u16) -> Option<ExistF
 
 #[inline(always)]
 fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), PassReason> {
-    if cfg.negative_answers == 0 || s.mixed_case != 0 {
+    if cfg.negative_answers == 0 {
         return Err(PassReason::Miss);
     }
     let generation = cfg.generation as u8;
@@ -219,9 +221,8 @@ fn closest_encloser(
 
 /// Copies the `len` bytes of the query name at frame offset `at` (a
 /// suffix of it, at a label) into the key buffer for that length,
-/// zero-padded, with one helper call. The query name had no upper-case
-/// letter (`decide` checks), so the bytes are already the key's. 0 on
-/// success.
+/// zero-padded, with one helper call, and lower-cases it as the keys
+/// are. 0 on success.
 #[inline(never)]
 #[no_mangle]
 pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32, len: u32) -> u32 {
@@ -249,7 +250,19 @@ pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32,
         return 1;
     }
     let r = unsafe { bpf_xdp_load_bytes(ctx, at, dst as *mut core::ffi::c_void, n) };
-    (r != 0) as u32
+    if r != 0 {
+        return 1;
+    }
+    for w in 0..LONG_NAME_BUF / 8 {
+        if w >= words || w * 8 >= n as usize {
+            break;
+        }
+        unsafe {
+            let p = (dst as *mut u64).add(w);
+            core::ptr::write_volatile(p, lower8(core::ptr::read_volatile(p)));
+        }
+    }
+    0
 }
 
 #[inline(always)]
@@ -299,7 +312,9 @@ pub extern "C" fn xdpdns_check_template(
     } else {
         (1u64 << (8 * (1 + len as u32))) - 1
     };
-    let label = u64::from_le_bytes(word) & keep;
+    // Compression ignores case: so does the check (the risky labels are
+    // stored lower-cased).
+    let label = lower8(u64::from_le_bytes(word) & keep);
     let risky = |i: usize| {
         let mut r = [0u8; 8];
         r.copy_from_slice(&b.data[8 + 8 * i..16 + 8 * i]);

@@ -119,6 +119,18 @@ fn lower4(w: u32) -> u32 {
     w | (upper >> 2)
 }
 
+/// [`lower4`] for eight bytes.
+#[inline(always)]
+pub fn lower8(w: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let h = w & LOW7;
+    let ge_a = h + 0x3f3f_3f3f_3f3f_3f3f;
+    let gt_z = h + 0x2525_2525_2525_2525;
+    let upper = ge_a & !gt_z & !w & HIGH;
+    w | (upper >> 2)
+}
+
 /// Copies the name, lower-cased, into the key for its length (zero-padded:
 /// wire names are prefix-free) four bytes at a time, notes in
 /// `s.mixed_case` whether it had upper-case letters, and returns the
@@ -150,7 +162,6 @@ fn copy_name(
     }
     let dst = dst64 as *mut u32;
     let mut sum = 0u64;
-    let mut upper = 0u32;
     for w in 0..64u32 {
         let start = w * 4;
         if start >= name_len {
@@ -162,11 +173,8 @@ fn copy_name(
             word &= (1u32 << (valid * 8)) - 1;
         }
         sum += word.swap_bytes() as u64;
-        let lower = lower4(word);
-        upper |= lower ^ word;
-        unsafe { dst.add(w as usize & 63).write(lower) };
+        unsafe { dst.add(w as usize & 63).write(lower4(word)) };
     }
-    s.mixed_case = upper;
     Ok(sum)
 }
 

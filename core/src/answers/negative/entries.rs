@@ -288,8 +288,9 @@ fn skip_name(bytes: &[u8], mut at: usize, pointers: &mut Vec<usize>) -> Option<u
     }
 }
 
-/// MNAME's and RNAME's labels just above the apex, as stored, when they
-/// are below it (zeros otherwise).
+/// MNAME's and RNAME's labels just above the apex, lower-cased (names
+/// compress whatever their case), when they are below it (zeros
+/// otherwise).
 fn risky_labels(zone: &Zone) -> [[u8; 8]; 2] {
     let mut risky = [[0u8; 8]; 2];
     let Some((soa, _)) = zone.soa() else {
@@ -299,6 +300,7 @@ fn risky_labels(zone: &Zone) -> [[u8; 8]; 2] {
     for (slot, name) in risky.iter_mut().zip([&soa.mname, &soa.rname]) {
         if zone.origin().zone_of(name) && name.num_labels() > zone.origin().num_labels() {
             *slot = label_above(WireName::new(name).bytes(), apex_len);
+            slot.make_ascii_lowercase();
         }
     }
     risky
