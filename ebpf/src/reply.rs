@@ -37,9 +37,11 @@ pub fn reply_limit(e: &Edns, ours: u16) -> u32 {
 
 /// Makes the frame `len` bytes long, keeping its first `keep` bytes (the
 /// query up to the end of its question). Grows at the tail when the
-/// buffer has room there; otherwise (native mode hands right-sized
-/// buffers) at the head, moving the kept bytes forward. On failure the
-/// frame is unchanged.
+/// buffer has room there; otherwise (native mode on veth hands
+/// right-sized buffers: only the headroom and the tail's alignment slack
+/// are free) at the head, as far as the headroom allows, and the rest at
+/// the tail, moving the kept bytes forward. On failure the frame is
+/// unchanged.
 #[inline(always)]
 pub fn resize(ctx: &XdpContext, keep: u32, len: u32) -> Result<(), PassReason> {
     let frame_len = (ctx.data_end() - ctx.data()) as u32;
@@ -47,16 +49,24 @@ pub fn resize(ctx: &XdpContext, keep: u32, len: u32) -> Result<(), PassReason> {
     if delta == 0 || unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } == 0 {
         return Ok(());
     }
-    if delta < 0 || delta > HEAD_GROWTH_MAX || keep < 8 || keep > frame_len {
+    if delta < 0 || keep < 8 || keep > frame_len {
         return Err(PassReason::Size);
     }
-    if unsafe { bpf_xdp_adjust_head(ctx.ctx, -delta) } != 0 {
+    let head = delta.min(HEAD_GROWTH_MAX);
+    let rest = delta - head;
+    if rest > 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, rest) } != 0 {
         return Err(PassReason::Size);
     }
-    // The old bytes now start at `delta`. Moving forward, each chunk is
+    if unsafe { bpf_xdp_adjust_head(ctx.ctx, -head) } != 0 {
+        if rest > 0 {
+            unsafe { bpf_xdp_adjust_tail(ctx.ctx, -rest) };
+        }
+        return Err(PassReason::Size);
+    }
+    // The old bytes now start at `head`. Moving forward, each chunk is
     // read before anything is written over it; the last (overlapping)
     // chunk is read first, as the loop may overwrite its source.
-    let delta = delta as u32;
+    let delta = head as u32;
     let tail: [u8; 8] = load(ctx, delta + keep - 8).map_err(|_| PassReason::Size)?;
     for i in 0..(KEEP_MAX / 8) {
         if i * 8 + 8 > keep {
@@ -178,9 +188,10 @@ fn store_half<const N: usize>(ctx: &XdpContext, off: u32, src: &[u8; N], from: u
     }
 }
 
-/// Most bytes a reply may grow at the head (XDP guarantees 256 bytes of
-/// headroom; the kernel keeps part of it for its frame metadata).
-const HEAD_GROWTH_MAX: i32 = 192;
+/// Most bytes a reply may grow at the head: XDP guarantees 256 bytes of
+/// headroom, of which `bpf_xdp_adjust_head` keeps 40 for the kernel's
+/// `struct xdp_frame`.
+const HEAD_GROWTH_MAX: i32 = 216;
 /// Most bytes kept when moving a query forward: headers with two VLAN
 /// tags, IPv6, UDP, the DNS header and the longest question.
 const KEEP_MAX: u32 = 14 + 8 + 40 + 8 + 12 + 255 + 4 + 3;
