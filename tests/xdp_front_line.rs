@@ -69,13 +69,17 @@ fn pair(rrl: RrlConfig) -> Pair {
 }
 
 fn pair_with(rrl: RrlConfig, store: ZoneStore) -> Pair {
+    pair_sized(rrl, store, 1024)
+}
+
+fn pair_sized(rrl: RrlConfig, store: ZoneStore, entries: u32) -> Pair {
     assert!(
         unsafe { libc::geteuid() } == 0,
         "the XDP tests load BPF programs and need root (CI runs as root)"
     );
     let h = handler();
     let capacity = Capacity {
-        entries: 1024,
+        entries,
         rrl_slots: rrl.kernel_slots(),
     };
     let mut fast = FastPath::load(capacity, 53, &h.edns).expect("load the XDP program");
@@ -378,7 +382,7 @@ const NEGATIVE_ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
     @ SOA ns1 hostmaster 7 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n\
     www A 192.0.2.80\nwww AAAA 2001:db8::80\nmail A 192.0.2.25\n\
     a.b.ent A 192.0.2.7\n*.wild A 192.0.2.9\nsub NS ns.sub\nns.sub A 192.0.2.53\n\
-    alias CNAME www\ntxt TXT hello\n";
+    alias CNAME www\ntxt TXT hello\nto-ns1 CNAME ns1\n";
 
 /// A zone whose SOA names are written in upper case: the fallback still
 /// compresses a query name's labels against them.
@@ -460,7 +464,9 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
         ("txt.example.com.", RecordType::TXT, POS),
         ("txt.example.com.", RecordType::HTTPS, NEG),
         ("ent.example.com.", RecordType::HTTPS, NEG),
-        ("alias.example.com.", RecordType::HTTPS, UP),
+        ("alias.example.com.", RecordType::HTTPS, POS), // NODATA at the chain's end
+        ("alias.example.com.", RecordType::TXT, UP),
+        ("to-ns1.example.com.", RecordType::HTTPS, UP), // MNAME compresses into the chain
         ("x.wild.example.com.", RecordType::HTTPS, UP),
         ("sub.example.com.", RecordType::DS, UP),
         ("sub.example.com.", RecordType::HTTPS, UP),

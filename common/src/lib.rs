@@ -198,6 +198,24 @@ pub mod negative {
     pub const NO_FIXUP: u16 = 0xffff;
     /// Bytes of a [`Template`] at the head of an SOA entry's section.
     pub const TEMPLATE_LEN: usize = 24;
+
+    /// Where a template pointer to `target` (an offset in the sample
+    /// message) points in a reply whose question name is `qname_len`
+    /// bytes and whose SOA record follows `prefix_len` bytes of answer
+    /// records (a CNAME chain; 0 for a plain negative answer): into the
+    /// question's apex, moved with the name's length; into the record
+    /// itself, moved by the prefix as well.
+    #[inline(always)]
+    pub const fn relocate(target: u32, sample_len: u32, qname_len: u32, prefix_len: u32) -> u32 {
+        let record_start = super::DNS_HEADER_LEN as u32 + sample_len + 4;
+        let moved = (target + qname_len).wrapping_sub(sample_len);
+        let moved = if target >= record_start {
+            moved + prefix_len
+        } else {
+            moved
+        };
+        moved & 0x3fff
+    }
 }
 
 /// Key of the tiny-name table: the query name in wire form, lower-cased
@@ -353,10 +371,13 @@ impl Answer {
     /// Records of the authority and additional sections that follow the
     /// answer records in the section (additional addresses of an SRV, MX
     /// or NS answer). A block answer keeps them beside its zone, an
-    /// inline one above its zone id (at most 15 each).
+    /// inline one above its zone id (at most 15 each). An entry followed
+    /// by its zone's SOA has that one authority record.
     #[inline(always)]
     pub const fn more_counts(&self) -> (u16, u16) {
-        if self.section_len() as usize <= INLINE_MAX {
+        if answer_flags::soa_after(self.flags()) {
+            (1, 0)
+        } else if self.section_len() as usize <= INLINE_MAX {
             (
                 (self.block_count >> 16 & 0xf) as u16,
                 (self.block_count >> 20 & 0xf) as u16,
@@ -382,6 +403,35 @@ impl Answer {
             self.data[5] = additional as u8;
         }
         true
+    }
+
+    /// For an entry whose zone's SOA follows its section
+    /// ([`answer_flags::SOA_AFTER`]): the apex's length in wire form, the
+    /// end of the query name where the kernel finds the zone's template.
+    /// Such an entry has no authority or additional records of its own,
+    /// so the length sits where their counts would.
+    #[inline(always)]
+    pub const fn soa_after(&self) -> Option<u32> {
+        if !answer_flags::soa_after(self.flags()) {
+            return None;
+        }
+        if self.section_len() as usize <= INLINE_MAX {
+            Some(self.block_count >> 16 & 0xff)
+        } else {
+            Some(self.data[4] as u32)
+        }
+    }
+
+    /// Marks the entry as followed by its zone's SOA, whose apex is
+    /// `apex_len` bytes long; after [`Answer::set_zone`], instead of
+    /// [`Answer::set_more_counts`].
+    pub fn set_soa_after(&mut self, apex_len: u8) {
+        self.len_flags |= answer_flags::SOA_AFTER << 12;
+        if self.section_len() as usize <= INLINE_MAX {
+            self.block_count |= (apex_len as u32) << 16;
+        } else {
+            self.data[4] = apex_len;
+        }
     }
 
     /// Sets [`Answer::zone`]; after the section length, before a block id.
@@ -436,6 +486,17 @@ pub mod answer_flags {
     /// The records after the rotated RRset.
     pub const fn trailing(flags: u16) -> u16 {
         flags >> TRAILING_SHIFT & TRAILING_MAX
+    }
+
+    /// Without [`ROTATE`]: the section is the answer records of a
+    /// NODATA at the end of a CNAME chain, and the zone's SOA (its
+    /// negative template) follows them in the authority section
+    /// ([`Answer::soa_after`](super::Answer::soa_after)).
+    pub const SOA_AFTER: u16 = 1 << TRAILING_SHIFT;
+
+    /// Whether `flags` say the zone's SOA follows the section.
+    pub const fn soa_after(flags: u16) -> bool {
+        flags & ROTATE == 0 && flags & SOA_AFTER != 0
     }
 }
 

@@ -157,7 +157,20 @@ fn try_answer(ctx: &XdpContext) -> Result<Sent, PassReason> {
     let zone = answer.zone();
     let q = unsafe { &(*s).qn };
     let slot = q.qtype | signed as u8;
-    match send(ctx, s, cfg, answer, class::POSITIVE, 0)? {
+    // NODATA at the end of a CNAME chain: the chain, then the zone's SOA
+    // from its negative template, found by the apex at the name's end.
+    let form = match answer.soa_after() {
+        None => 0,
+        Some(apex_len) => {
+            unsafe {
+                (*s).neg_zone_len = apex_len;
+                (*s).neg_risky_at = 0;
+            }
+            pass_code(negative::xdpdns_negative_template(ctx.ctx, s, cfg))?;
+            reply::form::NEGATIVE
+        }
+    };
+    match send(ctx, s, cfg, answer, class::POSITIVE, form)? {
         None => Ok(Sent::Answer(slot, zone)),
         Some(limited) => Ok(limited),
     }
@@ -263,12 +276,13 @@ pub extern "C" fn xdpdns_reply(
         let Some(t) = negative::template(s, cfg.generation as u8) else {
             return code_of(Err(PassReason::Miss));
         };
+        // A chain's answer records come first (none: a plain negative).
+        let prefix = unsafe { answer.as_ref() };
         return code_of(negative::build(
             &ctx,
             s,
-            &pkt,
-            &qn,
-            t,
+            (&pkt, &qn),
+            (prefix, t),
             cfg,
             form & reply::form::RCODE,
         ));

@@ -12,10 +12,12 @@
 use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::helpers::bpf_xdp_load_bytes;
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::negative::{exist_flags, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN};
+use xdpdns_common::negative::{
+    exist_flags, relocate, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN,
+};
 use xdpdns_common::{
-    answer_flags, plain_type, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, LONG_NAME_BUF,
-    MAX_NAME_WIRE_LEN, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
+    answer_flags, plain_type, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, INLINE_MAX,
+    LONG_NAME_BUF, MAX_NAME_WIRE_LEN, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
 use crate::headers::{load, store};
@@ -324,15 +326,16 @@ pub extern "C" fn xdpdns_check_template(
 }
 
 /// Turns the frame into the negative answer: the header with `rcode`
-/// and one authority record, the question as sent, the SOA record from
-/// template `t` with its pointers moved for this question, the OPT.
+/// and one authority record, the question as sent, the answer records of
+/// `prefix` (a CNAME chain ending in NODATA; none for a plain negative),
+/// the SOA record from template `t` with its pointers moved for this
+/// question and prefix, the OPT.
 #[inline(always)]
 pub fn build(
     ctx: &XdpContext,
     s: &mut Scratch,
-    pkt: &Packet,
-    qn: &Question,
-    t: &Answer,
+    (pkt, qn): (&Packet, &Question),
+    (prefix, t): (Option<&Answer>, &Answer),
     cfg: &XdpConfig,
     rcode: u32,
 ) -> Result<(), PassReason> {
@@ -341,6 +344,20 @@ pub fn build(
         return Err(PassReason::Size);
     }
     let rec_len = tlen - TEMPLATE_LEN as u32;
+    let (plen, ancount, psum) = match prefix {
+        None => (0, 0, 0),
+        Some(p) => (p.section_len() as u32, p.ancount(), p.csum),
+    };
+    // Chains are short: inline or in a small block.
+    let small = match prefix {
+        Some(p) if plen as usize > INLINE_MAX => {
+            if plen as usize > SMALL_BLOCK_MAX {
+                return Err(PassReason::Size);
+            }
+            Some(unsafe { SMALL_BLOCKS.get(&p.block()) }.ok_or(PassReason::Miss)?)
+        }
+        _ => None,
+    };
     // Templates are small blocks (the compiler makes no larger ones).
     let b = unsafe { SMALL_BLOCKS.get(&t.block()) }.ok_or(PassReason::Miss)?;
     let head: [u8; TEMPLATE_LEN] = b.data[..TEMPLATE_LEN]
@@ -352,18 +369,26 @@ pub fn build(
         0
     };
     let question_len = qn.name_len + 4;
-    let dns_len = DNS_HEADER_LEN as u32 + question_len + rec_len + opt_len;
+    let dns_len = DNS_HEADER_LEN as u32 + question_len + plen + rec_len + opt_len;
     if dns_len > reply::reply_limit(&qn.edns, cfg.udp_payload) {
         return Err(PassReason::Size);
     }
-    let rec_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
-    reply::resize(ctx, rec_off, pkt.dns + dns_len)?;
+    let answer_off = pkt.dns + DNS_HEADER_LEN as u32 + question_len;
+    reply::resize(ctx, answer_off, pkt.dns + dns_len)?;
 
     // From here on nothing can fail: the frame is the reply's size.
-    // One helper call each for the record and the OPT: their copy loops
-    // would cost the verifier as much again as the positive reply's.
+    // One helper call each for the prefix, the record and the OPT: copy
+    // loops would cost the verifier as much again as the positive reply's.
+    match (prefix, small) {
+        (Some(_), Some(b)) => reply::store_bytes::<SMALL_BLOCK_MAX, 0>(ctx, answer_off, &b.data, plen),
+        (Some(p), None) => reply::store_bytes::<INLINE_MAX, 0>(ctx, answer_off, &p.data, plen),
+        (None, _) => {}
+    }
+    let rec_off = answer_off + plen;
     reply::store_bytes::<SMALL_BLOCK_MAX, TEMPLATE_LEN>(ctx, rec_off, &b.data, rec_len);
-    let mut sum = qn.sum + csum::at_parity(t.csum, question_len & 1 == 1);
+    let mut sum = qn.sum + csum::at_parity(psum, question_len & 1 == 1);
+    let rec_rel = question_len + plen;
+    sum += csum::at_parity(t.csum, rec_rel & 1 == 1);
     let sample_len = u16::from_le_bytes([head[0], head[1]]) as u32;
     for i in 0..3usize {
         let at = u16::from_le_bytes([head[2 + 2 * i], head[3 + 2 * i]]);
@@ -374,13 +399,13 @@ pub fn build(
             continue;
         };
         let target = (u16::from_be_bytes(old) & 0x3fff) as u32;
-        let moved = (target + qn.name_len).wrapping_sub(sample_len) & 0x3fff;
+        let moved = relocate(target, sample_len, qn.name_len, plen);
         let pointer = 0xc000 | moved as u16;
         let _ = store(ctx, rec_off + at as u32, &pointer.to_be_bytes());
-        sum += csum::at_parity(pointer, (question_len + at as u32) & 1 == 1);
+        sum += csum::at_parity(pointer, (rec_rel + at as u32) & 1 == 1);
     }
     if qn.edns.present {
-        let rel = DNS_HEADER_LEN as u32 + question_len + rec_len;
+        let rel = DNS_HEADER_LEN as u32 + rec_rel + rec_len;
         reply::store_bytes::<{ OPT_REPLY_BUF }, 0>(
             ctx,
             rec_off + rec_len,
@@ -392,7 +417,8 @@ pub fn build(
     let mut header = qn.header;
     header[2] = 0x84 | (header[2] & 0x01); // QR, AA, RD copied; opcode 0
     header[3] = (header[3] & 0x10) | (rcode & 0xf) as u8; // CD copied
-    header[6..10].copy_from_slice(&[0, 0, 0, 1]); // no answer, one authority
+    header[6..8].copy_from_slice(&ancount.to_be_bytes()); // the chain, if any
+    header[8..10].copy_from_slice(&[0, 1]); // one authority
     let _ = store(ctx, pkt.dns, &header);
     sum += csum::words(&header);
     reply::finish(ctx, s, pkt, dns_len, sum);

@@ -65,6 +65,12 @@ impl HotEntry<'_> {
     pub fn more_counts(&self) -> (u16, u16) {
         Answer::from_head(self.head, &[]).more_counts()
     }
+
+    /// [`Answer::soa_after`] of the kernel entry: the apex length of the
+    /// zone whose SOA follows the section.
+    pub fn soa_after(&self) -> Option<u32> {
+        Answer::from_head(self.head, &[]).soa_after()
+    }
 }
 
 /// Bits 32.. pick the shard: hashbrown takes its control tag from the top

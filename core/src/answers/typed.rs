@@ -6,9 +6,10 @@
 //!
 //! An answer is compiled only when it is the same for every query of the
 //! name and type: NOERROR, authoritative, no referral, nothing in the
-//! authority section (an SOA there changes with every serial), no
-//! DNAME, no CNAME chain that leaves the zone, no A/AAAA RRset that the
-//! zone rotates. Its compression points only into the question (at a
+//! authority section but the zone's SOA after a CNAME chain that ends in
+//! NODATA (the SOA changes with every serial, so the kernel appends the
+//! zone's negative template rather than a copy), no DNAME, no CNAME
+//! chain that leaves the zone, no A/AAAA RRset that the zone rotates. Its compression points only into the question (at a
 //! fixed offset, compared case-insensitively) and into itself, so the
 //! query's case does not matter.
 
@@ -16,10 +17,12 @@ use std::sync::Arc;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{LowerName, Name, RData, RecordType};
-use xdpdns_common::{qtype_slot, rtype, Answer, BLOCK_MAX, INLINE_MAX};
+use xdpdns_common::{answer_flags, qtype_slot, rtype, Answer, BLOCK_MAX, INLINE_MAX};
 
 use super::entry::{ones_complement_sum, shared_wire, Compiled};
+use super::negative::entries as negatives;
 use crate::handler::resolve;
+use crate::wire::compress::WireName;
 use crate::wire::encode::{Header, Section, Writer};
 use crate::wire::Reply;
 use crate::zone::{Node, Zone};
@@ -84,13 +87,30 @@ pub(super) fn compile_type(
     let reply = resolve(zone, name, qtype, MAX_RECORDS, dnssec, 0);
     // Noted even when not exact: a change there may make it exact.
     note_depends(zone, name, &reply, depends);
-    if !exact(zone, &reply, qtype) {
-        return None;
-    }
+    let shape = shape(zone, &reply, qtype)?;
     let mut w = Writer::new(Header::default(), name, u16::from(qtype), 1, BLOCK_MAX);
     w.records(Section::Answer, &reply.answers).ok()?;
-    w.records(Section::Additional, &reply.additional).ok()?;
-    let (section, [ancount, _, arcount]) = w.sections();
+    let (prefix_len, flags) = match shape {
+        Shape::Answer => {
+            w.records(Section::Additional, &reply.additional).ok()?;
+            (w.sections().0.len(), flags)
+        }
+        Shape::ChainNoData => {
+            let prefix_len = w.sections().0.len();
+            w.records(Section::Authority, &reply.authority).ok()?;
+            // The kernel appends the zone's SOA template: only where that
+            // is these very bytes (the SOA's names compress against the
+            // question's apex and themselves, not the chain's names).
+            let qname_len = WireName::new(name).bytes().len();
+            let soa = negatives::soa_relocated(zone, qname_len, prefix_len)?;
+            if w.sections().0[prefix_len..] != soa[..] {
+                return None;
+            }
+            (prefix_len, flags | answer_flags::SOA_AFTER)
+        }
+    };
+    let (all, [ancount, _, arcount]) = w.sections();
+    let section = &all[..prefix_len];
     if section.is_empty() || section.len() > BLOCK_MAX || ancount > 0xff {
         return None;
     }
@@ -104,23 +124,52 @@ pub(super) fn compile_type(
         }
         false => Some(Arc::from(section)),
     };
-    if !head.set_more_counts(0, arcount) {
-        return None;
+    match shape {
+        Shape::Answer => head.set_more_counts(0, arcount).then_some(())?,
+        Shape::ChainNoData => head.set_soa_after(zone_apex_len(zone)?),
     }
     Some(Compiled { head, block })
 }
 
-/// Whether `reply` is the same for every query of its name and type.
-fn exact(zone: &Zone, reply: &Reply, qtype: RecordType) -> bool {
+/// What an exact answer holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Answer records, and the additional records they bring.
+    Answer,
+    /// A CNAME chain that ends at a name of the zone without the type:
+    /// the chain, and the zone's SOA in the authority section.
+    ChainNoData,
+}
+
+/// The wire length of the zone's apex, when the kernel can key it.
+fn zone_apex_len(zone: &Zone) -> Option<u8> {
+    u8::try_from(WireName::new(zone.origin()).bytes().len()).ok()
+}
+
+/// The shape of `reply` when it is the same for every query of its name
+/// and type, `None` otherwise.
+fn shape(zone: &Zone, reply: &Reply, qtype: RecordType) -> Option<Shape> {
     if reply.rcode != ResponseCode::NoError
         || !reply.authoritative
         || reply.referral
         || reply.oversized
         || reply.answers.is_empty()
-        || !reply.authority.is_empty()
     {
-        return false;
+        return None;
     }
+    let shape = match reply.authority.as_slice() {
+        [] => Shape::Answer,
+        // NODATA at the chain's end, in this zone (its SOA; a signed
+        // zone's proofs are more records).
+        [soa]
+            if soa.record_type() == RecordType::SOA
+                && LowerName::new(&soa.name) == *zone.origin_key()
+                && reply.additional.is_empty() =>
+        {
+            Shape::ChainNoData
+        }
+        _ => return None,
+    };
     let data = || {
         reply
             .answers
@@ -128,21 +177,23 @@ fn exact(zone: &Zone, reply: &Reply, qtype: RecordType) -> bool {
             .filter(|r| r.record_type() != RecordType::RRSIG)
     };
     if data().any(|r| r.record_type() == RecordType::DNAME) {
-        return false;
+        return None;
     }
-    // A chain that stops at a CNAME left the zone (or ran too long).
+    // A chain that stops at a CNAME left the zone (or ran too long),
+    // unless the zone said NODATA at its end.
     let last = data().next_back().map(|r| r.record_type());
-    if qtype != RecordType::CNAME && last == Some(RecordType::CNAME) {
-        return false;
+    let chain_end = qtype != RecordType::CNAME && last == Some(RecordType::CNAME);
+    if chain_end != (shape == Shape::ChainNoData) {
+        return None;
     }
     // The handler starts a rotating zone's address RRsets at the query ID.
     if zone.rotates() {
         let count = |t| data().filter(|r| r.record_type() == t).count();
         if count(RecordType::A) > 1 || count(RecordType::AAAA) > 1 {
-            return false;
+            return None;
         }
     }
-    true
+    Some(shape)
 }
 
 /// The names besides `name` whose records `reply` holds or may come to

@@ -7,6 +7,9 @@
 use std::cell::Cell;
 use std::net::IpAddr;
 
+use hickory_proto::rr::LowerName;
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
+
 use xdpdns_common::cookie::{self, ClientIp};
 use xdpdns_common::{
     answer_flags, edns_option, plain_type, qtype_slot, rotation, rtype, CLASSIC_UDP_PAYLOAD,
@@ -17,7 +20,7 @@ use crate::answers::negative;
 use crate::answers::table::{AnswerTable, HotEntry};
 use crate::handler::Transport;
 use crate::wire::ServerEdns;
-use crate::zone::Snapshot;
+use crate::zone::{Snapshot, Zone};
 
 /// The OPT limits the kernel parses with, as lengths here.
 const OPT_LEN: usize = xdpdns_common::OPT_LEN as usize;
@@ -124,6 +127,12 @@ fn compose(
         let version = snapshot.version();
         let id = u16::from_be_bytes([packet[0], packet[1]]);
         let build = |entry: &HotEntry<'_>| {
+            // NODATA after a CNAME chain: the kernel finds the zone's SOA
+            // template by the apex at the end of the name.
+            let soa_zone = match entry.soa_after() {
+                None => None,
+                Some(apex_len) => Some(zone_at_end(snapshot, name, apex_len as usize)?),
+            };
             let (nscount, arcount) = entry.more_counts();
             let head = Head {
                 rcode: 0,
@@ -133,9 +142,14 @@ fn compose(
             };
             let section = entry.section;
             let rotation = entry.rotation(id, rotation::record_len(slot));
+            let qname = &packet[DNS_HEADER_LEN..DNS_HEADER_LEN + q.name_len];
+            let soa_len = soa_zone.map_or(0, |_| SOA_LEN_GUESS);
             reply
-                .write(head, section.len(), |out| {
-                    write_section(out, section, rotation)
+                .write(head, section.len() + soa_len, |out| {
+                    write_section(out, section, rotation);
+                    if let Some(zone) = soa_zone {
+                        negative::write_soa(out, qname, zone);
+                    }
                 })
                 .map(|bytes| (bytes, entry.zone()))
         };
@@ -161,8 +175,22 @@ fn compose(
         arcount: 0,
     };
     let qname = &packet[DNS_HEADER_LEN..DNS_HEADER_LEN + q.name_len];
-    let bytes = reply.write(head, 64, |out| negative::write_soa(out, qname, zone))?;
+    let bytes = reply.write(head, SOA_LEN_GUESS, |out| {
+        negative::write_soa(out, qname, zone)
+    })?;
     Some((bytes, snapshot.zone_id(zone.origin_key())))
+}
+
+/// What an SOA record takes, for reserving (the size limit is checked
+/// on what was written).
+const SOA_LEN_GUESS: usize = 64;
+
+/// The zone whose apex is the last `apex_len` bytes of `name` (lower-cased
+/// wire form), as the kernel keys its SOA template.
+fn zone_at_end<'s>(snapshot: &'s Snapshot, name: &[u8], apex_len: usize) -> Option<&'s Zone> {
+    let apex = name.get(name.len().checked_sub(apex_len)?..)?;
+    let origin = LowerName::read(&mut BinDecoder::new(apex)).ok()?;
+    snapshot.zone(&origin).map(|z| &**z)
 }
 
 /// `section` as the kernel sends it: rotated when the entry says so

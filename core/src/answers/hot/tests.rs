@@ -42,7 +42,7 @@ fn zones() -> Vec<crate::zone::Zone> {
          _http._tcp SRV 10 5 80 www\n_http._tcp SRV 20 5 80 two\n_http._tcp SRV 30 5 80 gone\n\
          @ MX 10 mail\nmail A 192.0.2.25\n@ HTTPS 1 . alpn=h2\nwww HTTPS 1 . ipv4hint=192.0.2.1\n\
          @ CAA 0 issue \"ca.example\"\nptr PTR www.example.com.\nchain CNAME alias\n\
-         out CNAME www.example.net.\n",
+         out CNAME www.example.net.\ntomail CNAME mail\nto-ns1 CNAME ns1\n",
     );
     for i in 0..60 {
         text += &format!("big A 10.0.0.{i}\n");
@@ -67,7 +67,7 @@ fn zones() -> Vec<crate::zone::Zone> {
     let other = "$ORIGIN Other.Test.\n$TTL 300\n\
         @ SOA NS.Elsewhere.NET. Host.Master.Other.TEST. 5 3600 600 86400 30\n\
         @ NS NS.Elsewhere.NET.\nd DNAME example.com.\nhost A 192.0.2.77\n\
-        deep.a.b.c.e TXT x\n";
+        deep.a.b.c.e TXT x\nalias CNAME host\n";
     vec![
         zone("example.com.", &text),
         zone("signed.test.", signed),
@@ -269,6 +269,10 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
         "chain.example.com.",
         "out.example.com.",
         "_s._udp.signed.test.",
+        "tomail.example.com.",
+        "ToMail.Example.Com.",
+        "to-ns1.example.com.",
+        "ALIAS.other.test.",
     ];
     let (mut hot_count, mut total) = (0, 0);
     let mut hot_shapes = std::collections::BTreeSet::new();
@@ -502,6 +506,15 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
         query("example.com.", 257, [0, 0], None),
         query("txt.example.com.", 16, [0, 0], None),
         query("ptr.example.com.", 12, [0, 0], None),
+        // NODATA at a chain's end: the chain, then the zone's SOA.
+        query("tomail.example.com.", 65, [0, 0], None),
+        query(
+            "ToMail.example.com.",
+            28,
+            [0, 0],
+            Some((1232, false, 0, &[][..])),
+        ),
+        query("alias.other.test.", 65, [0, 0], None),
         query(
             "_s._udp.signed.test.",
             33,
@@ -513,6 +526,8 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
     }
     for q in [
         query("alias.example.com.", 16, [0, 0], None),
+        // The SOA's MNAME would compress against the chain's target.
+        query("to-ns1.example.com.", 65, [0, 0], None),
         query("out.example.com.", 1, [0, 0], None),
         query("sub.example.com.", 2, [0, 0], None),
         query("x.wild.example.com.", 1, [0, 0], None),

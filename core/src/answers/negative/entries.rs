@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
 use xdpdns_common::negative::{
-    exist_flags, Exist, Template, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN,
+    exist_flags, relocate, Exist, Template, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN,
 };
 use xdpdns_common::{Answer, DNS_HEADER_LEN, INLINE_MAX, SMALL_BLOCK_MAX};
 
@@ -245,6 +245,30 @@ pub(in crate::answers) fn soa_template(zone: &Zone, zone_id: u32) -> Option<Comp
         head,
         block: Some(Arc::from(section)),
     })
+}
+
+/// The zone's SOA record as the kernel writes it from the template after
+/// a question name of `qname_len` bytes and `prefix_len` bytes of answer
+/// records; `None` when the zone has no template.
+pub(in crate::answers) fn soa_relocated(
+    zone: &Zone,
+    qname_len: usize,
+    prefix_len: usize,
+) -> Option<Vec<u8>> {
+    let section = soa_template(zone, 0)?.block?;
+    let sample_len = u16::from_le_bytes([section[0], section[1]]) as u32;
+    let mut record = section[TEMPLATE_LEN..].to_vec();
+    for i in 0..3 {
+        let at = u16::from_le_bytes([section[2 + 2 * i], section[3 + 2 * i]]);
+        if at == NO_FIXUP {
+            continue;
+        }
+        let at = at as usize;
+        let target = (u16::from_be_bytes([record[at], record[at + 1]]) & 0x3fff) as u32;
+        let moved = relocate(target, sample_len, qname_len as u32, prefix_len as u32);
+        record[at..at + 2].copy_from_slice(&(0xc000 | moved as u16).to_be_bytes());
+    }
+    Some(record)
 }
 
 /// The SOA record `write_soa` writes after a header and a question for
