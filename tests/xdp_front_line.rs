@@ -397,7 +397,7 @@ const CHILD_ZONE: &str = "$ORIGIN child.example.com.\n$TTL 120\n\
 /// NXDOMAIN and NODATA, to A, AAAA and every other plain type, are
 /// answered in the kernel byte for byte as the fallback answers them
 /// (beside positive answers at the same names: a CNAME chain, SOA, NS
-/// with its glue, TXT)
+/// with its glue, TXT; DS denied at a delegation)
 /// (with and without EDNS, DO, cookies), and
 /// everything the kernel cannot answer exactly goes up unchanged: names
 /// a wildcard could match, names at or below a cut, names in no served
@@ -468,7 +468,12 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
         ("alias.example.com.", RecordType::TXT, UP),
         ("to-ns1.example.com.", RecordType::HTTPS, UP), // MNAME compresses into the chain
         ("x.wild.example.com.", RecordType::HTTPS, UP),
-        ("sub.example.com.", RecordType::DS, UP),
+        ("sub.example.com.", RecordType::DS, NEG), // the parent denies it
+        ("www.example.com.", RecordType::DS, NEG),
+        ("example.com.", RecordType::DS, UP), // the apex's is its parent's
+        ("x.sub.example.com.", RecordType::DS, UP),
+        ("ns.sub.example.com.", RecordType::DS, UP),
+        ("nope.example.com.", RecordType::DS, NEG),
         ("sub.example.com.", RecordType::HTTPS, UP),
         ("www.example.com.", RecordType::ANY, UP),
         ("www.example.com.", RecordType::RRSIG, UP),

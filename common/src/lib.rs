@@ -172,6 +172,9 @@ pub mod negative {
         /// A query of any other plain type gets NODATA here unless the
         /// entry lists that type.
         pub const NODATA_OTHER: u8 = 16;
+        /// A DS query gets NODATA here: a delegation without DS (the
+        /// parent's answer), or a name below the apex that is no cut.
+        pub const NODATA_DS: u8 = 32;
     }
 
     /// The head of a [`SOA`](super::qtype_slot::SOA) entry's section,

@@ -16,7 +16,7 @@ use xdpdns_common::negative::{
     exist_flags, relocate, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN,
 };
 use xdpdns_common::{
-    answer_flags, plain_type, qtype_slot, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, INLINE_MAX,
+    answer_flags, plain_type, qtype_slot, rtype, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, INLINE_MAX,
     LONG_NAME_BUF, MAX_NAME_WIRE_LEN, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
@@ -117,18 +117,21 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
         return Err(PassReason::Miss);
     }
     let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
+    let ds = qn.qtype_wire == rtype::DS;
     let nodata_bit = match qn.qtype {
         qtype_slot::A => exist_flags::NODATA_A,
         qtype_slot::AAAA => exist_flags::NODATA_AAAA,
+        _ if ds => exist_flags::NODATA_DS,
         _ => exist_flags::NODATA_OTHER,
     };
-    // DS at a cut is the parent's (the full handler proves its absence).
-    if !plain_type(qn.qtype_wire) {
+    if !plain_type(qn.qtype_wire) && !ds {
         return Err(PassReason::Miss);
     }
-    // The type list matters only for other types.
+    // The type list matters only for other types (the flags speak for
+    // A, AAAA and DS).
     let listed_type = match qn.qtype {
         qtype_slot::A | qtype_slot::AAAA => 0,
+        _ if ds => 0,
         _ => qn.qtype_wire,
     };
     let (rcode, e, risky_at) = match exist(s, n, generation, listed_type) {

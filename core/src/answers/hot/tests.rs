@@ -271,6 +271,7 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
         "_s._udp.signed.test.",
         "tomail.example.com.",
         "ToMail.Example.Com.",
+        "sub.example.com.",
         "to-ns1.example.com.",
         "ALIAS.other.test.",
     ];
@@ -506,6 +507,9 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
         query("example.com.", 257, [0, 0], None),
         query("txt.example.com.", 16, [0, 0], None),
         query("ptr.example.com.", 12, [0, 0], None),
+        // DS: NODATA at a name and at a delegation without one.
+        query("www.example.com.", 43, [0, 0], None),
+        query("Sub.example.com.", 43, [0, 0], None),
         // NODATA at a chain's end: the chain, then the zone's SOA.
         query("tomail.example.com.", 65, [0, 0], None),
         query(
@@ -537,7 +541,6 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
         query("sub.example.com.", 16, [0, 0], None),
         query("www.example.com.", 255, [0, 0], None),
         query("www.example.com.", 46, [0, 0], None),
-        query("www.example.com.", 43, [0, 0], None),
         query("missing.example.net.", 1, [0, 0], None),
         query(
             "missing.signed.test.",

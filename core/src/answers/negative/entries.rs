@@ -129,7 +129,7 @@ impl ZoneFacts {
 /// name below it (the test `flags_agree_with_decide` holds them to it),
 /// computed from the node at hand rather than by a lookup per question.
 fn negative_flags(zone: &Zone, facts: &ZoneFacts, key: &LowerName, wire: &[u8], node: &Node) -> u8 {
-    if !facts.one_soa || zone.is_expired() || zone.below_cut(key) || zone.below_dname(key) {
+    if !facts.one_soa || zone.is_expired() || zone.below_dname(key) {
         return 0;
     }
     // A query name carries this name's label above the apex; the kernel
@@ -139,7 +139,23 @@ fn negative_flags(zone: &Zone, facts: &ZoneFacts, key: &LowerName, wire: &[u8], 
         return 0;
     }
     let labels = key.num_labels() as usize;
+    let no_ds = labels <= MAX_LABELS + 2
+        && node.rrset(RecordType::DS).is_none()
+        && node.rrset(RecordType::CNAME).is_none();
+    if zone.below_cut(key) {
+        // A delegation's own DS is the parent's to deny; everything else
+        // at or below a cut is a referral.
+        let cut = !zone.below_cut(&key.base_name());
+        return match cut && no_ds {
+            true => exist_flags::NODATA_DS,
+            false => 0,
+        };
+    }
     let mut flags = 0;
+    // The apex's DS is its parent's.
+    if no_ds && !at_apex {
+        flags |= exist_flags::NODATA_DS;
+    }
     if labels <= MAX_LABELS + 2 && node.rrset(RecordType::CNAME).is_none() {
         if node.rrset(RecordType::A).is_none() {
             flags |= exist_flags::NODATA_A;
@@ -416,6 +432,7 @@ mod tests {
         for (qtype, bit) in [
             (RecordType::A, exist_flags::NODATA_A),
             (RecordType::AAAA, exist_flags::NODATA_AAAA),
+            (RecordType::DS, exist_flags::NODATA_DS),
         ] {
             if matches!(
                 decide(snap, &wire, qtype.into(), false),
@@ -461,22 +478,26 @@ mod tests {
         use exist_flags::*;
         let f = |n| exist(&s, n).unwrap().flags;
         assert_eq!(exist(&s, "www.example.com.").unwrap().zone_len, 13);
-        assert_eq!(f("www.example.com."), NODATA_AAAA | NODATA_OTHER | ENCLOSER);
+        assert_eq!(
+            f("www.example.com."),
+            NODATA_AAAA | NODATA_OTHER | NODATA_DS | ENCLOSER
+        );
         assert_eq!(
             f("example.com."),
             NODATA_A | NODATA_AAAA | NODATA_OTHER | ENCLOSER | APEX
         );
         assert_eq!(
             f("ent.example.com."),
-            NODATA_A | NODATA_AAAA | NODATA_OTHER | ENCLOSER,
+            NODATA_A | NODATA_AAAA | NODATA_OTHER | NODATA_DS | ENCLOSER,
             "empty non-terminal"
         );
         assert_eq!(
             f("wild.example.com."),
-            NODATA_A | NODATA_AAAA | NODATA_OTHER,
+            NODATA_A | NODATA_AAAA | NODATA_OTHER | NODATA_DS,
             "a wildcard below"
         );
-        assert_eq!(f("sub.example.com."), 0, "a cut");
+        assert_eq!(f("sub.example.com."), NODATA_DS, "a cut without DS");
+        assert_eq!(f("ns.sub.example.com."), 0, "glue");
         assert_eq!(f("alias.example.com."), ENCLOSER, "a CNAME: no NODATA");
         // ns1 is MNAME's label: a query name ending in it is compressed
         // against MNAME, which the template does not hold.

@@ -46,7 +46,7 @@ pub fn decide<'s>(
     qtype: u16,
     dnssec_ok: bool,
 ) -> Option<(&'s Arc<Zone>, Negative)> {
-    if !plain_type(qtype) {
+    if !plain_type(qtype) && qtype != rtype::DS {
         return None;
     }
     let key = LowerName::read(&mut BinDecoder::new(lower)).ok()?;
@@ -59,10 +59,21 @@ pub fn decide<'s>(
     if zone.is_expired() || (dnssec_ok && zone.is_signed()) || !one_soa {
         return None;
     }
-    if zone.below_cut(&key) || zone.below_dname(&key) {
+    if zone.below_dname(&key) {
         return None;
     }
     let exists = |name: &LowerName| zone.node(name).filter(|n| !n.is_nsec3_only());
+    if zone.below_cut(&key) {
+        // A delegation without DS: the parent says NODATA to DS.
+        let cut = !zone.below_cut(&key.base_name());
+        let node = exists(&key)?;
+        let has = |t| node.rrset(t).is_some();
+        let no_ds = qtype == rtype::DS && !has(RecordType::DS) && !has(RecordType::CNAME);
+        return (cut && no_ds).then_some((zone, Negative::NoData));
+    }
+    if qtype == rtype::DS && key == *zone.origin_key() {
+        return None;
+    }
     if let Some(node) = exists(&key) {
         let has = |t| node.rrset(t).is_some();
         let missing = !has(RecordType::from(qtype)) && !has(RecordType::CNAME);
