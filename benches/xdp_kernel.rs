@@ -73,6 +73,8 @@ fn main() {
     for i in 1..=5 {
         text += &format!("five 30 IN A 10.5.0.{i}\n");
     }
+    // The SRV's target gains an AAAA: two additional records.
+    text += "i1.authcache 30 IN AAAA 2001:db8::101\n";
     let zone = load_zone_str(&text, &origin, Path::new("example.com.zone")).unwrap();
     // The same RRsets in a zone that rotates its answers (query ID 42:
     // the five start at their third record, the sixty at their 43rd).
@@ -125,6 +127,28 @@ fn main() {
         Family::V4,
         0,
         &query_type("mail.example.com.", RecordType::AAAA, None),
+        Quirks::default(),
+    );
+    // Other types: an SRV with its target's A and AAAA as additionals,
+    // HTTPS NODATA at a name with addresses only (what browsers ask
+    // first), and HTTPS NODATA after a CNAME (the chain, then the SOA
+    // template).
+    let srv = frame(
+        Family::V4,
+        0,
+        &query_type("_http._tcp.authcache.example.com.", RecordType::SRV, None),
+        Quirks::default(),
+    );
+    let https_nodata = frame(
+        Family::V4,
+        0,
+        &query_type("www.example.com.", RecordType::HTTPS, None),
+        Quirks::default(),
+    );
+    let chain_nodata = frame(
+        Family::V4,
+        0,
+        &query_type("web.example.com.", RecordType::HTTPS, None),
         Quirks::default(),
     );
     let other = frame(
@@ -233,6 +257,7 @@ fn main() {
         (rrl(0, 0), rrl(1_000_000, 2), rrl(1, 0), rrl(1, 1));
     let (mut rrl_hit_ns, mut rrl_drop_ns, mut rrl_slip_ns) = (vec![], vec![], vec![]);
     let (mut nxdomain_ns, mut nodata_ns) = (vec![], vec![]);
+    let (mut srv_ns, mut https_nodata_ns, mut chain_nodata_ns) = (vec![], vec![], vec![]);
     let (mut hit_ns, mut miss_ns, mut other_ns, mut floor_ns) = (vec![], vec![], vec![], vec![]);
     let (mut first_ns, mut next_ns, mut sixty_ns) = (vec![], vec![], vec![]);
     let (mut do0_ns, mut do1_ns) = (vec![], vec![]);
@@ -250,6 +275,12 @@ fn main() {
         nxdomain_ns.push(time(&mut fp, answer, &nxdomain, 3) - base_nx);
         let base_nodata = time(&mut fp, restore, &nodata, 3);
         nodata_ns.push(time(&mut fp, answer, &nodata, 3) - base_nodata);
+        let base_srv = time(&mut fp, restore, &srv, 3);
+        srv_ns.push(time(&mut fp, answer, &srv, 3) - base_srv);
+        let base_https = time(&mut fp, restore, &https_nodata, 3);
+        https_nodata_ns.push(time(&mut fp, answer, &https_nodata, 3) - base_https);
+        let base_chain = time(&mut fp, restore, &chain_nodata, 3);
+        chain_nodata_ns.push(time(&mut fp, answer, &chain_nodata, 3) - base_chain);
         let base_miss = time(&mut fp, restore, &miss, 3);
         miss_ns.push(time(&mut fp, answer, &miss, 2) - base_miss);
         let base_other = time(&mut fp, restore, &other, 3);
@@ -315,6 +346,15 @@ fn main() {
         ),
         ("NXDOMAIN (a name below the apex)", nxdomain_ns),
         ("NODATA (AAAA at a name with an A only)", nodata_ns),
+        (
+            "SRV hit with two additionals (its target's A and AAAA)",
+            srv_ns,
+        ),
+        ("HTTPS NODATA (a name with addresses only)", https_nodata_ns),
+        (
+            "HTTPS NODATA after a CNAME (chain, then the SOA template)",
+            chain_nodata_ns,
+        ),
         ("miss: a zone not served (passed)", miss_ns),
         ("non-DNS UDP (passed)", other_ns),
     ] {
