@@ -1,7 +1,7 @@
 //! The XDP compiler at scale: time to compile a whole snapshot into kernel
 //! table entries, and the kernel map memory those entries take, for zones
-//! of 100k and (with `cargo bench`) 1M names, each name with two A and one
-//! AAAA record.
+//! of 100k and (with `cargo bench`) 1M names: each name with two A and one
+//! AAAA record, and a front-line mix of types (`mixed_zone`).
 //!
 //! Memory: with `--bench` as root, the table is installed in the kernel
 //! and the kernel's own accounting is read back (`memlock` in each map's
@@ -18,7 +18,8 @@ use xdpdns::answers::compile;
 use xdpdns::xdp::FastPath;
 use xdpdns::zone::{Zone, ZoneStore};
 use xdpdns_common::{
-    Answer, AnswerBlock, LongKey, ShortKey, TinyKey, SHORT_NAME_MAX, TINY_NAME_MAX,
+    Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey, SHORT_NAME_MAX, SMALL_BLOCK_MAX,
+    TINY_NAME_MAX,
 };
 
 /// `struct htab_elem` before the key, as the kernel lays it out (x86-64).
@@ -73,6 +74,43 @@ fn zone(names: u32) -> (Zone, usize) {
     (z, records)
 }
 
+/// A zone of `names` names in a front-line type mix, in groups of ten:
+/// six instances (A and AAAA), a service (SRV to three instances, whose
+/// addresses are its additional records), a CNAME to an instance, a
+/// tenant (MX to an instance, TXT), a web name (A and HTTPS).
+fn mixed_zone(names: u32) -> (Zone, usize) {
+    let origin = "mix.example.";
+    let mut text = format!(
+        "$ORIGIN {origin}\n$TTL 300\n@ SOA ns1 h 1 3600 600 86400 30\n@ NS ns1\nns1 A 192.0.2.1\n"
+    );
+    for g in 0..names.div_ceil(10) {
+        let (b, c) = ((g >> 8) as u8, g as u8);
+        for i in 0..6 {
+            let (hi, lo) = (g >> 16, g & 0xffff);
+            text += &format!(
+                "i{i}.g{g} A 10.{b}.{c}.{i}\ni{i}.g{g} AAAA 2001:db8:{hi:x}:{lo:x}::{i}\n"
+            );
+        }
+        for i in 0..3 {
+            text += &format!("_http._tcp.svc.g{g} SRV 0 10 {} i{i}.g{g}\n", 8000 + i);
+        }
+        text += &format!("www.g{g} CNAME i0.g{g}\n");
+        text += &format!("t.g{g} MX 10 i1.g{g}\nt.g{g} TXT \"v=spf1 mx -all\"\n");
+        text += &format!("web.g{g} A 10.{b}.{c}.99\nweb.g{g} HTTPS 1 . alpn=h2\n");
+    }
+    let z = xdpdns::zone::load_zone_str(
+        &text,
+        &Name::from_ascii(origin).unwrap(),
+        std::path::Path::new("mix.zone"),
+    )
+    .unwrap();
+    let records = z.record_count();
+    (z, records)
+}
+
+/// A zone of so many names, and its record count.
+type MakeZone = fn(u32) -> (Zone, usize);
+
 fn bench(c: &mut Criterion) {
     let full = std::env::args().any(|a| a == "--bench");
     let sizes: &[u32] = if full {
@@ -83,8 +121,12 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("xdp_compile");
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(20));
-    for &names in sizes {
-        let (z, records) = zone(names);
+    let shapes: [(&str, MakeZone); 2] = [("", zone), ("mixed_", mixed_zone)];
+    for ((shape, make), &names) in shapes
+        .iter()
+        .flat_map(|s| sizes.iter().map(move |n| (s, n)))
+    {
+        let (z, records) = make(names);
         let store = ZoneStore::with_zones(vec![z]);
         let snapshot = store.snapshot();
         let (table, _) = compile(&snapshot);
@@ -106,10 +148,15 @@ fn bench(c: &mut Criterion) {
         let per_gen = tiny * element(std::mem::size_of::<TinyKey>(), value)
             + short * element(std::mem::size_of::<ShortKey>(), value)
             + long * element(std::mem::size_of::<LongKey>(), value);
-        let computed =
-            2 * per_gen + sections.len() * element(4, std::mem::size_of::<AnswerBlock>());
+        let small = sections
+            .iter()
+            .filter(|s| s.len() <= SMALL_BLOCK_MAX)
+            .count();
+        let computed = 2 * per_gen
+            + small * element(4, std::mem::size_of::<SmallBlock>())
+            + (sections.len() - small) * element(4, std::mem::size_of::<AnswerBlock>());
         eprintln!(
-            "xdp_compile/{names}_names: {records} records -> {} entries ({tiny} tiny-, {short} short-, \
+            "xdp_compile/{shape}{names}_names: {records} records -> {} entries ({tiny} tiny-, {short} short-, \
              {long} long-key; {} blocks); elements of both generations {:.1} MiB, {:.0} bytes per record",
             table.len(),
             sections.len(),
@@ -123,7 +170,7 @@ fn bench(c: &mut Criterion) {
             let maps = fp.table_memory();
             let total: u64 = maps.iter().map(|(_, b)| b).sum();
             eprintln!(
-                "xdp_compile/{names}_names: kernel memlock {:.1} MiB ({maps:?}), {:.0} bytes per record",
+                "xdp_compile/{shape}{names}_names: kernel memlock {:.1} MiB ({maps:?}), {:.0} bytes per record",
                 total as f64 / (1 << 20) as f64,
                 total as f64 / records as f64
             );
@@ -131,13 +178,13 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(records as u64));
         // Freeing a table is not part of compiling one: the server drops
         // the replaced table after the install. It is timed apart.
-        g.bench_function(format!("compile_{names}_names"), |b| {
+        g.bench_function(format!("compile_{shape}{names}_names"), |b| {
             b.iter_with_large_drop(|| compile(&snapshot))
         });
         let start = std::time::Instant::now();
         drop(table);
         eprintln!(
-            "xdp_compile/{names}_names: dropping a compiled table takes {:?} (not in the compile time)",
+            "xdp_compile/{shape}{names}_names: dropping a compiled table takes {:?} (not in the compile time)",
             start.elapsed()
         );
     }

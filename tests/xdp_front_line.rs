@@ -382,7 +382,9 @@ const NEGATIVE_ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
     @ SOA ns1 hostmaster 7 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n\
     www A 192.0.2.80\nwww AAAA 2001:db8::80\nmail A 192.0.2.25\n\
     a.b.ent A 192.0.2.7\n*.wild A 192.0.2.9\nsub NS ns.sub\nns.sub A 192.0.2.53\n\
-    alias CNAME www\ntxt TXT hello\nto-ns1 CNAME ns1\n";
+    alias CNAME www\ntxt TXT hello\nto-ns1 CNAME ns1\n\
+    far NS ns.provider.net.\nfar NS ns1\n\
+    two NS a.two\ntwo NS b.two\na.two A 192.0.2.61\na.two AAAA 2001:db8::61\nb.two A 192.0.2.62\n";
 
 /// A zone whose SOA names are written in upper case: the fallback still
 /// compresses a query name's labels against them.
@@ -417,6 +419,7 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
     // in a signed zone, a positive one, or nothing)
     const NEG: u8 = 1;
     const POS: u8 = 2;
+    const REF: u8 = 3;
     const UP: u8 = 0;
     let cases: &[(&str, RecordType, u8)] = &[
         ("nope.example.com.", RecordType::A, NEG),
@@ -435,9 +438,17 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
         ("wild.example.com.", RecordType::A, NEG),
         ("x.wild.example.com.", RecordType::AAAA, UP), // wildcard
         ("x.y.wild.example.com.", RecordType::A, UP),
-        ("sub.example.com.", RecordType::A, UP), // cut
-        ("x.sub.example.com.", RecordType::A, UP),
+        ("sub.example.com.", RecordType::A, REF), // cut
+        ("x.sub.example.com.", RecordType::A, REF),
+        ("y.x.sub.example.com.", RecordType::MX, REF),
+        ("z.y.x.sub.example.com.", RecordType::A, UP), // three labels below
         ("ns.sub.example.com.", RecordType::AAAA, UP), // glue
+        ("far.example.com.", RecordType::A, REF),      // out-of-zone and sibling NS
+        ("www.far.example.com.", RecordType::HTTPS, REF),
+        ("two.example.com.", RecordType::AAAA, REF), // two NS, three glue
+        ("x.two.example.com.", RecordType::A, REF),
+        ("a.two.example.com.", RecordType::A, UP),
+        ("x.a.two.example.com.", RecordType::A, UP),
         ("x.ns.sub.example.com.", RecordType::A, UP),
         ("hostmaster.example.com.", RecordType::A, UP), // RNAME's label
         ("ns1.example.com.", RecordType::AAAA, UP),     // MNAME's label
@@ -471,10 +482,11 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
         ("sub.example.com.", RecordType::DS, NEG), // the parent denies it
         ("www.example.com.", RecordType::DS, NEG),
         ("example.com.", RecordType::DS, UP), // the apex's is its parent's
-        ("x.sub.example.com.", RecordType::DS, UP),
+        ("x.sub.example.com.", RecordType::DS, REF),
         ("ns.sub.example.com.", RecordType::DS, UP),
         ("nope.example.com.", RecordType::DS, NEG),
-        ("sub.example.com.", RecordType::HTTPS, UP),
+        ("sub.example.com.", RecordType::HTTPS, REF),
+        ("sub.example.com.", RecordType::NS, REF),
         ("www.example.com.", RecordType::ANY, UP),
         ("www.example.com.", RecordType::RRSIG, UP),
         ("nope.signed.test.", RecordType::HTTPS, NEG),
@@ -512,8 +524,7 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
                         let what = format!("{qname} {qtype} {extra:?} do={dnssec_ok} {source:?}");
                         let signed_do = dnssec_ok && name.ends_with("signed.test.");
                         let must = match kind {
-                            NEG => !signed_do,
-                            POS => !signed_do,
+                            NEG | POS | REF => !signed_do,
                             _ => false,
                         };
                         match p.kernel(source, &dns) {
@@ -526,6 +537,12 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
                                 if kind == POS {
                                     assert_eq!(rcode, 0, "{what}");
                                     assert_ne!(&k[6..8], &[0, 0], "{what}: an answer");
+                                    continue;
+                                }
+                                if kind == REF {
+                                    assert_eq!((rcode, k[2] & 0x04), (0, 0), "{what}: not AA");
+                                    assert_eq!(&k[6..8], &[0, 0], "{what}: no answer");
+                                    assert_ne!(&k[8..10], &[0, 0], "{what}: NS records");
                                     continue;
                                 }
                                 assert!(rcode == 0 || rcode == 3, "{what}: rcode {rcode}");
@@ -545,8 +562,10 @@ fn negative_answers_are_byte_identical_to_the_fallback_or_passed() {
     println!("negative differential: {total} queries, {in_kernel} answered in the kernel ({c})");
     let (nxdomain, nodata) = (c.nxdomain.iter().sum::<u64>(), c.nodata.iter().sum::<u64>());
     let positive = c.answered_a + c.answered_aaaa + c.answered_other;
+    let referrals = c.referrals.iter().sum::<u64>();
+    assert!(referrals > 0, "{c}");
     assert_eq!(
-        (nxdomain + nodata + positive) as u32,
+        (nxdomain + nodata + positive + referrals) as u32,
         in_kernel,
         "counters agree"
     );

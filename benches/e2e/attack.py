@@ -133,7 +133,7 @@ def kernel_counters(server):
     kv = server.counter_values()
     if kv is None:
         return None
-    answered = sum(kv.get(k, 0) for k in ("answered_a", "answered_aaaa", "answered_other", "nxdomain", "nodata"))
+    answered = sum(kv.get(k, 0) for k in ("answered_a", "answered_aaaa", "answered_other", "nxdomain", "nodata", "referrals"))
     handled = answered + kv.get("rrl_slipped", 0) + kv.get("rrl_dropped", 0)
     passed = sum(v for k, v in kv.items() if k.startswith("pass_"))
     return handled, passed, kv.get("rrl_exempt", 0), answered, kv.get("rrl_slipped", 0)

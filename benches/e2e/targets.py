@@ -214,7 +214,7 @@ class Server:
         kv = self.counter_values()
         if kv is None:
             return None
-        answered = sum(kv.get(k, 0) for k in ("answered_a", "answered_aaaa", "answered_other", "nxdomain", "nodata"))
+        answered = sum(kv.get(k, 0) for k in ("answered_a", "answered_aaaa", "answered_other", "nxdomain", "nodata", "referrals"))
         passed = sum(v for k, v in kv.items() if k.startswith("pass_"))
         return answered, passed
 

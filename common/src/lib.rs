@@ -28,6 +28,7 @@ pub mod opcode {
 /// Resource record types the fast path answers.
 pub mod rtype {
     pub const A: u16 = 1;
+    pub const NS: u16 = 2;
     pub const SOA: u16 = 6;
     pub const AAAA: u16 = 28;
     pub const OPT: u16 = 41;
@@ -95,6 +96,10 @@ pub mod qtype_slot {
     pub const SIGNED: u8 = 1;
     pub const A_SIGNED: u8 = A | SIGNED;
     pub const AAAA_SIGNED: u8 = AAAA | SIGNED;
+    /// At a delegation: its referral (NS records and glue) as a
+    /// [`Template`](super::negative::Template). Tail 124: an unassigned
+    /// type code, which no query type maps to.
+    pub const REFERRAL: u8 = 124 << 1;
     /// The tail of a type no entry holds (an unassigned type code).
     pub const NO_TAIL: u8 = 125;
 
@@ -175,32 +180,91 @@ pub mod negative {
         /// A DS query gets NODATA here: a delegation without DS (the
         /// parent's answer), or a name below the apex that is no cut.
         pub const NODATA_DS: u8 = 32;
+        /// A delegation with a [`REFERRAL`](crate::qtype_slot::REFERRAL)
+        /// template: a query at it (but for DS), or for a name one or two
+        /// labels below it that has no entry, gets the referral.
+        pub const REFERRAL: u8 = 64;
     }
 
-    /// The head of a [`SOA`](super::qtype_slot::SOA) entry's section,
-    /// followed by the SOA record as the fallback writes it after a
-    /// question of `sample_len` bytes whose first label matches no name
-    /// of the record. Its compression pointers (at `fixups`, at most
-    /// three: the owner, MNAME and RNAME each end in at most one) all
-    /// point into the question's apex or the record itself, so for a
-    /// question of `n` bytes each moves by `n - sample_len`. The entry's
-    /// checksum covers the record with those pointers zeroed.
+    /// The head of a template entry's section (an [`SOA`] entry at a
+    /// zone's apex, a [`REFERRAL`] entry at a delegation), followed by
+    /// the records as the fallback writes them after a question of
+    /// `sample_len` bytes whose first label matches no name of the
+    /// records: the SOA of the zone's negative answers, or a referral's
+    /// NS records and glue. Their compression pointers (at `fixups`, in
+    /// order, [`NO_FIXUP`] after the last) all point into the question's
+    /// apex or cut or into the records themselves, so for a question of
+    /// `n` bytes each moves by `n - sample_len` ([`relocate`]). The
+    /// entry's checksum covers the records with those pointers zeroed.
+    ///
+    /// [`SOA`]: super::qtype_slot::SOA
+    /// [`REFERRAL`]: super::qtype_slot::REFERRAL
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub struct Template {
         pub sample_len: u16,
-        /// Offsets into the record; [`NO_FIXUP`] for none.
-        pub fixups: [u16; 3],
+        pub fixups: [u16; FIXUPS_MAX],
         /// The labels just above the apex of MNAME and RNAME (length byte
         /// and up to seven bytes, zero-padded), when they are below it: a
         /// query name with that label there would be compressed against
         /// them, so the kernel passes it.
         pub risky: [[u8; 8]; 2],
+        /// The reply's authority and additional counts, and whether it is
+        /// authoritative (an SOA: yes; a referral: no).
+        pub authority: u8,
+        pub additional: u8,
+        pub authoritative: bool,
     }
 
+    /// Most compression pointers a template's records hold.
+    pub const FIXUPS_MAX: usize = 16;
     pub const NO_FIXUP: u16 = 0xffff;
-    /// Bytes of a [`Template`] at the head of an SOA entry's section.
-    pub const TEMPLATE_LEN: usize = 24;
+    /// Bytes of a [`Template`] at the head of a template entry's section.
+    pub const TEMPLATE_LEN: usize = 56;
+
+    /// Where [`Template`]'s fields sit in its bytes (little-endian).
+    pub mod template_at {
+        pub const SAMPLE_LEN: usize = 0;
+        pub const FIXUPS: usize = 2;
+        pub const RISKY: usize = FIXUPS + 2 * super::FIXUPS_MAX;
+        pub const AUTHORITY: usize = RISKY + 16;
+        pub const ADDITIONAL: usize = AUTHORITY + 1;
+        pub const AUTHORITATIVE: usize = AUTHORITY + 2;
+    }
+
+    impl Template {
+        pub fn to_bytes(&self) -> [u8; TEMPLATE_LEN] {
+            let mut out = [0u8; TEMPLATE_LEN];
+            out[..2].copy_from_slice(&self.sample_len.to_le_bytes());
+            for (i, f) in self.fixups.iter().enumerate() {
+                let at = template_at::FIXUPS + 2 * i;
+                out[at..at + 2].copy_from_slice(&f.to_le_bytes());
+            }
+            out[template_at::RISKY..template_at::RISKY + 8].copy_from_slice(&self.risky[0]);
+            out[template_at::RISKY + 8..template_at::AUTHORITY].copy_from_slice(&self.risky[1]);
+            out[template_at::AUTHORITY] = self.authority;
+            out[template_at::ADDITIONAL] = self.additional;
+            out[template_at::AUTHORITATIVE] = self.authoritative as u8;
+            out
+        }
+
+        pub fn from_bytes(b: &[u8; TEMPLATE_LEN]) -> Template {
+            let word = |at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+            let mut t = Template {
+                sample_len: word(template_at::SAMPLE_LEN),
+                authority: b[template_at::AUTHORITY],
+                additional: b[template_at::ADDITIONAL],
+                authoritative: b[template_at::AUTHORITATIVE] != 0,
+                ..Template::default()
+            };
+            for (i, f) in t.fixups.iter_mut().enumerate() {
+                *f = word(template_at::FIXUPS + 2 * i);
+            }
+            t.risky[0].copy_from_slice(&b[template_at::RISKY..template_at::RISKY + 8]);
+            t.risky[1].copy_from_slice(&b[template_at::RISKY + 8..template_at::AUTHORITY]);
+            t
+        }
+    }
 
     /// Where a template pointer to `target` (an offset in the sample
     /// message) points in a reply whose question name is `qname_len`
@@ -700,7 +764,9 @@ pub mod counter {
     pub const ANSWERED_NEGATIVE_OTHER: u32 = ANSWERED_NODATA + 2;
     /// Answers to queries of every type but A and AAAA.
     pub const ANSWERED_OTHER: u32 = ANSWERED_NEGATIVE_OTHER + 2;
-    pub const COUNT: u32 = ANSWERED_OTHER + 1;
+    /// Referrals, to A, AAAA and every other type.
+    pub const REFERRALS: u32 = ANSWERED_OTHER + 1;
+    pub const COUNT: u32 = REFERRALS + 3;
 }
 
 /// Why a packet was handed to the fallback server instead of being answered

@@ -69,6 +69,20 @@ pub fn handle(ctx: &XdpContext) -> u32 {
             }
             XDP_TX
         }
+        Ok(Sent::Referral(qtype, zone)) => {
+            count(
+                counter::REFERRALS
+                    + match qtype {
+                        qtype_slot::A => 0,
+                        qtype_slot::AAAA => 1,
+                        _ => 2,
+                    },
+            );
+            if let Some(c) = ZONE_QUERIES.get_ptr_mut(zone) {
+                unsafe { *c += 1 };
+            }
+            XDP_TX
+        }
         Ok(Sent::Slip) => XDP_TX,
         Ok(Sent::Nothing) => XDP_DROP,
         Err(reason) => {
@@ -136,6 +150,8 @@ enum Sent {
     Answer(u8, u32),
     /// NODATA (0) or NXDOMAIN (3), the query type slot and the zone.
     Negative(u32, u8, u32),
+    /// A referral: the query type slot and the zone.
+    Referral(u8, u32),
     /// The answer slipped by rate limiting (TC=1).
     Slip,
     /// Nothing: rate limiting dropped the answer.
@@ -165,6 +181,7 @@ fn try_answer(ctx: &XdpContext) -> Result<Sent, PassReason> {
             unsafe {
                 (*s).neg_zone_len = apex_len;
                 (*s).neg_risky_at = 0;
+                (*s).neg_slot = qtype_slot::SOA as u32;
             }
             pass_code(negative::xdpdns_negative_template(ctx.ctx, s, cfg))?;
             reply::form::NEGATIVE
@@ -185,13 +202,16 @@ fn try_negative(ctx: &XdpContext) -> Result<Sent, PassReason> {
     pass_code(negative::xdpdns_negative(ctx.ctx, s, cfg))?;
     pass_code(negative::xdpdns_negative_template(ctx.ctx, s, cfg))?;
     let (rcode, qtype, zone) = unsafe { ((*s).neg_rcode & 0xf, (*s).qn.qtype, (*s).neg_zone) };
-    let class = match rcode {
-        0 => class::NODATA,
-        _ => class::NXDOMAIN,
+    let referral = unsafe { (*s).neg_slot } == qtype_slot::REFERRAL as u32;
+    let class = match (referral, rcode) {
+        (true, _) => class::REFERRAL,
+        (false, 0) => class::NODATA,
+        (false, _) => class::NXDOMAIN,
     };
     // The reply builder looks the template up itself.
     let form = reply::form::NEGATIVE | rcode;
     match send(ctx, s, cfg, core::ptr::null(), class, form)? {
+        None if referral => Ok(Sent::Referral(qtype, zone)),
         None => Ok(Sent::Negative(rcode, qtype, zone)),
         Some(limited) => Ok(limited),
     }

@@ -88,6 +88,9 @@ pub struct Scratch {
     /// the key buffer for that length).
     pub neg_rcode: u32,
     pub neg_zone_len: u32,
+    /// The template's slot: the zone's SOA, or a delegation's referral
+    /// (whose cut is then the last `neg_zone_len` bytes of the name).
+    pub neg_slot: u32,
     /// Question offset plus one of the label to check against the
     /// template's (0: none).
     pub neg_risky_at: u32,

@@ -13,7 +13,8 @@ use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::helpers::bpf_xdp_load_bytes;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::negative::{
-    exist_flags, relocate, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN,
+    exist_flags, relocate, template_at, EXIST_HEAD, EXIST_TYPES_MAX, FIXUPS_MAX, NO_FIXUP,
+    TEMPLATE_LEN,
 };
 use xdpdns_common::{
     answer_flags, plain_type, qtype_slot, rtype, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, INLINE_MAX,
@@ -27,12 +28,16 @@ use crate::maps::{lookup, Scratch, SMALL_BLOCKS};
 use crate::verdict::code_of;
 use crate::{csum, edns, reply};
 
-/// The SOA template `xdpdns_negative` found (its key is still marked in
-/// the buffer for the apex's length).
+/// The template `xdpdns_negative` chose (the zone's SOA or a referral;
+/// its name is still in the key buffer for its length).
 #[inline(always)]
 pub fn template(s: &mut Scratch, generation: u8) -> Option<&'static Answer> {
     let zone_len = s.neg_zone_len;
-    lookup(s, zone_len, qtype_slot::SOA, generation)
+    let slot = match s.neg_slot as u8 {
+        qtype_slot::REFERRAL => qtype_slot::REFERRAL,
+        _ => qtype_slot::SOA,
+    };
+    lookup(s, zone_len, slot, generation)
 }
 
 /// Decides whether the query `xdpdns_parse` left in `s`, whose name has
@@ -134,26 +139,36 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
         _ if ds => 0,
         _ => qn.qtype_wire,
     };
-    let (rcode, e, risky_at) = match exist(s, n, generation, listed_type) {
+    // (rcode, the entry, the label to check, the template's name length
+    // and slot)
+    let (rcode, e, risky_at, at_len, slot) = match exist(s, n, generation, listed_type) {
+        // A delegation: its referral to every type but its own DS.
+        Some(e) if e.flags & exist_flags::REFERRAL != 0 && !ds => {
+            (0, e, 0, n, qtype_slot::REFERRAL)
+        }
         // The name exists, and this type is missing there.
         Some(e) => {
             if e.flags & nodata_bit == 0 || e.listed {
                 return Err(PassReason::Miss);
             }
-            (0, e, 0)
+            (0, e, 0, e.zone_len, qtype_slot::SOA)
         }
         None => {
-            let (e, label) = closest_encloser(ctx, s, qstart, n, generation)?;
-            if e.flags & exist_flags::ENCLOSER == 0 {
-                return Err(PassReason::Miss);
+            let (e, label, parent_len) = closest_encloser(ctx, s, qstart, n, generation)?;
+            if e.flags & exist_flags::REFERRAL != 0 {
+                (0, e, 0, parent_len, qtype_slot::REFERRAL)
+            } else {
+                if e.flags & exist_flags::ENCLOSER == 0 {
+                    return Err(PassReason::Miss);
+                }
+                // At the apex, the query's label just above it must not
+                // be one the SOA's names would be compressed against.
+                let risky_at = match e.flags & exist_flags::APEX {
+                    0 => 0,
+                    _ => label + 1,
+                };
+                (3, e, risky_at, e.zone_len, qtype_slot::SOA)
             }
-            // At the apex, the query's label just above it must not be
-            // one the SOA's names would be compressed against.
-            let risky_at = match e.flags & exist_flags::APEX {
-                0 => 0,
-                _ => label + 1,
-            };
-            (3, e, risky_at)
         }
     };
     if e.signed && qn.edns.dnssec_ok {
@@ -162,8 +177,9 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
     // Handed over through scratch memory to `xdpdns_negative_template`:
     // the verifier's paths through the lookups above end here.
     s.neg_rcode = rcode;
-    s.neg_zone_len = e.zone_len;
+    s.neg_zone_len = at_len;
     s.neg_risky_at = risky_at;
+    s.neg_slot = slot as u32;
     Ok(())
 }
 
@@ -198,7 +214,7 @@ pub extern "C" fn xdpdns_negative_template(
 }
 
 /// The EXIST entry of the first name one or two labels above the query
-/// name that has one, and the offset of the label below it.
+/// name that has one, the offset of the label below it, and its length.
 #[inline(always)]
 fn closest_encloser(
     ctx: &XdpContext,
@@ -206,7 +222,7 @@ fn closest_encloser(
     qstart: u32,
     n: u32,
     generation: u8,
-) -> Result<(ExistFound, u32), PassReason> {
+) -> Result<(ExistFound, u32, u32), PassReason> {
     let mut skip = 0u32;
     for _ in 0..2 {
         let [len, _] = load::<2>(ctx, qstart + (skip & 0xff))?;
@@ -218,7 +234,7 @@ fn closest_encloser(
         let parent_len = n - skip;
         copy_suffix(ctx, s, qstart + skip, parent_len)?;
         if let Some(e) = exist(s, parent_len, generation, 0) {
-            return Ok((e, label));
+            return Ok((e, label, parent_len));
         }
     }
     Err(PassReason::Miss)
@@ -321,8 +337,9 @@ pub extern "C" fn xdpdns_check_template(
     // stored lower-cased).
     let label = lower8(u64::from_le_bytes(word) & keep);
     let risky = |i: usize| {
+        let at = template_at::RISKY + 8 * i;
         let mut r = [0u8; 8];
-        r.copy_from_slice(&b.data[8 + 8 * i..16 + 8 * i]);
+        r.copy_from_slice(&b.data[at..at + 8]);
         u64::from_le_bytes(r)
     };
     (label == risky(0) || label == risky(1)) as u32
@@ -393,10 +410,11 @@ pub fn build(
     let rec_rel = question_len + plen;
     sum += csum::at_parity(t.csum, rec_rel & 1 == 1);
     let sample_len = u16::from_le_bytes([head[0], head[1]]) as u32;
-    for i in 0..3usize {
-        let at = u16::from_le_bytes([head[2 + 2 * i], head[3 + 2 * i]]);
+    for i in 0..FIXUPS_MAX {
+        let f = template_at::FIXUPS + 2 * i;
+        let at = u16::from_le_bytes([head[f], head[f + 1]]);
         if at == NO_FIXUP || at as u32 + 2 > rec_len {
-            continue;
+            break;
         }
         let Ok(old) = load::<2>(ctx, rec_off + at as u32) else {
             continue;
@@ -418,10 +436,15 @@ pub fn build(
         sum += csum::at_parity(s.opt_sum as u16, rel & 1 == 1);
     }
     let mut header = qn.header;
-    header[2] = 0x84 | (header[2] & 0x01); // QR, AA, RD copied; opcode 0
+    // QR, AA (not for a referral), RD copied; opcode 0
+    let aa = (head[template_at::AUTHORITATIVE] != 0) as u8;
+    header[2] = 0x80 | aa << 2 | (header[2] & 0x01);
     header[3] = (header[3] & 0x10) | (rcode & 0xf) as u8; // CD copied
     header[6..8].copy_from_slice(&ancount.to_be_bytes()); // the chain, if any
-    header[8..10].copy_from_slice(&[0, 1]); // one authority
+    header[8..10].copy_from_slice(&(head[template_at::AUTHORITY] as u16).to_be_bytes());
+    // The query's ARCOUNT is its OPT record (one or none).
+    let arcount = head[template_at::ADDITIONAL] as u16 + u16::from_be_bytes([header[10], header[11]]);
+    header[10..12].copy_from_slice(&arcount.to_be_bytes());
     let _ = store(ctx, pkt.dns, &header);
     sum += csum::words(&header);
     reply::finish(ctx, s, pkt, dns_len, sum);

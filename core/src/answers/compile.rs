@@ -9,6 +9,7 @@ use hickory_proto::rr::{LowerName, Name, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use std::sync::Arc;
 
+use xdpdns_common::negative::exist_flags;
 use xdpdns_common::{
     answer_flags, qtype_slot, rotation, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN,
 };
@@ -17,6 +18,7 @@ pub use super::depends::{Dependents, DependsDelta, Links};
 use super::entry::shared_wire;
 pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
 use super::negative::entries as negatives;
+use super::negative::referral::{referral_template, Referral};
 use super::typed;
 use crate::zone::{Node, RRset, Snapshot, Zone, ZoneDiff};
 
@@ -467,12 +469,17 @@ fn compile_node(
         skipped.shadowed_by_child_zone += 1;
         return;
     }
+    // At a delegation: its referral, for queries at and below it.
+    let referral = referral_template(zone, key, node, mark.id);
     // Every name that exists has an EXIST entry: a name without one does
     // not exist, which is how the kernel tells NXDOMAIN.
     if !node.is_nsec3_only() {
-        if let Some(exist) =
+        if let Some(mut exist) =
             negatives::exist_entry(zone, &mark.facts, key, &wire, node, mark.flags, mark.id)
         {
+            if referral.is_some() {
+                exist.head.data[1] |= exist_flags::REFERRAL;
+            }
             table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
         }
         if key == zone.origin_key() {
@@ -486,8 +493,20 @@ fn compile_node(
     if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
         return;
     }
+    let mut depends = Vec::new();
+    if let Some(Referral {
+        entry: e,
+        depends: on,
+    }) = referral
+    {
+        table.extend(std::iter::once((entry(qtype_slot::REFERRAL), e)));
+        depends.extend(on.iter().map(shared_wire));
+    }
     compile_addresses(zone, mark, key, node, &wire, table, skipped);
-    compile_types(zone, mark, key, node, &wire, table, sink.noted);
+    depends.extend(compile_types(zone, mark, key, node, &wire, table));
+    if !depends.is_empty() {
+        sink.noted.push((wire.clone(), depends));
+    }
 }
 
 /// The name's A and AAAA entries, written directly (fixed-size records,
@@ -539,8 +558,8 @@ fn compile_addresses(
 }
 
 /// The name's entries of every other type (and A/AAAA through a CNAME):
-/// the full handler's answers ([`typed`]), and the names they hold
-/// records of, noted in `noted`.
+/// the full handler's answers ([`typed`]); returns the names they hold
+/// records of.
 fn compile_types(
     zone: &Zone,
     mark: ZoneMark,
@@ -548,16 +567,12 @@ fn compile_types(
     node: &Node,
     wire: &Arc<[u8]>,
     table: &mut impl Extend<(EntryKey, Compiled)>,
-    noted: &mut Noted,
-) {
+) -> Vec<Arc<[u8]>> {
+    let mut depends = Vec::new();
     let mut types = Vec::new();
     typed::types_at(zone, node, &mut types);
-    if types.is_empty() {
-        return;
-    }
     let name = Name::from(key);
     let signed = mark.flags & answer_flags::SIGNED != 0;
-    let mut depends = Vec::new();
     for t in types {
         let slot = qtype_slot::of(u16::from(t));
         let variants = [(false, slot), (true, slot | qtype_slot::SIGNED)];
@@ -574,9 +589,7 @@ fn compile_types(
             }
         }
     }
-    if !depends.is_empty() {
-        noted.push((wire.clone(), depends));
-    }
+    depends
 }
 
 /// `set`'s answer section followed by its RRSIGs (`sigs`), each owned by
@@ -901,8 +914,11 @@ mod tests {
                 Change::Add(a("ns1.example.com.", 2)),
                 Change::Add(a("deep.www.example.com.", 3)),
             ],
-            // www becomes a delegation: www and everything below leave.
+            // www becomes a delegation: www and everything below leave,
+            // and its referral comes; the address of its NS (a name of
+            // the zone outside it) moves, and the referral with it.
             vec![Change::Add(ns.clone())],
+            vec![Change::Add(a("ns1.example.com.", 9))],
             vec![Change::Remove(ns)],
             // A DNAME at www redirects deep.www, and lets it go again.
             vec![Change::Add(dname.clone())],
@@ -914,11 +930,16 @@ mod tests {
                 r
             })],
         ];
+        let mut referrals = 0;
         for changes in steps {
             let diff = store.update(&origin, &changes, 0).unwrap();
             let snap = store.snapshot();
             let delta = compile_diffs(&snap, &[diff], &installed);
             installed.apply(&delta);
+            referrals += installed
+                .table
+                .contains_key(&key("www.example.com.", qtype_slot::REFERRAL))
+                as u32;
             assert_eq!(installed.table, compile(&snap).0);
             assert!(diff_tables(&installed.table, &compile(&snap).0).is_empty());
             let index = IndexedTable::of(&snap).dependents;
@@ -934,6 +955,7 @@ mod tests {
                 );
             }
         }
+        assert_eq!(referrals, 2, "a referral while www is a delegation");
         let t = &installed.table;
         assert!(t.contains_key(&key("deep.www.example.com.", qtype_slot::A)));
         let srv = qtype_slot::of(33);

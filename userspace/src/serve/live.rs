@@ -66,10 +66,18 @@ impl Live {
         }
         if let Some(k) = kernel {
             let k = &k.counters;
-            c.kernel = k.answered_a + k.answered_aaaa + k.answered_other;
+            let noerror = k.answered_a
+                + k.answered_aaaa
+                + k.answered_other
+                + k.nodata.iter().sum::<u64>()
+                + k.referrals.iter().sum::<u64>();
+            let nxdomain = k.nxdomain.iter().sum::<u64>();
+            c.kernel = noerror + nxdomain;
             c.kernel_passed = k.passed.iter().sum();
-            if c.kernel > 0 {
-                *by_rcode.entry(rcode_name(0)).or_insert(0) += c.kernel;
+            for (rcode, n) in [(0, noerror), (3, nxdomain)] {
+                if n > 0 {
+                    *by_rcode.entry(rcode_name(rcode)).or_insert(0) += n;
+                }
             }
         }
         c.by_rcode = by_rcode;

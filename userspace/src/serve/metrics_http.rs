@@ -201,7 +201,8 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
         // The kernel counts answers to types other than A and AAAA
         // together, as `other`.
         for (i, qtype) in ["A", "AAAA", "other"].into_iter().enumerate() {
-            let answered = [c.answered_a, c.answered_aaaa, c.answered_other][i] + c.nodata[i];
+            let answered =
+                [c.answered_a, c.answered_aaaa, c.answered_other][i] + c.nodata[i] + c.referrals[i];
             if answered > 0 || i < 2 {
                 queries
                     .get_or_create(&series("kernel", "udp", qtype, rcode_name(0)))

@@ -24,6 +24,8 @@ pub struct Counters {
     /// Negative answers to A, AAAA and every other type.
     pub nxdomain: [u64; 3],
     pub nodata: [u64; 3],
+    /// Referrals to A, AAAA and every other type.
+    pub referrals: [u64; 3],
 }
 
 impl Counters {
@@ -36,13 +38,15 @@ impl std::fmt::Display for Counters {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "answered_a={} answered_aaaa={} answered_other={} answered_signed={} nxdomain={} nodata={}",
+            "answered_a={} answered_aaaa={} answered_other={} answered_signed={} nxdomain={} nodata={} \
+             referrals={}",
             self.answered_a,
             self.answered_aaaa,
             self.answered_other,
             self.answered_signed,
             self.nxdomain.iter().sum::<u64>(),
-            self.nodata.iter().sum::<u64>()
+            self.nodata.iter().sum::<u64>(),
+            self.referrals.iter().sum::<u64>()
         )?;
         for r in PassReason::ALL {
             write!(f, " pass_{}={}", r.label(), self.passed(r))?;
@@ -116,6 +120,9 @@ impl FastPath {
         }
         c.nxdomain[2] = sum(counter::ANSWERED_NEGATIVE_OTHER)?;
         c.nodata[2] = sum(counter::ANSWERED_NEGATIVE_OTHER + 1)?;
+        for (i, v) in c.referrals.iter_mut().enumerate() {
+            *v = sum(counter::REFERRALS + i as u32)?;
+        }
         Ok(c)
     }
 }
@@ -135,7 +142,8 @@ mod tests {
         c.passed[PassReason::ALL[0] as usize] = 9;
         let line = c.to_string();
         assert!(line.starts_with(
-            "answered_a=5 answered_aaaa=0 answered_other=0 answered_signed=0 nxdomain=3 nodata=0"
+            "answered_a=5 answered_aaaa=0 answered_other=0 answered_signed=0 nxdomain=3 nodata=0 \
+             referrals=0"
         ));
         assert!(line.contains(&format!(" pass_{}=9", PassReason::ALL[0].label())));
         for r in PassReason::ALL {

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
 use xdpdns_common::negative::{
-    exist_flags, relocate, Exist, Template, EXIST_HEAD, EXIST_TYPES_MAX, NO_FIXUP, TEMPLATE_LEN,
+    exist_flags, relocate, Exist, Template, EXIST_HEAD, EXIST_TYPES_MAX, FIXUPS_MAX, NO_FIXUP,
+    TEMPLATE_LEN,
 };
 use xdpdns_common::{Answer, DNS_HEADER_LEN, INLINE_MAX, SMALL_BLOCK_MAX};
 
@@ -219,7 +220,7 @@ fn exist_with_types(
 }
 
 /// The zone's SOA template entry, `None` when the zone has no SOA or the
-/// template is larger than a small block (MNAME and RNAME of over 200
+/// template is larger than a small block (MNAME and RNAME of over 170
 /// bytes between them: the fallback answers that zone's negatives).
 pub(in crate::answers) fn soa_template(zone: &Zone, zone_id: u32) -> Option<Compiled> {
     let apex = lower_wire(zone.origin_key());
@@ -230,37 +231,75 @@ pub(in crate::answers) fn soa_template(zone: &Zone, zone_id: u32) -> Option<Comp
     let sample = [&[1u8, 0][..], &apex].concat();
     let record = record_after(&sample, zone);
     let fixups = pointers(&record)?;
-    let mut summed = record.clone();
-    let mut template = Template {
+    let template = Template {
         sample_len: sample.len() as u16,
-        fixups: [NO_FIXUP; 3],
         risky: risky_labels(zone),
+        authority: 1,
+        additional: 0,
+        authoritative: true,
+        ..Template::default()
     };
-    for (slot, &at) in template.fixups.iter_mut().zip(&fixups) {
+    template_entry(template, &fixups, record, 1, zone_id)
+}
+
+/// The entry of `template` (its fixups set from `fixups`) over `records`,
+/// `count` records in all, in a small block: `None` when it does not fit
+/// one, or has more pointers than a template holds.
+pub(in crate::answers) fn template_entry(
+    mut template: Template,
+    fixups: &[usize],
+    records: Vec<u8>,
+    count: u8,
+    zone_id: u32,
+) -> Option<Compiled> {
+    if fixups.len() > FIXUPS_MAX {
+        return None;
+    }
+    template.fixups = [NO_FIXUP; FIXUPS_MAX];
+    let mut summed = records.clone();
+    for (slot, &at) in template.fixups.iter_mut().zip(fixups) {
         *slot = at as u16;
         summed[at..at + 2].fill(0);
     }
-    let mut section = Vec::with_capacity(TEMPLATE_LEN + record.len());
-    section.extend_from_slice(&template.sample_len.to_le_bytes());
-    for f in template.fixups {
-        section.extend_from_slice(&f.to_le_bytes());
-    }
-    for r in template.risky {
-        section.extend_from_slice(&r);
-    }
-    debug_assert_eq!(section.len(), TEMPLATE_LEN);
-    section.extend_from_slice(&record);
+    let mut section = Vec::with_capacity(TEMPLATE_LEN + records.len());
+    section.extend_from_slice(&template.to_bytes());
+    section.extend_from_slice(&records);
     // A small block: the kernel reads templates from no other table.
     if section.len() > SMALL_BLOCK_MAX || section.len() <= INLINE_MAX {
         return None;
     }
-    let mut head = Answer::new(section.len() as u16, 1, 0);
+    let mut head = Answer::new(section.len() as u16, count, 0);
     head.csum = ones_complement_sum(&summed);
     head.set_zone(zone_id);
     Some(Compiled {
         head,
         block: Some(Arc::from(section)),
     })
+}
+
+/// The records of a template entry's `section` as the kernel writes them
+/// after a question name of `qname_len` bytes and `prefix_len` bytes of
+/// answer records.
+pub(in crate::answers) fn relocated(
+    section: &[u8],
+    qname_len: usize,
+    prefix_len: usize,
+) -> Vec<u8> {
+    let head: &[u8; TEMPLATE_LEN] = section[..TEMPLATE_LEN].try_into().unwrap();
+    let t = Template::from_bytes(head);
+    let mut records = section[TEMPLATE_LEN..].to_vec();
+    for at in t.fixups.iter().take_while(|&&f| f != NO_FIXUP) {
+        let at = *at as usize;
+        let target = (u16::from_be_bytes([records[at], records[at + 1]]) & 0x3fff) as u32;
+        let moved = relocate(
+            target,
+            t.sample_len as u32,
+            qname_len as u32,
+            prefix_len as u32,
+        );
+        records[at..at + 2].copy_from_slice(&(0xc000 | moved as u16).to_be_bytes());
+    }
+    records
 }
 
 /// The zone's SOA record as the kernel writes it from the template after
@@ -272,19 +311,7 @@ pub(in crate::answers) fn soa_relocated(
     prefix_len: usize,
 ) -> Option<Vec<u8>> {
     let section = soa_template(zone, 0)?.block?;
-    let sample_len = u16::from_le_bytes([section[0], section[1]]) as u32;
-    let mut record = section[TEMPLATE_LEN..].to_vec();
-    for i in 0..3 {
-        let at = u16::from_le_bytes([section[2 + 2 * i], section[3 + 2 * i]]);
-        if at == NO_FIXUP {
-            continue;
-        }
-        let at = at as usize;
-        let target = (u16::from_be_bytes([record[at], record[at + 1]]) & 0x3fff) as u32;
-        let moved = relocate(target, sample_len, qname_len as u32, prefix_len as u32);
-        record[at..at + 2].copy_from_slice(&(0xc000 | moved as u16).to_be_bytes());
-    }
-    Some(record)
+    Some(relocated(&section, qname_len, prefix_len))
 }
 
 /// The SOA record `write_soa` writes after a header and a question for
@@ -314,7 +341,7 @@ fn pointers(record: &[u8]) -> Option<Vec<usize>> {
 }
 
 /// The end of the name at `at`, noting where it ends in a pointer.
-fn skip_name(bytes: &[u8], mut at: usize, pointers: &mut Vec<usize>) -> Option<usize> {
+pub(super) fn skip_name(bytes: &[u8], mut at: usize, pointers: &mut Vec<usize>) -> Option<usize> {
     loop {
         let len = *bytes.get(at)?;
         if len & 0xc0 == 0xc0 {
@@ -574,24 +601,12 @@ mod tests {
         let section = c.block.unwrap();
         let sample_len = u16::from_le_bytes([section[0], section[1]]) as usize;
         assert_eq!(sample_len, lower_wire(zone.origin_key()).len() + 2);
-        let record = &section[TEMPLATE_LEN..];
         // For a query name of n bytes, the kernel moves each pointer by
         // n - sample_len; that must give the fallback's record.
         for qname in qnames {
             let q = qname.as_bytes();
             let want = record_after(q, zone);
-            let mut got = record.to_vec();
-            for i in 0..3 {
-                let f = u16::from_le_bytes([section[2 + 2 * i], section[3 + 2 * i]]);
-                if f == NO_FIXUP {
-                    continue;
-                }
-                let f = f as usize;
-                let p = u16::from_be_bytes([got[f], got[f + 1]]) as i32;
-                let moved = (p + q.len() as i32 - sample_len as i32) as u16;
-                got[f..f + 2].copy_from_slice(&moved.to_be_bytes());
-            }
-            assert_eq!(got, want, "{qname:?}");
+            assert_eq!(relocated(&section, q.len(), 0), want, "{qname:?}");
         }
     }
 
@@ -599,11 +614,14 @@ mod tests {
     fn risky_labels_are_those_of_soa_names_below_the_apex() {
         let s = store(ZONE).snapshot();
         let c = soa_template(s.zones().next().unwrap(), 1).unwrap();
-        let section = c.block.unwrap();
-        assert_eq!(&section[8..12], b"\x03ns1");
-        assert_eq!(&section[16..24], b"\x0ahostmas");
+        let head = |c: Compiled| {
+            Template::from_bytes(c.block.unwrap()[..TEMPLATE_LEN].try_into().unwrap())
+        };
+        let t = head(c);
+        assert_eq!(&t.risky[0][..4], b"\x03ns1");
+        assert_eq!(&t.risky[1], b"\x0ahostmas");
         let s = store_at("child.example.com.", OUTSIDE).snapshot();
         let c = soa_template(s.zones().next().unwrap(), 1).unwrap();
-        assert_eq!(&c.block.unwrap()[8..24], &[0; 16], "both outside the zone");
+        assert_eq!(head(c).risky, [[0; 8]; 2], "both outside the zone");
     }
 }

@@ -20,6 +20,7 @@ pub use crate::wire::compress::{Compressor, WireName};
 use crate::zone::{Snapshot, Zone};
 
 pub mod entries;
+pub mod referral;
 
 /// What a query for a missing name or type gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
