@@ -7,8 +7,8 @@ Per service (six owner names):
   iM.inst.uK (x3)         A, AAAA         (one instance each)
   _http._tcp.svcN.svc.uK  SRV x3          (port and target per instance)
   www.svcN.svc.uK         CNAME svcN.svc.uK
-Per tenant uK: MX and TXT (SPF) at uK, mail.uK A/AAAA, and a delegation
-sub.uK (NS, glue, DS).
+Per tenant uK: MX and TXT (SPF) at uK, mail.uK A/AAAA, a secure
+delegation sub.uK (NS, glue, DS) and an insecure one ins.uK (NS, glue).
 
 Query files:
   hits.txt  A/AAAA queries for names that exist, each in random 0x20 case;
@@ -33,10 +33,11 @@ NAMES_PER_SERVICE = 6
 # from resolvers (A and AAAA most; HTTPS for about a tenth, since browsers
 # ask it of every name they connect to, nearly all NODATA; a tenth of
 # names that do not exist), and the rest of what a zone holds: SRV, TXT,
-# MX, NS, SOA, DS at delegations, and names that are CNAMEs.
+# MX, NS, SOA, DS at delegations (secure and not), names that are CNAMEs,
+# and names below a delegation (a referral).
 FRONT_LINE = (
-    (0.40, "A"), (0.18, "AAAA"), (0.10, "HTTPS"), (0.05, "SRV"), (0.04, "TXT"), (0.03, "MX"),
-    (0.02, "NS"), (0.01, "SOA"), (0.02, "DS"), (0.05, "CNAME"), (0.10, "NX"),
+    (0.37, "A"), (0.18, "AAAA"), (0.10, "HTTPS"), (0.05, "SRV"), (0.04, "TXT"), (0.03, "MX"),
+    (0.02, "NS"), (0.01, "SOA"), (0.02, "DS"), (0.05, "CNAME"), (0.03, "REF"), (0.10, "NX"),
 )
 
 
@@ -59,8 +60,9 @@ def write_zone(path, names):
             z.write(f"u{t} MX 10 mail.u{t}\nu{t} TXT \"v=spf1 mx -all\"\n"
                     f"mail.u{t} A 10.255.{t >> 8 & 255}.{t & 255}\nmail.u{t} AAAA 2001:db8:ff::{t:x}\n"
                     f"sub.u{t} NS ns.sub.u{t}\nns.sub.u{t} A 10.254.{t >> 8 & 255}.{t & 255}\n"
-                    f"sub.u{t} DS 4711 13 2 {t:064x}\n")
-            records += 7
+                    f"sub.u{t} DS 4711 13 2 {t:064x}\n"
+                    f"ins.u{t} NS ns.ins.u{t}\nns.ins.u{t} A 10.253.{t >> 8 & 255}.{t & 255}\n")
+            records += 9
         for s in range(services):
             tenant = f"u{s % tenants}"
             svc = f"svc{s}.svc.{tenant}"
@@ -102,7 +104,10 @@ def front_line_query(rng, addressed, srv, cnames, tenants):
     if kind in ("NS", "SOA"):
         return f"{ORIGIN} {kind}"
     if kind == "DS":
-        return f"sub.{tenant}.{ORIGIN} DS"
+        return f"{rng.choice(('sub', 'ins'))}.{casefold(rng, tenant)}.{ORIGIN} DS"
+    if kind == "REF":
+        cut = rng.choice(("sub", "ins"))
+        return f"{casefold(rng, 'www')}.{cut}.{tenant}.{ORIGIN} {rng.choice(('A', 'AAAA', 'HTTPS'))}"
     if kind == "CNAME":
         return f"{pick(cnames)} {rng.choice(('A', 'AAAA', 'HTTPS'))}"
     return f"nx{rng.randrange(1 << 30)}.svc.{tenant}.{ORIGIN} {rng.choice(('A', 'AAAA', 'HTTPS'))}"
