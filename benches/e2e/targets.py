@@ -21,6 +21,11 @@ def write_file(path, text):
 
 
 METRICS_PORT = 9153
+# The answer table holds an EXIST entry per name and one per (name, type)
+# answer: about three per name in gen.py's zone (an instance: EXIST, A,
+# AAAA; a CNAME: five). Room for all of them, so no answer is left to
+# the fallback for want of space.
+TABLE_ENTRIES_PER_NAME = 5
 
 
 def xdpdns_config(workdir, zone, xdp_mode, names, metrics=False):
@@ -28,7 +33,7 @@ def xdpdns_config(workdir, zone, xdp_mode, names, metrics=False):
     if metrics:
         text += f'[metrics]\nlisten = "{SRV_IP}:{METRICS_PORT}"\n'
     if xdp_mode:
-        text += f'[xdp]\ninterfaces = ["{SRV_IF}"]\nmode = "{xdp_mode}"\ncapacity = {max(1 << 16, 2 * names)}\n'
+        text += f'[xdp]\ninterfaces = ["{SRV_IF}"]\nmode = "{xdp_mode}"\ncapacity = {max(1 << 16, TABLE_ENTRIES_PER_NAME * names)}\n'
     text += f'[[zone]]\norigin = "{ORIGIN}."\nfile = "{zone}"\n'
     tag = (xdp_mode or "fallback") + ("-metrics" if metrics else "")
     cfg = write_file(os.path.join(workdir, f"xdpdns-{tag}.toml"), text)
