@@ -716,3 +716,46 @@ fn rotated_rrsets_are_byte_identical_to_the_fallback_for_every_query_id() {
     assert_eq!(in_kernel, expected);
     assert!(in_kernel > total / 2, "{in_kernel} of {total}");
 }
+
+/// Referrals and NODATA after a CNAME chain are rate limited alike in the
+/// kernel and the fallback: the same verdicts, and the same slipped
+/// replies (a referral's not authoritative, as its header says).
+#[test]
+fn referrals_and_chain_nodata_are_limited_and_slipped_alike() {
+    let rrl = RrlConfig {
+        enabled: true,
+        responses_per_second: 2,
+        slip: 1,
+        table_size: 1024,
+        ..RrlConfig::default()
+    };
+    let text = format!("{ZONE}sub NS ns.sub\nns.sub A 192.0.2.53\nweb CNAME www\n");
+    let mut p = pair_with(
+        rrl,
+        ZoneStore::with_zones(vec![zone("example.com.", &text)]),
+    );
+    let source = Source::new("198.51.100.7");
+    p.at(1_000);
+    let (mut kernel, mut fallback, mut id) = (Tally::default(), Tally::default(), 0u16);
+    for (name, qtype) in [
+        ("www.sub.example.com.", RecordType::A),
+        ("web.example.com.", RecordType::HTTPS),
+    ] {
+        for _ in 0..6 {
+            id = id.wrapping_add(1);
+            let dns = query(name, qtype, id, Extra::Plain, source);
+            let (k, f) = p.both(source, &dns);
+            assert_eq!(k, f, "{name} {qtype} query {id}: kernel vs fallback");
+            kernel.add(&k);
+            fallback.add(&f);
+        }
+    }
+    assert_eq!(kernel, fallback);
+    // Two a second per class, and every limited one slipped.
+    assert!(
+        kernel.sent >= 2 && kernel.slipped >= 2 && kernel.dropped == 0,
+        "{kernel:?}"
+    );
+    let c = p.fast.counters().unwrap();
+    assert!(c.referrals[0] >= 1, "{c}");
+}

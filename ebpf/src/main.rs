@@ -209,7 +209,10 @@ fn try_negative(ctx: &XdpContext) -> Result<Sent, PassReason> {
         (false, _) => class::NXDOMAIN,
     };
     // The reply builder looks the template up itself.
-    let form = reply::form::NEGATIVE | rcode;
+    let form = match referral {
+        true => reply::form::NEGATIVE | reply::form::NOT_AUTHORITATIVE | rcode,
+        false => reply::form::NEGATIVE | rcode,
+    };
     match send(ctx, s, cfg, core::ptr::null(), class, form)? {
         None if referral => Ok(Sent::Referral(qtype, zone)),
         None => Ok(Sent::Negative(rcode, qtype, zone)),
@@ -237,7 +240,8 @@ fn send(
     match rrl::xdpdns_rrl(s, cfg, class as u32) {
         0 => {}
         1 => {
-            let slip = reply::form::SLIP | (form & reply::form::RCODE);
+            let kept = reply::form::RCODE | reply::form::NOT_AUTHORITATIVE;
+            let slip = reply::form::SLIP | (form & kept);
             pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, slip))?;
             return Ok(Some(Sent::Slip));
         }
@@ -290,7 +294,7 @@ pub extern "C" fn xdpdns_reply(
     let pkt = s.pkt;
     let qn = s.qn;
     if form & reply::form::SLIP != 0 {
-        return code_of(reply::slip(&ctx, s, &pkt, &qn, form & reply::form::RCODE));
+        return code_of(reply::slip(&ctx, s, &pkt, &qn, form));
     }
     if form & reply::form::NEGATIVE != 0 {
         let Some(t) = negative::template(s, cfg.generation as u8) else {

@@ -206,6 +206,9 @@ pub mod form {
     /// A negative answer: the section is the SOA template's record, in
     /// authority (`negative::build`).
     pub const NEGATIVE: u32 = 1 << 9;
+    /// Not authoritative (a referral): a slipped reply has AA clear, as
+    /// the fallback's copy of the referral's header has.
+    pub const NOT_AUTHORITATIVE: u32 = 1 << 10;
 }
 
 #[inline(always)]
@@ -290,14 +293,18 @@ pub fn slip(
     s: &mut Scratch,
     pkt: &Packet,
     qn: &Question,
-    rcode: u32,
+    form: u32,
 ) -> Result<(), PassReason> {
     let question_len = qn.name_len + 4;
     let dns_len = DNS_HEADER_LEN as u32 + question_len;
     resize(ctx, pkt.dns + dns_len, pkt.dns + dns_len)?;
     let mut header = qn.header;
-    header[2] = 0x86 | (header[2] & 0x01); // QR, AA, TC; RD copied
-    header[3] = (header[3] & 0x10) | rcode as u8;
+    let aa = match form & form::NOT_AUTHORITATIVE {
+        0 => 0x04,
+        _ => 0,
+    };
+    header[2] = 0x82 | aa | (header[2] & 0x01); // QR, AA, TC; RD copied
+    header[3] = (header[3] & 0x10) | (form & form::RCODE) as u8;
     header[6..12].copy_from_slice(&[0; 6]);
     let _ = store(ctx, pkt.dns, &header);
     let sum = qn.sum + csum::words(&header);
