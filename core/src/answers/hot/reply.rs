@@ -11,12 +11,14 @@ use hickory_proto::rr::LowerName;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
 use xdpdns_common::cookie::{self, ClientIp};
+use xdpdns_common::negative::{exist_flags, Template, TEMPLATE_LEN};
 use xdpdns_common::{
     answer_flags, edns_option, plain_type, qtype_slot, rotation, rtype, CLASSIC_UDP_PAYLOAD,
     DNS_HEADER_LEN, MAX_NAME_WIRE_LEN, NSID_MAX,
 };
 
 use crate::answers::negative;
+use crate::answers::negative::entries::relocated;
 use crate::answers::table::{AnswerTable, HotEntry};
 use crate::handler::Transport;
 use crate::wire::ServerEdns;
@@ -135,6 +137,7 @@ fn compose(
             };
             let (nscount, arcount) = entry.more_counts();
             let head = Head {
+                authoritative: true,
                 rcode: 0,
                 ancount: entry.ancount(),
                 nscount,
@@ -167,8 +170,21 @@ fn compose(
             None => {}
         }
     }
+    if let Some(r) = referral(table, snapshot.version(), name, q.qtype, dnssec_ok) {
+        let head = Head {
+            authoritative: false,
+            rcode: 0,
+            ancount: 0,
+            nscount: r.authority,
+            arcount: r.additional,
+        };
+        let records = relocated(&r.section, q.name_len, 0);
+        let bytes = reply.write(head, records.len(), |out| out.extend_from_slice(&records))?;
+        return Some((bytes, r.zone));
+    }
     let (zone, negative) = negative::decide(snapshot, name, q.qtype, dnssec_ok)?;
     let head = Head {
+        authoritative: true,
         rcode: negative.rcode(),
         ancount: 0,
         nscount: 1,
@@ -179,6 +195,70 @@ fn compose(
         negative::write_soa(out, qname, zone)
     })?;
     Some((bytes, snapshot.zone_id(zone.origin_key())))
+}
+
+/// A delegation's referral template, as the kernel finds it.
+struct Referral {
+    section: Vec<u8>,
+    authority: u16,
+    additional: u16,
+    zone: u32,
+}
+
+/// The referral the kernel sends for `name` (lower-cased wire form) and
+/// `qtype`, from the same entries: the name's EXIST entry marked
+/// REFERRAL (a query at the cut, but for DS), or, when the name has none,
+/// that of the name one or two labels up; none in a signed zone under
+/// DO=1.
+fn referral(
+    table: &AnswerTable,
+    version: u64,
+    name: &[u8],
+    qtype: u16,
+    dnssec_ok: bool,
+) -> Option<Referral> {
+    if !plain_type(qtype) && qtype != rtype::DS {
+        return None;
+    }
+    let exist = |at: &[u8]| {
+        table.read(version, at, qtype_slot::EXIST, |e| {
+            let flags = e.section.get(1).copied().unwrap_or(0);
+            (flags, e.flags() & answer_flags::SIGNED != 0)
+        })
+    };
+    let mut cut = name;
+    let (flags, signed) = match exist(name) {
+        Some(found) if qtype != rtype::DS => found,
+        Some(_) => return None,
+        None => {
+            let mut found = None;
+            for _ in 0..2 {
+                let len = *cut.first()? as usize;
+                cut = cut.get(1 + len..)?;
+                if cut.len() < 2 {
+                    return None;
+                }
+                if let Some(f) = exist(cut) {
+                    found = Some(f);
+                    break;
+                }
+            }
+            found?
+        }
+    };
+    if flags & exist_flags::REFERRAL == 0 || (signed && dnssec_ok) {
+        return None;
+    }
+    table.read(version, cut, qtype_slot::REFERRAL, |e| {
+        let head: &[u8; TEMPLATE_LEN] = e.section.get(..TEMPLATE_LEN)?.try_into().ok()?;
+        let t = Template::from_bytes(head);
+        Some(Referral {
+            section: e.section.to_vec(),
+            authority: t.authority.into(),
+            additional: t.additional.into(),
+            zone: e.zone(),
+        })
+    })?
 }
 
 /// What an SOA record takes, for reserving (the size limit is checked
@@ -216,6 +296,8 @@ fn table_slot(qtype: u16) -> Option<u8> {
 
 /// The header fields a reply sets beyond those copied from the query.
 struct Head {
+    /// AA: every answer but a referral.
+    authoritative: bool,
     rcode: u8,
     ancount: u16,
     nscount: u16,
@@ -251,7 +333,8 @@ impl Reply<'_> {
         }
         let mut out = Vec::with_capacity(q.end + sections_len + opt_len);
         out.extend_from_slice(&packet[..q.end]);
-        out[2] = 0x84 | (packet[2] & 0x01); // QR, AA, RD copied; opcode 0
+        let aa = if head.authoritative { 0x04 } else { 0 };
+        out[2] = 0x80 | aa | (packet[2] & 0x01); // QR, AA, RD copied; opcode 0
         out[3] = (packet[3] & 0x10) | head.rcode; // CD copied; RA, Z, AD zero
         out[6..8].copy_from_slice(&head.ancount.to_be_bytes());
         out[8..10].copy_from_slice(&head.nscount.to_be_bytes());

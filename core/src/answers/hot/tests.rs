@@ -507,6 +507,11 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
         query("example.com.", 257, [0, 0], None),
         query("txt.example.com.", 16, [0, 0], None),
         query("ptr.example.com.", 12, [0, 0], None),
+        // Referrals: at the cut, below it.
+        query("sub.example.com.", 2, [0, 0], None),
+        query("Sub.example.com.", 16, [0, 0], None),
+        query("missing.sub.example.com.", 1, [0, 0], None),
+        query("b.missing.SUB.example.com.", 43, [0, 0], None),
         // DS: NODATA at a name and at a delegation without one.
         query("www.example.com.", 43, [0, 0], None),
         query("Sub.example.com.", 43, [0, 0], None),
@@ -533,12 +538,11 @@ fn what_the_hot_path_answers_and_what_it_leaves() {
         // The SOA's MNAME would compress against the chain's target.
         query("to-ns1.example.com.", 65, [0, 0], None),
         query("out.example.com.", 1, [0, 0], None),
-        query("sub.example.com.", 2, [0, 0], None),
         query("x.wild.example.com.", 1, [0, 0], None),
         query("y.x.wild.example.com.", 1, [0, 0], None),
+        // Glue below a cut, and three labels below it.
         query("ns.sub.example.com.", 1, [0, 0], None),
-        query("missing.sub.example.com.", 1, [0, 0], None),
-        query("sub.example.com.", 16, [0, 0], None),
+        query("a.b.missing.sub.example.com.", 1, [0, 0], None),
         query("www.example.com.", 255, [0, 0], None),
         query("www.example.com.", 46, [0, 0], None),
         query("missing.example.net.", 1, [0, 0], None),
