@@ -11,7 +11,7 @@ use hickory_proto::rr::LowerName;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
 use xdpdns_common::cookie::{self, ClientIp};
-use xdpdns_common::negative::{exist_flags, Template, TEMPLATE_LEN};
+use xdpdns_common::negative::{exist_flags, Template, EXIST_HEAD, EXIST_TYPES_MAX, TEMPLATE_LEN};
 use xdpdns_common::{
     answer_flags, edns_option, plain_type, qtype_slot, rotation, rtype, CLASSIC_UDP_PAYLOAD,
     DNS_HEADER_LEN, MAX_NAME_WIRE_LEN, NSID_MAX,
@@ -182,6 +182,21 @@ fn compose(
         let bytes = reply.write(head, records.len(), |out| out.extend_from_slice(&records))?;
         return Some((bytes, r.zone));
     }
+    // The table's EXIST entries and SOA template decide most negatives
+    // with a lookup or three, as the kernel does; the snapshot decides
+    // the rest (deeper names, and while the table catches up).
+    if let Some(n) = negative_from_table(table, snapshot.version(), name, q.qtype, dnssec_ok) {
+        let head = Head {
+            authoritative: true,
+            rcode: n.rcode,
+            ancount: 0,
+            nscount: 1,
+            arcount: 0,
+        };
+        let records = relocated(&n.template, q.name_len, 0);
+        let bytes = reply.write(head, records.len(), |out| out.extend_from_slice(&records))?;
+        return Some((bytes, n.zone));
+    }
     let (zone, negative) = negative::decide(snapshot, name, q.qtype, dnssec_ok)?;
     let head = Head {
         authoritative: true,
@@ -259,6 +274,137 @@ fn referral(
             zone: e.zone(),
         })
     })?
+}
+
+/// A negative answer the table's entries decide: its RCODE, the zone's
+/// SOA template and the zone's id.
+struct TableNegative {
+    rcode: u8,
+    template: Vec<u8>,
+    zone: u32,
+}
+
+/// What an EXIST entry says, read as the kernel reads it.
+struct ExistRead {
+    flags: u8,
+    signed: bool,
+    zone_len: usize,
+    /// The entry lists the query's type.
+    listed: bool,
+}
+
+/// NXDOMAIN or NODATA for `name` (lower-cased wire form) and `qtype`
+/// exactly as the kernel decides it from the EXIST entries
+/// (`ebpf/src/negative.rs`): the name's own entry, or an ENCLOSER one or
+/// two labels up, the MNAME/RNAME label check at the apex, none in a
+/// signed zone under DO=1.
+fn negative_from_table(
+    table: &AnswerTable,
+    version: u64,
+    name: &[u8],
+    qtype: u16,
+    dnssec_ok: bool,
+) -> Option<TableNegative> {
+    let ds = qtype == rtype::DS;
+    if !plain_type(qtype) && !ds {
+        return None;
+    }
+    let listed_type = match qtype {
+        rtype::A | rtype::AAAA | rtype::DS => 0,
+        t => t,
+    };
+    let exist = |at: &[u8], qtype: u16| {
+        table.read(version, at, qtype_slot::EXIST, |e| {
+            let d = e.section;
+            let count = if qtype == 0 { 0 } else { *d.get(2)? as usize };
+            let listed = (0..count.min(EXIST_TYPES_MAX)).any(|i| {
+                let at = EXIST_HEAD + 2 * i;
+                d.get(at..at + 2)
+                    .is_some_and(|t| u16::from_le_bytes([t[0], t[1]]) == qtype)
+            });
+            Some(ExistRead {
+                flags: *d.get(1)?,
+                signed: e.flags() & answer_flags::SIGNED != 0,
+                zone_len: *d.first()? as usize,
+                listed,
+            })
+        })?
+    };
+    let nodata_bit = match qtype {
+        rtype::A => exist_flags::NODATA_A,
+        rtype::AAAA => exist_flags::NODATA_AAAA,
+        rtype::DS => exist_flags::NODATA_DS,
+        _ => exist_flags::NODATA_OTHER,
+    };
+    let (rcode, e) = match exist(name, listed_type) {
+        Some(e) => {
+            let referral = e.flags & exist_flags::REFERRAL != 0 && !ds;
+            if referral || e.flags & nodata_bit == 0 || e.listed {
+                return None;
+            }
+            (0, e)
+        }
+        None => {
+            let (mut label, mut found) = (0, None);
+            for _ in 0..2 {
+                let parent = label + 1 + *name.get(label)? as usize;
+                if parent + 1 >= name.len() {
+                    return None;
+                }
+                if let Some(e) = exist(&name[parent..], 0) {
+                    found = Some(e);
+                    break;
+                }
+                label = parent;
+            }
+            let e = found?;
+            if e.flags & exist_flags::REFERRAL != 0 || e.flags & exist_flags::ENCLOSER == 0 {
+                return None;
+            }
+            if e.flags & exist_flags::APEX != 0 && risky(table, version, name, label, e.zone_len) {
+                return None;
+            }
+            (3, e)
+        }
+    };
+    if e.signed && dnssec_ok {
+        return None;
+    }
+    let apex = name.get(name.len().checked_sub(e.zone_len)?..)?;
+    let (template, zone) = table.read(version, apex, qtype_slot::SOA, |t| {
+        (t.section.to_vec(), t.zone())
+    })?;
+    (template.len() > TEMPLATE_LEN).then_some(TableNegative {
+        rcode,
+        template,
+        zone,
+    })
+}
+
+/// Whether the label of `name` at `label`, just above the apex of
+/// `zone_len` bytes, is one the SOA's MNAME or RNAME would be compressed
+/// against (or the template cannot be read).
+fn risky(table: &AnswerTable, version: u64, name: &[u8], label: usize, zone_len: usize) -> bool {
+    let Some(apex) = name
+        .len()
+        .checked_sub(zone_len)
+        .and_then(|at| name.get(at..))
+    else {
+        return true;
+    };
+    let Some(len) = name.get(label).map(|&l| l as usize) else {
+        return true;
+    };
+    let mut word = [0u8; 8];
+    let take = (1 + len).min(8);
+    word[..take].copy_from_slice(&name[label..label + take]);
+    table
+        .read(version, apex, qtype_slot::SOA, |t| {
+            let head: &[u8; TEMPLATE_LEN] = t.section.get(..TEMPLATE_LEN)?.try_into().ok()?;
+            Some(Template::from_bytes(head).risky.contains(&word))
+        })
+        .flatten()
+        .unwrap_or(true)
 }
 
 /// What an SOA record takes, for reserving (the size limit is checked
