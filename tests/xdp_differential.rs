@@ -657,7 +657,7 @@ fn negative_corpus_passes_unchanged() {
 }
 
 #[test]
-fn generation_swaps_under_a_query_stream_never_mix_versions() {
+fn table_changes_under_a_query_stream_never_mix_versions() {
     let version = |n: u8| {
         let mut z = String::from(
             "$ORIGIN example.com.\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ 300 NS ns1\nns1 300 A 192.0.2.1\n",
@@ -713,8 +713,9 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
             seen
         })
     };
-    // Alternate whole-generation installs with in-place updates of the
-    // live generation; each name must flip atomically either way.
+    // Alternate whole-table installs with changes of every entry; each
+    // name must flip atomically either way (through the overlay), and no
+    // overlay entry stays behind: the kernel holds one copy of the table.
     for swap in 0..60 {
         let target = &tables[(swap + 1) % 2];
         if swap % 4 < 2 {
@@ -731,6 +732,7 @@ fn generation_swaps_under_a_query_stream_never_mix_versions() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let seen = stream.join().unwrap();
+    assert_eq!(r.fast.kernel_elements().unwrap(), tables[1].len());
     println!(
         "table swaps: 60; replies from version 1: {}, version 2: {}",
         seen[0], seen[1]
@@ -1216,13 +1218,12 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
         blocks, 6,
         "a+b share one; c has an A and an AAAA block; the SOA template, the SOA and NS answers"
     );
-    let idle = 1 - first.generation() as u8;
     drop(first);
-    // One generation lost an entry (as a write its table had no room for
-    // does): the adoption finds it and writes it again in both.
+    // The table lost an entry (as a write its table had no room for
+    // does): the adoption finds it and writes it again.
     {
         use aya::maps::{HashMap as BpfMap, Map, MapData};
-        use xdpdns_common::{key_lead, qtype_slot, Answer, TinyKey, TINY_NAME_MAX};
+        use xdpdns_common::{key_lead, layer, qtype_slot, Answer, TinyKey, TINY_NAME_MAX};
         let data = MapData::from_pin(pins.map("TINY_NAMES")).unwrap();
         let mut tiny: BpfMap<MapData, TinyKey, Answer> =
             BpfMap::try_from(Map::HashMap(data)).unwrap();
@@ -1231,7 +1232,7 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
             name: [0; TINY_NAME_MAX],
         };
         k.name[..wire.len()].copy_from_slice(wire);
-        k.name[0] = key_lead(wire[0], qtype_slot::A, idle);
+        k.name[0] = key_lead(wire[0], qtype_slot::A, layer::BASE);
         tiny.remove(&k).unwrap();
     }
 
@@ -1296,7 +1297,7 @@ fn a_full_table_leaves_the_rest_to_the_fallback() {
     let store = rig_store(&format!(
         "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n{names}"
     ));
-    // Room for 16 entries per generation: the rest are left out, the
+    // Room for 16 entries (and the overlay's 4): the rest are left out, the
     // table still serves what it holds, and nothing answers wrongly.
     let mut fast = FastPath::load(16, 53, &ServerEdns::default()).unwrap();
     fast.install(compile(&store.snapshot()).0).unwrap();
@@ -1329,15 +1330,18 @@ fn a_full_table_leaves_the_rest_to_the_fallback() {
 #[test]
 fn a_full_block_table_leaves_its_entries_to_the_fallback() {
     // 200 names of three A records (48 bytes each: small blocks, all
-    // different); capacity 256 gives the small-block table 128 slots.
+    // different) and 150 of one; capacity 360 gives the small-block
+    // table 112 slots and the name table 450 (its share and the
+    // overlay's room).
     let names: String = (0..200)
         .map(|i| format!("n{i} A 10.1.{i}.1\nn{i} A 10.1.{i}.2\nn{i} A 10.1.{i}.3\n"))
         .collect();
+    let singles: String = (0..150).map(|i| format!("m{i} A 10.2.{i}.1\n")).collect();
     let store = rig_store(&format!(
-        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n{names}"
+        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n{names}{singles}"
     ));
     let handler = Handler::default();
-    let mut fast = FastPath::load(256, 53, &handler.edns).unwrap();
+    let mut fast = FastPath::load(360, 53, &handler.edns).unwrap();
     fast.install(compile(&store.snapshot()).0).unwrap();
     assert!(fast.healthy());
     let left_out = fast.entries_left_out();
@@ -1379,13 +1383,14 @@ fn a_full_block_table_leaves_its_entries_to_the_fallback() {
         }
     }
     // Left out: entries of both kinds (blocks, and names whose table
-    // filled), in both generations.
+    // filled).
     assert!(
         answered > 0 && answered < 200,
         "{answered} answered, {left_out} left out"
     );
 
-    // With half the names gone there is room: the entries left out before
+    // With half the names gone (and the single ones) there is room: the
+    // entries left out before
     // are written now (they were not taken as installed; those the change
     // itself found no room for are retried once its old blocks are freed)
     // and every name left is answered, exactly.

@@ -288,8 +288,9 @@ pub mod negative {
 /// Key of the tiny-name table: the query name in wire form, lower-cased
 /// and zero-padded (wire names are prefix-free, so padding is
 /// unambiguous), its first byte marked by [`key_lead`] with the signed
-/// bit of the slot and the table generation the entry belongs to, its
-/// last by [`key_tail`] with the query type.
+/// bit of the slot and whether the entry is in the table or in the
+/// overlay of a change being written, its last by [`key_tail`] with the
+/// query type.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TinyKey {
@@ -312,10 +313,21 @@ pub struct LongKey {
 
 /// The first byte of a key: the name's first label length (at most 63,
 /// so its top two bits are free) with the query-type slot in bit 7 and
-/// the generation in bit 6. Keys stay a multiple of eight bytes, which
-/// the kernel's hash table rounds them to anyway.
-pub const fn key_lead(label_len: u8, slot: u8, generation: u8) -> u8 {
-    (label_len & 0x3f) | (slot & 1) << 7 | (generation & 1) << 6
+/// the layer in bit 6 ([`layer`]). Keys stay a multiple of eight bytes,
+/// which the kernel's hash table rounds them to anyway.
+pub const fn key_lead(label_len: u8, slot: u8, layer: u8) -> u8 {
+    (label_len & 0x3f) | (slot & 1) << 7 | (layer & 1) << 6
+}
+
+/// Where an entry lives. The kernel's table holds one copy of every
+/// entry (the base). A change is first written beside it as an overlay,
+/// which the kernel consults before the base while
+/// [`XdpConfig::overlay`] is set; the base is then rewritten under the
+/// overlay's cover and the overlay removed. So a packet sees the table
+/// before or after a change, never a mix, at the memory of one copy.
+pub mod layer {
+    pub const BASE: u8 = 0;
+    pub const OVERLAY: u8 = 1;
 }
 
 /// A table entry: a pre-encoded answer section of `ancount` records, each
@@ -342,6 +354,11 @@ pub const ANSWER_HEAD: usize = 16;
 /// Block ids fit in 24 bits of [`Answer`]; the block table never holds more.
 pub const BLOCK_ID_MAX: u32 = (1 << 24) - 1;
 
+/// The section length of an overlay entry that hides its base entry (a
+/// deletion): longer than any section.
+const ABSENT_LEN: u16 = 0x0fff;
+const _: () = assert!((ABSENT_LEN as usize) > BLOCK_MAX);
+
 impl Answer {
     /// An entry of `ancount` records, `len` bytes in all, with `flags`
     /// ([`answer_flags`]); the caller fills `data` or sets a block.
@@ -352,6 +369,17 @@ impl Answer {
             block_count: (ancount as u32) << 24,
             data: [0; INLINE_MAX],
         }
+    }
+
+    /// An overlay entry saying the name has no entry of its type (the
+    /// change deletes it): the kernel does not read the base's.
+    pub const fn absent() -> Self {
+        Answer::new(ABSENT_LEN, 0, 0)
+    }
+
+    #[inline(always)]
+    pub const fn is_absent(&self) -> bool {
+        self.len_flags & 0x0fff == ABSENT_LEN
     }
 
     #[inline(always)]
@@ -635,8 +663,9 @@ pub mod nsid_mode {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XdpConfig {
-    /// Generation whose entries are live (0 or 1).
-    pub generation: u32,
+    /// 1 while a change is written: the kernel looks an entry up in the
+    /// overlay first ([`layer`]), then in the base.
+    pub overlay: u32,
     /// UDP port answered, host byte order; 0 = answer nothing.
     pub port: u16,
     /// EDNS payload size the server advertises (the fallback's value).
@@ -670,8 +699,8 @@ pub struct XdpConfig {
     /// controller adopts pinned maps only from the same object. Never
     /// read by the program.
     pub object_tag: u64,
-    /// Fingerprint of the zone versions both table generations hold, or
-    /// 0 while a change is being written. Never read by the program.
+    /// Fingerprint of the zone versions the table holds, or 0 while a
+    /// change is being written. Never read by the program.
     pub table_tag: u64,
 }
 
@@ -680,7 +709,7 @@ impl XdpConfig {
     /// set yet.
     pub const fn new(port: u16, udp_payload: u16) -> Self {
         XdpConfig {
-            generation: 0,
+            overlay: 0,
             port,
             udp_payload,
             realtime_offset_ns: 0,

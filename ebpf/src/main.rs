@@ -25,10 +25,10 @@ use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::rrl::class;
 use xdpdns_common::{
-    answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig, SHORT_NAME_MAX, TINY_NAME_MAX,
+    answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig,
 };
 
-use maps::{count, Scratch, CONFIG, LONG_NAMES, SCRATCH, SHORT_NAMES, TINY_NAMES, ZONE_QUERIES};
+use maps::{count, Scratch, CONFIG, SCRATCH, ZONE_QUERIES};
 use verdict::{code_of, pass_code};
 
 #[xdp]
@@ -116,24 +116,15 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     let cfg = CONFIG.get_ptr(0).ok_or(PassReason::NotDns)?;
     let s = SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)?;
     pass_code(xdpdns_parse(ctx.ctx, s, cfg))?;
-    let sc = unsafe { &*s };
-    let q = &sc.qn;
-    let answer = if q.name_len as usize <= TINY_NAME_MAX {
-        unsafe { TINY_NAMES.get(&sc.tiny) }
-    } else if q.name_len as usize <= SHORT_NAME_MAX {
-        unsafe { SHORT_NAMES.get(&sc.short) }
-    } else {
-        unsafe { LONG_NAMES.get(&sc.long) }
-    };
-    let mut answer = answer.ok_or(PassReason::Miss)?;
-    let signed = answer.flags() & answer_flags::SIGNED != 0 && q.edns.dnssec_ok;
+    let (name_len, qtype, dnssec_ok) = unsafe { ((*s).qn.name_len, (*s).qn.qtype, (*s).qn.edns.dnssec_ok) };
+    let overlay = unsafe { (*cfg).overlay } as u8;
+    let mut answer = maps::lookup(unsafe { &mut *s }, name_len, qtype, overlay).ok_or(PassReason::Miss)?;
+    let signed = answer.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
     if signed {
         // DO=1 in a signed zone: the signed variant, whose key ends in
         // one; without it, the fallback adds the signatures.
-        let slot = q.qtype | qtype_slot::SIGNED;
-        let generation = unsafe { (*cfg).generation } as u8;
-        answer = maps::lookup(unsafe { &mut *s }, q.name_len, slot, generation)
-            .ok_or(PassReason::Edns)?;
+        let slot = qtype | qtype_slot::SIGNED;
+        answer = maps::lookup(unsafe { &mut *s }, name_len, slot, overlay).ok_or(PassReason::Edns)?;
     }
     Ok(Found {
         answer,
@@ -266,7 +257,7 @@ pub extern "C" fn xdpdns_parse(ctx: *mut xdp_md, s: *mut Scratch, cfg: *const Xd
         if !edns::answerable(&qn.edns, cfg) {
             return Err(PassReason::Edns);
         }
-        question::finish_keys(s, qn.qtype, cfg.generation as u8);
+        question::finish_keys(s, qn.qtype);
         s.cookie_valid = 0;
         if qn.edns.present {
             edns::prepare(s, &pkt, &qn.edns, cfg);
@@ -297,7 +288,7 @@ pub extern "C" fn xdpdns_reply(
         return code_of(reply::slip(&ctx, s, &pkt, &qn, form));
     }
     if form & reply::form::NEGATIVE != 0 {
-        let Some(t) = negative::template(s, cfg.generation as u8) else {
+        let Some(t) = negative::template(s, cfg.overlay as u8) else {
             return code_of(Err(PassReason::Miss));
         };
         // A chain's answer records come first (none: a plain negative).

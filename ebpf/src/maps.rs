@@ -5,7 +5,7 @@ use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
 use xdpdns_common::rrl::Bucket;
 use xdpdns_common::{
-    counter, key_lead, key_tail, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey,
+    counter, key_lead, key_tail, layer, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey,
     XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
 };
 
@@ -112,21 +112,33 @@ const _: () = assert!(TINY_NAME_MAX < SHORT_NAME_MAX && SHORT_NAME_MAX < LONG_NA
 pub static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Looks up the name of `name_len` bytes held in its key buffer (by
-/// `question::parse` or `negative`) under `slot`: marks the key's lead
-/// and tail for it first.
+/// `question::parse` or `negative`) under `slot`: in the overlay first
+/// while a change is written (`overlay` 1; an absent marker there hides
+/// the base's entry), then in the base.
 #[inline(always)]
-pub fn lookup(s: &mut Scratch, name_len: u32, slot: u8, generation: u8) -> Option<&'static Answer> {
+pub fn lookup(s: &mut Scratch, name_len: u32, slot: u8, overlay: u8) -> Option<&'static Answer> {
+    if overlay != 0 {
+        if let Some(a) = lookup_in(s, name_len, slot, layer::OVERLAY) {
+            return if a.is_absent() { None } else { Some(a) };
+        }
+    }
+    lookup_in(s, name_len, slot, layer::BASE)
+}
+
+/// [`lookup`] in one layer: marks the key's lead and tail first.
+#[inline(always)]
+fn lookup_in(s: &mut Scratch, name_len: u32, slot: u8, layer: u8) -> Option<&'static Answer> {
     let tail = key_tail(slot);
     if name_len as usize <= TINY_NAME_MAX {
-        s.tiny.name[0] = key_lead(s.tiny.name[0], slot, generation);
+        s.tiny.name[0] = key_lead(s.tiny.name[0], slot, layer);
         s.tiny.name[TINY_NAME_MAX - 1] = tail;
         unsafe { TINY_NAMES.get(&s.tiny) }
     } else if name_len as usize <= SHORT_NAME_MAX {
-        s.short.name[0] = key_lead(s.short.name[0], slot, generation);
+        s.short.name[0] = key_lead(s.short.name[0], slot, layer);
         s.short.name[SHORT_NAME_MAX - 1] = tail;
         unsafe { SHORT_NAMES.get(&s.short) }
     } else {
-        s.long.name[0] = key_lead(s.long.name[0], slot, generation);
+        s.long.name[0] = key_lead(s.long.name[0], slot, layer);
         s.long.name[LONG_NAME_BUF - 1] = tail;
         unsafe { LONG_NAMES.get(&s.long) }
     }

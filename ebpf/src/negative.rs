@@ -31,13 +31,13 @@ use crate::{csum, edns, reply};
 /// The template `xdpdns_negative` chose (the zone's SOA or a referral;
 /// its name is still in the key buffer for its length).
 #[inline(always)]
-pub fn template(s: &mut Scratch, generation: u8) -> Option<&'static Answer> {
+pub fn template(s: &mut Scratch, overlay: u8) -> Option<&'static Answer> {
     let zone_len = s.neg_zone_len;
     let slot = match s.neg_slot as u8 {
         qtype_slot::REFERRAL => qtype_slot::REFERRAL,
         _ => qtype_slot::SOA,
     };
-    lookup(s, zone_len, slot, generation)
+    lookup(s, zone_len, slot, overlay)
 }
 
 /// Decides whether the query `xdpdns_parse` left in `s`, whose name has
@@ -70,11 +70,11 @@ struct ExistFound {
 /// flags << 8 | zone_len`, where `listed` says the entry lists `qtype`.
 #[inline(never)]
 #[no_mangle]
-pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, generation: u32, qtype: u32) -> u32 {
+pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, overlay: u32, qtype: u32) -> u32 {
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 0;
     };
-    match lookup(s, len, qtype_slot::EXIST, generation as u8) {
+    match lookup(s, len, qtype_slot::EXIST, overlay as u8) {
         None => 0,
         Some(e) => {
             let signed = (e.flags() & answer_flags::SIGNED != 0) as u32;
@@ -100,8 +100,8 @@ pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, generation: u32, qtype
 }
 
 #[inline(always)]
-fn exist(s: &mut Scratch, len: u32, generation: u8, qtype: u16) -> Option<ExistFound> {
-    let v = xdpdns_exist(s, len, generation as u32, qtype as u32);
+fn exist(s: &mut Scratch, len: u32, overlay: u8, qtype: u16) -> Option<ExistFound> {
+    let v = xdpdns_exist(s, len, overlay as u32, qtype as u32);
     (v != 0).then_some(ExistFound {
         zone_len: v & 0xff,
         flags: (v >> 8) as u8,
@@ -115,7 +115,7 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
     if cfg.negative_answers == 0 {
         return Err(PassReason::Miss);
     }
-    let generation = cfg.generation as u8;
+    let overlay = cfg.overlay as u8;
     let qn = s.qn;
     let n = qn.name_len;
     if n < 2 || n > 255 {
@@ -141,7 +141,7 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
     };
     // (rcode, the entry, the label to check, the template's name length
     // and slot)
-    let (rcode, e, risky_at, at_len, slot) = match exist(s, n, generation, listed_type) {
+    let (rcode, e, risky_at, at_len, slot) = match exist(s, n, overlay, listed_type) {
         // A delegation: its referral to every type but its own DS.
         Some(e) if e.flags & exist_flags::REFERRAL != 0 && !ds => {
             (0, e, 0, n, qtype_slot::REFERRAL)
@@ -154,7 +154,7 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
             (0, e, 0, e.zone_len, qtype_slot::SOA)
         }
         None => {
-            let (e, label, parent_len) = closest_encloser(ctx, s, qstart, n, generation)?;
+            let (e, label, parent_len) = closest_encloser(ctx, s, qstart, n, overlay)?;
             if e.flags & exist_flags::REFERRAL != 0 {
                 (0, e, 0, parent_len, qtype_slot::REFERRAL)
             } else {
@@ -207,7 +207,7 @@ pub extern "C" fn xdpdns_negative_template(
     if copy_suffix(&ctx, s, qstart + (n - zone_len), zone_len).is_err() {
         return code_of(Err(PassReason::Miss));
     }
-    match xdpdns_check_template(ctx.ctx, s, s.neg_risky_at, cfg.generation) {
+    match xdpdns_check_template(ctx.ctx, s, s.neg_risky_at, cfg.overlay) {
         0 => 0,
         _ => code_of(Err(PassReason::Miss)),
     }
@@ -221,7 +221,7 @@ fn closest_encloser(
     s: &mut Scratch,
     qstart: u32,
     n: u32,
-    generation: u8,
+    overlay: u8,
 ) -> Result<(ExistFound, u32, u32), PassReason> {
     let mut skip = 0u32;
     for _ in 0..2 {
@@ -233,7 +233,7 @@ fn closest_encloser(
         }
         let parent_len = n - skip;
         copy_suffix(ctx, s, qstart + skip, parent_len)?;
-        if let Some(e) = exist(s, parent_len, generation, 0) {
+        if let Some(e) = exist(s, parent_len, overlay, 0) {
             return Ok((e, label, parent_len));
         }
     }
@@ -304,14 +304,14 @@ pub extern "C" fn xdpdns_check_template(
     ctx: *mut xdp_md,
     s: *mut Scratch,
     risky_at: u32,
-    generation: u32,
+    overlay: u32,
 ) -> u32 {
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 1;
     };
     let ctx = XdpContext::new(ctx);
     let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
-    let Some(t) = template(s, generation as u8) else {
+    let Some(t) = template(s, overlay as u8) else {
         return 1;
     };
     if t.section_len() as usize > SMALL_BLOCK_MAX {

@@ -4,7 +4,7 @@
 
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{OPT_LEN, OPT_RDATA_MAX,
-    key_lead, key_tail, plain_type, qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
+    key_lead, key_tail, layer, plain_type, qtype_slot, rtype, PassReason, DNS_HEADER_LEN, LONG_NAME_BUF, MAX_NAME_WIRE_LEN,
     SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
@@ -181,12 +181,12 @@ fn copy_name(
 /// Sets the non-name fields of the keys: the lead and the query type's
 /// tail.
 #[inline(always)]
-pub fn finish_keys(s: &mut Scratch, slot: u8, generation: u8) {
+pub fn finish_keys(s: &mut Scratch, slot: u8) {
     // Only the key for the name's length holds the name; marking the
     // others too costs less than choosing.
-    s.tiny.name[0] = key_lead(s.tiny.name[0], slot, generation);
-    s.short.name[0] = key_lead(s.short.name[0], slot, generation);
-    s.long.name[0] = key_lead(s.long.name[0], slot, generation);
+    s.tiny.name[0] = key_lead(s.tiny.name[0], slot, layer::BASE);
+    s.short.name[0] = key_lead(s.short.name[0], slot, layer::BASE);
+    s.long.name[0] = key_lead(s.long.name[0], slot, layer::BASE);
     let tail = key_tail(slot);
     s.tiny.name[TINY_NAME_MAX - 1] = tail;
     s.short.name[SHORT_NAME_MAX - 1] = tail;

@@ -258,7 +258,8 @@ pub struct XdpConfig {
     /// port of the first `server.listen` address.
     pub interfaces: Vec<String>,
     pub mode: AttachMode,
-    /// (name, type) entries per table generation (the maps hold two).
+    /// (name, type) entries the kernel table holds (the maps have a
+    /// quarter more room, for the overlay of a change).
     pub capacity: u32,
     /// Destination addresses the kernel answers for. Empty: the
     /// `server.listen` addresses, or every address of the interfaces when

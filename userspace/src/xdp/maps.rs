@@ -12,8 +12,9 @@ use xdpdns_common::{
 use super::error::XdpError;
 use super::pins::PinDir;
 
-/// What the kernel's maps are sized for: (name, type) entries per table
-/// generation, and the rate limiter's buckets.
+/// What the kernel's maps are sized for: (name, type) entries in the
+/// table (with a quarter more room beside it for a change's overlay),
+/// and the rate limiter's buckets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capacity {
     pub entries: u32,
@@ -33,28 +34,24 @@ impl From<u32> for Capacity {
 pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 6] {
     let rrl_slots = capacity.rrl_slots.max(1);
     let capacity = capacity.entries;
-    // Both generations in each table. Elements are allocated as they
-    // are inserted (BPF_F_NO_PREALLOC): a table sized for every name
-    // costs only its bucket array until it fills.
+    // One copy of the table, and room for the overlay of a change
+    // (`with_overlay`). Elements are allocated as they are inserted
+    // (BPF_F_NO_PREALLOC): a table sized for every name costs only its
+    // bucket array until it fills.
     // Every map's bucket array is allocated up front (16 bytes per
     // slot), so the tables for less common name lengths get a share of
     // `capacity`; an entry that finds its table full is left to the
     // fallback (`entries_left_out`).
-    let entries = capacity.max(16).saturating_mul(2);
-    let short_entries = (capacity / 2).max(16).saturating_mul(2);
-    let long_entries = (capacity / 16).max(16).saturating_mul(2);
-    // Ids never exceed the block table's size, which fits `Answer`'s 24 bits.
-    let block_entries = (capacity / 8)
-        .max(64)
-        .saturating_mul(2)
-        .min(BLOCK_ID_MAX - 1);
+    let entries = with_overlay(capacity.max(16));
+    let short_entries = with_overlay((capacity / 2).max(16));
+    let long_entries = with_overlay((capacity / 16).max(16));
+    // Ids never exceed the block table's size, which fits `Answer`'s 24
+    // bits. A change writes its new blocks before it releases the old.
+    let block_entries = with_overlay((capacity / 8).max(64)).min(BLOCK_ID_MAX - 1);
     // Signed variants each take a small block of their own; a quarter
     // of the entries (the bucket array costs 16 bytes a slot even
     // when empty). Sections that find it full are the fallback's.
-    let small_block_entries = (capacity / 4)
-        .max(64)
-        .saturating_mul(2)
-        .min(BLOCK_ID_MAX - 1);
+    let small_block_entries = with_overlay((capacity / 4).max(64)).min(BLOCK_ID_MAX - 1);
     [
         ("TINY_NAMES", entries),
         ("SHORT_NAMES", short_entries),
@@ -63,6 +60,18 @@ pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 6] {
         ("SMALL_BLOCKS", small_block_entries),
         ("RRL_BUCKETS", rrl_slots),
     ]
+}
+
+/// A table's share of the capacity with the overlay's room beside it: a
+/// quarter more. A change whose overlay would not fit is written while
+/// the kernel passes every query up (see `FastPath::apply`).
+const fn with_overlay(share: u32) -> u32 {
+    share.saturating_add(share / 4)
+}
+
+/// The overlay's room in a table of `max_entries` (`with_overlay`).
+pub(super) const fn overlay_room(max_entries: u32) -> usize {
+    (max_entries / 5) as usize
 }
 
 /// Every map the controller reads or writes: what is pinned.
@@ -152,14 +161,20 @@ mod tests {
     }
 
     #[test]
-    fn name_tables_hold_two_generations_with_shares_by_name_length() {
+    fn name_tables_hold_one_copy_and_an_overlay_with_shares_by_name_length() {
         let s = sizes(Capacity::from(131_072));
-        assert_eq!(s["TINY_NAMES"], 2 * 131_072);
-        assert_eq!(s["SHORT_NAMES"], 131_072, "half, in both generations");
-        assert_eq!(s["LONG_NAMES"], 2 * 131_072 / 16);
-        assert_eq!(s["BLOCKS"], 2 * 131_072 / 8);
-        assert_eq!(s["SMALL_BLOCKS"], 2 * 131_072 / 4);
+        assert_eq!(s["TINY_NAMES"], 131_072 + 32_768);
+        assert_eq!(s["SHORT_NAMES"], 65_536 + 16_384, "half");
+        assert_eq!(s["LONG_NAMES"], 8_192 + 2_048);
+        assert_eq!(s["BLOCKS"], 16_384 + 4_096);
+        assert_eq!(s["SMALL_BLOCKS"], 32_768 + 8_192);
         assert_eq!(s["RRL_BUCKETS"], 1, "rate limiting off: one bucket");
+        assert_eq!(
+            overlay_room(s["TINY_NAMES"]),
+            32_768,
+            "a quarter of the share"
+        );
+        assert_eq!(overlay_room(s["LONG_NAMES"]), 2_048);
     }
 
     #[test]
@@ -168,9 +183,9 @@ mod tests {
             entries: 0,
             rrl_slots: 0,
         });
-        assert_eq!(s["TINY_NAMES"], 32);
-        assert_eq!(s["LONG_NAMES"], 32);
-        assert_eq!(s["BLOCKS"], 128);
+        assert_eq!(s["TINY_NAMES"], 20);
+        assert_eq!(s["LONG_NAMES"], 20);
+        assert_eq!(s["BLOCKS"], 80);
         assert_eq!(s["RRL_BUCKETS"], 1);
         let huge = sizes(Capacity {
             entries: u32::MAX,

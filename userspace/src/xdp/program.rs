@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 
-use aya::maps::{Array, HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap, IterableMap, MapData, PerCpuArray};
 use aya::programs::links::FdLink;
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
@@ -22,7 +22,7 @@ use xdpdns_common::{
 
 use super::blocks::BlockIds;
 use super::error::XdpError;
-use super::maps::{map_sizes, Capacity, Maps};
+use super::maps::{map_sizes, overlay_room, Capacity, Maps};
 use super::pins::PinDir;
 use super::sys::GracePeriod;
 use crate::answers::compile::EntryKey;
@@ -109,10 +109,14 @@ pub struct FastPath {
     pub(super) rrl_slots: u32,
     pub(super) grace: GracePeriod,
     pub(super) current: XdpConfig,
+    /// Room for a change's overlay in the tiny, short and long tables.
+    pub(super) overlay_room: [usize; 3],
+    /// Changes made live since the program was loaded or adopted.
+    pub(super) changes: u32,
     /// The port answered while healthy (`current.port` is 0 when not).
     pub(super) port: u16,
     pub(super) healthy: bool,
-    /// The compiled table both generations were last given: the hot
+    /// The compiled table the kernel's was last made from: the hot
     /// path's table (see [`FastPath::use_table`]). The loader unsettles it
     /// while changing it; the caller settles it at the snapshot's version.
     pub(super) installed: Arc<AnswerTable>,
@@ -120,8 +124,7 @@ pub struct FastPath {
     /// full): they hold no block reference, and the next change or whole
     /// table writes them again.
     pub(super) absent: HashSet<EntryKey>,
-    /// Entries of `installed` a full name table refused (in either
-    /// generation). Unlike `absent` they keep their block reference (taken
+    /// Entries of `installed` a full name table refused. Unlike `absent` they keep their block reference (taken
     /// before the write); the next whole table writes them again, and
     /// while an EXIST entry is among them the kernel answers no negatives.
     pub(super) refused: HashSet<EntryKey>,
@@ -133,7 +136,8 @@ pub struct FastPath {
 
 impl FastPath {
     /// Loads the program (not yet attached). `capacity` is the number of
-    /// (name, type) entries per table generation; the maps hold two.
+    /// (name, type) entries the table holds (the maps have a quarter more
+    /// room, for the overlay of a change).
     pub fn load(
         capacity: impl Into<Capacity>,
         port: u16,
@@ -223,7 +227,12 @@ impl FastPath {
             addresses,
             rrl_buckets,
         } = maps;
+        let room =
+            |m: &MapData| -> Result<usize, XdpError> { Ok(overlay_room(m.info()?.max_entries())) };
+        let overlay_room = [room(tiny.map())?, room(short.map())?, room(long.map())?];
         Ok(FastPath {
+            overlay_room,
+            changes: 0,
             object,
             pins,
             config,
@@ -289,8 +298,9 @@ impl FastPath {
             saved,
             port,
         )?;
-        // A change cut short (tag 0) left the generations unequal: the
-        // next install rebuilds them while the kernel passes everything.
+        // A change cut short (tag 0) left the table half written, or an
+        // overlay behind: the next install rebuilds the table while the
+        // kernel passes everything.
         fp.healthy = saved.table_tag != 0 && saved.port != 0;
         fp.table_unknown = true;
         fp.current.port = if fp.healthy { port } else { 0 };

@@ -1,8 +1,9 @@
 //! The kernel-table writer: makes the kernel's answer maps hold a compiled
-//! table (`crate::answers`), generation by generation, so a packet sees
-//! the old table or the new one and never a freed element; blocks shared
-//! by reference count; entries a full map refuses left to the fallback
-//! and written again later.
+//! table (`crate::answers`), one change at a time through an overlay
+//! (`xdpdns_common::layer`), so a packet sees the old table or the new
+//! one and never a freed element; blocks shared by reference count;
+//! entries a full map refuses left to the fallback and written again
+//! later.
 
 use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -10,8 +11,8 @@ use std::sync::Arc;
 
 use aya::maps::{HashMap, IterableMap, MapData};
 use xdpdns_common::{
-    key_lead, key_tail, qtype_slot, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey,
-    XdpConfig, BLOCK_MAX, LONG_NAME_BUF, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
+    key_lead, key_tail, layer, qtype_slot, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock,
+    TinyKey, XdpConfig, BLOCK_MAX, LONG_NAME_BUF, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
 use super::error::XdpError;
@@ -32,31 +33,27 @@ impl FastPath {
     /// kernel entries that use them. Nothing is written but the removal
     /// of blocks no entry uses.
     pub fn adopt_table(&mut self, table: &Table) -> Result<(), XdpError> {
-        let live = self.current.generation as u8;
         self.blocks.clear();
         self.small_blocks.clear();
-        // Each entry is checked in both generations against what was
-        // compiled: one missing (a write its table had no room for) or
-        // different is deleted from both, so a later change writes it
-        // again and no generation keeps what the other lost.
+        // Each entry is checked against what was compiled: one missing (a
+        // write its table had no room for) or different is deleted, so a
+        // later change writes it again. (A tagged table has no overlay
+        // left: the tag is written after the overlay is gone.)
         let mut absent = Vec::new();
         for (key, c) in table {
-            let live_value = self.get(key, live)?;
-            let idle_value = self.get(key, 1 - live)?;
-            let same = match (live_value, idle_value) {
-                (Some(a), Some(b)) if a == b => {
+            let same = match self.get(key, layer::BASE)? {
+                Some(a) => {
                     let mut expected = c.head;
                     if c.block.is_some() {
                         expected.set_block(a.block());
                     }
                     (expected == a).then_some(a)
                 }
-                _ => None,
+                None => None,
             };
             match (same, &c.block) {
                 (None, _) => {
-                    self.del(key, 0)?;
-                    self.del(key, 1)?;
+                    self.del(key, layer::BASE)?;
                     absent.push(key.clone());
                 }
                 (Some(_), None) => {}
@@ -131,13 +128,33 @@ impl FastPath {
         }
     }
 
+    /// Elements in the kernel's name tables, overlay included: after a
+    /// change, [`FastPath::entries`].
+    pub fn kernel_elements(&self) -> Result<usize, XdpError> {
+        let mut n = 0;
+        for k in self.tiny.keys().map(|k| k.map(drop)) {
+            k?;
+            n += 1;
+        }
+        for k in self.short.keys().map(|k| k.map(drop)) {
+            k?;
+            n += 1;
+        }
+        for k in self.long.keys().map(|k| k.map(drop)) {
+            k?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Answer sections held in the block table (each stored once).
     pub fn blocks_in_use(&self) -> usize {
         self.blocks.len() + self.small_blocks.len()
     }
 
+    /// Changes made live since the program was loaded or adopted.
     pub fn generation(&self) -> u32 {
-        self.current.generation
+        self.changes
     }
 
     /// Whether the table is in service. After a failed update the kernel
@@ -153,8 +170,8 @@ impl FastPath {
     }
 
     /// [`install`](Self::install), recording `tag` (`compile::table_tag`
-    /// of the snapshot `table` was compiled from) once both generations
-    /// hold it: what a restarted controller checks before adopting them.
+    /// of the snapshot `table` was compiled from) once the kernel holds
+    /// it: what a restarted controller checks before adopting the table.
     pub fn install_tagged(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
         if !self.healthy || self.table_unknown {
             return self.rebuild(table, tag);
@@ -171,14 +188,20 @@ impl FastPath {
         self.apply_tagged(&delta, tag)
     }
 
-    /// Applies a change. Both generations hold the whole table: the change
-    /// is written into the idle one, made live with one config write, and
-    /// only after an RCU grace period — when no packet can still be reading
-    /// the formerly live generation — written into that one too. So a
-    /// packet sees the old or the new table, and no element a packet may be
-    /// reading is ever freed or rewritten (hash maps reuse freed elements
-    /// at once since Linux 6.1, so updating a live entry in place is not
-    /// safe). On failure the kernel is told to pass everything.
+    /// Applies a change. The kernel holds one copy of the table (the
+    /// base). The change is first written beside it as an overlay (new
+    /// entries, and absent markers for the deleted), made live with one
+    /// config write that has the kernel read the overlay first; after an
+    /// RCU grace period — when no packet can still be reading a base entry
+    /// the change replaces — the base is rewritten, the overlay turned
+    /// off, and after another grace period removed. So a packet sees the
+    /// old or the new table, and no element a packet may be reading is
+    /// ever freed or rewritten (hash maps reuse freed elements at once
+    /// since Linux 6.1, so updating a live entry in place is not safe).
+    /// A change too large for the overlay's room (the first table, a
+    /// reload that rewrites a large part of a zone) is written while the
+    /// kernel passes every query to the fallback. On failure the kernel
+    /// is told to pass everything.
     pub fn apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
         self.apply_tagged(delta, 0)
     }
@@ -213,7 +236,8 @@ impl FastPath {
             .map(|(k, _)| k)
             .chain(&delta.delete)
             .any(|k| self.held_block(k).is_some());
-        // The tag is unknown until both generations hold the change.
+        // The tag is unknown until the change is written and the overlay
+        // gone.
         for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
             self.refused.remove(key);
         }
@@ -254,8 +278,7 @@ impl FastPath {
     }
 
     /// Turns the kernel's negative answers back on once every EXIST entry
-    /// a full table refused has been written (or deleted) since, in both
-    /// generations.
+    /// a full table refused has been written (or deleted) since.
     pub(super) fn negatives_if_whole(&mut self) -> Result<(), XdpError> {
         let missing = self.refused.iter().any(|k| k.qtype == qtype_slot::EXIST);
         if self.current.negative_answers == 0 && !missing {
@@ -312,8 +335,8 @@ impl FastPath {
     pub(super) fn try_apply(&mut self, delta: &TableDelta) -> Result<HashSet<EntryKey>, XdpError> {
         // Blocks first, so no entry ever points at a missing one; the
         // blocks the replaced and deleted entries leave unreferenced go
-        // only after both generations stopped pointing at them and a
-        // grace period has passed.
+        // only after no entry points at them and a grace period has
+        // passed.
         let full = self.acquire_blocks(delta)?;
         let mut released = Vec::new();
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
@@ -327,22 +350,25 @@ impl FastPath {
                 released.extend(ids.release(&section).map(|id| (small, id)));
             }
         }
-        let live = self.current.generation as u8;
-        let idle = 1 - live;
-        self.write(delta, idle, &full)?;
-        self.config.set(
-            0,
-            XdpConfig {
-                generation: idle as u32,
-                ..self.current
-            },
-            0,
-        )?;
-        self.current.generation = idle as u32;
-        self.grace.wait().map_err(XdpError::Grace)?;
-        self.write(delta, live, &full)?;
-        if !released.is_empty() {
+        if self.overlay_fits(delta) {
+            self.write(delta, layer::OVERLAY, &full)?;
+            self.set_overlay(1)?;
+            self.write(delta, layer::BASE, &full)?;
+            self.set_overlay(0)?;
+            self.clear_overlay(delta)?;
+        } else {
+            // Nothing answers from the table while it is rewritten.
+            self.current.port = 0;
+            self.config.set(0, self.current, 0)?;
             self.grace.wait().map_err(XdpError::Grace)?;
+            self.write(delta, layer::BASE, &full)?;
+            self.current.port = self.port;
+            self.config.set(0, self.current, 0)?;
+        }
+        self.changes = self.changes.wrapping_add(1);
+        // Both ways end after a grace period with no entry left pointing
+        // at the released blocks.
+        if !released.is_empty() {
             for (small, id) in released {
                 if small {
                     let _ = self.small_block_map.remove(&id);
@@ -354,6 +380,33 @@ impl FastPath {
             }
         }
         Ok(full)
+    }
+
+    /// Whether every table has room for `delta`'s overlay beside the base.
+    pub(super) fn overlay_fits(&self, delta: &TableDelta) -> bool {
+        let mut need = [0usize; 3];
+        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
+            need[table_of(key)] += 1;
+        }
+        need.iter()
+            .zip(self.overlay_room)
+            .all(|(n, room)| *n <= room)
+    }
+
+    /// Turns the overlay on (1) or off (0), then waits until no packet
+    /// still reads as before.
+    pub(super) fn set_overlay(&mut self, on: u32) -> Result<(), XdpError> {
+        self.current.overlay = on;
+        self.config.set(0, self.current, 0)?;
+        self.grace.wait().map_err(XdpError::Grace)
+    }
+
+    /// Removes the overlay entries of `delta` (the overlay is off).
+    pub(super) fn clear_overlay(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
+        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
+            self.del(key, layer::OVERLAY)?;
+        }
+        Ok(())
     }
 
     /// Takes a reference to every block `delta` writes, writing new ones.
@@ -404,33 +457,42 @@ impl FastPath {
         Ok(full)
     }
 
-    /// Writes `delta` into `generation`; the entries in `left_out` are
-    /// removed instead (an older answer must not stay behind).
+    /// Writes `delta` into `layer`; the entries in `left_out` are
+    /// removed instead (an older answer must not stay behind). In the
+    /// overlay, removals are absent markers.
     pub(super) fn write(
         &mut self,
         delta: &TableDelta,
-        generation: u8,
+        layer: u8,
         left_out: &HashSet<EntryKey>,
     ) -> Result<(), XdpError> {
-        // Deletions first: the room they free is there for the upserts
-        // (the generation written is not the live one).
-        for key in &delta.delete {
-            self.del(key, generation)?;
+        let overlay = layer == layer::OVERLAY;
+        // Base deletions first: the room they free is there for the
+        // upserts (the overlay covers every key written).
+        if !overlay {
+            for key in &delta.delete {
+                self.del(key, layer)?;
+            }
         }
         // Upserts go in batches, one system call per map and thousands of
         // entries (a million-entry table: 2 s one by one).
         let mut batches: [Batch<'_>; 3] = Default::default();
-        for (key, answer) in &delta.upsert {
-            if left_out.contains(key) {
-                self.del(key, generation)?;
+        let absent = Answer::absent();
+        let upserts = delta.upsert.iter().map(|(k, c)| (k, Some(c)));
+        let deletes = delta.delete.iter().filter(|_| overlay).map(|k| (k, None));
+        for (key, answer) in upserts.chain(deletes) {
+            let answer = answer.filter(|_| !left_out.contains(key));
+            if answer.is_none() && !overlay {
+                self.del(key, layer)?;
                 continue;
             }
-            let value = self.value_of(answer);
+            let value = answer.map_or(absent, |c| self.value_of(c));
             let value = bytes_of(&value);
-            match &split_key(key, generation) {
-                Split::Tiny(k) => batches[0].push(bytes_of(k), value, key, answer),
-                Split::Short(k) => batches[1].push(bytes_of(k), value, key, answer),
-                Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, answer),
+            let batch = &mut batches[table_of(key)];
+            match &split_key(key, layer) {
+                Split::Tiny(k) => batch.push(bytes_of(k), value, key, answer),
+                Split::Short(k) => batch.push(bytes_of(k), value, key, answer),
+                Split::Long(k) => batch.push(bytes_of(&**k), value, key, answer),
             }
         }
         let fds = [
@@ -439,7 +501,7 @@ impl FastPath {
             self.long.map().fd().as_fd().as_raw_fd(),
         ];
         for (batch, fd) in batches.iter().zip(fds) {
-            self.write_batch(fd, batch, generation)?;
+            self.write_batch(fd, batch, layer)?;
         }
         Ok(())
     }
@@ -451,7 +513,7 @@ impl FastPath {
         &mut self,
         fd: RawFd,
         batch: &Batch<'_>,
-        generation: u8,
+        layer: u8,
     ) -> Result<(), XdpError> {
         pub(super) const CHUNK: usize = 4096;
         let n = batch.entries.len();
@@ -471,14 +533,14 @@ impl FastPath {
                 Err(_) if (done as usize) < count => {
                     at += done as usize;
                     let (key, answer) = batch.entries[at];
-                    self.put(key, generation, answer)?;
+                    self.put(key, layer, answer)?;
                     at += 1;
                 }
                 // Refused before any element (no batch support, no
                 // memory): nothing is known written, so each on its own.
                 Err(_) => {
                     for &(key, answer) in &batch.entries[at..at + count] {
-                        self.put(key, generation, answer)?;
+                        self.put(key, layer, answer)?;
                     }
                     at += count;
                 }
@@ -511,7 +573,7 @@ impl FastPath {
         let _ = self.grace.wait();
     }
 
-    /// Rebuilds both generations from scratch while the kernel passes
+    /// Rebuilds the table from scratch while the kernel passes
     /// everything, then resumes in-kernel answers.
     pub(super) fn rebuild(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
         self.disable();
@@ -536,10 +598,10 @@ impl FastPath {
         };
         self.current.negative_answers = 1;
         let left_out = self.acquire_blocks(&full)?;
-        self.write(&full, 0, &left_out)?;
-        self.write(&full, 1, &left_out)?;
+        self.write(&full, layer::BASE, &left_out)?;
+        self.changes = self.changes.wrapping_add(1);
         self.current = XdpConfig {
-            generation: 0,
+            overlay: 0,
             port: self.port,
             table_tag: tag,
             ..self.current
@@ -551,20 +613,24 @@ impl FastPath {
         Ok(())
     }
 
+    /// Writes one entry (`None`: an absent marker, in the overlay).
     pub(super) fn put(
         &mut self,
         key: &EntryKey,
-        generation: u8,
-        c: &Compiled,
+        layer: u8,
+        c: Option<&Compiled>,
     ) -> Result<(), XdpError> {
-        let answer = self.value_of(c);
-        let r = match split_key(key, generation) {
+        let answer = c.map_or(Answer::absent(), |c| self.value_of(c));
+        let r = match split_key(key, layer) {
             Split::Tiny(k) => self.tiny.insert(k, answer, 0),
             Split::Short(k) => self.short.insert(k, answer, 0),
             Split::Long(k) => self.long.insert(k, answer, 0),
         };
         match r {
             Ok(()) => Ok(()),
+            // The overlay's room is checked before it is written; should
+            // a table still refuse, the base write follows at once.
+            Err(e) if table_full(&e) && layer == layer::OVERLAY => Ok(()),
             // A full table refuses new keys only (replacing one always
             // works), so the name is simply absent: the fallback answers.
             Err(e) if table_full(&e) => {
@@ -588,9 +654,9 @@ impl FastPath {
         self.left_out
     }
 
-    /// The kernel's value for `key` in `generation`, if any.
-    pub(super) fn get(&self, key: &EntryKey, generation: u8) -> Result<Option<Answer>, XdpError> {
-        let value = match split_key(key, generation) {
+    /// The kernel's value for `key` in `layer`, if any.
+    pub(super) fn get(&self, key: &EntryKey, layer: u8) -> Result<Option<Answer>, XdpError> {
+        let value = match split_key(key, layer) {
             Split::Tiny(k) => self.tiny.get(&k, 0),
             Split::Short(k) => self.short.get(&k, 0),
             Split::Long(k) => self.long.get(&k, 0),
@@ -602,8 +668,8 @@ impl FastPath {
         }
     }
 
-    pub(super) fn del(&mut self, key: &EntryKey, generation: u8) -> Result<(), XdpError> {
-        let r = match split_key(key, generation) {
+    pub(super) fn del(&mut self, key: &EntryKey, layer: u8) -> Result<(), XdpError> {
+        let r = match split_key(key, layer) {
             Split::Tiny(k) => self.tiny.remove(&k),
             Split::Short(k) => self.short.remove(&k),
             Split::Long(k) => self.long.remove(&k),
@@ -626,10 +692,20 @@ pub(super) enum Split {
     Long(Box<LongKey>),
 }
 
-/// The kernel key layout for an entry (the compiler guarantees ≤ 255 bytes).
-pub(super) fn split_key(key: &EntryKey, generation: u8) -> Split {
+/// The name table an entry goes to: 0 tiny, 1 short, 2 long.
+pub(super) fn table_of(key: &EntryKey) -> usize {
+    match key.name.len() {
+        n if n <= TINY_NAME_MAX => 0,
+        n if n <= SHORT_NAME_MAX => 1,
+        _ => 2,
+    }
+}
+
+/// The kernel key layout for an entry in `layer` (the compiler
+/// guarantees ≤ 255 bytes).
+pub(super) fn split_key(key: &EntryKey, layer: u8) -> Split {
     let name = &key.name;
-    let lead = key_lead(name[0], key.qtype, generation);
+    let lead = key_lead(name[0], key.qtype, layer);
     let fill = |buf: &mut [u8]| {
         buf[..name.len()].copy_from_slice(name);
         buf[0] = lead;
@@ -680,11 +756,17 @@ pub(super) struct Batch<'a> {
     values: Vec<u8>,
     key_size: usize,
     value_size: usize,
-    entries: Vec<(&'a EntryKey, &'a Compiled)>,
+    entries: Vec<(&'a EntryKey, Option<&'a Compiled>)>,
 }
 
 impl<'a> Batch<'a> {
-    pub(super) fn push(&mut self, key: &[u8], value: &[u8], entry: &'a EntryKey, c: &'a Compiled) {
+    pub(super) fn push(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        entry: &'a EntryKey,
+        c: Option<&'a Compiled>,
+    ) {
         self.key_size = key.len();
         self.value_size = value.len();
         self.keys.extend_from_slice(key);
@@ -771,7 +853,7 @@ mod tests {
     }
 
     #[test]
-    fn generations_and_types_never_share_a_key() {
+    fn layers_and_types_never_share_a_key() {
         let bytes = |s: Split| match s {
             Split::Tiny(k) => k.name.to_vec(),
             Split::Short(k) => k.name.to_vec(),
@@ -779,8 +861,8 @@ mod tests {
         };
         let mut seen = std::collections::HashSet::new();
         for qtype in qtype_slot::all() {
-            for generation in 0..2 {
-                assert!(seen.insert(bytes(split_key(&key(WWW, qtype), generation))));
+            for layer in [layer::BASE, layer::OVERLAY] {
+                assert!(seen.insert(bytes(split_key(&key(WWW, qtype), layer))));
             }
         }
     }
