@@ -897,6 +897,16 @@ mod tests {
     }
 
     #[test]
+    fn only_the_absent_marker_reads_as_absent() {
+        assert!(Answer::absent().is_absent());
+        for len in [0, 4, INLINE_MAX as u16, SMALL_BLOCK_MAX as u16, BLOCK_MAX as u16] {
+            for flags in [0, answer_flags::SIGNED, answer_flags::rotate(3)] {
+                assert!(!Answer::new(len, 1, flags).is_absent(), "{len} {flags}");
+            }
+        }
+    }
+
+    #[test]
     fn answer_head_packs_its_fields_without_overlap() {
         let max_count = (BLOCK_MAX / 16) as u8;
         let mut a = Answer::new(BLOCK_MAX as u16, max_count, answer_flags::SIGNED);

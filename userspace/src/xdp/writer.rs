@@ -884,8 +884,8 @@ mod tests {
             block: None,
         };
         let mut batch = Batch::default();
-        batch.push(&[1, 2], &[9, 9, 9], &k1, &c);
-        batch.push(&[3, 4], &[8, 8, 8], &k2, &c);
+        batch.push(&[1, 2], &[9, 9, 9], &k1, Some(&c));
+        batch.push(&[3, 4], &[8, 8, 8], &k2, None);
         assert_eq!((batch.key_size, batch.value_size), (2, 3));
         assert_eq!(batch.keys, [1, 2, 3, 4]);
         assert_eq!(batch.values, [9, 9, 9, 8, 8, 8]);
