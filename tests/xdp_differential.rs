@@ -1512,11 +1512,33 @@ fn fuzzed_queries_are_answered_exactly_or_passed_unchanged() {
         "ab.example.com.",
         "nope.example.com.",
         "x.wild.example.com.",
+        "alias.example.com.",
+        "txt.example.com.",
+        "sub.example.com.",
+        "www.sub.example.com.",
+        "b.ent.example.com.",
+    ];
+    // Every type the kernel answers (positive, NODATA, referral, DS at
+    // the cut, chains) and some it passes up.
+    let types = [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::MX,
+        RecordType::TXT,
+        RecordType::HTTPS,
+        RecordType::SVCB,
+        RecordType::SRV,
+        RecordType::NS,
+        RecordType::SOA,
+        RecordType::DS,
+        RecordType::CNAME,
+        RecordType::CAA,
+        RecordType::ANY,
     ];
     let mut seeds = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let name = Name::from_ascii(name).unwrap();
-        for rtype in [RecordType::A, RecordType::AAAA] {
+        for rtype in types {
             let id = i as u16 * 7 + 1;
             seeds.push(query(&name, rtype, None, id));
             seeds.push(query(&name, rtype, Some(edns(512)), id + 1));

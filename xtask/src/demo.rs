@@ -39,7 +39,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         "\nxtask: XDP demo. xdpdns serves 127.0.0.1:5353 and {SERVER_ADDR}:5353; the XDP program \
          on {HOST_IF} (generic mode) answers what comes from namespace {NAMESPACE}:\n\
          \n  ip netns exec {NAMESPACE} dig @{SERVER_ADDR} -p 5353 www.example.com      # answered in the kernel\
-         \n  ip netns exec {NAMESPACE} dig @{SERVER_ADDR} -p 5353 example.com MX       # passed to the fallback\
+         \n  ip netns exec {NAMESPACE} dig @{SERVER_ADDR} -p 5353 +tcp example.com MX  # TCP: the fallback\
          \n  dig @127.0.0.1 -p 5353 www.example.com                               # loopback: the fallback\
          \n  {ctl} top     # answers/s, kernel vs fallback\
          \n  {ctl} status\
