@@ -899,7 +899,13 @@ mod tests {
     #[test]
     fn only_the_absent_marker_reads_as_absent() {
         assert!(Answer::absent().is_absent());
-        for len in [0, 4, INLINE_MAX as u16, SMALL_BLOCK_MAX as u16, BLOCK_MAX as u16] {
+        for len in [
+            0,
+            4,
+            INLINE_MAX as u16,
+            SMALL_BLOCK_MAX as u16,
+            BLOCK_MAX as u16,
+        ] {
             for flags in [0, answer_flags::SIGNED, answer_flags::rotate(3)] {
                 assert!(!Answer::new(len, 1, flags).is_absent(), "{len} {flags}");
             }
