@@ -305,6 +305,23 @@ mod tests {
     }
 
     #[test]
+    fn a_target_named_twice_in_a_small_rrset_is_listed_once() {
+        let origin = Name::from_str("example.com.").unwrap();
+        let text = format!(
+            "{ZONE}twice MX 10 mx9\ntwice MX 20 mx9\ntwice MX 30 mx8\nmx9 A 10.0.9.9\nmx8 A 10.0.8.8\n"
+        );
+        let zone = load_zone_str(&text, &origin, Path::new("t.zone")).unwrap();
+        let store = ZoneStore::with_zones(vec![zone]);
+        let name = Name::from_ascii("twice.example.com.").unwrap();
+        let req = Request::new(1, Query::query(name, RecordType::MX));
+        let bytes = Handler::default().reply(&store.snapshot(), &req, Transport::Udp);
+        let m = hickory_proto::op::Message::from_vec(&bytes).unwrap();
+        let listed: Vec<String> = m.additionals.iter().map(|r| r.name.to_string()).collect();
+        assert_eq!(m.answers.len(), 3);
+        assert_eq!(listed, ["mx9.example.com.", "mx8.example.com."]);
+    }
+
+    #[test]
     fn optional_additional_records_go_before_truncation_but_glue_does_not() {
         let origin = Name::from_str("example.com.").unwrap();
         let mut text = String::from(ZONE);
