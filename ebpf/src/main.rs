@@ -24,9 +24,7 @@ use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::rrl::class;
-use xdpdns_common::{
-    answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig,
-};
+use xdpdns_common::{answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig};
 
 use maps::{count, Scratch, CONFIG, SCRATCH, ZONE_QUERIES};
 use verdict::{code_of, pass_code};
@@ -116,15 +114,18 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     let cfg = CONFIG.get_ptr(0).ok_or(PassReason::NotDns)?;
     let s = SCRATCH.get_ptr_mut(0).ok_or(PassReason::ParseError)?;
     pass_code(xdpdns_parse(ctx.ctx, s, cfg))?;
-    let (name_len, qtype, dnssec_ok) = unsafe { ((*s).qn.name_len, (*s).qn.qtype, (*s).qn.edns.dnssec_ok) };
+    let q = unsafe { &(*s).qn };
+    let (name_len, qtype, dnssec_ok) = (q.name_len, q.qtype, q.edns.dnssec_ok);
     let overlay = unsafe { (*cfg).overlay } as u8;
-    let mut answer = maps::lookup(unsafe { &mut *s }, name_len, qtype, overlay).ok_or(PassReason::Miss)?;
+    let mut answer =
+        maps::lookup(unsafe { &mut *s }, name_len, qtype, overlay).ok_or(PassReason::Miss)?;
     let signed = answer.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
     if signed {
         // DO=1 in a signed zone: the signed variant, whose key ends in
         // one; without it, the fallback adds the signatures.
         let slot = qtype | qtype_slot::SIGNED;
-        answer = maps::lookup(unsafe { &mut *s }, name_len, slot, overlay).ok_or(PassReason::Edns)?;
+        answer =
+            maps::lookup(unsafe { &mut *s }, name_len, slot, overlay).ok_or(PassReason::Edns)?;
     }
     Ok(Found {
         answer,

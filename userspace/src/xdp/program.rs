@@ -124,8 +124,9 @@ pub struct FastPath {
     /// full): they hold no block reference, and the next change or whole
     /// table writes them again.
     pub(super) absent: HashSet<EntryKey>,
-    /// Entries of `installed` a full name table refused. Unlike `absent` they keep their block reference (taken
-    /// before the write); the next whole table writes them again, and
+    /// Entries of `installed` a full name table refused. Unlike `absent`
+    /// they keep their block reference (taken before the write); the
+    /// next whole table writes them again, and
     /// while an EXIST entry is among them the kernel answers no negatives.
     pub(super) refused: HashSet<EntryKey>,
     /// Adopted with a whole table whose contents `installed` does not

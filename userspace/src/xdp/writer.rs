@@ -131,20 +131,10 @@ impl FastPath {
     /// Elements in the kernel's name tables, overlay included: after a
     /// change, [`FastPath::entries`].
     pub fn kernel_elements(&self) -> Result<usize, XdpError> {
-        let mut n = 0;
-        for k in self.tiny.keys().map(|k| k.map(drop)) {
-            k?;
-            n += 1;
+        fn count<K: aya::Pod>(map: &HashMap<MapData, K, Answer>) -> Result<usize, XdpError> {
+            Ok(map.keys().try_fold(0, |n, k| k.map(|_| n + 1))?)
         }
-        for k in self.short.keys().map(|k| k.map(drop)) {
-            k?;
-            n += 1;
-        }
-        for k in self.long.keys().map(|k| k.map(drop)) {
-            k?;
-            n += 1;
-        }
-        Ok(n)
+        Ok(count(&self.tiny)? + count(&self.short)? + count(&self.long)?)
     }
 
     /// Answer sections held in the block table (each stored once).
@@ -366,8 +356,9 @@ impl FastPath {
             self.config.set(0, self.current, 0)?;
         }
         self.changes = self.changes.wrapping_add(1);
-        // Both ways end after a grace period with no entry left pointing
-        // at the released blocks.
+        // Either way no packet can still read an entry that points at the
+        // released blocks: the overlay's last grace period, or the one
+        // before the base was rewritten while nothing was answered.
         if !released.is_empty() {
             for (small, id) in released {
                 if small {
@@ -488,11 +479,10 @@ impl FastPath {
             }
             let value = answer.map_or(absent, |c| self.value_of(c));
             let value = bytes_of(&value);
-            let batch = &mut batches[table_of(key)];
             match &split_key(key, layer) {
-                Split::Tiny(k) => batch.push(bytes_of(k), value, key, answer),
-                Split::Short(k) => batch.push(bytes_of(k), value, key, answer),
-                Split::Long(k) => batch.push(bytes_of(&**k), value, key, answer),
+                Split::Tiny(k) => batches[0].push(bytes_of(k), value, key, answer),
+                Split::Short(k) => batches[1].push(bytes_of(k), value, key, answer),
+                Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, answer),
             }
         }
         let fds = [
