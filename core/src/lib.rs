@@ -26,5 +26,6 @@ pub mod registry;
 pub mod router;
 pub mod rrl;
 pub mod transfer;
+pub mod update;
 pub mod wire;
 pub mod zone;

@@ -26,7 +26,7 @@ pub use parser::{parse_zone_str, parse_zone_text, SourceFiles, SourceRecord, Zon
 pub use rrset::{covered_type, fqdn_lower, label_count, nsec3_chain, nsec3_chain_key, RRset};
 pub use serial::SerialPolicy;
 pub use snapshot::{Snapshot, ZoneDiff};
-pub use store::{Change, RotationPolicy, ZoneReader, ZoneStore};
+pub use store::{Change, Edit, EditError, Edited, RotationPolicy, ZoneReader, ZoneStore};
 pub use text::{load_zone_str, LoadError};
 pub(crate) use tree::{random_seed, FastMap};
 pub use tree::{Inserted, Zone, ZoneError};

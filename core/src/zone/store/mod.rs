@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, Guard};
+use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use tokio::sync::broadcast;
 
@@ -28,6 +29,32 @@ use super::{Node, RRset, Zone, ZoneError};
 pub enum Change {
     Add(Record),
     Remove(Record),
+}
+
+/// What a dynamic update does to one zone, decided under the writer lock
+/// ([`ZoneStore::edit`]): record changes in order, and the SOA (with its
+/// TTL) that replaces the zone's when the update brings a newer one.
+#[derive(Clone, Debug, Default)]
+pub struct Edit {
+    pub changes: Vec<Change>,
+    pub soa: Option<(SOA, u32)>,
+}
+
+/// A change [`ZoneStore::edit`] committed: its diff (empty when nothing
+/// changed) and the store version that holds it (`None`: no commit).
+#[derive(Clone, Debug)]
+pub struct Edited {
+    pub diff: ZoneDiff,
+    pub version: Option<u64>,
+}
+
+/// Why [`ZoneStore::edit`] changed nothing.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EditError<E: std::fmt::Debug + std::fmt::Display> {
+    #[error("{0}")]
+    Refused(E),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -423,6 +450,50 @@ impl ZoneStore {
         }))
     }
 
+    /// Decides a change to one zone and applies it in one commit, under
+    /// the writer lock: what `decide` saw of the zone is what the change
+    /// applies to (a dynamic update's prerequisites hold when it is
+    /// committed). The serial is the edit's SOA's when it brings one,
+    /// else the next by the serial policy at `now` if anything changed.
+    pub fn edit<E: std::fmt::Debug + std::fmt::Display>(
+        &self,
+        origin: &Name,
+        now: u64,
+        decide: impl FnOnce(&Zone) -> Result<Edit, E>,
+    ) -> Result<Edited, EditError<E>> {
+        let w = self.lock();
+        let old = self.current.load_full();
+        let key = LowerName::new(origin);
+        let current = old
+            .zones
+            .get(&key)
+            .ok_or_else(|| StoreError::UnknownZone(origin.clone()))?;
+        let edit = decide(current).map_err(EditError::Refused)?;
+        let mut zone = (**current).clone();
+        let serial = match &edit.soa {
+            Some((soa, _)) => Ok(soa.serial),
+            None => Err(now),
+        };
+        let diff = apply_step(
+            &mut zone,
+            &edit.changes,
+            serial,
+            w.policy,
+            edit.soa.as_ref(),
+        )?;
+        if diff.is_empty() {
+            return Ok(Edited {
+                diff,
+                version: None,
+            });
+        }
+        let mut next = (*old).clone();
+        next.zones.insert(key, Arc::new(zone));
+        self.commit_diffs(&w, next, std::slice::from_ref(&diff));
+        let version = Some(self.current.load().version);
+        Ok(Edited { diff, version })
+    }
+
     /// Applies an incremental transfer: each diff's changes then its
     /// primary's serial, exactly, in order, as one commit; if any diff
     /// does not apply, nothing is (the zone stays at its old serial).
@@ -458,7 +529,7 @@ impl ZoneStore {
         let mut zone = (**current).clone();
         let mut diffs = Vec::new();
         for (changes, serial) in steps {
-            let diff = apply_step(&mut zone, changes, *serial, w.policy)?;
+            let diff = apply_step(&mut zone, changes, *serial, w.policy, None)?;
             if !diff.is_empty() {
                 diffs.push(diff);
             }
@@ -473,12 +544,15 @@ impl ZoneStore {
 }
 
 /// One step of [`ZoneStore::apply`]: record changes, then the SOA's new
-/// serial (`Ok`: the primary's, exactly; `Err(now)`: ours, by policy).
+/// serial (`Ok`: the primary's, exactly; `Err(now)`: ours, by policy),
+/// with the other fields and TTL of `replacement` when given (an update
+/// that replaces the SOA).
 fn apply_step(
     zone: &mut Zone,
     changes: &[Change],
     serial: Result<u32, u64>,
     policy: SerialPolicy,
+    replacement: Option<&(SOA, u32)>,
 ) -> Result<ZoneDiff, StoreError> {
     let origin = zone.origin().clone();
     let (old_soa, soa_ttl) = zone
@@ -520,7 +594,9 @@ fn apply_step(
     if diff.is_empty() && serial.ok().is_none_or(|s| s == old_soa.serial) {
         return Ok(diff);
     }
-    let mut new_soa = old_soa.clone();
+    let (mut new_soa, new_ttl) = replacement
+        .cloned()
+        .unwrap_or_else(|| (old_soa.clone(), soa_ttl));
     new_soa.serial = match serial {
         Ok(exact) => exact,
         Err(now) => policy.next(old_soa.serial, now as u32),
@@ -528,7 +604,7 @@ fn apply_step(
     zone.remove(&origin, &RData::SOA(old_soa.clone()));
     zone.insert(Record::from_rdata(
         origin.clone(),
-        soa_ttl,
+        new_ttl,
         RData::SOA(new_soa.clone()),
     ))?;
     diff.old_serial = Some(old_soa.serial);
@@ -538,7 +614,7 @@ fn apply_step(
         Record::from_rdata(origin.clone(), soa_ttl, RData::SOA(old_soa)),
     );
     diff.added
-        .insert(0, Record::from_rdata(origin, soa_ttl, RData::SOA(new_soa)));
+        .insert(0, Record::from_rdata(origin, new_ttl, RData::SOA(new_soa)));
     Ok(diff)
 }
 
