@@ -18,8 +18,10 @@ use crate::metrics::Metrics;
 use crate::rrl::Limiter;
 
 mod log_limit;
+mod update;
 
 use log_limit::LogLimit;
+pub use update::{PendingUpdate, UpdateSink};
 
 use xdpdns_common::rrl::Verdict;
 
@@ -52,6 +54,9 @@ pub struct Router {
     /// Where accepted NOTIFYs for secondary zones go (set once the
     /// secondary zones run).
     pub notify_sink: OnceLock<Box<dyn NotifySink>>,
+    /// Where admitted UPDATEs go (set by `serve`, which owns the commit
+    /// path); without one they are REFUSED.
+    pub update_sink: OnceLock<Box<dyn UpdateSink>>,
     /// Response rate limiting of UDP answers (`[rrl] enabled`).
     pub rrl: OnceLock<Limiter>,
     /// Per-packet log lines (refusals, bad signatures), rate-limited.
@@ -92,6 +97,7 @@ impl Router {
             hot: Arc::default(),
             metrics: Arc::default(),
             notify_sink: OnceLock::new(),
+            update_sink: OnceLock::new(),
             rrl: OnceLock::new(),
             log_limit: LogLimit::default(),
             transfers_out: Arc::default(),
@@ -133,6 +139,9 @@ pub enum Response {
     One(Vec<u8>),
     /// A zone transfer: many messages, written by [`Transfer::write`].
     Transfer(Box<Transfer>),
+    /// An UPDATE to apply, answered once durable: the shell hands it to
+    /// [`Router::submit_update`] with a way to send the reply.
+    Update(Box<PendingUpdate>),
 }
 
 pub struct Transfer {
@@ -260,6 +269,23 @@ impl Router {
         };
         let key = verified.as_ref().map(|v| v.key_name().clone());
         let mut signer = verified.as_ref().map(ReplySigner::new);
+        if req.op_code == OpCode::Update {
+            return match update::admit(packet, &snapshot, &policy.update, peer, key.as_ref()) {
+                Ok(admitted) => Response::Update(Box::new(update::pending(
+                    admitted, key, peer, req, transport, signer,
+                ))),
+                Err(rcode) => {
+                    if let Some(held_back) = self.log_limit.admit("update", now) {
+                        info!(%peer, zone = %req.query.name(), key = ?key.as_ref().map(|k| k.to_string()), %rcode, held_back, "UPDATE not admitted");
+                    }
+                    let bytes = handler.encode(&req, &Reply::error(rcode), transport);
+                    Response::One(match signer.as_mut() {
+                        Some(s) => s.sign(bytes, now),
+                        None => bytes,
+                    })
+                }
+            };
+        }
         let mut one = |bytes: Vec<u8>| {
             Response::One(match signer.as_mut() {
                 Some(s) => s.sign(bytes, now),
@@ -311,6 +337,21 @@ impl Router {
                 info!(%peer, zone = %t.req.query.name(), asked = %qtype, kind, records, from_serial = t.req.ixfr_serial, "outgoing transfer");
                 Response::Transfer(Box::new(t))
             }
+        }
+    }
+
+    /// Hands an admitted UPDATE to the commit path, which calls `reply`
+    /// with the answer once the change is durable; REFUSED at once when
+    /// nothing applies updates here.
+    pub fn submit_update(
+        &self,
+        pending: Box<PendingUpdate>,
+        reply: Box<dyn FnOnce(Vec<u8>) + Send>,
+        now: u64,
+    ) {
+        match self.update_sink.get() {
+            Some(sink) => sink.submit(*pending, reply),
+            None => reply(pending.reply(&self.handler.load(), ResponseCode::Refused, now)),
         }
     }
 

@@ -104,6 +104,7 @@ fn one(r: Response) -> (ResponseCode, Message) {
         }
         Response::Drop => panic!("dropped"),
         Response::Transfer(_) => panic!("a transfer"),
+        Response::Update(_) => panic!("an update to apply"),
     }
 }
 
@@ -238,6 +239,7 @@ fn a_tsig_record_out_of_place_gets_formerr_not_an_unsigned_answer() {
         }
         Response::Drop => panic!("dropped"),
         Response::Transfer(_) => panic!("transferred without a verified signature"),
+        Response::Update(_) => panic!("an update"),
     }
 }
 
@@ -309,4 +311,63 @@ fn transfers_over_max_transfers_out_are_refused_until_one_ends() {
         ),
         "once it ended, the next one runs"
     );
+}
+
+/// The router with one grant: the `xfr` key may change TXT records in
+/// example.com.
+fn update_router() -> Router {
+    let (r, _) = router();
+    let mut policy = (**r.transfer.load()).clone();
+    policy.update = crate::update::UpdatePolicy::new(vec![crate::update::Grant {
+        key: Some("xfr".into()),
+        from: vec![],
+        zones: vec![LowerName::new(&name("example.com."))],
+        names: crate::update::NameMatch::Zone,
+        types: vec![RecordType::TXT],
+    }]);
+    r.transfer.store(Arc::new(policy));
+    r
+}
+
+#[test]
+fn updates_are_admitted_only_for_served_zones_and_granted_keys() {
+    let r = update_router();
+    let local = ip("127.0.0.1");
+    let msg = |zone: &str| message(OpCode::Update, zone, RecordType::SOA);
+    // Signed with the granted key: handed on to be applied.
+    let q = signed(msg("example.com."), &key(SECRET), NOW);
+    let Response::Update(pending) = r.respond(&q, Transport::Udp, local, NOW) else {
+        panic!("not handed on")
+    };
+    assert_eq!(pending.update.zone, name("example.com."));
+    // Nothing applies updates here: REFUSED, still signed.
+    let (tx, rx) = std::sync::mpsc::channel();
+    r.submit_update(pending, Box::new(move |b| tx.send(b).unwrap()), NOW);
+    let reply = Message::from_vec(&rx.recv().unwrap()).unwrap();
+    assert_eq!(reply.metadata.response_code, ResponseCode::Refused);
+    assert_eq!(reply.metadata.op_code, OpCode::Update);
+    assert!(reply.signature.is_some(), "the reply is signed");
+    // Unsigned: no grant.
+    let (rcode, _) = one(r.respond(&bytes(&msg("example.com.")), Transport::Udp, local, NOW));
+    assert_eq!(rcode, ResponseCode::Refused);
+    // A zone not served here.
+    let q = signed(msg("example.org."), &key(SECRET), NOW);
+    let (rcode, _) = one(r.respond(&q, Transport::Udp, local, NOW));
+    assert_eq!(rcode, ResponseCode::NotAuth);
+    // The zone section must ask for SOA.
+    let q = signed(
+        message(OpCode::Update, "example.com.", RecordType::A),
+        &key(SECRET),
+        NOW,
+    );
+    let (rcode, _) = one(r.respond(&q, Transport::Udp, local, NOW));
+    assert_eq!(rcode, ResponseCode::FormErr);
+    // A bad signature: NOTAUTH before anything else.
+    let q = signed(
+        msg("example.com."),
+        &key("b3RoZXItc2VjcmV0LWZvci10aGUtdGVzdHM="),
+        NOW,
+    );
+    let (rcode, _) = one(r.respond(&q, Transport::Udp, local, NOW));
+    assert_eq!(rcode, ResponseCode::NotAuth);
 }

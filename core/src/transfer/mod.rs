@@ -32,6 +32,8 @@ pub struct TransferPolicy {
     pub notify_acl: HashMap<LowerName, Acl>,
     /// Outgoing transfers at once (`[transfer] max_transfers_out`).
     pub max_transfers_out: usize,
+    /// Who may change which zones by UPDATE (`[[update_grant]]`).
+    pub update: crate::update::UpdatePolicy,
 }
 
 /// `[transfer] max_transfers_out` by default (BIND's default too).
@@ -45,6 +47,7 @@ impl Default for TransferPolicy {
             zone_acl: HashMap::new(),
             notify_acl: HashMap::new(),
             max_transfers_out: MAX_TRANSFERS_OUT,
+            update: crate::update::UpdatePolicy::default(),
         }
     }
 }

@@ -105,10 +105,11 @@ pub struct UpdatePolicy {
     grants: Vec<Grant>,
 }
 
-/// What the policy lets one requester change in one zone.
-#[derive(Debug)]
-pub struct Permission<'a> {
-    grants: Vec<&'a Grant>,
+/// What the policy lets one requester change in one zone (its grants,
+/// copied: an update outlives a policy swapped by a reload).
+#[derive(Clone, Debug)]
+pub struct Permission {
+    grants: Vec<Grant>,
 }
 
 impl UpdatePolicy {
@@ -129,17 +130,18 @@ impl UpdatePolicy {
         zone: &LowerName,
         peer: IpAddr,
         key: Option<&Name>,
-    ) -> Option<Permission<'_>> {
-        let grants: Vec<&Grant> = self
+    ) -> Option<Permission> {
+        let grants: Vec<Grant> = self
             .grants
             .iter()
             .filter(|g| g.covers_zone(zone) && g.requester_matches(peer, key))
+            .cloned()
             .collect();
         (!grants.is_empty()).then_some(Permission { grants })
     }
 }
 
-impl Permission<'_> {
+impl Permission {
     /// Whether the requester may change the `rtype` RRset at `name`.
     pub fn allows(&self, name: &LowerName, rtype: RecordType) -> bool {
         self.grants.iter().any(|g| g.covers(name, rtype))

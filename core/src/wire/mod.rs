@@ -24,7 +24,8 @@ pub struct Request {
     /// The question as the client sent it (case preserved).
     pub query: Query,
     pub edns: Option<ClientEdns>,
-    /// QUERY or NOTIFY (the only opcodes that get this far).
+    /// QUERY, NOTIFY or UPDATE (the only opcodes that get this far; an
+    /// UPDATE's `query` is its zone section).
     pub op_code: OpCode,
     /// The message ends in a TSIG RR (verified by the transfer layer).
     pub signed: bool,
@@ -120,7 +121,7 @@ pub fn parse_request(packet: &[u8]) -> Result<Request, Rejected> {
         return Err(Rejected::Drop);
     }
     let opcode = (packet[2] >> 3) & 0x0f;
-    if opcode != 0 && opcode != 4 {
+    if !matches!(opcode, 0 | 4 | 5) {
         return Err(Rejected::Reply(header_only_reply(
             packet,
             ResponseCode::NotImp,

@@ -4,6 +4,7 @@
 //! files from disk and zone images are in the `xdpdns` crate.
 
 pub mod check;
+pub mod dump;
 pub mod feed;
 pub mod ids;
 mod node;

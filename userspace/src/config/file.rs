@@ -40,6 +40,12 @@ pub struct Config {
     pub transfer: TransferConfig,
     #[serde(default, rename = "tsig_key")]
     pub tsig_keys: Vec<TsigKeyConfig>,
+    /// Who may change which zones by RFC 2136 UPDATE; none: no updates.
+    #[serde(default, rename = "update_grant")]
+    pub update_grants: Vec<super::update::UpdateGrantConfig>,
+    /// How zones that take updates keep their files.
+    #[serde(default)]
+    pub update: super::update::UpdateConfig,
     /// DNS cookies (RFC 7873/9018), in both paths.
     #[serde(default)]
     pub cookies: CookiesConfig,

@@ -11,6 +11,7 @@ pub mod anycast;
 mod error;
 mod file;
 pub mod transfer;
+pub mod update;
 
 pub use error::ConfigError;
 use file::socket_path;

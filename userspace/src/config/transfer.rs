@@ -55,7 +55,7 @@ impl Config {
         Ok(Keyring::new(keys))
     }
 
-    fn key(
+    pub(super) fn key(
         &self,
         ring: &Keyring,
         key: String,
@@ -146,12 +146,14 @@ impl Config {
                 )?;
             }
         }
+        let update = self.update_policy(&keyring)?;
         Ok(TransferPolicy {
             keyring,
             default_acl,
             zone_acl,
             notify_acl,
             max_transfers_out: self.transfer.max_transfers_out,
+            update,
         })
     }
 

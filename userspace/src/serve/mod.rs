@@ -75,11 +75,20 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let config = Config::load(&config_path)?;
     let images_dir = images_dir(&config);
     let zone_files::StartLoad {
-        parsed,
+        mut parsed,
         imaged,
         failed,
         mut stale,
     } = zone_files::load_zones_at_start(&config, images_dir.as_deref());
+    // Zones that take updates read their files last, as a difference
+    // against what the journal kept (`dynamic::files`).
+    let dynamic_files = crate::dynamic::ZoneFiles::new(&config);
+    let dynamic = |origin: &LowerName| dynamic_files.as_ref().is_some_and(|f| f.takes(origin));
+    parsed.retain(|z| !dynamic(z.origin_key()));
+    let failed: Vec<_> = failed
+        .into_iter()
+        .filter(|(o, _)| !dynamic(&LowerName::new(o)))
+        .collect();
     if let Some((_, e)) = failed.first() {
         bail!("{e}");
     }
@@ -119,6 +128,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         }
     }
     drop(superseded);
+    stale.retain(|z| !dynamic(&LowerName::new(&z.origin_name())));
     // Images of zones the journal has no history of are committed as new
     // zones once it subscribes, so it starts one.
     let (restored, unjournaled): (Vec<Zone>, Vec<Zone>) = imaged
@@ -189,6 +199,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &[],
         unix_secs(),
     );
+    if let Some(files) = &dynamic_files {
+        zone_files::load_dynamic(files, &store, &loads, true)?;
+    }
     // Image-only zones committed just now: their SOA timers as well.
     secondary::expire_stale_copies(
         &store,
@@ -287,6 +300,24 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             &mut tasks,
         );
     }
+    // UPDATEs are applied on the control runtime, answered once journaled.
+    let updater = crate::dynamic::Updater::new(
+        store.clone(),
+        journaled.clone(),
+        &router,
+        control.handle().clone(),
+    );
+    let _ = router.update_sink.set(Box::new(updater));
+    if let (Some(files), Some(quiet)) = (&dynamic_files, config.update.file_sync()) {
+        let _in_control = control.enter();
+        let (files, store) = (files.clone(), store.clone());
+        tasks.push(crate::dynamic::files::start_write_back(
+            files,
+            store,
+            quiet,
+            stop_rx.clone(),
+        ));
+    }
     // Every zone's secondaries hear of its serial at start-up, once the
     // journal holds it (so their IXFR can be answered from it).
     let version = store.snapshot().version();
@@ -363,7 +394,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                 let path = config_path.clone();
                 let old = current.clone();
                 let (st, sh, log) = (store.clone(), router.clone(), loads.clone());
-                match in_background("reload", move || reload(&path, &old, &st, &sh, &log)).await? {
+                let files = dynamic_files.clone();
+                let work = move || reload(&path, &old, &st, &sh, &log, files.as_deref());
+                match in_background("reload", work).await? {
                     Some(next) => {
                         live.config.store(Arc::new(next.clone()));
                         if let Some((k, _)) = &kernel {

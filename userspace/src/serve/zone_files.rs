@@ -11,6 +11,7 @@ use tracing::{error, info, warn};
 use super::handler::handler_for;
 use crate::clock::unix_secs;
 use crate::config::{Config, ZoneConfig};
+use crate::dynamic::ZoneFiles;
 use crate::router::Router;
 use crate::zone::image::{self, ImageError};
 use crate::zone::{load_zone_file, LoadError, LoadLog, Zone, ZoneStore};
@@ -120,6 +121,36 @@ pub(super) fn reload_stale(stale: &[ZoneConfig], store: &ZoneStore, log: &LoadLo
     }
 }
 
+/// Reads the files of zones that take updates (start-up, SIGHUP), each
+/// as a difference against the zone as served (`dynamic::files`). A zone
+/// whose file does not load keeps serving what it served; at start-up one
+/// with nothing to serve stops the start, as any zone file does.
+pub(super) fn load_dynamic(
+    files: &ZoneFiles,
+    store: &ZoneStore,
+    log: &LoadLog,
+    at_start: bool,
+) -> Result<(), LoadError> {
+    for origin in files.origins() {
+        match files.load(store, &origin) {
+            Ok(outcome) => {
+                info!(zone = %origin, ?outcome, "zone file of a zone that takes updates read");
+                if let Some(z) = store.snapshot().zone(&LowerName::new(&origin)) {
+                    record_loaded(log, z);
+                }
+            }
+            Err(e) if at_start && store.snapshot().zone(&LowerName::new(&origin)).is_none() => {
+                return Err(e)
+            }
+            Err(e) => {
+                error!(zone = %origin, "{e}; still serving the zone as it was (with its updates)");
+                log.record(&origin, unix_secs(), Err(e.to_string()));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Notes a zone file's successful load in `log`.
 pub(super) fn record_loaded(log: &LoadLog, zone: &Zone) {
     let detail = format!(
@@ -167,6 +198,7 @@ pub fn reload(
     store: &ZoneStore,
     router: &Router,
     log: &LoadLog,
+    dynamic: Option<&ZoneFiles>,
 ) -> Option<Config> {
     let config = match Config::load(path) {
         Ok(c) => c,
@@ -178,7 +210,21 @@ pub fn reload(
     if config.server.listen != old.server.listen {
         warn!("reload: server.listen changed; restart to apply it");
     }
-    let (zones, failed) = load_zones(&config.zones);
+    router
+        .transfer
+        .store(Arc::new(config.settings.transfer.clone()));
+    if let Some(files) = dynamic {
+        files.configure(&config);
+    }
+    let takes_updates =
+        |z: &ZoneConfig| dynamic.is_some_and(|f| f.takes(&LowerName::new(&z.origin_name())));
+    let plain: Vec<ZoneConfig> = config
+        .zones
+        .iter()
+        .filter(|z| !takes_updates(z))
+        .cloned()
+        .collect();
+    let (zones, failed) = load_zones(&plain);
     for (origin, e) in &failed {
         error!(zone = %origin, "reload: {e}; keeping the previous version");
         log.record(origin, unix_secs(), Err(e.to_string()));
@@ -190,9 +236,6 @@ pub fn reload(
     // set changes with a restart).
     let mut configured = configured_origins(&config);
     configured.extend(old.registry_zone_names().map(|n| LowerName::new(&n)));
-    router
-        .transfer
-        .store(Arc::new(config.settings.transfer.clone()));
     let removed: Vec<Name> = store
         .snapshot()
         .zones()
@@ -213,6 +256,9 @@ pub fn reload(
     for d in &diffs {
         info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
               removed = d.removed.len(), added = d.added.len(), "zone changed");
+    }
+    if let Some(files) = dynamic {
+        let _ = load_dynamic(files, store, log, false);
     }
     info!(changed = diffs.len(), failed = failed.len(), "reload done");
     Some(config)

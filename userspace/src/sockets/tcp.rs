@@ -152,6 +152,19 @@ async fn serve_connection(
                 out.extend_from_slice(&reply);
                 waiting += 1;
             }
+            // An UPDATE is answered once durable; the connection's later
+            // messages wait for it (they may depend on it).
+            Response::Update(pending) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let now = crate::clock::unix_secs();
+                shared.submit_update(pending, Box::new(move |b| drop(tx.send(b))), now);
+                if let Ok(reply) = rx.await {
+                    counts.count(Transport::Tcp, &reply);
+                    out.extend_from_slice(&(reply.len() as u16).to_be_bytes());
+                    out.extend_from_slice(&reply);
+                    waiting += 1;
+                }
+            }
             // A transfer owns the connection until its last message is
             // written; encoding runs off the async threads and a bounded
             // queue holds it to the client's reading speed.

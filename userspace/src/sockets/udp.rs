@@ -115,6 +115,7 @@ pub fn spawn_udp_worker(
 ) -> io::Result<std::thread::JoinHandle<()>> {
     socket.set_nonblocking(false)?;
     socket.set_read_timeout(Some(IDLE_CHECK))?;
+    let replies = Arc::new(socket.try_clone()?);
     std::thread::Builder::new().name(name).spawn(move || {
         let fd = socket.as_raw_fd();
         let mut rx = RecvBatch::default();
@@ -145,11 +146,20 @@ pub fn spawn_udp_worker(
             let now = crate::clock::now();
             let mut answered = 0;
             for (query, peer) in rx.datagrams(n) {
-                if let Response::One(reply) = shared.respond(query, Transport::Udp, peer.ip(), now)
-                {
-                    counts.count(Transport::Udp, &reply);
-                    tx.push(reply, peer);
-                    answered += 1;
+                match shared.respond(query, Transport::Udp, peer.ip(), now) {
+                    Response::One(reply) => {
+                        counts.count(Transport::Udp, &reply);
+                        tx.push(reply, peer);
+                        answered += 1;
+                    }
+                    Response::Update(pending) => {
+                        // Answered later, from the socket's other handle,
+                        // once the change is durable.
+                        let out = replies.clone();
+                        let send = move |reply: Vec<u8>| drop(out.send_to(&reply, peer));
+                        shared.submit_update(pending, Box::new(send), now.unix_secs);
+                    }
+                    _ => {}
                 }
             }
             send_all_blocking(fd, &mut tx);

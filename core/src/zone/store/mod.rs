@@ -716,6 +716,12 @@ fn cancel_or_push(cancel_from: &mut Vec<Record>, push_to: &mut Vec<Record>, r: &
     }
 }
 
+/// Record-level difference between two versions of one zone (what a
+/// zone file's edit changed, for zones that take updates).
+pub fn diff(old: &Zone, new: &Zone) -> ZoneDiff {
+    diff_zones(Some(old), Some(new), new.origin())
+}
+
 /// Record-level difference between two versions of a zone.
 fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) -> ZoneDiff {
     let mut diff = ZoneDiff {

@@ -1,0 +1,174 @@
+//! `[[update_grant]]` and `[update]`: who may change which zones by
+//! RFC 2136 UPDATE, and what becomes of the files of zones that take
+//! updates. Grants cover file zones only: registry zones belong to the
+//! registry, secondary zones to their primaries.
+
+use std::time::Duration;
+
+use hickory_proto::rr::{LowerName, Name, RecordType};
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use super::error::ConfigError;
+use super::file::Config;
+use crate::transfer::Keyring;
+use crate::update::{Grant, NameMatch, UpdatePolicy};
+
+/// One `[[update_grant]]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateGrantConfig {
+    /// The `[[tsig_key]]` requests must be signed with; absent: unsigned
+    /// requests, from `from` only.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Source prefixes; empty: any (then `key` is required).
+    #[serde(default)]
+    pub from: Vec<IpNet>,
+    /// Zones (file zones); empty: every file zone.
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// Which names: `zone` (all), `name` (exactly `name`), `subdomain`
+    /// (`name` and below), `wildcard` (`name` is a pattern whose `*`
+    /// labels match any one label).
+    #[serde(default, rename = "match")]
+    pub match_kind: MatchKind,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Types (`ANY`, or absent: every type but SOA).
+    #[serde(default)]
+    pub types: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchKind {
+    #[default]
+    Zone,
+    Name,
+    Subdomain,
+    Wildcard,
+}
+
+/// `[update]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpdateConfig {
+    /// Write a zone's updates back to its file once it has been quiet this
+    /// long (and at a clean stop); 0: never (the journal keeps them, and
+    /// edits of the file are applied as differences).
+    pub file_sync_ms: u64,
+}
+
+impl Default for UpdateConfig {
+    fn default() -> Self {
+        UpdateConfig {
+            file_sync_ms: 10_000,
+        }
+    }
+}
+
+impl UpdateConfig {
+    /// The quiet period before a write-back, if files are written.
+    pub fn file_sync(&self) -> Option<Duration> {
+        (self.file_sync_ms > 0).then(|| Duration::from_millis(self.file_sync_ms))
+    }
+}
+
+impl Config {
+    /// File zones that take updates (any grant covers them).
+    pub fn update_zones(&self) -> Vec<Name> {
+        let policy = &self.settings.transfer.update;
+        self.zones
+            .iter()
+            .filter(|z| z.file.is_some())
+            .map(|z| z.origin_name())
+            .filter(|o| policy.takes_updates(&LowerName::new(o)))
+            .collect()
+    }
+
+    /// The update policy (validated against the keys and the zones).
+    pub(super) fn update_policy(&self, ring: &Keyring) -> Result<UpdatePolicy, ConfigError> {
+        let file_zones: Vec<LowerName> = self
+            .zones
+            .iter()
+            .filter(|z| z.file.is_some())
+            .map(|z| LowerName::new(&z.origin_name()))
+            .collect();
+        if !self.update_grants.is_empty() && self.transfer.data_dir.is_none() {
+            return Err(self.invalid(
+                "update_grant",
+                "updates need transfer.data_dir: an acknowledged update is kept in its journal",
+            ));
+        }
+        let mut grants = Vec::new();
+        for (i, g) in self.update_grants.iter().enumerate() {
+            let at = |field: &str| format!("update_grant[{i}].{field}");
+            if g.key.is_none() && g.from.is_empty() {
+                return Err(self.invalid(
+                    format!("update_grant[{i}]"),
+                    "a grant needs a `key`, `from` prefixes, or both",
+                ));
+            }
+            self.key(ring, at("key"), &g.key)?;
+            let mut zones = Vec::new();
+            for z in &g.zones {
+                let zone = fqdn(z).map_err(|e| self.invalid(at("zones"), e))?;
+                let zone = LowerName::new(&zone);
+                if !file_zones.contains(&zone) {
+                    return Err(self.invalid(
+                        at("zones"),
+                        format!("{z} is not a file zone here ([[zone]] with a file)"),
+                    ));
+                }
+                zones.push(zone);
+            }
+            if zones.is_empty() {
+                zones = file_zones.clone();
+            }
+            if zones.is_empty() {
+                return Err(self.invalid(at("zones"), "no file zone here takes updates"));
+            }
+            let name = match (&g.match_kind, &g.name) {
+                (MatchKind::Zone, None) => None,
+                (MatchKind::Zone, Some(_)) => {
+                    return Err(self.invalid(at("name"), "match = \"zone\" takes no name"))
+                }
+                (_, None) => return Err(self.invalid(at("name"), "this match needs a name")),
+                (_, Some(n)) => Some(fqdn(n).map_err(|e| self.invalid(at("name"), e))?),
+            };
+            let names = match (g.match_kind, name) {
+                (MatchKind::Name, Some(n)) => NameMatch::Exact(LowerName::new(&n)),
+                (MatchKind::Subdomain, Some(n)) => NameMatch::Subdomain(LowerName::new(&n)),
+                (MatchKind::Wildcard, Some(n)) => NameMatch::wildcard(&n),
+                _ => NameMatch::Zone,
+            };
+            let mut types = Vec::new();
+            for t in &g.types {
+                if t.eq_ignore_ascii_case("ANY") {
+                    types.clear();
+                    break;
+                }
+                let rtype: RecordType = t
+                    .to_ascii_uppercase()
+                    .parse()
+                    .map_err(|_| self.invalid(at("types"), format!("unknown type {t:?}")))?;
+                types.push(rtype);
+            }
+            grants.push(Grant {
+                key: g.key.clone(),
+                from: g.from.clone(),
+                zones,
+                names,
+                types,
+            });
+        }
+        Ok(UpdatePolicy::new(grants))
+    }
+}
+
+fn fqdn(text: &str) -> Result<Name, String> {
+    let mut name = Name::from_ascii(text).map_err(|e| format!("{text:?}: {e}"))?;
+    name.set_fqdn(true);
+    Ok(name)
+}
