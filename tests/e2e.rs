@@ -8,6 +8,7 @@ mod anycast;
 mod architecture;
 mod config_and_reload;
 mod dnssec;
+mod dynamic_updates;
 mod fallback_server;
 mod fuzz;
 mod hostile_input;

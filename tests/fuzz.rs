@@ -167,6 +167,7 @@ fn fuzzed_dns_messages_get_well_formed_replies_or_none() {
                     panic!("reply does not parse ({e}); {}", context());
                 }
             }
+            Response::Update(_) => panic!("an UPDATE admitted with no grant; {}", context()),
             Response::Transfer(t) => {
                 transfers += 1;
                 let mut bad = None;
@@ -394,4 +395,163 @@ fn fuzzed_registrations_validate_or_are_refused() {
     }
     eprintln!("fuzz registrations: {runs} executions, {parsed} parsed, {registered} registered, no failure");
     assert!(registered > 0);
+}
+
+/// Applies admitted UPDATEs at once, as `serve`'s updater does (without
+/// the journal): a fake sink over a real store.
+struct ApplyNow(std::sync::Arc<ZoneStore>);
+
+impl xdpdns::router::UpdateSink for ApplyNow {
+    fn submit(&self, p: xdpdns::router::PendingUpdate, reply: Box<dyn FnOnce(Vec<u8>) + Send>) {
+        use hickory_proto::op::ResponseCode;
+        let rcode = match self.0.edit(&p.update.zone, 1_767_225_600, |z| {
+            xdpdns::update::plan(z, &p.update, &p.permission)
+        }) {
+            Ok(_) => ResponseCode::NoError,
+            Err(xdpdns::zone::EditError::Refused(r)) => r,
+            Err(e) => panic!("the store failed an admitted update: {e}"),
+        };
+        reply(p.reply(&Handler::default(), rcode, 1_767_225_600));
+    }
+}
+
+/// UPDATE messages, unsigned and signed, adding, deleting and with
+/// prerequisites: the seeds of the update fuzzer.
+fn update_seeds(key: &xdpdns::transfer::tsig::TSigner) -> Vec<Vec<u8>> {
+    use hickory_proto::rr::DNSClass;
+    let name = |s: &str| Name::from_ascii(s).unwrap();
+    let a = |owner: &str, ttl| {
+        Record::from_rdata(name(owner), ttl, RData::A("192.0.2.9".parse().unwrap()))
+    };
+    let empty = |owner: &str, t, class| {
+        let mut r = Record::update0(name(owner), 0, t);
+        r.dns_class = class;
+        r
+    };
+    let mut seeds = Vec::new();
+    let shapes: Vec<(Vec<Record>, Vec<Record>)> = vec![
+        (vec![], vec![a("new.example.com.", 60)]),
+        (
+            vec![empty("www.example.com.", RecordType::A, DNSClass::ANY)],
+            vec![
+                empty("www.example.com.", RecordType::ANY, DNSClass::ANY),
+                a("www.example.com.", 300),
+            ],
+        ),
+        (
+            vec![empty("gone.example.com.", RecordType::ANY, DNSClass::NONE)],
+            vec![{
+                let mut r = a("www.example.com.", 0);
+                r.dns_class = DNSClass::NONE;
+                r
+            }],
+        ),
+        (
+            vec![],
+            vec![empty("example.com.", RecordType::NS, DNSClass::ANY)],
+        ),
+    ];
+    for (prereqs, updates) in shapes {
+        let mut m = Message::new(0x2136, MessageType::Query, OpCode::Update);
+        m.add_query(Query::query(origin(), RecordType::SOA));
+        m.add_answers(prereqs);
+        m.add_authorities(updates);
+        seeds.push(m.to_vec().unwrap());
+        m.finalize(key, 1_767_225_600).unwrap();
+        seeds.push(m.to_vec().unwrap());
+    }
+    seeds
+}
+
+/// Mutated UPDATEs through the router and the commit path: every reply
+/// parses, a refused update changes nothing, and the zone keeps its SOA
+/// and an NS set whatever was applied.
+#[test]
+fn fuzzed_updates_are_answered_and_applied_whole_or_not_at_all() {
+    use std::sync::{Arc, Mutex};
+    let zone = load_zone_str(&zone_text(), &origin(), Path::new("t.zone")).unwrap();
+    let store = Arc::new(ZoneStore::with_zones(vec![zone]));
+    let router = Router::new(store.reader(), Handler::default());
+    let key = xdpdns::transfer::tsig::make_key(
+        "ddns",
+        "hmac-sha256",
+        "c2VjcmV0LWZvci10aGUtdXBkYXRlLWZ1enplcg==",
+    )
+    .unwrap();
+    let mut policy = xdpdns::transfer::TransferPolicy::loopback_only();
+    policy.keyring = xdpdns::transfer::Keyring::new(vec![key.clone()]);
+    let every = |key: Option<&str>, from: &str| xdpdns::update::Grant {
+        key: key.map(str::to_string),
+        from: if from.is_empty() {
+            vec![]
+        } else {
+            vec![from.parse().unwrap()]
+        },
+        zones: vec![],
+        names: xdpdns::update::NameMatch::Zone,
+        types: vec![],
+    };
+    policy.update = xdpdns::update::UpdatePolicy::new(vec![
+        every(Some("ddns"), ""),
+        every(None, "127.0.0.0/8"),
+    ]);
+    router.transfer.store(Arc::new(policy));
+    let _ = router.update_sink.set(Box::new(ApplyNow(store.clone())));
+    let seeds = update_seeds(&key);
+    let runs = executions(20_000);
+    let mut rng = rng(0x2136_f022);
+    let peer: IpAddr = "127.0.0.1".parse().unwrap();
+    let mut by_rcode = std::collections::BTreeMap::<u16, u64>::new();
+    for n in 0..runs {
+        let (input, transport) = mutated(&mut rng, &seeds, n);
+        let context = || format!("execution {n}: {input:02x?}");
+        let before = store.snapshot().version();
+        let reply = Arc::new(Mutex::new(None));
+        match router.respond(&input, transport, peer, 1_767_225_600) {
+            Response::Drop => continue,
+            Response::One(r) => *reply.lock().unwrap() = Some(r),
+            Response::Update(p) => {
+                let out = reply.clone();
+                router.submit_update(
+                    p,
+                    Box::new(move |r| *out.lock().unwrap() = Some(r)),
+                    1_767_225_600,
+                );
+            }
+            Response::Transfer(_) => continue,
+        }
+        let reply = reply
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the sink replies at once");
+        let msg = Message::from_vec(&reply)
+            .unwrap_or_else(|e| panic!("reply does not parse ({e}); {}", context()));
+        assert_eq!(reply[..2], input[..2], "reply ID; {}", context());
+        let rcode = u16::from(msg.metadata.response_code);
+        *by_rcode.entry(rcode).or_default() += 1;
+        if rcode != 0 {
+            assert_eq!(
+                store.snapshot().version(),
+                before,
+                "a refused update changed the zone; {}",
+                context()
+            );
+        }
+        let snapshot = store.snapshot();
+        let zone = snapshot
+            .zone(&hickory_proto::rr::LowerName::new(&origin()))
+            .unwrap();
+        assert!(zone.soa().is_some(), "the SOA stays; {}", context());
+        assert!(
+            zone.apex().rrset(RecordType::NS).is_some(),
+            "an NS set stays; {}",
+            context()
+        );
+    }
+    eprintln!("fuzz updates: {runs} executions, replies by rcode {by_rcode:?}");
+    assert!(
+        by_rcode.get(&0).copied().unwrap_or(0) > runs / 50,
+        "mutations still apply: {by_rcode:?}"
+    );
 }

@@ -156,6 +156,7 @@ impl Pair {
             Response::One(bytes) => Some(bytes),
             Response::Drop => None,
             Response::Transfer(_) => panic!("a transfer for a query"),
+            Response::Update(_) => panic!("an update for a query"),
         }
     }
 }

@@ -62,15 +62,16 @@ impl Update {
 }
 
 /// Decides what `update` does to `zone` (the zone as it stands, under the
-/// store's writer lock): the prescan of the update section (§3.4.1),
-/// the prerequisites (§3.2), the requester's permission (§3.3, checked
-/// for every record it would change), then the update section applied in
-/// order (§3.4.2). The error is the RCODE of the refusal; nothing is
-/// changed then.
+/// store's writer lock): the prerequisites (§3.2), the prescan of the
+/// update section (§3.4.1), the requester's permission (§3.3, checked for
+/// every record it would change), then the update section applied in
+/// order (§3.4.2). The checks run in the order Knot and BIND run them, so
+/// an UPDATE with several faults gets the same RCODE from all three. The
+/// error is the RCODE of the refusal; nothing is changed then.
 pub fn plan(zone: &Zone, update: &Update, permission: &Permission) -> Result<Edit, ResponseCode> {
     let origin = zone.origin_key();
-    section::prescan(origin, &update.updates)?;
     prerequisite::check(zone, &update.prerequisites)?;
+    section::prescan(origin, &update.updates)?;
     section::permitted(zone, &update.updates, permission)?;
     Ok(section::apply(zone, &update.updates))
 }

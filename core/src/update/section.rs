@@ -159,10 +159,9 @@ fn add(work: &mut Zone, edit: &mut Edit, name: &LowerName, rr: &Record) {
             RecordType::CNAME => has_other,
             t => cname.is_some() && !dnssec(t),
         };
-        let same = node
-            .rrset(rtype)
-            .filter(|s| s.ttl == rr.ttl)
-            .is_some_and(|s| s.contains(&rr.data));
+        // A record already there is left as it is, TTL included (as
+        // Knot does; RFC 2136 would take the new TTL).
+        let same = node.rrset(rtype).is_some_and(|s| s.contains(&rr.data));
         if conflict || same {
             return;
         }

@@ -24,8 +24,10 @@ use tracing::{info, warn};
 
 use crate::clock::unix_secs;
 use crate::config::Config;
+use crate::zone::disk::stat;
 use crate::zone::dump::master_file;
 use crate::zone::serial::is_newer;
+use crate::zone::source::SourceFile;
 use crate::zone::store::diff;
 use crate::zone::{
     load_zone_file, load_zone_str, Change, Edit, FeedItem, LoadError, Zone, ZoneStore,
@@ -44,6 +46,9 @@ struct State {
     files: HashMap<LowerName, PathBuf>,
     /// The zone version (uid) each file holds, once known.
     synced: HashMap<LowerName, u64>,
+    /// Each file's length and modification time when last read or
+    /// written: a file that differs was edited since.
+    stamps: HashMap<LowerName, Option<SourceFile>>,
 }
 
 /// What reading a zone's file did.
@@ -105,12 +110,22 @@ impl ZoneFiles {
     /// the difference between the base and the file, applied to the zone
     /// as served.
     pub fn load(&self, store: &ZoneStore, origin: &Name) -> Result<FileLoad, LoadError> {
-        let key = LowerName::new(origin);
         // Held throughout: a write-back does not run meanwhile.
         let mut state = self.lock();
+        self.load_locked(&mut state, store, origin)
+    }
+
+    fn load_locked(
+        &self,
+        state: &mut State,
+        store: &ZoneStore,
+        origin: &Name,
+    ) -> Result<FileLoad, LoadError> {
+        let key = LowerName::new(origin);
         let Some(path) = state.files.get(&key).cloned() else {
             return Ok(FileLoad::Unchanged);
         };
+        let stamp = stat(&path).ok();
         let file = load_zone_file(&path, origin)?;
         let base_path = self.base_path(&key);
         let base = std::fs::read_to_string(&base_path)
@@ -125,6 +140,7 @@ impl ZoneFiles {
                     if diff(&served, &file).is_empty() {
                         state.synced.insert(key.clone(), served.uid());
                     }
+                    state.stamps.insert(key, stamp);
                     return Ok(FileLoad::Unchanged);
                 }
                 let edit = difference(&d, &file, &served);
@@ -141,7 +157,7 @@ impl ZoneFiles {
                 FileLoad::Loaded
             }
         };
-        drop(state);
+        state.stamps.insert(key, stamp);
         if let Err(e) = write_file(&base_path, &master_file(&file)) {
             warn!(zone = %origin, file = %base_path.display(), "cannot keep the zone file's base: {e}");
         }
@@ -155,6 +171,24 @@ impl ZoneFiles {
         let Some(path) = state.files.get(origin).cloned() else {
             return;
         };
+        // Edited since it was last read or written: the edit is merged
+        // first, never overwritten.
+        if state
+            .stamps
+            .get(origin)
+            .is_some_and(|s| *s != stat(&path).ok())
+        {
+            let name = Name::from(origin);
+            match self.load_locked(&mut state, store, &name) {
+                Ok(outcome) => {
+                    info!(zone = %name, ?outcome, "zone file edited before its write-back; read first")
+                }
+                Err(e) => {
+                    warn!(zone = %name, "zone file edited but it does not load; not written back: {e}");
+                    return;
+                }
+            }
+        }
         let snapshot = store.snapshot();
         let Some(zone) = snapshot.zone(origin) else {
             return;
@@ -168,6 +202,7 @@ impl ZoneFiles {
         match written {
             Ok(()) => {
                 state.synced.insert(origin.clone(), zone.uid());
+                state.stamps.insert(origin.clone(), stat(&path).ok());
                 info!(zone = %zone.origin(), serial = zone.serial(), file = %path.display(), "zone written back to its file");
             }
             Err(e) => warn!(zone = %zone.origin(), file = %path.display(),
