@@ -437,7 +437,13 @@ fn scripted_updates_match_knot_rcode_for_rcode_and_zone_for_zone() {
 /// name of its own), sequential over one TCP connection; the names whose
 /// UPDATE was acknowledged, until the server goes away or `count` are
 /// sent.
-fn update_stream(addr: SocketAddr, client: usize, round: usize, count: usize, acked: &std::sync::atomic::AtomicUsize) -> Vec<String> {
+fn update_stream(
+    addr: SocketAddr,
+    client: usize,
+    round: usize,
+    count: usize,
+    acked: &std::sync::atomic::AtomicUsize,
+) -> Vec<String> {
     let mut done = Vec::new();
     let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
         return done;
@@ -448,8 +454,16 @@ fn update_stream(addr: SocketAddr, client: usize, round: usize, count: usize, ac
         let mut m = Message::new(i as u16, MessageType::Query, OpCode::Update);
         m.add_query(Query::query(rel("@"), RecordType::SOA));
         let name = rel(&owner);
-        m.add_authority(Record::from_rdata(name.clone(), 60, RData::A("192.0.2.1".parse().unwrap())));
-        m.add_authority(Record::from_rdata(name.clone(), 60, RData::AAAA("2001:db8::1".parse().unwrap())));
+        m.add_authority(Record::from_rdata(
+            name.clone(),
+            60,
+            RData::A("192.0.2.1".parse().unwrap()),
+        ));
+        m.add_authority(Record::from_rdata(
+            name.clone(),
+            60,
+            RData::AAAA("2001:db8::1".parse().unwrap()),
+        ));
         m.add_authority(Record::from_rdata(
             name,
             60,
@@ -457,7 +471,11 @@ fn update_stream(addr: SocketAddr, client: usize, round: usize, count: usize, ac
         ));
         tcp_send(&mut s, &signed(m));
         let Some(reply) = tcp_recv(&mut s) else { break };
-        if Message::from_vec(&reply).map(|m| m.metadata.response_code).ok() != Some(ResponseCode::NoError) {
+        if Message::from_vec(&reply)
+            .map(|m| m.metadata.response_code)
+            .ok()
+            != Some(ResponseCode::NoError)
+        {
             break;
         }
         done.push(owner);
@@ -483,23 +501,42 @@ fn acknowledged_updates_survive_kill_9_whole() {
         let reached = eventually(Duration::from_secs(60), || {
             acked.load(std::sync::atomic::Ordering::Relaxed) >= kill_at
         });
-        assert!(reached, "round {round}: {} acknowledged", acked.load(std::sync::atomic::Ordering::Relaxed));
+        assert!(
+            reached,
+            "round {round}: {} acknowledged",
+            acked.load(std::sync::atomic::Ordering::Relaxed)
+        );
         srv.signal("KILL");
-        let names: Vec<String> = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
+        let names: Vec<String> = clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect();
         srv.start_again();
         let zone = axfr(srv.addr);
         for owner in &names {
             for rtype in ["A", "AAAA", "TXT"] {
                 let line = format!("{owner}.example.com. 60 {rtype} ");
-                assert!(zone.iter().any(|l| l.starts_with(&line)), "round {round}: acknowledged {owner} {rtype} lost");
+                assert!(
+                    zone.iter().any(|l| l.starts_with(&line)),
+                    "round {round}: acknowledged {owner} {rtype} lost"
+                );
             }
         }
         // None half-applied: a name is there with its three records or not at all.
         let mut per_name = std::collections::BTreeMap::<String, usize>::new();
         for l in zone.iter().filter(|l| l.starts_with(&format!("r{round}-"))) {
-            *per_name.entry(l.split(' ').next().unwrap().to_string()).or_default() += 1;
+            *per_name
+                .entry(l.split(' ').next().unwrap().to_string())
+                .or_default() += 1;
         }
-        assert!(per_name.values().all(|n| *n == 3), "round {round}: a partial update: {per_name:?}");
-        eprintln!("round {round}: killed after {} acknowledged, {} names served after the restart", names.len(), per_name.len());
+        assert!(
+            per_name.values().all(|n| *n == 3),
+            "round {round}: a partial update: {per_name:?}"
+        );
+        eprintln!(
+            "round {round}: killed after {} acknowledged, {} names served after the restart",
+            names.len(),
+            per_name.len()
+        );
     }
 }

@@ -10,7 +10,7 @@
 //! diffs it is rewritten (history kept in memory + a fresh snapshot) and
 //! renamed into place.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,6 +34,8 @@ pub struct IxfrJournal {
     dir: Option<PathBuf>,
     limits: JournalLimits,
     zones: Mutex<HashMap<LowerName, History>>,
+    /// Files appended to since the last [`IxfrJournal::sync`].
+    unsynced: Mutex<HashSet<PathBuf>>,
 }
 
 impl IxfrSource for IxfrJournal {
@@ -49,6 +51,7 @@ impl IxfrJournal {
             dir: None,
             limits,
             zones: Mutex::new(HashMap::new()),
+            unsynced: Mutex::default(),
         }
     }
 
@@ -99,6 +102,7 @@ impl IxfrJournal {
             dir: Some(dir.to_path_buf()),
             limits,
             zones: Mutex::new(zones),
+            unsynced: Mutex::default(),
         };
         Ok((journal, recovered))
     }
@@ -158,6 +162,24 @@ impl IxfrJournal {
         }
     }
 
+    /// Makes every append since the last call durable: one `fdatasync`
+    /// per file, however many commits were appended to it (the group
+    /// commit: concurrent updates share one). Called after each batch of
+    /// [`record`](Self::record)s, before they are reported journaled.
+    pub fn sync(&self) {
+        let paths: Vec<PathBuf> = self
+            .unsynced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .collect();
+        for path in paths {
+            if let Err(e) = File::open(&path).and_then(|f| f.sync_data()) {
+                warn!(file = %path.display(), "journal: fdatasync failed: {e}");
+            }
+        }
+    }
+
     /// Whether the journal holds a history for zone `origin`.
     pub fn has_zone(&self, origin: &LowerName) -> bool {
         let zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
@@ -197,7 +219,7 @@ impl IxfrJournal {
             .open(&path)
             .and_then(|mut f| {
                 let end = f.metadata()?.len();
-                let written = f.write_all(&frame).and_then(|_| f.sync_data());
+                let written = f.write_all(&frame);
                 if written.is_err() {
                     // Best effort: cut a partial frame off again.
                     let _ = f.set_len(end).and_then(|_| f.sync_data());
@@ -205,7 +227,13 @@ impl IxfrJournal {
                 written
             });
         match wrote {
-            Ok(()) => history.file_diffs += 1,
+            Ok(()) => {
+                history.file_diffs += 1;
+                self.unsynced
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(path);
+            }
             Err(e) => {
                 warn!(file = %path.display(), "journal: append failed ({e}); rewriting");
                 self.rewrite(zone, history);

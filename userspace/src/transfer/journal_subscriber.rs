@@ -2,7 +2,8 @@
 //! thread of its own records every commit in order (appends and
 //! `fdatasync`s happen here, never under the store's writer lock) and
 //! says how far it got, so NOTIFY goes out only for serials the journal
-//! already holds.
+//! already holds, and an UPDATE is acknowledged only once it is durable.
+//! Commits that queue while one is written share its `fdatasync`.
 
 use std::sync::Arc;
 
@@ -43,8 +44,16 @@ pub fn start(journal: Arc<IxfrJournal>, mut feed: Subscription, version: u64) ->
         .name("ixfr-journal".into())
         .spawn(move || {
             while let Some(item) = feed.blocking_next() {
+                // Every commit already queued joins this one: their
+                // appends share one fdatasync (group commit).
+                let mut version = item.version();
                 record(&journal, &item);
-                tx.send_replace(item.version());
+                while let Some(next) = feed.try_next() {
+                    version = next.version();
+                    record(&journal, &next);
+                }
+                journal.sync();
+                tx.send_replace(version);
             }
         })
         .expect("spawn the journal thread");
