@@ -226,6 +226,24 @@ fn the_file_is_written_back_and_its_edits_are_merged_with_the_updates() {
     );
 }
 
+/// An UPDATE adding an A record at `owner` (in example.com.), signed
+/// with the `ddns` key.
+pub(crate) fn signed_add(owner: &str, address: &str) -> Vec<u8> {
+    let mut m = Message::new(1, MessageType::Query, OpCode::Update);
+    m.add_query(Query::query(rel("@"), RecordType::SOA));
+    m.add_authority(Record::from_rdata(
+        rel(owner),
+        60,
+        RData::A(address.parse().unwrap()),
+    ));
+    signed(m)
+}
+
+/// The `[transfer]`, key and grant tables for `signed_add`.
+pub(crate) fn grant_config() -> String {
+    update_config("")
+}
+
 /// Signs `m` with the `ddns` key.
 fn signed(mut m: Message) -> Vec<u8> {
     let key = xdpdns::transfer::tsig::make_key("ddns", "hmac-sha256", SECRET).unwrap();
@@ -238,7 +256,7 @@ fn signed(mut m: Message) -> Vec<u8> {
 }
 
 /// Sends one UPDATE over TCP; its RCODE.
-fn send_update(addr: SocketAddr, bytes: &[u8]) -> ResponseCode {
+pub(crate) fn send_update(addr: SocketAddr, bytes: &[u8]) -> ResponseCode {
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     tcp_send(&mut s, bytes);

@@ -320,14 +320,27 @@ pub const fn key_lead(label_len: u8, slot: u8, layer: u8) -> u8 {
 }
 
 /// Where an entry lives. The kernel's table holds one copy of every
-/// entry (the base). A change is first written beside it as an overlay,
-/// which the kernel consults before the base while
-/// [`XdpConfig::overlay`] is set; the base is then rewritten under the
-/// overlay's cover and the overlay removed. So a packet sees the table
-/// before or after a change, never a mix, at the memory of one copy.
+/// entry (the base). Changes are written beside it into the overlay
+/// tables, each version of the changed entries under a generation of its
+/// own ([`OverlayKey`]); the kernel consults the generation
+/// [`XdpConfig::overlay`] names before the base. A change is made live by
+/// that one config write, so a packet sees the table before or after it,
+/// never a mix, and no element a packet may still read is ever rewritten:
+/// older generations are removed, and changed entries folded into the
+/// base, only once an RCU grace period has passed since no packet could
+/// reach them.
 pub mod layer {
     pub const BASE: u8 = 0;
     pub const OVERLAY: u8 = 1;
+}
+
+/// Key of an overlay table: the entry's key (lead byte marked with
+/// [`layer::OVERLAY`]) and the generation it belongs to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OverlayKey<K> {
+    pub key: K,
+    pub generation: u64,
 }
 
 /// A table entry: a pre-encoded answer section of `ancount` records, each
@@ -663,8 +676,9 @@ pub mod nsid_mode {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XdpConfig {
-    /// 1 while a change is written: the kernel looks an entry up in the
-    /// overlay first ([`layer`]), then in the base.
+    /// The overlay generation in force (0: none): the kernel looks an
+    /// entry up under it in the overlay tables first ([`layer`]), then
+    /// in the base.
     pub overlay: u32,
     /// UDP port answered, host byte order; 0 = answer nothing.
     pub port: u16,
@@ -764,6 +778,9 @@ mod pod {
     unsafe impl aya::Pod for super::AnswerBlock {}
     unsafe impl aya::Pod for super::SmallBlock {}
     unsafe impl aya::Pod for super::LongKey {}
+    unsafe impl aya::Pod for super::OverlayKey<super::TinyKey> {}
+    unsafe impl aya::Pod for super::OverlayKey<super::ShortKey> {}
+    unsafe impl aya::Pod for super::OverlayKey<super::LongKey> {}
     unsafe impl aya::Pod for super::Answer {}
     unsafe impl aya::Pod for super::XdpConfig {}
     unsafe impl aya::Pod for super::BenchFrame {}

@@ -116,7 +116,7 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     pass_code(xdpdns_parse(ctx.ctx, s, cfg))?;
     let q = unsafe { &(*s).qn };
     let (name_len, qtype, dnssec_ok) = (q.name_len, q.qtype, q.edns.dnssec_ok);
-    let overlay = unsafe { (*cfg).overlay } as u8;
+    let overlay = unsafe { (*cfg).overlay };
     let mut answer =
         maps::lookup(unsafe { &mut *s }, name_len, qtype, overlay).ok_or(PassReason::Miss)?;
     let signed = answer.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
@@ -289,7 +289,7 @@ pub extern "C" fn xdpdns_reply(
         return code_of(reply::slip(&ctx, s, &pkt, &qn, form));
     }
     if form & reply::form::NEGATIVE != 0 {
-        let Some(t) = negative::template(s, cfg.overlay as u8) else {
+        let Some(t) = negative::template(s, cfg.overlay) else {
             return code_of(Err(PassReason::Miss));
         };
         // A chain's answer records come first (none: a plain negative).

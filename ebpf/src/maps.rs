@@ -5,8 +5,8 @@ use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
 use xdpdns_common::rrl::Bucket;
 use xdpdns_common::{
-    counter, key_lead, key_tail, layer, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey,
-    XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
+    counter, key_lead, key_tail, layer, Answer, AnswerBlock, LongKey, OverlayKey, ShortKey,
+    SmallBlock, TinyKey, XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
 };
 
 use crate::parsed::{Packet, Question, OPT_REPLY_BUF};
@@ -26,6 +26,19 @@ pub static SHORT_NAMES: HashMap<ShortKey, Answer> = HashMap::with_max_entries(1 
 
 #[map(name = "LONG_NAMES")]
 pub static LONG_NAMES: HashMap<LongKey, Answer> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
+
+/// The overlay tables: changed entries by generation (see `layer`).
+#[map(name = "OVERLAY_TINY")]
+pub static OVERLAY_TINY: HashMap<OverlayKey<TinyKey>, Answer> =
+    HashMap::with_max_entries(1 << 12, NO_PREALLOC);
+
+#[map(name = "OVERLAY_SHORT")]
+pub static OVERLAY_SHORT: HashMap<OverlayKey<ShortKey>, Answer> =
+    HashMap::with_max_entries(1 << 12, NO_PREALLOC);
+
+#[map(name = "OVERLAY_LONG")]
+pub static OVERLAY_LONG: HashMap<OverlayKey<LongKey>, Answer> =
+    HashMap::with_max_entries(1 << 10, NO_PREALLOC);
 
 /// Answer sections too large to inline, up to `SMALL_BLOCK_MAX` bytes, by
 /// block id (their own id space).
@@ -58,9 +71,11 @@ pub static RRL_BUCKETS: Array<Bucket> = Array::with_max_entries(1, 0);
 /// BPF stack.
 #[repr(C)]
 pub struct Scratch {
-    pub tiny: TinyKey,
-    pub short: ShortKey,
-    pub long: LongKey,
+    /// The lookup keys, each followed by the overlay generation: the
+    /// base tables take `.key`, the overlay tables the whole.
+    pub tiny: OverlayKey<TinyKey>,
+    pub short: OverlayKey<ShortKey>,
+    pub long: OverlayKey<LongKey>,
     /// Round-trip slot: a value read back from map memory is unknown to
     /// the verifier, which merges the many exits of the label walk into
     /// one state (see `question::launder`).
@@ -112,35 +127,53 @@ const _: () = assert!(TINY_NAME_MAX < SHORT_NAME_MAX && SHORT_NAME_MAX < LONG_NA
 pub static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Looks up the name of `name_len` bytes held in its key buffer (by
-/// `question::parse` or `negative`) under `slot`: in the overlay first
-/// while a change is written (`overlay` 1; an absent marker there hides
-/// the base's entry), then in the base.
+/// `question::parse` or `negative`) under `slot`: in the overlay
+/// generation `overlay` first when there is one (an absent marker there
+/// hides the base's entry), then in the base.
 #[inline(always)]
-pub fn lookup(s: &mut Scratch, name_len: u32, slot: u8, overlay: u8) -> Option<&'static Answer> {
+pub fn lookup(s: &mut Scratch, name_len: u32, slot: u8, overlay: u32) -> Option<&'static Answer> {
     if overlay != 0 {
-        if let Some(a) = lookup_in(s, name_len, slot, layer::OVERLAY) {
+        if let Some(a) = lookup_in(s, name_len, slot, overlay) {
             return if a.is_absent() { None } else { Some(a) };
         }
     }
-    lookup_in(s, name_len, slot, layer::BASE)
+    lookup_in(s, name_len, slot, 0)
 }
 
-/// [`lookup`] in one layer: marks the key's lead and tail first.
+/// [`lookup`] in one place: the base (`generation` 0) or an overlay
+/// generation. Marks the key's lead and tail first.
 #[inline(always)]
-fn lookup_in(s: &mut Scratch, name_len: u32, slot: u8, layer: u8) -> Option<&'static Answer> {
+fn lookup_in(s: &mut Scratch, name_len: u32, slot: u8, generation: u32) -> Option<&'static Answer> {
     let tail = key_tail(slot);
+    let layer = match generation {
+        0 => layer::BASE,
+        _ => layer::OVERLAY,
+    };
+    let generation = generation as u64;
     if name_len as usize <= TINY_NAME_MAX {
-        s.tiny.name[0] = key_lead(s.tiny.name[0], slot, layer);
-        s.tiny.name[TINY_NAME_MAX - 1] = tail;
-        unsafe { TINY_NAMES.get(&s.tiny) }
+        s.tiny.key.name[0] = key_lead(s.tiny.key.name[0], slot, layer);
+        s.tiny.key.name[TINY_NAME_MAX - 1] = tail;
+        s.tiny.generation = generation;
+        match generation {
+            0 => unsafe { TINY_NAMES.get(&s.tiny.key) },
+            _ => unsafe { OVERLAY_TINY.get(&s.tiny) },
+        }
     } else if name_len as usize <= SHORT_NAME_MAX {
-        s.short.name[0] = key_lead(s.short.name[0], slot, layer);
-        s.short.name[SHORT_NAME_MAX - 1] = tail;
-        unsafe { SHORT_NAMES.get(&s.short) }
+        s.short.key.name[0] = key_lead(s.short.key.name[0], slot, layer);
+        s.short.key.name[SHORT_NAME_MAX - 1] = tail;
+        s.short.generation = generation;
+        match generation {
+            0 => unsafe { SHORT_NAMES.get(&s.short.key) },
+            _ => unsafe { OVERLAY_SHORT.get(&s.short) },
+        }
     } else {
-        s.long.name[0] = key_lead(s.long.name[0], slot, layer);
-        s.long.name[LONG_NAME_BUF - 1] = tail;
-        unsafe { LONG_NAMES.get(&s.long) }
+        s.long.key.name[0] = key_lead(s.long.key.name[0], slot, layer);
+        s.long.key.name[LONG_NAME_BUF - 1] = tail;
+        s.long.generation = generation;
+        match generation {
+            0 => unsafe { LONG_NAMES.get(&s.long.key) },
+            _ => unsafe { OVERLAY_LONG.get(&s.long) },
+        }
     }
 }
 

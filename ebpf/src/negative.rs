@@ -31,7 +31,7 @@ use crate::{csum, edns, reply};
 /// The template `xdpdns_negative` chose (the zone's SOA or a referral;
 /// its name is still in the key buffer for its length).
 #[inline(always)]
-pub fn template(s: &mut Scratch, overlay: u8) -> Option<&'static Answer> {
+pub fn template(s: &mut Scratch, overlay: u32) -> Option<&'static Answer> {
     let zone_len = s.neg_zone_len;
     let slot = match s.neg_slot as u8 {
         qtype_slot::REFERRAL => qtype_slot::REFERRAL,
@@ -74,7 +74,7 @@ pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, overlay: u32, qtype: u
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 0;
     };
-    match lookup(s, len, qtype_slot::EXIST, overlay as u8) {
+    match lookup(s, len, qtype_slot::EXIST, overlay) {
         None => 0,
         Some(e) => {
             let signed = (e.flags() & answer_flags::SIGNED != 0) as u32;
@@ -100,8 +100,8 @@ pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, overlay: u32, qtype: u
 }
 
 #[inline(always)]
-fn exist(s: &mut Scratch, len: u32, overlay: u8, qtype: u16) -> Option<ExistFound> {
-    let v = xdpdns_exist(s, len, overlay as u32, qtype as u32);
+fn exist(s: &mut Scratch, len: u32, overlay: u32, qtype: u16) -> Option<ExistFound> {
+    let v = xdpdns_exist(s, len, overlay, qtype as u32);
     (v != 0).then_some(ExistFound {
         zone_len: v & 0xff,
         flags: (v >> 8) as u8,
@@ -115,7 +115,7 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
     if cfg.negative_answers == 0 {
         return Err(PassReason::Miss);
     }
-    let overlay = cfg.overlay as u8;
+    let overlay = cfg.overlay;
     let qn = s.qn;
     let n = qn.name_len;
     if n < 2 || n > 255 {
@@ -221,7 +221,7 @@ fn closest_encloser(
     s: &mut Scratch,
     qstart: u32,
     n: u32,
-    overlay: u8,
+    overlay: u32,
 ) -> Result<(ExistFound, u32, u32), PassReason> {
     let mut skip = 0u32;
     for _ in 0..2 {
@@ -252,11 +252,11 @@ pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32,
     };
     let len = crate::verifier::opaque(len);
     let (dst, words) = if len as usize <= TINY_NAME_MAX {
-        (s.tiny.name.as_mut_ptr(), TINY_NAME_MAX / 8)
+        (s.tiny.key.name.as_mut_ptr(), TINY_NAME_MAX / 8)
     } else if len as usize <= SHORT_NAME_MAX {
-        (s.short.name.as_mut_ptr(), SHORT_NAME_MAX / 8)
+        (s.short.key.name.as_mut_ptr(), SHORT_NAME_MAX / 8)
     } else {
-        (s.long.name.as_mut_ptr(), LONG_NAME_BUF / 8)
+        (s.long.key.name.as_mut_ptr(), LONG_NAME_BUF / 8)
     };
     for w in 0..LONG_NAME_BUF / 8 {
         if w >= words {
@@ -311,7 +311,7 @@ pub extern "C" fn xdpdns_check_template(
     };
     let ctx = XdpContext::new(ctx);
     let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
-    let Some(t) = template(s, overlay as u8) else {
+    let Some(t) = template(s, overlay) else {
         return 1;
     };
     if t.section_len() as usize > SMALL_BLOCK_MAX {

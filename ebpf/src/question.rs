@@ -146,11 +146,11 @@ fn copy_name(
     name_len: u32,
 ) -> Result<u64, PassReason> {
     let (dst64, words) = if name_len as usize <= TINY_NAME_MAX {
-        (&mut s.tiny.name as *mut _ as *mut u64, TINY_NAME_MAX / 8)
+        (&mut s.tiny.key.name as *mut _ as *mut u64, TINY_NAME_MAX / 8)
     } else if name_len as usize <= SHORT_NAME_MAX {
-        (&mut s.short.name as *mut _ as *mut u64, SHORT_NAME_MAX / 8)
+        (&mut s.short.key.name as *mut _ as *mut u64, SHORT_NAME_MAX / 8)
     } else {
-        (&mut s.long.name as *mut _ as *mut u64, LONG_NAME_BUF / 8)
+        (&mut s.long.key.name as *mut _ as *mut u64, LONG_NAME_BUF / 8)
     };
     for w in 0..32 {
         if w >= words {
@@ -184,11 +184,11 @@ fn copy_name(
 pub fn finish_keys(s: &mut Scratch, slot: u8) {
     // Only the key for the name's length holds the name; marking the
     // others too costs less than choosing.
-    s.tiny.name[0] = key_lead(s.tiny.name[0], slot, layer::BASE);
-    s.short.name[0] = key_lead(s.short.name[0], slot, layer::BASE);
-    s.long.name[0] = key_lead(s.long.name[0], slot, layer::BASE);
+    s.tiny.key.name[0] = key_lead(s.tiny.key.name[0], slot, layer::BASE);
+    s.short.key.name[0] = key_lead(s.short.key.name[0], slot, layer::BASE);
+    s.long.key.name[0] = key_lead(s.long.key.name[0], slot, layer::BASE);
     let tail = key_tail(slot);
-    s.tiny.name[TINY_NAME_MAX - 1] = tail;
-    s.short.name[SHORT_NAME_MAX - 1] = tail;
-    s.long.name[LONG_NAME_BUF - 1] = tail;
+    s.tiny.key.name[TINY_NAME_MAX - 1] = tail;
+    s.short.key.name[SHORT_NAME_MAX - 1] = tail;
+    s.long.key.name[LONG_NAME_BUF - 1] = tail;
 }

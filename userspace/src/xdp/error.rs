@@ -39,4 +39,6 @@ pub enum XdpError {
     Unpin(#[source] std::io::Error),
     #[error("the kernel table's contents are not known: a whole table must be installed")]
     TableUnknown,
+    #[error("writing an overlay generation: {0}")]
+    Overlay(String),
 }

@@ -5,7 +5,7 @@
 use aya::maps::{Array, HashMap, IterableMap, Map, MapData, PerCpuArray};
 use xdpdns_common::rrl::Bucket;
 use xdpdns_common::{
-    AddressKey, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey, XdpConfig,
+    AddressKey, Answer, AnswerBlock, LongKey, OverlayKey, ShortKey, SmallBlock, TinyKey, XdpConfig,
     BLOCK_ID_MAX,
 };
 
@@ -31,56 +31,70 @@ impl From<u32> for Capacity {
     }
 }
 
-pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 6] {
+pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 9] {
     let rrl_slots = capacity.rrl_slots.max(1);
     let capacity = capacity.entries;
-    // One copy of the table, and room for the overlay of a change
-    // (`with_overlay`). Elements are allocated as they are inserted
+    // One copy of the table. Elements are allocated as they are inserted
     // (BPF_F_NO_PREALLOC): a table sized for every name costs only its
     // bucket array until it fills.
     // Every map's bucket array is allocated up front (16 bytes per
     // slot), so the tables for less common name lengths get a share of
     // `capacity`; an entry that finds its table full is left to the
     // fallback (`entries_left_out`).
-    let entries = with_overlay(capacity.max(16));
-    let short_entries = with_overlay((capacity / 2).max(16));
-    let long_entries = with_overlay((capacity / 16).max(16));
+    let entries = capacity.max(16);
+    let short_entries = (capacity / 2).max(16);
+    let long_entries = (capacity / 16).max(16);
     // Ids never exceed the block table's size, which fits `Answer`'s 24
-    // bits. A change writes its new blocks before it releases the old.
-    let block_entries = with_overlay((capacity / 8).max(64)).min(BLOCK_ID_MAX - 1);
+    // bits. A change writes its new blocks before the old are released,
+    // which happens once no overlay generation can reach them: a quarter
+    // more room for that.
+    let block_entries = with_slack((capacity / 8).max(64)).min(BLOCK_ID_MAX - 1);
     // Signed variants each take a small block of their own; a quarter
     // of the entries (the bucket array costs 16 bytes a slot even
     // when empty). Sections that find it full are the fallback's.
-    let small_block_entries = with_overlay((capacity / 4).max(64)).min(BLOCK_ID_MAX - 1);
+    let small_block_entries = with_slack((capacity / 4).max(64)).min(BLOCK_ID_MAX - 1);
     [
         ("TINY_NAMES", entries),
         ("SHORT_NAMES", short_entries),
         ("LONG_NAMES", long_entries),
+        ("OVERLAY_TINY", overlay_size(entries)),
+        ("OVERLAY_SHORT", overlay_size(short_entries)),
+        ("OVERLAY_LONG", overlay_size(long_entries)),
         ("BLOCKS", block_entries),
         ("SMALL_BLOCKS", small_block_entries),
         ("RRL_BUCKETS", rrl_slots),
     ]
 }
 
-/// A table's share of the capacity with the overlay's room beside it: a
-/// quarter more. A change whose overlay would not fit is written while
-/// the kernel passes every query up (see `FastPath::apply`).
-const fn with_overlay(share: u32) -> u32 {
+/// A quarter more than `share`.
+const fn with_slack(share: u32) -> u32 {
     share.saturating_add(share / 4)
 }
 
-/// The overlay's room in a table of `max_entries` (`with_overlay`).
-pub(super) const fn overlay_room(max_entries: u32) -> usize {
-    (max_entries / 5) as usize
+/// The overlay table beside a name table of `share` entries: a quarter
+/// of it. It holds the changed entries not yet folded into the base,
+/// once per generation still reachable; a change that would not fit is
+/// written while the kernel passes every query up (see
+/// `FastPath::apply`).
+const fn overlay_size(share: u32) -> u32 {
+    let quarter = share / 4;
+    if quarter < 16 {
+        16
+    } else {
+        quarter
+    }
 }
 
 /// Every map the controller reads or writes: what is pinned.
-pub(super) const MAPS: [&str; 10] = [
+pub(super) const MAPS: [&str; 13] = [
     "CONFIG",
     "RRL_BUCKETS",
     "TINY_NAMES",
     "SHORT_NAMES",
     "LONG_NAMES",
+    "OVERLAY_TINY",
+    "OVERLAY_SHORT",
+    "OVERLAY_LONG",
     "BLOCKS",
     "SMALL_BLOCKS",
     "COUNTERS",
@@ -94,6 +108,9 @@ pub(super) struct Maps {
     pub(super) tiny: HashMap<MapData, TinyKey, Answer>,
     pub(super) short: HashMap<MapData, ShortKey, Answer>,
     pub(super) long: HashMap<MapData, LongKey, Answer>,
+    pub(super) overlay_tiny: HashMap<MapData, OverlayKey<TinyKey>, Answer>,
+    pub(super) overlay_short: HashMap<MapData, OverlayKey<ShortKey>, Answer>,
+    pub(super) overlay_long: HashMap<MapData, OverlayKey<LongKey>, Answer>,
     pub(super) block_map: HashMap<MapData, u32, AnswerBlock>,
     pub(super) small_block_map: HashMap<MapData, u32, SmallBlock>,
     pub(super) counters: PerCpuArray<MapData, u64>,
@@ -111,6 +128,9 @@ impl Maps {
             tiny: HashMap::try_from(take("TINY_NAMES")?)?,
             short: HashMap::try_from(take("SHORT_NAMES")?)?,
             long: HashMap::try_from(take("LONG_NAMES")?)?,
+            overlay_tiny: HashMap::try_from(take("OVERLAY_TINY")?)?,
+            overlay_short: HashMap::try_from(take("OVERLAY_SHORT")?)?,
+            overlay_long: HashMap::try_from(take("OVERLAY_LONG")?)?,
             block_map: HashMap::try_from(take("BLOCKS")?)?,
             small_block_map: HashMap::try_from(take("SMALL_BLOCKS")?)?,
             counters: PerCpuArray::try_from(take("COUNTERS")?)?,
@@ -136,13 +156,16 @@ impl Maps {
         Self::new(open).map(Some)
     }
 
-    pub(super) fn each(&self) -> [(&'static str, &MapData); 10] {
+    pub(super) fn each(&self) -> [(&'static str, &MapData); 13] {
         [
             ("RRL_BUCKETS", self.rrl_buckets.map()),
             ("CONFIG", self.config.map()),
             ("TINY_NAMES", self.tiny.map()),
             ("SHORT_NAMES", self.short.map()),
             ("LONG_NAMES", self.long.map()),
+            ("OVERLAY_TINY", self.overlay_tiny.map()),
+            ("OVERLAY_SHORT", self.overlay_short.map()),
+            ("OVERLAY_LONG", self.overlay_long.map()),
             ("BLOCKS", self.block_map.map()),
             ("SMALL_BLOCKS", self.small_block_map.map()),
             ("COUNTERS", self.counters.map()),
@@ -161,20 +184,16 @@ mod tests {
     }
 
     #[test]
-    fn name_tables_hold_one_copy_and_an_overlay_with_shares_by_name_length() {
+    fn name_tables_hold_one_copy_with_shares_by_name_length_and_overlays_beside() {
         let s = sizes(Capacity::from(131_072));
-        assert_eq!(s["TINY_NAMES"], 131_072 + 32_768);
-        assert_eq!(s["SHORT_NAMES"], 65_536 + 16_384, "half");
-        assert_eq!(s["LONG_NAMES"], 8_192 + 2_048);
+        assert_eq!(s["TINY_NAMES"], 131_072);
+        assert_eq!(s["SHORT_NAMES"], 65_536, "half");
+        assert_eq!(s["LONG_NAMES"], 8_192);
+        assert_eq!(s["OVERLAY_TINY"], 32_768, "a quarter of its table");
+        assert_eq!(s["OVERLAY_LONG"], 2_048);
         assert_eq!(s["BLOCKS"], 16_384 + 4_096);
         assert_eq!(s["SMALL_BLOCKS"], 32_768 + 8_192);
         assert_eq!(s["RRL_BUCKETS"], 1, "rate limiting off: one bucket");
-        assert_eq!(
-            overlay_room(s["TINY_NAMES"]),
-            32_768,
-            "a quarter of the share"
-        );
-        assert_eq!(overlay_room(s["LONG_NAMES"]), 2_048);
     }
 
     #[test]
@@ -183,8 +202,9 @@ mod tests {
             entries: 0,
             rrl_slots: 0,
         });
-        assert_eq!(s["TINY_NAMES"], 20);
-        assert_eq!(s["LONG_NAMES"], 20);
+        assert_eq!(s["TINY_NAMES"], 16);
+        assert_eq!(s["LONG_NAMES"], 16);
+        assert_eq!(s["OVERLAY_LONG"], 16);
         assert_eq!(s["BLOCKS"], 80);
         assert_eq!(s["RRL_BUCKETS"], 1);
         let huge = sizes(Capacity {

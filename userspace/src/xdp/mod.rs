@@ -8,7 +8,9 @@
 mod blocks;
 mod counters;
 mod error;
+mod grace;
 mod maps;
+mod overlay;
 pub mod pins;
 pub mod program;
 mod settings;

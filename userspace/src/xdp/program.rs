@@ -16,15 +16,16 @@ use aya::{Ebpf, EbpfLoader};
 use aya_obj::programs::XdpAttachType;
 use xdpdns_common::rrl::Bucket;
 use xdpdns_common::{
-    AddressKey, Answer, AnswerBlock, BenchFrame, LongKey, ShortKey, SmallBlock, TinyKey, XdpConfig,
-    BENCH_FRAME_MAX,
+    AddressKey, Answer, AnswerBlock, BenchFrame, LongKey, OverlayKey, ShortKey, SmallBlock,
+    TinyKey, XdpConfig, BENCH_FRAME_MAX,
 };
 
 use super::blocks::BlockIds;
 use super::error::XdpError;
-use super::maps::{map_sizes, overlay_room, Capacity, Maps};
+use super::grace::GraceClock;
+use super::maps::{map_sizes, Capacity, Maps};
+use super::overlay::Overlay;
 use super::pins::PinDir;
-use super::sys::GracePeriod;
 use crate::answers::compile::EntryKey;
 use crate::answers::AnswerTable;
 use crate::wire::ServerEdns;
@@ -94,6 +95,11 @@ pub struct FastPath {
     pub(super) tiny: HashMap<MapData, TinyKey, Answer>,
     pub(super) short: HashMap<MapData, ShortKey, Answer>,
     pub(super) long: HashMap<MapData, LongKey, Answer>,
+    pub(super) overlay_tiny: HashMap<MapData, OverlayKey<TinyKey>, Answer>,
+    pub(super) overlay_short: HashMap<MapData, OverlayKey<ShortKey>, Answer>,
+    pub(super) overlay_long: HashMap<MapData, OverlayKey<LongKey>, Answer>,
+    /// The overlay generations and what they leave to clean up.
+    pub(super) overlay: Overlay,
     pub(super) block_map: HashMap<MapData, u32, AnswerBlock>,
     pub(super) blocks: BlockIds,
     pub(super) small_block_map: HashMap<MapData, u32, SmallBlock>,
@@ -107,9 +113,9 @@ pub struct FastPath {
     /// reads and writes them).
     pub(super) _rrl_buckets: Array<MapData, Bucket>,
     pub(super) rrl_slots: u32,
-    pub(super) grace: GracePeriod,
+    pub(super) grace_clock: GraceClock,
     pub(super) current: XdpConfig,
-    /// Room for a change's overlay in the tiny, short and long tables.
+    /// The overlay tables' sizes (tiny, short, long).
     pub(super) overlay_room: [usize; 3],
     /// Changes made live since the program was loaded or adopted.
     pub(super) changes: u32,
@@ -221,6 +227,9 @@ impl FastPath {
             tiny,
             short,
             long,
+            overlay_tiny,
+            overlay_short,
+            overlay_long,
             block_map,
             small_block_map,
             counters,
@@ -229,10 +238,18 @@ impl FastPath {
             rrl_buckets,
         } = maps;
         let room =
-            |m: &MapData| -> Result<usize, XdpError> { Ok(overlay_room(m.info()?.max_entries())) };
-        let overlay_room = [room(tiny.map())?, room(short.map())?, room(long.map())?];
+            |m: &MapData| -> Result<usize, XdpError> { Ok(m.info()?.max_entries() as usize) };
+        let overlay_room = [
+            room(overlay_tiny.map())?,
+            room(overlay_short.map())?,
+            room(overlay_long.map())?,
+        ];
         Ok(FastPath {
             overlay_room,
+            overlay_tiny,
+            overlay_short,
+            overlay_long,
+            overlay: Overlay::default(),
             changes: 0,
             object,
             pins,
@@ -250,7 +267,7 @@ impl FastPath {
             addresses,
             rrl_slots: rrl_buckets.len(),
             _rrl_buckets: rrl_buckets,
-            grace: GracePeriod::new().map_err(XdpError::Grace)?,
+            grace_clock: GraceClock::start().map_err(XdpError::Grace)?,
             current,
             port,
             healthy: true,

@@ -23,6 +23,11 @@ use crate::zone::{Snapshot, Subscription};
 /// How often the kernel's wall clock (cookie timestamps) is re-read.
 const CLOCK_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How often the overlay is cleaned up while a change leaves it busy:
+/// often enough that it is folded into the base soon after a grace
+/// period (several milliseconds) passes.
+const OVERLAY_SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Brings `fp`'s table, and the compiled table it keeps (the hot path's),
 /// in line with `snapshot` by `update`.
 fn apply(fp: &mut FastPath, snapshot: &Snapshot, update: &Update) -> Result<(), XdpError> {
@@ -274,8 +279,19 @@ async fn run(
     }
     let mut clock = tokio::time::interval(CLOCK_REFRESH);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut settle = tokio::time::interval(OVERLAY_SETTLE);
+    settle.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let busy = fp.as_ref().is_some_and(FastPath::overlay_busy);
         tokio::select! {
+            _ = settle.tick(), if busy => {
+                if let Some(fp) = fp.as_mut() {
+                    if let Err(e) = fp.settle_overlay() {
+                        error!("XDP: cleaning up after a change failed ({e}); the kernel passes every query to the fallback until the next update succeeds");
+                        fp.disable();
+                    }
+                }
+            }
             _ = clock.tick() => {
                 if let Some(fp) = fp.as_mut() {
                     if let Err(e) = fp.refresh_clock() {

@@ -1,6 +1,6 @@
 //! The kernel-table writer: makes the kernel's answer maps hold a compiled
-//! table (`crate::answers`), one change at a time through an overlay
-//! (`xdpdns_common::layer`), so a packet sees the old table or the new
+//! table (`crate::answers`), one change at a time through the overlay
+//! generations (`overlay`), so a packet sees the old table or the new
 //! one and never a freed element; blocks shared by reference count;
 //! entries a full map refuses left to the fallback and written again
 //! later.
@@ -33,15 +33,17 @@ impl FastPath {
     /// kernel entries that use them. Nothing is written but the removal
     /// of blocks no entry uses.
     pub fn adopt_table(&mut self, table: &Table) -> Result<(), XdpError> {
+        // A tagged table has no overlay in force; whatever a stop left in
+        // the overlay tables is unreachable.
+        self.reset_overlay();
         self.blocks.clear();
         self.small_blocks.clear();
         // Each entry is checked against what was compiled: one missing (a
         // write its table had no room for) or different is deleted, so a
-        // later change writes it again. (A tagged table has no overlay
-        // left: the tag is written after the overlay is gone.)
+        // later change writes it again.
         let mut absent = Vec::new();
         for (key, c) in table {
-            let same = match self.get(key, layer::BASE)? {
+            let same = match self.get(key)? {
                 Some(a) => {
                     let mut expected = c.head;
                     if c.block.is_some() {
@@ -53,7 +55,7 @@ impl FastPath {
             };
             match (same, &c.block) {
                 (None, _) => {
-                    self.del(key, layer::BASE)?;
+                    self.del(key)?;
                     absent.push(key.clone());
                 }
                 (Some(_), None) => {}
@@ -134,7 +136,10 @@ impl FastPath {
         fn count<K: aya::Pod>(map: &HashMap<MapData, K, Answer>) -> Result<usize, XdpError> {
             Ok(map.keys().try_fold(0, |n, k| k.map(|_| n + 1))?)
         }
-        Ok(count(&self.tiny)? + count(&self.short)? + count(&self.long)?)
+        let base = count(&self.tiny)? + count(&self.short)? + count(&self.long)?;
+        let overlay =
+            count(&self.overlay_tiny)? + count(&self.overlay_short)? + count(&self.overlay_long)?;
+        Ok(base + overlay)
     }
 
     /// Answer sections held in the block table (each stored once).
@@ -179,19 +184,13 @@ impl FastPath {
     }
 
     /// Applies a change. The kernel holds one copy of the table (the
-    /// base). The change is first written beside it as an overlay (new
-    /// entries, and absent markers for the deleted), made live with one
-    /// config write that has the kernel read the overlay first; after an
-    /// RCU grace period — when no packet can still be reading a base entry
-    /// the change replaces — the base is rewritten, the overlay turned
-    /// off, and after another grace period removed. So a packet sees the
-    /// old or the new table, and no element a packet may be reading is
-    /// ever freed or rewritten (hash maps reuse freed elements at once
-    /// since Linux 6.1, so updating a live entry in place is not safe).
-    /// A change too large for the overlay's room (the first table, a
-    /// reload that rewrites a large part of a zone) is written while the
-    /// kernel passes every query to the fallback. On failure the kernel
-    /// is told to pass everything.
+    /// base); a change is written beside it as a new overlay generation
+    /// and made live with one config write, at once (see `overlay`,
+    /// which also folds it into the base as grace periods pass). A change
+    /// too large for the overlay tables (the first table, a reload that
+    /// rewrites a large part of a zone) is written into the base while
+    /// the kernel passes every query to the fallback. On failure the
+    /// kernel is told to pass everything.
     pub fn apply(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
         self.apply_tagged(delta, 0)
     }
@@ -207,40 +206,37 @@ impl FastPath {
             self.record(delta);
             return Err(XdpError::TableUnknown);
         }
-        if delta.is_empty() && self.healthy {
-            self.negatives_if_whole()?;
-            return self.set_table_tag(tag);
-        }
         if delta.is_empty() {
-            return self.set_table_tag(tag);
+            if self.healthy {
+                self.negatives_if_whole()?;
+            }
+            self.overlay.tag = tag;
+            return match self.overlay.live {
+                0 => self.set_table_tag(tag),
+                _ => Ok(()),
+            };
         }
         if !self.healthy {
             let mut table = self.installed.to_table();
             delta.apply_to(&mut table);
             return self.rebuild(table, tag);
         }
-        // Whether the change frees blocks (after it is written).
-        let frees = delta
-            .upsert
-            .iter()
-            .map(|(k, _)| k)
-            .chain(&delta.delete)
-            .any(|k| self.held_block(k).is_some());
-        // The tag is unknown until the change is written and the overlay
-        // gone.
+        // The tag is recorded once the overlay is off (the base is then
+        // the whole table).
         for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
             self.refused.remove(key);
         }
+        self.overlay.tag = tag;
         let written = self.set_table_tag(0).and_then(|()| self.try_apply(delta));
         self.record(delta);
         match written {
             Ok(left_out) => {
                 self.absent.extend(left_out.iter().cloned());
-                if frees {
-                    self.retry(delta, &left_out)?;
-                }
                 self.negatives_if_whole()?;
-                self.set_table_tag(tag)
+                match self.overlay.live {
+                    0 => self.set_table_tag(tag),
+                    _ => Ok(()),
+                }
             }
             Err(e) => {
                 self.disable();
@@ -289,44 +285,14 @@ impl FastPath {
         Ok(())
     }
 
-    /// Writes once more the entries of `delta` that found no block space:
-    /// the blocks the change released are gone by now, so they may fit.
-    pub(super) fn retry(
-        &mut self,
-        delta: &TableDelta,
-        left_out: &HashSet<EntryKey>,
-    ) -> Result<(), XdpError> {
-        if left_out.is_empty() {
-            return Ok(());
-        }
-        let again = TableDelta {
-            upsert: delta
-                .upsert
-                .iter()
-                .filter(|(k, _)| left_out.contains(k))
-                .cloned()
-                .collect(),
-            ..TableDelta::default()
-        };
-        match self.try_apply(&again) {
-            Ok(still_out) => {
-                self.absent
-                    .retain(|k| !left_out.contains(k) || still_out.contains(k));
-                Ok(())
-            }
-            Err(e) => {
-                self.disable();
-                Err(e)
-            }
-        }
-    }
-
     /// Returns the entries left out for want of block space.
     pub(super) fn try_apply(&mut self, delta: &TableDelta) -> Result<HashSet<EntryKey>, XdpError> {
+        // Overlay work first: folding writes entries whose blocks this
+        // change may release.
+        let through_overlay = self.prepare_overlay(delta)?;
         // Blocks first, so no entry ever points at a missing one; the
         // blocks the replaced and deleted entries leave unreferenced go
-        // only after no entry points at them and a grace period has
-        // passed.
+        // only once no entry or reachable generation points at them.
         let full = self.acquire_blocks(delta)?;
         let mut released = Vec::new();
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
@@ -340,64 +306,41 @@ impl FastPath {
                 released.extend(ids.release(&section).map(|id| (small, id)));
             }
         }
-        if self.overlay_fits(delta) {
-            self.write(delta, layer::OVERLAY, &full)?;
-            self.set_overlay(1)?;
-            self.write(delta, layer::BASE, &full)?;
-            self.set_overlay(0)?;
-            self.clear_overlay(delta)?;
-        } else {
-            // Nothing answers from the table while it is rewritten.
-            self.current.port = 0;
-            self.config.set(0, self.current, 0)?;
-            self.grace.wait().map_err(XdpError::Grace)?;
-            self.write(delta, layer::BASE, &full)?;
-            self.current.port = self.port;
-            self.config.set(0, self.current, 0)?;
-        }
         self.changes = self.changes.wrapping_add(1);
-        // Either way no packet can still read an entry that points at the
-        // released blocks: the overlay's last grace period, or the one
-        // before the base was rewritten while nothing was answered.
-        if !released.is_empty() {
-            for (small, id) in released {
-                if small {
-                    let _ = self.small_block_map.remove(&id);
-                    self.small_blocks.recycle(id);
-                } else {
-                    let _ = self.block_map.remove(&id);
-                    self.blocks.recycle(id);
-                }
-            }
+        if through_overlay {
+            self.apply_through_overlay(delta, &full, released)?;
+            return Ok(full);
         }
-        Ok(full)
-    }
-
-    /// Whether every table has room for `delta`'s overlay beside the base.
-    pub(super) fn overlay_fits(&self, delta: &TableDelta) -> bool {
-        let mut need = [0usize; 3];
-        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
-            need[table_of(key)] += 1;
-        }
-        need.iter()
-            .zip(self.overlay_room)
-            .all(|(n, room)| *n <= room)
-    }
-
-    /// Turns the overlay on (1) or off (0), then waits until no packet
-    /// still reads as before.
-    pub(super) fn set_overlay(&mut self, on: u32) -> Result<(), XdpError> {
-        self.current.overlay = on;
+        // Too large for the overlay (which `prepare_overlay` left folded
+        // and off): nothing answers from the table while the base is
+        // rewritten, so the released blocks go at once.
+        self.current.port = 0;
         self.config.set(0, self.current, 0)?;
-        self.grace.wait().map_err(XdpError::Grace)
-    }
-
-    /// Removes the overlay entries of `delta` (the overlay is off).
-    pub(super) fn clear_overlay(&mut self, delta: &TableDelta) -> Result<(), XdpError> {
-        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
-            self.del(key, layer::OVERLAY)?;
+        self.grace_clock.sync().map_err(XdpError::Grace)?;
+        self.write(delta, &full)?;
+        let limbo = std::mem::take(&mut self.overlay.limbo);
+        self.free_blocks(limbo);
+        self.free_blocks(released);
+        // Entries that found no block room may fit now that the blocks
+        // they replace are gone.
+        let again = TableDelta {
+            upsert: delta
+                .upsert
+                .iter()
+                .filter(|(k, _)| full.contains(k))
+                .cloned()
+                .collect(),
+            ..TableDelta::default()
+        };
+        let mut full = full;
+        if !again.upsert.is_empty() {
+            let still = self.acquire_blocks(&again)?;
+            self.write(&again, &still)?;
+            full = still;
         }
-        Ok(())
+        self.current.port = self.port;
+        self.config.set(0, self.current, 0)?;
+        Ok(full)
     }
 
     /// Takes a reference to every block `delta` writes, writing new ones.
@@ -448,41 +391,31 @@ impl FastPath {
         Ok(full)
     }
 
-    /// Writes `delta` into `layer`; the entries in `left_out` are
-    /// removed instead (an older answer must not stay behind). In the
-    /// overlay, removals are absent markers.
+    /// Writes `delta` into the base; the entries in `left_out` are
+    /// removed instead (an older answer must not stay behind).
     pub(super) fn write(
         &mut self,
         delta: &TableDelta,
-        layer: u8,
         left_out: &HashSet<EntryKey>,
     ) -> Result<(), XdpError> {
-        let overlay = layer == layer::OVERLAY;
-        // Base deletions first: the room they free is there for the
-        // upserts (the overlay covers every key written).
-        if !overlay {
-            for key in &delta.delete {
-                self.del(key, layer)?;
-            }
+        // Deletions first: the room they free is there for the upserts.
+        for key in &delta.delete {
+            self.del(key)?;
         }
         // Upserts go in batches, one system call per map and thousands of
         // entries (a million-entry table: 2 s one by one).
         let mut batches: [Batch<'_>; 3] = Default::default();
-        let absent = Answer::absent();
-        let upserts = delta.upsert.iter().map(|(k, c)| (k, Some(c)));
-        let deletes = delta.delete.iter().filter(|_| overlay).map(|k| (k, None));
-        for (key, answer) in upserts.chain(deletes) {
-            let answer = answer.filter(|_| !left_out.contains(key));
-            if answer.is_none() && !overlay {
-                self.del(key, layer)?;
+        for (key, c) in &delta.upsert {
+            if left_out.contains(key) {
+                self.del(key)?;
                 continue;
             }
-            let value = answer.map_or(absent, |c| self.value_of(c));
+            let value = self.value_of(c);
             let value = bytes_of(&value);
-            match &split_key(key, layer) {
-                Split::Tiny(k) => batches[0].push(bytes_of(k), value, key, answer),
-                Split::Short(k) => batches[1].push(bytes_of(k), value, key, answer),
-                Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, answer),
+            match &split_key(key, layer::BASE) {
+                Split::Tiny(k) => batches[0].push(bytes_of(k), value, key, Some(c)),
+                Split::Short(k) => batches[1].push(bytes_of(k), value, key, Some(c)),
+                Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, Some(c)),
             }
         }
         let fds = [
@@ -491,7 +424,7 @@ impl FastPath {
             self.long.map().fd().as_fd().as_raw_fd(),
         ];
         for (batch, fd) in batches.iter().zip(fds) {
-            self.write_batch(fd, batch, layer)?;
+            self.write_batch(fd, batch)?;
         }
         Ok(())
     }
@@ -499,41 +432,17 @@ impl FastPath {
     /// Writes `batch` into the map `fd` in chunks; an element the kernel
     /// refuses is written on its own (`put` decides: a full table leaves
     /// it to the fallback) and the batch goes on after it.
-    pub(super) fn write_batch(
-        &mut self,
-        fd: RawFd,
-        batch: &Batch<'_>,
-        layer: u8,
-    ) -> Result<(), XdpError> {
-        pub(super) const CHUNK: usize = 4096;
-        let n = batch.entries.len();
+    pub(super) fn write_batch(&mut self, fd: RawFd, batch: &Batch<'_>) -> Result<(), XdpError> {
         let mut at = 0;
-        while at < n {
-            let count = (n - at).min(CHUNK);
-            let (ks, vs) = (batch.key_size, batch.value_size);
-            let (done, result) = super::sys::update_batch(
-                fd,
-                &batch.keys[at * ks..(at + count) * ks],
-                &batch.values[at * vs..(at + count) * vs],
-                count as u32,
-            );
-            match result {
-                Ok(()) => at += count,
-                // Stopped at element `done`: that one on its own, then on.
-                Err(_) if (done as usize) < count => {
-                    at += done as usize;
-                    let (key, answer) = batch.entries[at];
-                    self.put(key, layer, answer)?;
-                    at += 1;
-                }
-                // Refused before any element (no batch support, no
-                // memory): nothing is known written, so each on its own.
-                Err(_) => {
-                    for &(key, answer) in &batch.entries[at..at + count] {
-                        self.put(key, layer, answer)?;
-                    }
-                    at += count;
-                }
+        while at < batch.len() {
+            let (done, result) = batch.write_from(fd, at);
+            at += done;
+            if result.is_err() && at < batch.len() {
+                // Refused at element `at`: that one on its own (`put`
+                // decides: a full table leaves it to the fallback), then on.
+                let (key, answer) = batch.entries[at];
+                self.put(key, answer)?;
+                at += 1;
             }
         }
         Ok(())
@@ -560,13 +469,14 @@ impl FastPath {
         self.current.port = 0;
         self.current.table_tag = 0;
         let _ = self.config.set(0, self.current, 0);
-        let _ = self.grace.wait();
+        let _ = self.grace_clock.sync();
     }
 
     /// Rebuilds the table from scratch while the kernel passes
     /// everything, then resumes in-kernel answers.
     pub(super) fn rebuild(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
         self.disable();
+        self.reset_overlay();
         clear(&mut self.tiny);
         clear(&mut self.short);
         clear(&mut self.long);
@@ -588,7 +498,7 @@ impl FastPath {
         };
         self.current.negative_answers = 1;
         let left_out = self.acquire_blocks(&full)?;
-        self.write(&full, layer::BASE, &left_out)?;
+        self.write(&full, &left_out)?;
         self.changes = self.changes.wrapping_add(1);
         self.current = XdpConfig {
             overlay: 0,
@@ -603,24 +513,19 @@ impl FastPath {
         Ok(())
     }
 
-    /// Writes one entry (`None`: an absent marker, in the overlay).
-    pub(super) fn put(
-        &mut self,
-        key: &EntryKey,
-        layer: u8,
-        c: Option<&Compiled>,
-    ) -> Result<(), XdpError> {
-        let answer = c.map_or(Answer::absent(), |c| self.value_of(c));
-        let r = match split_key(key, layer) {
+    /// Writes one base entry.
+    pub(super) fn put(&mut self, key: &EntryKey, c: Option<&Compiled>) -> Result<(), XdpError> {
+        let Some(c) = c else {
+            return self.del(key);
+        };
+        let answer = self.value_of(c);
+        let r = match split_key(key, layer::BASE) {
             Split::Tiny(k) => self.tiny.insert(k, answer, 0),
             Split::Short(k) => self.short.insert(k, answer, 0),
             Split::Long(k) => self.long.insert(k, answer, 0),
         };
         match r {
             Ok(()) => Ok(()),
-            // The overlay's room is checked before it is written; should
-            // a table still refuse, the base write follows at once.
-            Err(e) if table_full(&e) && layer == layer::OVERLAY => Ok(()),
             // A full table refuses new keys only (replacing one always
             // works), so the name is simply absent: the fallback answers.
             Err(e) if table_full(&e) => {
@@ -644,9 +549,9 @@ impl FastPath {
         self.left_out
     }
 
-    /// The kernel's value for `key` in `layer`, if any.
-    pub(super) fn get(&self, key: &EntryKey, layer: u8) -> Result<Option<Answer>, XdpError> {
-        let value = match split_key(key, layer) {
+    /// The kernel's base value for `key`, if any.
+    pub(super) fn get(&self, key: &EntryKey) -> Result<Option<Answer>, XdpError> {
+        let value = match split_key(key, layer::BASE) {
             Split::Tiny(k) => self.tiny.get(&k, 0),
             Split::Short(k) => self.short.get(&k, 0),
             Split::Long(k) => self.long.get(&k, 0),
@@ -658,8 +563,8 @@ impl FastPath {
         }
     }
 
-    pub(super) fn del(&mut self, key: &EntryKey, layer: u8) -> Result<(), XdpError> {
-        let r = match split_key(key, layer) {
+    pub(super) fn del(&mut self, key: &EntryKey) -> Result<(), XdpError> {
+        let r = match split_key(key, layer::BASE) {
             Split::Tiny(k) => self.tiny.remove(&k),
             Split::Short(k) => self.short.remove(&k),
             Split::Long(k) => self.long.remove(&k),
@@ -750,6 +655,40 @@ pub(super) struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Writes the entries from `at` on into the map `fd`, in chunks of
+    /// thousands; how many were written, and the error that stopped it.
+    pub(super) fn write_from(&self, fd: RawFd, mut at: usize) -> (usize, std::io::Result<()>) {
+        const CHUNK: usize = 4096;
+        let start = at;
+        let (ks, vs) = (self.key_size, self.value_size);
+        while at < self.len() {
+            let count = (self.len() - at).min(CHUNK);
+            let (done, result) = super::sys::update_batch(
+                fd,
+                &self.keys[at * ks..(at + count) * ks],
+                &self.values[at * vs..(at + count) * vs],
+                count as u32,
+            );
+            match result {
+                Ok(()) => at += count,
+                // Stopped at element `done`; refused before any element
+                // (`done` as sent), nothing is known written.
+                Err(e) if (done as usize) < count => return (at - start + done as usize, Err(e)),
+                Err(e) => return (at - start, Err(e)),
+            }
+        }
+        (at - start, Ok(()))
+    }
+
+    /// [`write_from`](Self::write_from) the first entry.
+    pub(super) fn write_all(&self, fd: RawFd) -> (usize, std::io::Result<()>) {
+        self.write_from(fd, 0)
+    }
+
     pub(super) fn push(
         &mut self,
         key: &[u8],
