@@ -558,3 +558,98 @@ fn acknowledged_updates_survive_kill_9_whole() {
         );
     }
 }
+
+/// certbot with its RFC 2136 plugin obtains a certificate from a local
+/// Pebble ACME server whose DNS-01 validation asks xdpdns: the challenge
+/// TXT record is added and removed through signed UPDATEs under the
+/// `acme` key's grant, and certbot finds the zone by signed SOA queries.
+#[test]
+fn certbot_obtains_a_certificate_through_dns01_updates() {
+    use crate::support::peers::{Proc, TestPki};
+    let srv = start("");
+    let pki = TestPki::generate();
+    let work = TempDir::new("acme");
+    let (acme_port, mgmt_port) = (free_port(), free_port());
+    let config = work.write(
+        "pebble.json",
+        &format!(
+            r#"{{"pebble": {{"listenAddress": "127.0.0.1:{acme_port}",
+                "managementListenAddress": "127.0.0.1:{mgmt_port}",
+                "certificate": "{}", "privateKey": "{}",
+                "httpPort": {}, "tlsPort": {},
+                "ocspResponderURL": "", "externalAccountBindingRequired": false}}}}"#,
+            pki.file("server.pem"),
+            pki.file("server-key.pem"),
+            free_port(),
+            free_port()
+        ),
+    );
+    // Validation asks xdpdns; no random sleeps or nonce rejections.
+    let dns = srv.addr.to_string();
+    let config_arg = config.display().to_string();
+    let pebble_bin = tool("pebble").display().to_string();
+    let mut pebble = Proc::spawn(
+        "pebble",
+        TempDir::new("pebble"),
+        config.clone(),
+        "env",
+        &[
+            "PEBBLE_VA_NOSLEEP=1",
+            "PEBBLE_WFE_NONCEREJECT=0",
+            &pebble_bin,
+            "-config",
+            &config_arg,
+            "-dnsserver",
+            &dns,
+        ],
+    );
+    let up = eventually(Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", acme_port)).is_ok()
+    });
+    assert!(up, "pebble did not start: {}", pebble.log());
+    let credentials = work.write(
+        "rfc2136.ini",
+        &format!(
+            "dns_rfc2136_server = 127.0.0.1\ndns_rfc2136_port = {}\ndns_rfc2136_name = acme\n\
+             dns_rfc2136_secret = {SECRET}\ndns_rfc2136_algorithm = HMAC-SHA256\n",
+            srv.addr.port()
+        ),
+    );
+    std::fs::set_permissions(
+        &credentials,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let dir = |d: &str| work.0.join(d).display().to_string();
+    let out = Command::new(tool("certbot"))
+        .env("REQUESTS_CA_BUNDLE", pki.file("ca.pem"))
+        .args(["certonly", "--non-interactive", "--agree-tos", "--email", "ops@example.com"])
+        .args(["--server", &format!("https://127.0.0.1:{acme_port}/dir")])
+        .args(["--config-dir", &dir("config"), "--work-dir", &dir("work"), "--logs-dir", &dir("logs")])
+        .args(["--dns-rfc2136", "--dns-rfc2136-credentials", &credentials.display().to_string()])
+        .args(["--dns-rfc2136-propagation-seconds", "1", "-d", "www.example.com"])
+        .output()
+        .expect("certbot (Debian packages certbot, python3-certbot-dns-rfc2136) is installed by `cargo xtask deps`");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "certbot failed:\n{text}\npebble:\n{}\nxdpdns:\n{}",
+        pebble.log(),
+        srv.log()
+    );
+    let cert = work.0.join("config/live/www.example.com/fullchain.pem");
+    assert!(cert.is_file(), "no certificate: {text}");
+    // The challenge was added, validated and removed again.
+    let log = srv.log();
+    let applied = log
+        .lines()
+        .filter(|l| l.contains("UPDATE applied") && l.contains("key=\"acme.\""))
+        .count();
+    assert!(
+        applied >= 2,
+        "challenge added and removed by UPDATE:\n{log}"
+    );
+    assert!(answers(&srv, "_acme-challenge.www.example.com.", RecordType::TXT).is_empty());
+    pebble.assert_running();
+}

@@ -481,7 +481,7 @@ fn fuzzed_updates_are_answered_and_applied_whole_or_not_at_all() {
     let mut policy = xdpdns::transfer::TransferPolicy::loopback_only();
     policy.keyring = xdpdns::transfer::Keyring::new(vec![key.clone()]);
     let every = |key: Option<&str>, from: &str| xdpdns::update::Grant {
-        key: key.map(str::to_string),
+        key: key.map(|k| Name::from_ascii(k).unwrap()),
         from: if from.is_empty() {
             vec![]
         } else {
@@ -492,7 +492,7 @@ fn fuzzed_updates_are_answered_and_applied_whole_or_not_at_all() {
         types: vec![],
     };
     policy.update = xdpdns::update::UpdatePolicy::new(vec![
-        every(Some("ddns"), ""),
+        every(Some("ddns."), ""),
         every(None, "127.0.0.0/8"),
     ]);
     router.transfer.store(Arc::new(policy));

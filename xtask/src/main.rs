@@ -88,6 +88,11 @@ const APT_PACKAGES: &[&str] = &[
     "dnsperf",
     // A second DNS library: reads zone files and transfers the tests compare
     "python3-dnspython",
+    // A real ACME client and server: certbot's RFC 2136 plugin gets a
+    // certificate from Pebble through dynamic updates
+    "certbot",
+    "python3-certbot-dns-rfc2136",
+    "pebble",
     // The registry's etcd backend: a real etcd cluster for its tests, and
     // protoc and the protobuf well-known types, which etcd-client's build
     // compiles the etcd API with

@@ -319,7 +319,7 @@ fn update_router() -> Router {
     let (r, _) = router();
     let mut policy = (**r.transfer.load()).clone();
     policy.update = crate::update::UpdatePolicy::new(vec![crate::update::Grant {
-        key: Some("xfr".into()),
+        key: Some(name("xfr.")),
         from: vec![],
         zones: vec![LowerName::new(&name("example.com."))],
         names: crate::update::NameMatch::Zone,

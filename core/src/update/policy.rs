@@ -10,8 +10,6 @@ use std::net::IpAddr;
 use hickory_proto::rr::{LowerName, Name, RecordType};
 use ipnet::IpNet;
 
-use crate::transfer::acl::same_key;
-
 /// Which owner names a grant covers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NameMatch {
@@ -58,8 +56,8 @@ impl NameMatch {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
     /// The TSIG key the request must be signed with (`None`: unsigned
-    /// requests, from `from` only).
-    pub key: Option<String>,
+    /// requests, from `from` only); names compare case-insensitively.
+    pub key: Option<Name>,
     /// Source prefixes (empty: any address; then a key is required).
     pub from: Vec<IpNet>,
     /// The zones it covers (empty: every zone that takes updates).
@@ -79,7 +77,7 @@ impl Grant {
         let from_ok = self.from.is_empty() || self.from.iter().any(|n| n.contains(&peer));
         let key_ok = match (&self.key, key) {
             (None, None) => true,
-            (Some(want), Some(got)) => same_key(want, got),
+            (Some(want), Some(got)) => LowerName::new(want) == LowerName::new(got),
             _ => false,
         };
         from_ok && key_ok
@@ -159,7 +157,7 @@ mod tests {
 
     fn grant(key: Option<&str>, names: NameMatch, types: &[RecordType]) -> Grant {
         Grant {
-            key: key.map(str::to_string),
+            key: key.map(|k| Name::from_str(k).unwrap()),
             from: vec![],
             zones: vec![lower("example.com.")],
             names,
@@ -187,10 +185,10 @@ mod tests {
 
     #[test]
     fn requester_needs_its_key_or_its_address() {
-        let key = Name::from_str("acme.").unwrap();
+        let key = Name::from_str("ACME.").unwrap();
         let other = Name::from_str("other.").unwrap();
         let policy = UpdatePolicy::new(vec![
-            grant(Some("acme"), NameMatch::Zone, &[RecordType::TXT]),
+            grant(Some("acme."), NameMatch::Zone, &[RecordType::TXT]),
             Grant {
                 key: None,
                 from: vec!["10.0.0.0/8".parse().unwrap()],
@@ -214,9 +212,9 @@ mod tests {
     #[test]
     fn types_limit_what_a_grant_changes() {
         let policy = UpdatePolicy::new(vec![
-            grant(Some("acme"), NameMatch::Zone, &[RecordType::TXT]),
+            grant(Some("acme."), NameMatch::Zone, &[RecordType::TXT]),
             grant(
-                Some("dns"),
+                Some("dns."),
                 NameMatch::Subdomain(lower("k8s.example.com.")),
                 &[],
             ),

@@ -42,10 +42,10 @@ pub struct Config {
     pub tsig_keys: Vec<TsigKeyConfig>,
     /// Who may change which zones by RFC 2136 UPDATE; none: no updates.
     #[serde(default, rename = "update_grant")]
-    pub update_grants: Vec<super::update::UpdateGrantConfig>,
+    pub update_grants: Vec<UpdateGrantConfig>,
     /// How zones that take updates keep their files.
     #[serde(default)]
-    pub update: super::update::UpdateConfig,
+    pub update: UpdateConfig,
     /// DNS cookies (RFC 7873/9018), in both paths.
     #[serde(default)]
     pub cookies: CookiesConfig,
@@ -559,4 +559,58 @@ pub struct TsigKeyConfig {
 
 fn default_algorithm() -> String {
     "hmac-sha256".into()
+}
+
+/// One `[[update_grant]]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateGrantConfig {
+    /// The `[[tsig_key]]` requests must be signed with; absent: unsigned
+    /// requests, from `from` only.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Source prefixes; empty: any (then `key` is required).
+    #[serde(default)]
+    pub from: Vec<IpNet>,
+    /// Zones (file zones); empty: every file zone.
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// Which names: `zone` (all), `name` (exactly `name`), `subdomain`
+    /// (`name` and below), `wildcard` (`name` is a pattern whose `*`
+    /// labels match any one label).
+    #[serde(default, rename = "match")]
+    pub match_kind: MatchKind,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Types (`ANY`, or absent: every type but SOA).
+    #[serde(default)]
+    pub types: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchKind {
+    #[default]
+    Zone,
+    Name,
+    Subdomain,
+    Wildcard,
+}
+
+/// `[update]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpdateConfig {
+    /// Write a zone's updates back to its file once it has been quiet this
+    /// long (and at a clean stop); 0: never (the journal keeps them, and
+    /// edits of the file are applied as differences).
+    pub file_sync_ms: u64,
+}
+
+impl Default for UpdateConfig {
+    fn default() -> Self {
+        UpdateConfig {
+            file_sync_ms: 10_000,
+        }
+    }
 }

@@ -5,68 +5,11 @@
 
 use std::time::Duration;
 
-use hickory_proto::rr::{LowerName, Name, RecordType};
-use ipnet::IpNet;
-use serde::Deserialize;
-
 use super::error::ConfigError;
-use super::file::Config;
+use super::file::{Config, MatchKind, UpdateConfig};
 use crate::transfer::Keyring;
 use crate::update::{Grant, NameMatch, UpdatePolicy};
-
-/// One `[[update_grant]]`.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateGrantConfig {
-    /// The `[[tsig_key]]` requests must be signed with; absent: unsigned
-    /// requests, from `from` only.
-    #[serde(default)]
-    pub key: Option<String>,
-    /// Source prefixes; empty: any (then `key` is required).
-    #[serde(default)]
-    pub from: Vec<IpNet>,
-    /// Zones (file zones); empty: every file zone.
-    #[serde(default)]
-    pub zones: Vec<String>,
-    /// Which names: `zone` (all), `name` (exactly `name`), `subdomain`
-    /// (`name` and below), `wildcard` (`name` is a pattern whose `*`
-    /// labels match any one label).
-    #[serde(default, rename = "match")]
-    pub match_kind: MatchKind,
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Types (`ANY`, or absent: every type but SOA).
-    #[serde(default)]
-    pub types: Vec<String>,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum MatchKind {
-    #[default]
-    Zone,
-    Name,
-    Subdomain,
-    Wildcard,
-}
-
-/// `[update]`.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct UpdateConfig {
-    /// Write a zone's updates back to its file once it has been quiet this
-    /// long (and at a clean stop); 0: never (the journal keeps them, and
-    /// edits of the file are applied as differences).
-    pub file_sync_ms: u64,
-}
-
-impl Default for UpdateConfig {
-    fn default() -> Self {
-        UpdateConfig {
-            file_sync_ms: 10_000,
-        }
-    }
-}
+use hickory_proto::rr::{LowerName, Name, RecordType};
 
 impl UpdateConfig {
     /// The quiet period before a write-back, if files are written.
@@ -102,6 +45,12 @@ impl Config {
             ));
         }
         let mut grants = Vec::new();
+        let key_name = |k: &str| {
+            Name::from_ascii(k).map(|mut n| {
+                n.set_fqdn(true);
+                n
+            })
+        };
         for (i, g) in self.update_grants.iter().enumerate() {
             let at = |field: &str| format!("update_grant[{i}].{field}");
             if g.key.is_none() && g.from.is_empty() {
@@ -155,8 +104,12 @@ impl Config {
                     .map_err(|_| self.invalid(at("types"), format!("unknown type {t:?}")))?;
                 types.push(rtype);
             }
+            let key = match &g.key {
+                Some(k) => Some(key_name(k).map_err(|e| self.invalid(at("key"), e.to_string()))?),
+                None => None,
+            };
             grants.push(Grant {
-                key: g.key.clone(),
+                key,
                 from: g.from.clone(),
                 zones,
                 names,

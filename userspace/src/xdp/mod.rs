@@ -8,6 +8,7 @@
 mod blocks;
 mod counters;
 mod error;
+mod generations;
 mod grace;
 mod maps;
 mod overlay;

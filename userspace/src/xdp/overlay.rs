@@ -10,7 +10,7 @@
 //! So a change is answered by the kernel as soon as it is written, and no
 //! element a packet may still read is ever rewritten or freed.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd};
 
 use aya::maps::IterableMap;
@@ -18,6 +18,7 @@ use aya::maps::IterableMap;
 use xdpdns_common::{layer, Answer, OverlayKey};
 
 use super::error::XdpError;
+use super::generations::{Pending, Written};
 use super::program::FastPath;
 use super::writer::{bytes_of, split_key, table_of, Batch, Split};
 use crate::answers::compile::{Compiled, EntryKey, TableDelta};
@@ -25,43 +26,6 @@ use crate::answers::compile::{Compiled, EntryKey, TableDelta};
 /// Blocks released while the overlay is on wait for it to be off this
 /// long at most: past this many, a change folds everything first.
 const LIMBO_MAX: usize = 4096;
-
-/// The overlay's state, owned by the writer.
-#[derive(Default)]
-pub(super) struct Overlay {
-    /// The generation in force (0: none).
-    pub(super) live: u32,
-    /// The last generation number given out.
-    last: u32,
-    /// Changed entries not yet in the base: their newest value (`None`:
-    /// an absent marker) and the grace epoch asked for when they first
-    /// became reachable in the overlay (`None`: not yet).
-    pending: HashMap<EntryKey, Pending>,
-    /// Generations with elements in the overlay tables, oldest first.
-    written: VecDeque<Written>,
-    /// Released blocks (small, id), freed once the overlay is off and a
-    /// grace period has passed.
-    pub(super) limbo: Vec<(bool, u32)>,
-    /// Blocks whose grace period runs: freed once the epoch has passed.
-    freeing: Vec<(u64, Vec<(bool, u32)>)>,
-    /// Elements in each overlay table (tiny, short, long).
-    elements: [usize; 3],
-    /// The table tag to record once the overlay is off (the kernel's
-    /// table is then exactly the base).
-    pub(super) tag: u64,
-}
-
-struct Pending {
-    value: Option<Compiled>,
-    since: Option<u64>,
-}
-
-struct Written {
-    generation: u32,
-    keys: Vec<EntryKey>,
-    /// The epoch after which no packet reaches it (`None`: live).
-    unreachable_after: Option<u64>,
-}
 
 impl FastPath {
     /// Whether the overlay has anything left to clean up
@@ -350,9 +314,9 @@ impl FastPath {
         super::writer::clear(&mut self.overlay_short);
         super::writer::clear(&mut self.overlay_long);
         let tag = self.overlay.tag;
-        self.overlay = Overlay {
+        self.overlay = super::generations::Overlay {
             tag,
-            ..Overlay::default()
+            ..Default::default()
         };
     }
 }

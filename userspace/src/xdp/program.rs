@@ -22,9 +22,9 @@ use xdpdns_common::{
 
 use super::blocks::BlockIds;
 use super::error::XdpError;
+use super::generations::Overlay;
 use super::grace::GraceClock;
 use super::maps::{map_sizes, Capacity, Maps};
-use super::overlay::Overlay;
 use super::pins::PinDir;
 use crate::answers::compile::EntryKey;
 use crate::answers::AnswerTable;
