@@ -239,6 +239,24 @@ pub(crate) fn signed_add(owner: &str, address: &str) -> Vec<u8> {
     signed(m)
 }
 
+/// An UPDATE of zone `zone` adding an A record at `owner` (relative),
+/// signed with the `ddns` key.
+pub(crate) fn signed_update(zone: &str, owner: &str, address: &str) -> Vec<u8> {
+    let zone = Name::from_ascii(zone).unwrap();
+    let mut m = Message::new(1, MessageType::Query, OpCode::Update);
+    m.add_query(Query::query(zone.clone(), RecordType::SOA));
+    let name = Name::from_ascii(owner)
+        .unwrap()
+        .append_domain(&zone)
+        .unwrap();
+    m.add_authority(Record::from_rdata(
+        name,
+        60,
+        RData::A(address.parse().unwrap()),
+    ));
+    signed(m)
+}
+
 /// The `[transfer]`, key and grant tables for `signed_add`.
 pub(crate) fn grant_config() -> String {
     update_config("")

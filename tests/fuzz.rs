@@ -491,10 +491,10 @@ fn fuzzed_updates_are_answered_and_applied_whole_or_not_at_all() {
         names: xdpdns::update::NameMatch::Zone,
         types: vec![],
     };
-    policy.update = xdpdns::update::UpdatePolicy::new(vec![
-        every(Some("ddns."), ""),
-        every(None, "127.0.0.0/8"),
-    ]);
+    policy.update = xdpdns::update::UpdatePolicy::new(
+        vec![every(Some("ddns."), ""), every(None, "127.0.0.0/8")],
+        [hickory_proto::rr::LowerName::new(&origin())],
+    );
     router.transfer.store(Arc::new(policy));
     let _ = router.update_sink.set(Box::new(ApplyNow(store.clone())));
     let seeds = update_seeds(&key);

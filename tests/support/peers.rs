@@ -335,6 +335,49 @@ pub fn bind_secondary(zone: &str, port: u16, primary: u16) -> Proc {
     start_named(TempDir::new("named"), port, "notify no;", &zone_block)
 }
 
+/// BIND following the catalog zone `catalog` from the primary on
+/// `primary` (RFC 9432): member zones are added and removed as the
+/// catalog says, transferred from the same primary.
+pub fn bind_catalog_consumer(catalog: &str, port: u16, primary: u16) -> Proc {
+    let options = format!(
+        "allow-new-zones yes;\n\
+         \x20   catalog-zones {{ zone \"{catalog}\" default-primaries {{ 127.0.0.1 port {primary}; }} in-memory yes min-update-interval 0; }};"
+    );
+    let zone_block = format!(
+        "zone \"{catalog}\" {{\n\
+         \x20   type secondary;\n\
+         \x20   primaries {{ 127.0.0.1 port {primary}; }};\n\
+         \x20   file \"catalog.bk\";\n\
+         }};\n"
+    );
+    start_named(TempDir::new("named-cat"), port, &options, &zone_block)
+}
+
+/// Knot following the catalog zone `catalog` from the primary on
+/// `primary` (`catalog-role: interpret`): member zones from a template
+/// whose primary is the same server.
+pub fn knot_catalog_consumer(catalog: &str, port: u16, primary: u16) -> Proc {
+    let dir = TempDir::new("knot-cat");
+    let d = dir.0.display();
+    let conf = dir.write(
+        "knot.conf",
+        &format!(
+            "server:\n    rundir: \"{d}\"\n    listen: 127.0.0.1@{port}\n\
+             \x20   udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
+             log:\n  - target: stderr\n    any: info\n\
+             database:\n    storage: \"{d}\"\n\
+             remote:\n  - id: primary\n    address: 127.0.0.1@{primary}\n\
+             acl:\n  - id: notify_in\n    address: 127.0.0.1\n    action: notify\n\
+             template:\n  - id: default\n    storage: \"{d}\"\n\
+             \x20 - id: member\n    storage: \"{d}\"\n    master: primary\n    acl: notify_in\n\
+             \x20   zonefile-sync: -1\n\
+             zone:\n  - domain: {catalog}\n    master: primary\n    acl: notify_in\n\
+             \x20   zonefile-sync: -1\n    catalog-role: interpret\n    catalog-template: member\n"
+        ),
+    );
+    start_knot(dir, conf, port)
+}
+
 /// BIND as the primary of `zone`, computing IXFR differences from file
 /// changes (`ixfr-from-differences`) and NOTIFYing `notify` at once.
 pub fn bind_primary(zone: &str, zone_text: &str, port: u16, notify: u16) -> Proc {

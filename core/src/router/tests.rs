@@ -318,13 +318,16 @@ fn transfers_over_max_transfers_out_are_refused_until_one_ends() {
 fn update_router() -> Router {
     let (r, _) = router();
     let mut policy = (**r.transfer.load()).clone();
-    policy.update = crate::update::UpdatePolicy::new(vec![crate::update::Grant {
-        key: Some(name("xfr.")),
-        from: vec![],
-        zones: vec![LowerName::new(&name("example.com."))],
-        names: crate::update::NameMatch::Zone,
-        types: vec![RecordType::TXT],
-    }]);
+    policy.update = crate::update::UpdatePolicy::new(
+        vec![crate::update::Grant {
+            key: Some(name("xfr.")),
+            from: vec![],
+            zones: vec![LowerName::new(&name("example.com."))],
+            names: crate::update::NameMatch::Zone,
+            types: vec![RecordType::TXT],
+        }],
+        [LowerName::new(&name("example.com."))],
+    );
     r.transfer.store(Arc::new(policy));
     r
 }

@@ -5,6 +5,7 @@
 //! the whole zone) and the types. An update is allowed only if every
 //! record it adds or deletes is covered by a grant of its requester.
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
@@ -60,7 +61,7 @@ pub struct Grant {
     pub key: Option<Name>,
     /// Source prefixes (empty: any address; then a key is required).
     pub from: Vec<IpNet>,
-    /// The zones it covers (empty: every zone that takes updates).
+    /// The zones it covers (empty: every primary zone).
     pub zones: Vec<LowerName>,
     pub names: NameMatch,
     /// The types it covers (empty: every type but SOA, which only the
@@ -97,10 +98,12 @@ impl Grant {
     }
 }
 
-/// The update policy: every grant, for every zone that takes updates.
+/// The update policy: every grant, and the zones that may take updates
+/// at all (the primary zones: file zones and zones added at runtime).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UpdatePolicy {
     grants: Vec<Grant>,
+    primaries: HashSet<LowerName>,
 }
 
 /// What the policy lets one requester change in one zone (its grants,
@@ -111,14 +114,29 @@ pub struct Permission {
 }
 
 impl UpdatePolicy {
-    pub fn new(grants: Vec<Grant>) -> UpdatePolicy {
-        UpdatePolicy { grants }
+    /// `grants` for `primaries` (zones other than these never take
+    /// updates, whatever a grant says).
+    pub fn new(grants: Vec<Grant>, primaries: impl IntoIterator<Item = LowerName>) -> UpdatePolicy {
+        UpdatePolicy {
+            grants,
+            primaries: primaries.into_iter().collect(),
+        }
     }
 
-    /// Whether any grant covers `zone`: zones no grant covers take no
-    /// updates at all (REFUSED, as NSD and Knot without an ACL).
+    /// The same grants for another set of primary zones (a zone added or
+    /// removed at runtime).
+    pub fn with_primaries(&self, primaries: impl IntoIterator<Item = LowerName>) -> UpdatePolicy {
+        UpdatePolicy::new(self.grants.clone(), primaries)
+    }
+
+    pub fn primaries(&self) -> impl Iterator<Item = &LowerName> {
+        self.primaries.iter()
+    }
+
+    /// Whether `zone` is a primary zone a grant covers: other zones take
+    /// no updates at all (REFUSED, as NSD and Knot without an ACL).
     pub fn takes_updates(&self, zone: &LowerName) -> bool {
-        self.grants.iter().any(|g| g.covers_zone(zone))
+        self.primaries.contains(zone) && self.grants.iter().any(|g| g.covers_zone(zone))
     }
 
     /// The grants of the requester (`peer`, signed with the verified
@@ -187,17 +205,27 @@ mod tests {
     fn requester_needs_its_key_or_its_address() {
         let key = Name::from_str("ACME.").unwrap();
         let other = Name::from_str("other.").unwrap();
-        let policy = UpdatePolicy::new(vec![
-            grant(Some("acme."), NameMatch::Zone, &[RecordType::TXT]),
-            Grant {
-                key: None,
-                from: vec!["10.0.0.0/8".parse().unwrap()],
-                ..grant(None, NameMatch::Zone, &[])
-            },
-        ]);
+        let policy = UpdatePolicy::new(
+            vec![
+                grant(Some("acme."), NameMatch::Zone, &[RecordType::TXT]),
+                Grant {
+                    key: None,
+                    from: vec!["10.0.0.0/8".parse().unwrap()],
+                    ..grant(None, NameMatch::Zone, &[])
+                },
+            ],
+            [lower("example.com."), lower("other.org.")],
+        );
         let zone = lower("example.com.");
         assert!(policy.takes_updates(&zone));
-        assert!(!policy.takes_updates(&lower("other.org.")));
+        assert!(
+            !policy.takes_updates(&lower("other.org.")),
+            "no grant covers it"
+        );
+        assert!(
+            !policy.with_primaries([]).takes_updates(&zone),
+            "not a primary"
+        );
         assert!(policy.permission(&zone, LOOPBACK, Some(&key)).is_some());
         assert!(policy.permission(&zone, LOOPBACK, Some(&other)).is_none());
         assert!(policy.permission(&zone, LOOPBACK, None).is_none());
@@ -211,14 +239,17 @@ mod tests {
 
     #[test]
     fn types_limit_what_a_grant_changes() {
-        let policy = UpdatePolicy::new(vec![
-            grant(Some("acme."), NameMatch::Zone, &[RecordType::TXT]),
-            grant(
-                Some("dns."),
-                NameMatch::Subdomain(lower("k8s.example.com.")),
-                &[],
-            ),
-        ]);
+        let policy = UpdatePolicy::new(
+            vec![
+                grant(Some("acme."), NameMatch::Zone, &[RecordType::TXT]),
+                grant(
+                    Some("dns."),
+                    NameMatch::Subdomain(lower("k8s.example.com.")),
+                    &[],
+                ),
+            ],
+            [lower("example.com.")],
+        );
         let zone = lower("example.com.");
         let acme = Name::from_str("acme.").unwrap();
         let p = policy.permission(&zone, LOOPBACK, Some(&acme)).unwrap();

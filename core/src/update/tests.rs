@@ -67,13 +67,16 @@ fn update(prerequisites: Vec<Record>, updates: Vec<Record>) -> Update {
 }
 
 fn everything() -> UpdatePolicy {
-    UpdatePolicy::new(vec![Grant {
-        key: None,
-        from: vec![],
-        zones: vec![],
-        names: NameMatch::Zone,
-        types: vec![],
-    }])
+    UpdatePolicy::new(
+        vec![Grant {
+            key: None,
+            from: vec![],
+            zones: vec![],
+            names: NameMatch::Zone,
+            types: vec![],
+        }],
+        [LowerName::new(&origin())],
+    )
 }
 
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -314,13 +317,16 @@ fn deleting_a_name_and_adding_back_in_order() {
 
 #[test]
 fn policy_refuses_whatever_it_does_not_cover() {
-    let acme = UpdatePolicy::new(vec![Grant {
-        key: None,
-        from: vec![],
-        zones: vec![],
-        names: NameMatch::wildcard(&Name::from_str("_acme-challenge.*.example.com.").unwrap()),
-        types: vec![RecordType::TXT],
-    }]);
+    let acme = UpdatePolicy::new(
+        vec![Grant {
+            key: None,
+            from: vec![],
+            zones: vec![],
+            names: NameMatch::wildcard(&Name::from_str("_acme-challenge.*.example.com.").unwrap()),
+            types: vec![RecordType::TXT],
+        }],
+        [LowerName::new(&origin())],
+    );
     let ok = update(vec![], vec![rr("_acme-challenge.www 60 TXT \"token\"")]);
     assert_eq!(run(&ok, &acme).0, ResponseCode::NoError);
     let wrong_type = update(

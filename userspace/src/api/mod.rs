@@ -24,6 +24,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 mod listener;
+mod zones;
 
 pub use listener::ConnectionLimits;
 
@@ -40,6 +41,8 @@ pub const OPENAPI: &str = include_str!("../../openapi.json");
 pub struct ApiState {
     pub registry: RegistryHandle,
     pub store: Arc<ZoneStore>,
+    /// Zones added and removed at runtime (`None`: no data directory).
+    pub runtime: Option<Arc<crate::dynamic::RuntimeZones>>,
     pub token: Arc<str>,
     pub public_reads: bool,
     pub limits: Limits,
@@ -58,6 +61,8 @@ pub enum ApiError {
     Body(BytesRejection),
     /// The body did not arrive within `registry.limits.body_timeout_ms`.
     BodyTimeout,
+    /// A zone added or removed at runtime.
+    Zone(crate::dynamic::runtime::RuntimeError),
 }
 
 impl From<BytesRejection> for ApiError {
@@ -95,6 +100,23 @@ impl IntoResponse for ApiError {
                 None,
                 "request body not received in time (registry.limits.body_timeout_ms)".to_string(),
             ),
+            ApiError::Zone(e) => {
+                use crate::dynamic::runtime::RuntimeError as E;
+                let message = e.to_string();
+                match e {
+                    E::Invalid { field, .. } => (
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        Some(field.to_string()),
+                        message,
+                    ),
+                    E::TooMany(_) => (StatusCode::UNPROCESSABLE_ENTITY, None, message),
+                    E::Exists(_) => (StatusCode::CONFLICT, Some("name".into()), message),
+                    E::NotFound(_) => (StatusCode::NOT_FOUND, Some("name".into()), message),
+                    E::NotDurable | E::Io { .. } => {
+                        (StatusCode::SERVICE_UNAVAILABLE, None, message)
+                    }
+                }
+            }
             ApiError::Registry(e) => {
                 let message = e.to_string();
                 match e {
@@ -128,7 +150,11 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/instances/{id}/status", put(set_status))
         .route("/v1/owners/{owner}", put(set_owner))
         .route("/v1/services", get(list_services))
-        .route("/v1/zones", get(list_zones))
+        .route("/v1/zones", get(list_zones).post(zones::add_zone))
+        .route(
+            "/v1/zones/{name}",
+            get(zones::get_zone).delete(zones::remove_zone),
+        )
         .route("/v1/openapi.json", get(openapi))
         .fallback(|| async {
             (

@@ -46,6 +46,9 @@ pub struct Config {
     /// How zones that take updates keep their files.
     #[serde(default)]
     pub update: UpdateConfig,
+    /// The catalog zone of the zones served here as primary (RFC 9432).
+    #[serde(default)]
+    pub catalog: Option<CatalogConfig>,
     /// DNS cookies (RFC 7873/9018), in both paths.
     #[serde(default)]
     pub cookies: CookiesConfig,
@@ -613,4 +616,24 @@ impl Default for UpdateConfig {
             file_sync_ms: 10_000,
         }
     }
+}
+
+/// `[catalog]`: the catalog zone xdpdns produces.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// The catalog zone's name (e.g. `catalog.invalid`).
+    pub zone: String,
+    /// The `group` property of every member (RFC 9432 §4.4.2).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// The catalog's consumers: NOTIFYed for the catalog and for every
+    /// member zone.
+    #[serde(default)]
+    pub notify: Vec<SocketAddr>,
+    #[serde(default)]
+    pub notify_key: Option<String>,
+    /// Who may transfer the catalog; default: `transfer.allow_transfer`.
+    #[serde(default)]
+    pub allow_transfer: Option<Vec<AclRule>>,
 }

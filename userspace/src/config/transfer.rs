@@ -29,7 +29,7 @@ impl TransferConfig {
 }
 
 impl Config {
-    fn keyring(&self) -> Result<Keyring, ConfigError> {
+    pub(super) fn keyring(&self) -> Result<Keyring, ConfigError> {
         let mut keys = Vec::new();
         for (i, k) in self.tsig_keys.iter().enumerate() {
             let signer = make_key(&k.name, &k.algorithm, &k.secret).map_err(|e| {
@@ -71,7 +71,12 @@ impl Config {
         }
     }
 
-    fn acl(&self, ring: &Keyring, key: String, rules: &[AclRule]) -> Result<Acl, ConfigError> {
+    pub(super) fn acl(
+        &self,
+        ring: &Keyring,
+        key: String,
+        rules: &[AclRule],
+    ) -> Result<Acl, ConfigError> {
         for (j, r) in rules.iter().enumerate() {
             if r.from.is_empty() && r.key.is_none() {
                 return Err(self.invalid(
@@ -147,6 +152,9 @@ impl Config {
             }
         }
         let update = self.update_policy(&keyring)?;
+        if let Some((origin, acl)) = self.catalog_acl(&keyring)? {
+            zone_acl.insert(origin, acl);
+        }
         Ok(TransferPolicy {
             keyring,
             default_acl,

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::file::{Config, MatchKind, UpdateConfig};
-use crate::transfer::Keyring;
+use crate::transfer::tsig::TSigner;
+use crate::transfer::{Acl, Keyring};
 use crate::update::{Grant, NameMatch, UpdatePolicy};
 use hickory_proto::rr::{LowerName, Name, RecordType};
 
@@ -19,7 +20,46 @@ impl UpdateConfig {
 }
 
 impl Config {
-    /// File zones that take updates (any grant covers them).
+    /// The catalog zone's name, when one is configured.
+    pub fn catalog_origin(&self) -> Option<Name> {
+        let c = self.catalog.as_ref()?;
+        fqdn(&c.zone).ok()
+    }
+
+    /// The catalog's consumers and the key their NOTIFYs are signed with.
+    pub fn catalog_notify(&self) -> Option<(Vec<std::net::SocketAddr>, Option<TSigner>)> {
+        let c = self.catalog.as_ref().filter(|c| !c.notify.is_empty())?;
+        let ring = self.keyring().unwrap_or_default();
+        let key = c
+            .notify_key
+            .as_deref()
+            .and_then(|n| ring.by_name(n).cloned());
+        Some((c.notify.clone(), key))
+    }
+
+    /// Checks `[catalog]`: its name, its key, its transfer rules.
+    pub(super) fn catalog_acl(
+        &self,
+        ring: &Keyring,
+    ) -> Result<Option<(LowerName, Acl)>, ConfigError> {
+        let Some(c) = &self.catalog else {
+            return Ok(None);
+        };
+        let origin = fqdn(&c.zone).map_err(|e| self.invalid("catalog.zone", e))?;
+        if self.zones.iter().any(|z| z.origin_name() == origin) {
+            return Err(self.invalid("catalog.zone", "the catalog cannot be a configured zone"));
+        }
+        self.key(ring, "catalog.notify_key".into(), &c.notify_key)?;
+        match &c.allow_transfer {
+            Some(rules) => {
+                let acl = self.acl(ring, "catalog.allow_transfer".into(), rules)?;
+                Ok(Some((LowerName::new(&origin), acl)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// File zones that take updates (a grant covers them).
     pub fn update_zones(&self) -> Vec<Name> {
         let policy = &self.settings.transfer.update;
         self.zones
@@ -64,19 +104,22 @@ impl Config {
             for z in &g.zones {
                 let zone = fqdn(z).map_err(|e| self.invalid(at("zones"), e))?;
                 let zone = LowerName::new(&zone);
-                if !file_zones.contains(&zone) {
+                let registry = self
+                    .registry
+                    .iter()
+                    .flat_map(|r| r.zones.iter())
+                    .any(|r| fqdn(&r.name).is_ok_and(|r| LowerName::new(&r) == zone));
+                let secondary = self
+                    .zones
+                    .iter()
+                    .any(|c| c.file.is_none() && LowerName::new(&c.origin_name()) == zone);
+                if registry || secondary {
                     return Err(self.invalid(
                         at("zones"),
-                        format!("{z} is not a file zone here ([[zone]] with a file)"),
+                        format!("{z} is a registry or secondary zone: it takes no updates"),
                     ));
                 }
                 zones.push(zone);
-            }
-            if zones.is_empty() {
-                zones = file_zones.clone();
-            }
-            if zones.is_empty() {
-                return Err(self.invalid(at("zones"), "no file zone here takes updates"));
             }
             let name = match (&g.match_kind, &g.name) {
                 (MatchKind::Zone, None) => None,
@@ -116,7 +159,7 @@ impl Config {
                 types,
             });
         }
-        Ok(UpdatePolicy::new(grants))
+        Ok(UpdatePolicy::new(grants, file_zones))
     }
 }
 

@@ -1,9 +1,26 @@
 //! Zones written at runtime: RFC 2136 UPDATEs applied through the one
-//! commit path and answered once durable (`updater`), and the files of
-//! zones that take updates kept in step with them (`files`).
+//! commit path and answered once durable (`updater`), the files of zones
+//! that take updates kept in step with them (`files`), zones added and
+//! removed at runtime (`runtime`), and the catalog zone listing the zones
+//! served as primary (`catalog`).
 
+pub mod catalog;
 pub mod files;
+pub mod runtime;
 mod updater;
 
+use std::sync::Arc;
+
+pub use catalog::Catalog;
 pub use files::ZoneFiles;
+pub use runtime::RuntimeZones;
 pub use updater::Updater;
+
+/// What a running server holds of the dynamic sources (what a reload
+/// and the API reach).
+#[derive(Clone, Default)]
+pub struct Dynamic {
+    pub files: Option<Arc<ZoneFiles>>,
+    pub runtime: Option<Arc<RuntimeZones>>,
+    pub catalog: Option<Arc<Catalog>>,
+}

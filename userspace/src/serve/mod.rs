@@ -103,7 +103,16 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         .iter()
         .filter_map(|z| Some((z.origin_key().clone(), z.serial()?)))
         .collect();
-    let (journal, mut recovered) = open_journal(&config, &held)?;
+    // Zones added at runtime come back from the journal too.
+    let runtime_dir = config.transfer.data_dir.as_ref().map(|d| d.join("dynamic"));
+    let runtime_names: Vec<hickory_proto::rr::Name> = runtime_dir
+        .as_deref()
+        .map(crate::dynamic::runtime::read_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|z| hickory_proto::rr::Name::from_ascii(&z.name).ok())
+        .collect();
+    let (journal, mut recovered) = open_journal(&config, &held, &runtime_names)?;
     // A zone both in an image and (at another serial) in the journal: the
     // newer serial wins. Usually the journal's (written at every commit,
     // the image after a pause); its file is then read again.
@@ -186,10 +195,21 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     // Subscribers before sources, so they see every commit from here on.
     let journaled = start_journal(&store, &journal);
     let in_control = control.enter();
+    let catalog = config.catalog_origin().map(|origin| {
+        let secondaries: Vec<_> = config
+            .settings
+            .secondary_zones
+            .iter()
+            .map(|z| z.zone.clone())
+            .collect();
+        let group = config.catalog.as_ref().and_then(|c| c.group.clone());
+        Arc::new(crate::dynamic::Catalog::new(origin, group, &secondaries))
+    });
     let (notifier, propagation) = start_notify(
         &config,
         &store,
         journaled.clone(),
+        catalog.as_ref(),
         stop_rx.clone(),
         &mut tasks,
     );
@@ -223,6 +243,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         let configured: Vec<hickory_proto::rr::Name> = configured_origins(&config)
             .iter()
             .map(hickory_proto::rr::Name::from)
+            .chain(runtime_names.iter().cloned())
             .collect();
         images = Some(images::start(
             writer,
@@ -276,12 +297,41 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             }
         }
     };
+    // UPDATEs are applied on the control runtime, answered once journaled.
+    let updater = crate::dynamic::Updater::new(
+        store.clone(),
+        journaled.clone(),
+        &router,
+        control.handle().clone(),
+    );
+    let _ = router.update_sink.set(Box::new(updater));
+    let runtime = runtime_dir.as_deref().map(|dir| {
+        Arc::new(crate::dynamic::RuntimeZones::new(
+            dir,
+            store.clone(),
+            journaled.clone(),
+            catalog.clone(),
+            &router,
+        ))
+    });
+    let dynamic = crate::dynamic::Dynamic {
+        files: dynamic_files.clone(),
+        runtime: runtime.clone(),
+        catalog: catalog.clone(),
+    };
     let mut registry_task = None;
     let mut api_addr = None;
     let mut registry = None;
     if let Some(rc) = &config.registry {
-        let (addr, api, writer, handle) =
-            start_registry(&config, rc, &store, stop_rx.clone(), control.handle()).await?;
+        let (addr, api, writer, handle) = start_registry(
+            &config,
+            rc,
+            &store,
+            runtime.clone(),
+            stop_rx.clone(),
+            control.handle(),
+        )
+        .await?;
         tasks.push(api);
         registry_task = Some(writer);
         api_addr = Some(addr);
@@ -300,14 +350,6 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             &mut tasks,
         );
     }
-    // UPDATEs are applied on the control runtime, answered once journaled.
-    let updater = crate::dynamic::Updater::new(
-        store.clone(),
-        journaled.clone(),
-        &router,
-        control.handle().clone(),
-    );
-    let _ = router.update_sink.set(Box::new(updater));
     if let (Some(files), Some(quiet)) = (&dynamic_files, config.update.file_sync()) {
         let _in_control = control.enter();
         let (files, store) = (files.clone(), store.clone());
@@ -317,6 +359,13 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             quiet,
             stop_rx.clone(),
         ));
+    }
+    // The catalog lists every zone served as primary, registry zones
+    // included: committed once they all are.
+    if let Some(c) = &catalog {
+        let registry: Vec<_> = config.registry_zone_names().collect();
+        let zone = c.for_zones(&store.snapshot(), registry.iter(), &[]);
+        store.replace_zones(vec![zone], &[], unix_secs());
     }
     // Every zone's secondaries hear of its serial at start-up, once the
     // journal holds it (so their IXFR can be answered from it).
@@ -394,8 +443,8 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                 let path = config_path.clone();
                 let old = current.clone();
                 let (st, sh, log) = (store.clone(), router.clone(), loads.clone());
-                let files = dynamic_files.clone();
-                let work = move || reload(&path, &old, &st, &sh, &log, files.as_deref());
+                let dy = dynamic.clone();
+                let work = move || reload(&path, &old, &st, &sh, &log, &dy);
                 match in_background("reload", work).await? {
                     Some(next) => {
                         live.config.store(Arc::new(next.clone()));

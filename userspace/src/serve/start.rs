@@ -63,6 +63,7 @@ pub(super) async fn wait_for<T>(
 pub(super) fn open_journal(
     config: &Config,
     held: &HashMap<LowerName, u32>,
+    runtime: &[hickory_proto::rr::Name],
 ) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
     let limits = config.transfer.journal;
     let Some(dir) = &config.transfer.data_dir else {
@@ -73,7 +74,8 @@ pub(super) fn open_journal(
     };
     let (journal, recovered) = IxfrJournal::open_holding(&dir.join("journal"), limits, held)
         .with_context(|| format!("{}: transfer.data_dir", config.file.display()))?;
-    let known = configured_origins(config);
+    let mut known = configured_origins(config);
+    known.extend(runtime.iter().map(LowerName::new));
     let keep = recovered
         .into_iter()
         .filter(|z| known.contains(z.origin_key()))
@@ -108,6 +110,7 @@ pub(super) fn start_notify(
     config: &Config,
     store: &ZoneStore,
     journaled: Journaled,
+    catalog: Option<&Arc<crate::dynamic::Catalog>>,
     stop: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> (Arc<Notifier>, Arc<Propagation>) {
@@ -122,11 +125,24 @@ pub(super) fn start_notify(
     if let Some(d) = &t.data_dir {
         let _ = std::fs::create_dir_all(d);
     }
+    // The catalog's consumers hear of the catalog and of every member.
+    let defaults = match (catalog, config.catalog_notify()) {
+        (Some(c), Some((secondaries, key))) => {
+            let c = c.clone();
+            Some(notify::DefaultTargets {
+                secondaries,
+                key,
+                covers: Box::new(move |snapshot, zone| c.covers(snapshot, zone)),
+            })
+        }
+        _ => None,
+    };
     let (notifier, propagation, started) = notify::start(
         config.settings.notify_targets.clone(),
         settings,
         status_file,
         stop.clone(),
+        defaults,
     );
     tasks.extend(started);
     let notifier = Arc::new(notifier);
@@ -189,6 +205,7 @@ pub(super) async fn start_registry(
     config: &Config,
     rc: &crate::config::RegistryConfig,
     store: &Arc<ZoneStore>,
+    runtime: Option<Arc<crate::dynamic::RuntimeZones>>,
     stop: watch::Receiver<bool>,
     control: &tokio::runtime::Handle,
 ) -> anyhow::Result<(
@@ -242,6 +259,7 @@ pub(super) async fn start_registry(
     let state = crate::api::ApiState {
         registry: started.handle,
         store,
+        runtime,
         token: token.into(),
         public_reads: rc.public_reads,
         limits: rc.limits,

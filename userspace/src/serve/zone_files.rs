@@ -11,7 +11,7 @@ use tracing::{error, info, warn};
 use super::handler::handler_for;
 use crate::clock::unix_secs;
 use crate::config::{Config, ZoneConfig};
-use crate::dynamic::ZoneFiles;
+use crate::dynamic::{Dynamic, ZoneFiles};
 use crate::router::Router;
 use crate::zone::image::{self, ImageError};
 use crate::zone::{load_zone_file, LoadError, LoadLog, Zone, ZoneStore};
@@ -168,6 +168,7 @@ pub fn configured_origins(config: &Config) -> HashSet<LowerName> {
         .iter()
         .map(|z| z.origin_name())
         .chain(config.registry_zone_names())
+        .chain(config.catalog_origin())
         .map(|n| LowerName::new(&n))
         .collect()
 }
@@ -198,7 +199,7 @@ pub fn reload(
     store: &ZoneStore,
     router: &Router,
     log: &LoadLog,
-    dynamic: Option<&ZoneFiles>,
+    dynamic: &Dynamic,
 ) -> Option<Config> {
     let config = match Config::load(path) {
         Ok(c) => c,
@@ -213,11 +214,32 @@ pub fn reload(
     router
         .transfer
         .store(Arc::new(config.settings.transfer.clone()));
-    if let Some(files) = dynamic {
+    if let Some(files) = &dynamic.files {
         files.configure(&config);
     }
-    let takes_updates =
-        |z: &ZoneConfig| dynamic.is_some_and(|f| f.takes(&LowerName::new(&z.origin_name())));
+    if let Some(runtime) = &dynamic.runtime {
+        let primaries = config
+            .settings
+            .transfer
+            .update
+            .primaries()
+            .cloned()
+            .collect();
+        runtime.set_configured_primaries(primaries);
+    }
+    if let Some(c) = &dynamic.catalog {
+        let secondaries: Vec<Name> = config
+            .settings
+            .secondary_zones
+            .iter()
+            .map(|z| z.zone.clone())
+            .collect();
+        c.set_secondaries(&secondaries);
+    }
+    let takes_updates = |z: &ZoneConfig| {
+        let files = dynamic.files.as_ref();
+        files.is_some_and(|f| f.takes(&LowerName::new(&z.origin_name())))
+    };
     let plain: Vec<ZoneConfig> = config
         .zones
         .iter()
@@ -236,6 +258,9 @@ pub fn reload(
     // set changes with a restart).
     let mut configured = configured_origins(&config);
     configured.extend(old.registry_zone_names().map(|n| LowerName::new(&n)));
+    if let Some(runtime) = &dynamic.runtime {
+        configured.extend(runtime.names().iter().map(LowerName::new));
+    }
     let removed: Vec<Name> = store
         .snapshot()
         .zones()
@@ -250,6 +275,12 @@ pub fn reload(
     // already rotating as configured.
     store.set_rotation(config.reloaded_rotation(old));
     let before: Vec<Arc<Zone>> = store.snapshot().zones().cloned().collect();
+    // The catalog changes in the same commit as the zones it lists.
+    let mut zones = zones;
+    if let Some(c) = &dynamic.catalog {
+        let added: Vec<Name> = zones.iter().map(|z| z.origin().clone()).collect();
+        zones.push(c.for_zones(&store.snapshot(), added.iter(), &removed));
+    }
     let diffs = store.replace_zones(zones, &removed, unix_secs());
     free_here(before);
     crate::memory::release_freed();
@@ -257,7 +288,7 @@ pub fn reload(
         info!(zone = %d.origin, old_serial = d.old_serial, new_serial = d.new_serial,
               removed = d.removed.len(), added = d.added.len(), "zone changed");
     }
-    if let Some(files) = dynamic {
+    if let Some(files) = &dynamic.files {
         let _ = load_dynamic(files, store, log, false);
     }
     info!(changed = diffs.len(), failed = failed.len(), "reload done");

@@ -113,7 +113,24 @@ struct Target {
 /// Hands new serials to the per-secondary tasks.
 #[derive(Default)]
 pub struct Notifier {
-    zones: HashMap<LowerName, watch::Sender<Option<Target>>>,
+    zones: Mutex<HashMap<LowerName, watch::Sender<Option<Target>>>>,
+    /// Secondaries every zone `Defaults::covers` is sent NOTIFYs for,
+    /// zones added at runtime included (a catalog's consumers).
+    defaults: Option<Defaults>,
+}
+
+/// Whether a zone gets the default NOTIFY targets.
+pub type Covers = Box<dyn Fn(&Snapshot, &LowerName) -> bool + Send + Sync>;
+
+/// NOTIFY targets for zones not named in the configuration.
+pub struct Defaults {
+    pub secondaries: Vec<SocketAddr>,
+    pub key: Option<TSigner>,
+    /// Whether a zone gets them.
+    pub covers: Covers,
+    pub settings: NotifySettings,
+    pub propagation: Arc<Propagation>,
+    pub stop: watch::Receiver<bool>,
 }
 
 impl Notifier {
@@ -148,28 +165,80 @@ impl Notifier {
     /// After missed commits: every zone whose serial is not the one last
     /// announced gets a round.
     fn resync(&self, snapshot: &Snapshot) {
-        for (zone, tx) in &self.zones {
-            let announced = tx.borrow().as_ref().map(|t| t.serial);
-            let serial = snapshot.zone(zone).and_then(|z| z.serial());
-            if serial.is_some() && serial != announced {
-                self.announce(snapshot, zone);
-            }
+        let stale: Vec<LowerName> = self
+            .lock()
+            .iter()
+            .filter(|(zone, tx)| {
+                let announced = tx.borrow().as_ref().map(|t| t.serial);
+                let serial = snapshot.zone(zone).and_then(|z| z.serial());
+                serial.is_some() && serial != announced
+            })
+            .map(|(zone, _)| zone.clone())
+            .collect();
+        for zone in stale {
+            self.announce(snapshot, &zone);
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LowerName, watch::Sender<Option<Target>>>> {
+        self.zones.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Starts a round for every zone at its current serial (at start-up,
     /// so secondaries learn of changes made while we were down).
     pub fn announce_all(&self, snapshot: &Snapshot) {
-        for (zone, tx) in &self.zones {
+        let mut zones: Vec<LowerName> = self
+            .lock()
+            .iter()
             // Zones published since start-up already have a round.
-            if tx.borrow().is_none() {
-                self.announce(snapshot, zone);
-            }
+            .filter(|(_, tx)| tx.borrow().is_none())
+            .map(|(zone, _)| zone.clone())
+            .collect();
+        if let Some(d) = &self.defaults {
+            zones.extend(
+                snapshot
+                    .zones()
+                    .map(|z| z.origin_key().clone())
+                    .filter(|z| (d.covers)(snapshot, z) && !self.lock().contains_key(z)),
+            );
+        }
+        for zone in zones {
+            self.announce(snapshot, &zone);
         }
     }
 
+    /// The sender of `zone`'s rounds, started with its default targets
+    /// the first time a covered zone is announced.
+    fn sender(
+        &self,
+        snapshot: &Snapshot,
+        zone: &LowerName,
+    ) -> Option<watch::Sender<Option<Target>>> {
+        let mut zones = self.lock();
+        if let Some(tx) = zones.get(zone) {
+            return Some(tx.clone());
+        }
+        let d = self
+            .defaults
+            .as_ref()
+            .filter(|d| (d.covers)(snapshot, zone))?;
+        let (tx, _) = watch::channel(None);
+        for &peer in &d.secondaries {
+            let worker = PeerWorker {
+                zone: Name::from(zone),
+                peer,
+                key: d.key.clone(),
+                settings: d.settings,
+                status: d.propagation.clone(),
+            };
+            tokio::spawn(worker.run(tx.subscribe(), d.stop.clone()));
+        }
+        zones.insert(zone.clone(), tx.clone());
+        Some(tx)
+    }
+
     fn announce(&self, snapshot: &Snapshot, zone: &LowerName) {
-        let (Some(tx), Some(z)) = (self.zones.get(zone), snapshot.zone(zone)) else {
+        let (Some(tx), Some(z)) = (self.sender(snapshot, zone), snapshot.zone(zone)) else {
             return;
         };
         let Some(soa) = z.soa_record() else {
@@ -184,12 +253,21 @@ impl Notifier {
     }
 }
 
+/// NOTIFY targets for every zone `covers` says (a catalog's members and
+/// the catalog): started as such a zone is first announced.
+pub struct DefaultTargets {
+    pub secondaries: Vec<SocketAddr>,
+    pub key: Option<TSigner>,
+    pub covers: Covers,
+}
+
 /// Starts one task per (zone, secondary).
 pub fn start(
     targets: Vec<NotifyTargets>,
     settings: NotifySettings,
     status_file: Option<PathBuf>,
     stop: watch::Receiver<bool>,
+    defaults: Option<DefaultTargets>,
 ) -> (Notifier, Arc<Propagation>, Vec<tokio::task::JoinHandle<()>>) {
     let propagation = Arc::new(Propagation {
         peers: Mutex::new(BTreeMap::new()),
@@ -197,7 +275,17 @@ pub fn start(
         notifies_sent: AtomicU64::new(0),
         notifies_acknowledged: AtomicU64::new(0),
     });
-    let mut notifier = Notifier::default();
+    let notifier = Notifier {
+        defaults: defaults.map(|d| Defaults {
+            secondaries: d.secondaries,
+            key: d.key,
+            covers: d.covers,
+            settings,
+            propagation: propagation.clone(),
+            stop: stop.clone(),
+        }),
+        ..Notifier::default()
+    };
     let mut tasks = Vec::new();
     for t in targets {
         let (tx, _) = watch::channel(None);
@@ -211,7 +299,7 @@ pub fn start(
             };
             tasks.push(tokio::spawn(worker.run(tx.subscribe(), stop.clone())));
         }
-        notifier.zones.insert(LowerName::new(&t.zone), tx);
+        notifier.lock().insert(LowerName::new(&t.zone), tx);
     }
     (notifier, propagation, tasks)
 }

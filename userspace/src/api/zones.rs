@@ -1,0 +1,85 @@
+//! Zones added and removed at runtime through the API: `POST /v1/zones`
+//! creates a primary zone (an SOA and NS records, or a zone file in the
+//! request), `DELETE /v1/zones/{name}` removes one, `GET
+//! /v1/zones/{name}` shows any served zone. Writes need the token; each
+//! returns once the change is served and durable.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hickory_proto::rr::{LowerName, Name};
+use serde_json::json;
+
+use super::{authorize, parse, ApiError, ApiState, TimedBody};
+use crate::dynamic::runtime::{NewZone, RuntimeError};
+
+pub(super) async fn add_zone(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    TimedBody(body): TimedBody,
+) -> Result<Response, ApiError> {
+    authorize(&s, &headers, true)?;
+    let req: NewZone = parse(&body?)?;
+    let runtime = s.runtime.as_ref().ok_or_else(no_runtime)?;
+    let added = runtime.add(req).await.map_err(ApiError::Zone)?;
+    let view = zone_view(&s, &added.name, "runtime");
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+pub(super) async fn remove_zone(
+    State(s): State<ApiState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&s, &headers, true)?;
+    let runtime = s.runtime.as_ref().ok_or_else(no_runtime)?;
+    runtime.remove(&name).await.map_err(ApiError::Zone)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub(super) async fn get_zone(
+    State(s): State<ApiState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&s, &headers, false)?;
+    let origin = Name::from_ascii(&name)
+        .map(|mut n| {
+            n.set_fqdn(true);
+            n
+        })
+        .map_err(|e| ApiError::BadRequest {
+            field: Some("name".into()),
+            message: format!("{name:?}: {e}"),
+        })?;
+    let key = LowerName::new(&origin);
+    if s.store.snapshot().zone(&key).is_none() {
+        return Err(ApiError::Zone(RuntimeError::NotFound(origin.to_string())));
+    }
+    let source = match &s.runtime {
+        Some(r) if r.contains(&key) => "runtime",
+        _ => "configured",
+    };
+    Ok(Json(zone_view(&s, &origin.to_string(), source)).into_response())
+}
+
+fn no_runtime() -> ApiError {
+    ApiError::Zone(RuntimeError::Invalid {
+        field: "name",
+        message: "zones added at runtime need [transfer] data_dir".into(),
+    })
+}
+
+fn zone_view(s: &ApiState, name: &str, source: &str) -> serde_json::Value {
+    let snapshot = s.store.snapshot();
+    let zone = Name::from_ascii(name)
+        .ok()
+        .and_then(|n| snapshot.zone(&LowerName::new(&n)).cloned());
+    json!({
+        "name": name,
+        "source": source,
+        "serial": zone.as_ref().and_then(|z| z.serial()),
+        "records": zone.as_ref().map_or(0, |z| z.record_count()),
+    })
+}
