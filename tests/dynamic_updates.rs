@@ -671,3 +671,69 @@ fn certbot_obtains_a_certificate_through_dns01_updates() {
     assert!(answers(&srv, "_acme-challenge.www.example.com.", RecordType::TXT).is_empty());
     pebble.assert_running();
 }
+
+/// A secondary zone that forwards UPDATEs (RFC 2136 §6) relays them to
+/// its primary and the primary's answer back, signature and all; one
+/// that does not forward refuses them.
+#[test]
+fn a_secondary_forwards_updates_to_its_primary() {
+    let primary = start("");
+    let dir = TempDir::new("fwd");
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n[log]\nlevel = \"info\"\n\
+             [[tsig_key]]\nname = \"ddns\"\nalgorithm = \"hmac-sha256\"\nsecret = \"{SECRET}\"\n\
+             [[zone]]\norigin = \"example.com.\"\nprimaries = [\"{}\"]\nforward_updates = true\n",
+            primary.addr
+        ),
+    );
+    let secondary = Server::start_with_config(dir, config);
+    let copied = eventually(Duration::from_secs(10), || {
+        !answers(&secondary, "www.example.com.", RecordType::A).is_empty()
+    });
+    assert!(copied, "{}", secondary.log());
+    let (ok, out) = run_tool(
+        "nsupdate",
+        &secondary,
+        Some("ddns"),
+        "update add relayed.example.com. 60 A 192.0.2.77",
+    );
+    assert!(ok, "{out}\n{}", secondary.log());
+    assert_eq!(
+        answers(&primary, "relayed.example.com.", RecordType::A),
+        ["192.0.2.77"]
+    );
+    assert!(secondary.log().contains("UPDATE forwarded to the primary"));
+    // Refused by the primary: the rcode comes back as the primary said.
+    let (ok, out) = run_tool(
+        "nsupdate",
+        &secondary,
+        Some("ddns"),
+        "prereq nxdomain relayed.example.com.\nupdate add x.example.com. 60 A 192.0.2.78",
+    );
+    assert!(!ok && out.contains("YXDOMAIN"), "{out}");
+    // Without forwarding, a secondary zone refuses UPDATEs.
+    let dir = TempDir::new("nofwd");
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n\
+             [[tsig_key]]\nname = \"ddns\"\nalgorithm = \"hmac-sha256\"\nsecret = \"{SECRET}\"\n\
+             [[zone]]\norigin = \"example.com.\"\nprimaries = [\"{}\"]\n",
+            primary.addr
+        ),
+    );
+    let plain = Server::start_with_config(dir, config);
+    let copied = eventually(Duration::from_secs(10), || {
+        !answers(&plain, "www.example.com.", RecordType::A).is_empty()
+    });
+    assert!(copied);
+    let (ok, out) = run_tool(
+        "nsupdate",
+        &plain,
+        Some("ddns"),
+        "update add y.example.com. 60 A 192.0.2.79",
+    );
+    assert!(!ok && out.contains("REFUSED"), "{out}");
+}

@@ -272,7 +272,15 @@ impl Router {
         if req.op_code == OpCode::Update {
             return match update::admit(packet, &snapshot, &policy.update, peer, key.as_ref()) {
                 Ok(admitted) => Response::Update(Box::new(update::pending(
-                    admitted, key, peer, req, transport, signer,
+                    admitted,
+                    update::Received {
+                        key,
+                        peer,
+                        req,
+                        transport,
+                        signer,
+                        message: packet.to_vec(),
+                    },
                 ))),
                 Err(rcode) => {
                     if let Some(held_back) = self.log_limit.admit("update", now) {

@@ -5,8 +5,8 @@
 //! the whole zone) and the types. An update is allowed only if every
 //! record it adds or deletes is covered by a grant of its requester.
 
-use std::collections::HashSet;
-use std::net::IpAddr;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
 use ipnet::IpNet;
@@ -104,6 +104,9 @@ impl Grant {
 pub struct UpdatePolicy {
     grants: Vec<Grant>,
     primaries: HashSet<LowerName>,
+    /// Secondary zones whose UPDATEs are forwarded to their primaries
+    /// (RFC 2136 §6), in order of preference.
+    forward: HashMap<LowerName, Vec<SocketAddr>>,
 }
 
 /// What the policy lets one requester change in one zone (its grants,
@@ -120,13 +123,25 @@ impl UpdatePolicy {
         UpdatePolicy {
             grants,
             primaries: primaries.into_iter().collect(),
+            forward: HashMap::new(),
         }
+    }
+
+    /// Forwards the UPDATEs of these secondary zones to their primaries.
+    pub fn forwarding(mut self, forward: HashMap<LowerName, Vec<SocketAddr>>) -> UpdatePolicy {
+        self.forward = forward;
+        self
+    }
+
+    /// The primaries an UPDATE of `zone` is forwarded to, if it is.
+    pub fn forward_to(&self, zone: &LowerName) -> Option<&[SocketAddr]> {
+        self.forward.get(zone).map(Vec::as_slice)
     }
 
     /// The same grants for another set of primary zones (a zone added or
     /// removed at runtime).
     pub fn with_primaries(&self, primaries: impl IntoIterator<Item = LowerName>) -> UpdatePolicy {
-        UpdatePolicy::new(self.grants.clone(), primaries)
+        UpdatePolicy::new(self.grants.clone(), primaries).forwarding(self.forward.clone())
     }
 
     pub fn primaries(&self) -> impl Iterator<Item = &LowerName> {
@@ -158,6 +173,11 @@ impl UpdatePolicy {
 }
 
 impl Permission {
+    /// No grant at all (an UPDATE forwarded, not applied here).
+    pub fn none() -> Permission {
+        Permission { grants: Vec::new() }
+    }
+
     /// Whether the requester may change the `rtype` RRset at `name`.
     pub fn allows(&self, name: &LowerName, rtype: RecordType) -> bool {
         self.grants.iter().any(|g| g.covers(name, rtype))

@@ -557,6 +557,9 @@ mod tests {
             "PUT /v1/owners/{owner}",
             "GET /v1/services",
             "GET /v1/zones",
+            "POST /v1/zones",
+            "GET /v1/zones/{name}",
+            "DELETE /v1/zones/{name}",
             "GET /v1/openapi.json",
         ];
         served.sort();

@@ -327,6 +327,10 @@ pub struct ZoneConfig {
     /// zones unless set.
     #[serde(default)]
     pub rotate: bool,
+    /// Secondary zone: forward UPDATEs to the primaries and relay their
+    /// answer (RFC 2136 §6); off: REFUSED.
+    #[serde(default)]
+    pub forward_updates: bool,
 }
 
 /// `[registry]`: the service registry, its HTTP API and the zones it

@@ -159,7 +159,20 @@ impl Config {
                 types,
             });
         }
-        Ok(UpdatePolicy::new(grants, file_zones))
+        let mut forward = std::collections::HashMap::new();
+        for (i, z) in self.zones.iter().enumerate() {
+            if !z.forward_updates {
+                continue;
+            }
+            if z.primaries.is_empty() {
+                return Err(self.invalid(
+                    format!("zone[{i}].forward_updates"),
+                    "only a secondary zone (with primaries) forwards its UPDATEs",
+                ));
+            }
+            forward.insert(LowerName::new(&z.origin_name()), z.primaries.clone());
+        }
+        Ok(UpdatePolicy::new(grants, file_zones).forwarding(forward))
     }
 }
 

@@ -46,12 +46,39 @@ impl UpdateSink for Updater {
         let journaled = self.journaled.clone();
         let router = self.router.clone();
         self.runtime.spawn(async move {
-            let rcode = apply(&store, journaled, &pending).await;
+            let rcode = if pending.forward_to.is_empty() {
+                apply(&store, journaled, &pending).await
+            } else {
+                match forward(&pending).await {
+                    Some(answer) => return reply(answer),
+                    None => ResponseCode::ServFail,
+                }
+            };
             if let Some(router) = router.upgrade() {
                 reply(pending.reply(&router.handler.load(), rcode, unix_secs()));
             }
         });
     }
+}
+
+/// How long a primary has to answer a forwarded UPDATE.
+const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Forwards a secondary zone's UPDATE to its primaries in turn; the first
+/// answer, as it came (`None`: none answered).
+async fn forward(pending: &PendingUpdate) -> Option<Vec<u8>> {
+    for &primary in &pending.forward_to {
+        match crate::transfer::client::relay(primary, &pending.message, FORWARD_TIMEOUT).await {
+            Ok(answer) => {
+                info!(zone = %pending.update.zone, peer = %pending.peer, %primary, "UPDATE forwarded to the primary");
+                return Some(answer);
+            }
+            Err(e) => {
+                warn!(zone = %pending.update.zone, %primary, "forwarding an UPDATE failed: {e}")
+            }
+        }
+    }
+    None
 }
 
 /// Commits `pending` and waits until it is durable; the RCODE to answer.

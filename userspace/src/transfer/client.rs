@@ -155,6 +155,36 @@ pub async fn notify(
     }
 }
 
+/// Sends `message` as it is to `server` over TCP and returns the reply
+/// with its ID, as it is (an UPDATE forwarded to a primary, RFC 2136 §6:
+/// its TSIG, made for the primary, stays valid both ways).
+pub async fn relay(
+    server: SocketAddr,
+    message: &[u8],
+    timeout: Duration,
+) -> Result<Vec<u8>, ClientError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = |e| ClientError::Io(server, e);
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(server).await.map_err(io)?;
+        let mut framed = (message.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(message);
+        s.write_all(&framed).await.map_err(io)?;
+        loop {
+            let mut len = [0u8; 2];
+            s.read_exact(&mut len).await.map_err(io)?;
+            let mut reply = vec![0u8; u16::from_be_bytes(len) as usize];
+            s.read_exact(&mut reply).await.map_err(io)?;
+            if reply.len() >= 12 && reply[..2] == message[..2] && reply[2] & 0x80 != 0 {
+                return Ok(reply);
+            }
+        }
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| ClientError::Timeout(server))?
+}
+
 /// What to ask a primary for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XfrKind {
