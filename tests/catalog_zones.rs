@@ -148,6 +148,26 @@ fn knot_and_bind_serve_zones_added_and_removed_through_the_catalog() {
     assert!(added, "knot:\n{}\nbind:\n{}", knot.log(), named.log());
     eprintln!("zone added -> served by Knot and BIND: {took:?}");
     assert!(took < Duration::from_secs(1), "served after {took:?}");
+    // Per secondary: the serial each serves, live once it is ours.
+    let live = eventually(Duration::from_secs(10), || {
+        let (code, view) = http(
+            "GET",
+            &format!("{api}/v1/zones/fresh.test"),
+            Some("t"),
+            None,
+        );
+        code == 200
+            && view["secondaries"]
+                .as_array()
+                .is_some_and(|s| s.len() == 2 && s.iter().all(|p| p["state"] == "live"))
+    });
+    let (_, view) = http(
+        "GET",
+        &format!("{api}/v1/zones/fresh.test"),
+        Some("t"),
+        None,
+    );
+    assert!(live, "{view}");
     let t0 = Instant::now();
     let (code, out) = http(
         "DELETE",

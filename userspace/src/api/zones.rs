@@ -11,7 +11,7 @@ use axum::Json;
 use hickory_proto::rr::{LowerName, Name};
 use serde_json::json;
 
-use super::{authorize, parse, ApiError, ApiState, TimedBody};
+use super::state::{authorize, parse, ApiError, ApiState, TimedBody};
 use crate::dynamic::runtime::{NewZone, RuntimeError};
 
 pub(super) async fn add_zone(
@@ -73,13 +73,41 @@ fn no_runtime() -> ApiError {
 
 fn zone_view(s: &ApiState, name: &str, source: &str) -> serde_json::Value {
     let snapshot = s.store.snapshot();
-    let zone = Name::from_ascii(name)
-        .ok()
-        .and_then(|n| snapshot.zone(&LowerName::new(&n)).cloned());
+    let origin = Name::from_ascii(name).ok();
+    let zone = origin
+        .as_ref()
+        .and_then(|n| snapshot.zone(&LowerName::new(n)).cloned());
+    // Each secondary: the serial it serves and whether the change is
+    // live there (Designate's worker model).
+    let secondaries: Vec<_> = s
+        .propagation
+        .iter()
+        .flat_map(|p| p.statuses())
+        .filter(|p| {
+            origin.as_ref().is_some_and(|o| {
+                Name::from_ascii(&p.zone).is_ok_and(|z| LowerName::new(&z) == LowerName::new(o))
+            })
+        })
+        .map(|p| {
+            let state = match (p.in_sync, p.failures) {
+                (true, _) => "live",
+                (false, 0) => "pending",
+                (false, _) => "error",
+            };
+            json!({
+                "secondary": p.secondary,
+                "serial": p.serial_seen,
+                "state": state,
+                "lag_ms": p.lag_ms,
+                "error": p.last_error,
+            })
+        })
+        .collect();
     json!({
         "name": name,
         "source": source,
         "serial": zone.as_ref().and_then(|z| z.serial()),
         "records": zone.as_ref().map_or(0, |z| z.record_count()),
+        "secondaries": secondaries,
     })
 }

@@ -488,9 +488,13 @@ fn transfers(reg: &mut Registry, live: &Live) {
         prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>,
     >::default();
     let failures = Family::<Labels, Gauge>::default();
+    let behind = Family::<Labels, Gauge>::default();
     for p in live.propagation.statuses() {
         let label = vec![("zone", p.zone.clone()), ("secondary", p.secondary.clone())];
         in_sync.get_or_create(&label).set(i64::from(p.in_sync));
+        behind
+            .get_or_create(&vec![("zone", p.zone.clone())])
+            .inc_by(i64::from(!p.in_sync));
         if let Some(ms) = p.lag_ms {
             lag.get_or_create(&label).set(ms as f64 / 1e3);
         }
@@ -510,6 +514,11 @@ fn transfers(reg: &mut Registry, live: &Live) {
         "xdpdns_secondary_failures",
         "Failed NOTIFYs and polls since the last success",
         failures,
+    );
+    reg.register(
+        "xdpdns_zone_secondaries_behind",
+        "Secondaries of the zone not yet serving its serial",
+        behind,
     );
     let p = &live.propagation;
     counter(

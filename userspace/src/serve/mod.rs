@@ -328,6 +328,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             rc,
             &store,
             runtime.clone(),
+            propagation.clone(),
             stop_rx.clone(),
             control.handle(),
         )

@@ -206,6 +206,7 @@ pub(super) async fn start_registry(
     rc: &crate::config::RegistryConfig,
     store: &Arc<ZoneStore>,
     runtime: Option<Arc<crate::dynamic::RuntimeZones>>,
+    propagation: Arc<crate::transfer::notify::Propagation>,
     stop: watch::Receiver<bool>,
     control: &tokio::runtime::Handle,
 ) -> anyhow::Result<(
@@ -260,6 +261,7 @@ pub(super) async fn start_registry(
         registry: started.handle,
         store,
         runtime,
+        propagation: Some(propagation),
         token: token.into(),
         public_reads: rc.public_reads,
         limits: rc.limits,
