@@ -68,6 +68,18 @@ impl FastPath {
             ("TINY_NAMES", self.tiny.map().fd().as_fd().as_raw_fd()),
             ("SHORT_NAMES", self.short.map().fd().as_fd().as_raw_fd()),
             ("LONG_NAMES", self.long.map().fd().as_fd().as_raw_fd()),
+            (
+                "OVERLAY_TINY",
+                self.overlay_tiny.map().fd().as_fd().as_raw_fd(),
+            ),
+            (
+                "OVERLAY_SHORT",
+                self.overlay_short.map().fd().as_fd().as_raw_fd(),
+            ),
+            (
+                "OVERLAY_LONG",
+                self.overlay_long.map().fd().as_fd().as_raw_fd(),
+            ),
             ("BLOCKS", self.block_map.map().fd().as_fd().as_raw_fd()),
             (
                 "SMALL_BLOCKS",
