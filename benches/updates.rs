@@ -115,6 +115,7 @@ fn latency(addr: SocketAddr, n: usize) -> (Vec<Duration>, Vec<Duration>) {
     let run = RUN.fetch_add(1, Ordering::Relaxed);
     let mut s = connect(addr);
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.connect(addr).unwrap();
     udp.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let (mut acked, mut answered) = (Vec::new(), Vec::new());
@@ -124,32 +125,38 @@ fn latency(addr: SocketAddr, n: usize) -> (Vec<Duration>, Vec<Duration>) {
         let t0 = Instant::now();
         assert_eq!(send(&mut s, &msg), ResponseCode::NoError);
         acked.push(t0.elapsed());
-        let mut q = Message::new(i as u16, MessageType::Query, OpCode::Query);
-        q.add_query(Query::query(
-            Name::from_ascii(format!("{owner}.example.com.")).unwrap(),
-            RecordType::A,
-        ));
-        let q = q.to_vec().unwrap();
-        let mut buf = [0u8; 512];
-        loop {
-            udp.send_to(&q, addr).unwrap();
-            let got = udp
-                .recv(&mut buf)
-                .ok()
-                .and_then(|n| Message::from_vec(&buf[..n]).ok());
-            if got.is_some_and(|m| !m.answers.is_empty()) {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "{owner} never answered"
-            );
-        }
+        until_answered(&udp, &owner, i as u16, t0);
         answered.push(t0.elapsed());
     }
     acked.sort();
     answered.sort();
     (acked, answered)
+}
+
+/// Queries `owner`'s A record on the connected `udp` until a reply
+/// answers it (bounded: 5 s after `since`).
+fn until_answered(udp: &UdpSocket, owner: &str, id: u16, since: Instant) {
+    let mut q = Message::new(id, MessageType::Query, OpCode::Query);
+    q.add_query(Query::query(
+        Name::from_ascii(format!("{owner}.example.com.")).unwrap(),
+        RecordType::A,
+    ));
+    let q = q.to_vec().unwrap();
+    let mut buf = [0u8; 512];
+    loop {
+        let _ = udp.send(&q);
+        let got = udp
+            .recv(&mut buf)
+            .ok()
+            .and_then(|n| Message::from_vec(&buf[..n]).ok());
+        if got.is_some_and(|m| !m.answers.is_empty()) {
+            return;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(5),
+            "{owner} never answered"
+        );
+    }
 }
 
 fn pct(v: &[Duration], p: f64) -> f64 {
@@ -322,27 +329,7 @@ fn kernel_latency(dir: &Path, n: usize) -> Vec<Duration> {
                 ResponseCode::NoError
             );
             let acked = Instant::now();
-            let mut q = Message::new(i as u16, MessageType::Query, OpCode::Query);
-            q.add_query(Query::query(
-                Name::from_ascii(format!("{owner}.example.com.")).unwrap(),
-                RecordType::A,
-            ));
-            let q = q.to_vec().unwrap();
-            let mut buf = [0u8; 512];
-            loop {
-                let _ = udp.send(&q);
-                let got = udp
-                    .recv(&mut buf)
-                    .ok()
-                    .and_then(|n| Message::from_vec(&buf[..n]).ok());
-                if got.is_some_and(|m| !m.answers.is_empty()) {
-                    break;
-                }
-                assert!(
-                    acked.elapsed() < Duration::from_secs(5),
-                    "{owner} never answered by the kernel"
-                );
-            }
+            until_answered(&udp, &owner, i as u16, acked);
             lags.push(acked.elapsed());
         }
         lags.sort();

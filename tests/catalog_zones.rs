@@ -184,3 +184,46 @@ fn knot_and_bind_serve_zones_added_and_removed_through_the_catalog() {
     eprintln!("zone removed -> no longer served by Knot and BIND: {took:?}");
     assert!(took < Duration::from_secs(1), "still served after {took:?}");
 }
+
+/// The API stays writable while 2,000 slow clients from 50 addresses hold
+/// connections open with half a request each: an authenticated client
+/// creates a zone within a second.
+#[test]
+fn an_authenticated_client_creates_a_zone_past_two_thousand_slow_clients() {
+    use std::io::Write as _;
+    let srv = start("");
+    let api: std::net::SocketAddr = srv.api().trim_start_matches("http://").parse().unwrap();
+    let mut slow = Vec::new();
+    for i in 0..2000u32 {
+        let source: std::net::SocketAddr = ([127, 0, 3, 1 + (i % 50) as u8], 0).into();
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&source.into()).unwrap();
+        if s.connect_timeout(&api.into(), Duration::from_secs(2))
+            .is_err()
+        {
+            continue;
+        }
+        let mut s: std::net::TcpStream = s.into();
+        let _ = s.write_all(b"POST /v1/zones HTTP/1.1\r\n");
+        slow.push(s);
+    }
+    let t0 = Instant::now();
+    let body = r#"{"name": "busy.test", "ns": ["ns1.busy.test."]}"#;
+    let (code, out) = http(
+        "POST",
+        &format!("http://{api}/v1/zones"),
+        Some("t"),
+        Some(body),
+    );
+    let took = t0.elapsed();
+    assert_eq!(code, 201, "{out}");
+    eprintln!(
+        "zone created past {} slow connections in {took:?}",
+        slow.len()
+    );
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert_eq!(
+        rcode(&srv, "busy.test.", RecordType::SOA),
+        ResponseCode::NoError
+    );
+}

@@ -463,11 +463,7 @@ impl ZoneStore {
     ) -> Result<Edited, EditError<E>> {
         let w = self.lock();
         let old = self.current.load_full();
-        let key = LowerName::new(origin);
-        let current = old
-            .zones
-            .get(&key)
-            .ok_or_else(|| StoreError::UnknownZone(origin.clone()))?;
+        let (key, current) = served(&old, origin)?;
         let edit = decide(current).map_err(EditError::Refused)?;
         let mut zone = (**current).clone();
         let serial = match &edit.soa {
@@ -521,11 +517,7 @@ impl ZoneStore {
     ) -> Result<Vec<ZoneDiff>, StoreError> {
         let w = self.lock();
         let old = self.current.load_full();
-        let key = LowerName::new(origin);
-        let current = old
-            .zones
-            .get(&key)
-            .ok_or_else(|| StoreError::UnknownZone(origin.clone()))?;
+        let (key, current) = served(&old, origin)?;
         let mut zone = (**current).clone();
         let mut diffs = Vec::new();
         for (changes, serial) in steps {
@@ -541,6 +533,19 @@ impl ZoneStore {
         }
         Ok(diffs)
     }
+}
+
+/// The zone `origin` as `snapshot` serves it, and its key.
+fn served<'a>(
+    snapshot: &'a Snapshot,
+    origin: &Name,
+) -> Result<(LowerName, &'a Arc<Zone>), StoreError> {
+    let key = LowerName::new(origin);
+    let zone = snapshot
+        .zones
+        .get(&key)
+        .ok_or_else(|| StoreError::UnknownZone(origin.clone()))?;
+    Ok((key, zone))
 }
 
 /// One step of [`ZoneStore::apply`]: record changes, then the SOA's new
