@@ -226,11 +226,15 @@ impl FastPath {
         for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
             self.refused.remove(key);
         }
-        self.overlay.tag = tag;
+        // No tag while the change is written (a fold that turns the
+        // overlay off meanwhile records none): a table caught half-way by
+        // a crash is rebuilt, never adopted.
+        self.overlay.tag = 0;
         let written = self.set_table_tag(0).and_then(|()| self.try_apply(delta));
         self.record(delta);
         match written {
             Ok(left_out) => {
+                self.overlay.tag = tag;
                 self.absent.extend(left_out.iter().cloned());
                 self.negatives_if_whole()?;
                 match self.overlay.live {
@@ -500,6 +504,7 @@ impl FastPath {
         let left_out = self.acquire_blocks(&full)?;
         self.write(&full, &left_out)?;
         self.changes = self.changes.wrapping_add(1);
+        self.overlay.tag = tag;
         self.current = XdpConfig {
             overlay: 0,
             port: self.port,
