@@ -737,3 +737,53 @@ fn a_secondary_forwards_updates_to_its_primary() {
     );
     assert!(!ok && out.contains("REFUSED"), "{out}");
 }
+
+/// UPDATEs racing SIGHUP reloads, file write-backs and an operator's edit
+/// of the file: every acknowledged update is served, the edit is merged,
+/// and all of it is still there after `kill -9`.
+#[test]
+fn updates_racing_reloads_and_write_backs_lose_nothing() {
+    let mut srv = start("[update]\nfile_sync_ms = 30\n");
+    let addr = srv.addr;
+    let stream = std::thread::spawn(move || {
+        let mut acked = Vec::new();
+        for i in 0..300 {
+            let owner = format!("race{i}");
+            if send_update(addr, &signed_add(&owner, "192.0.2.44")) == ResponseCode::NoError {
+                acked.push(owner);
+            }
+        }
+        acked
+    });
+    let file = srv.dir.0.join("zone.db");
+    for round in 0..25 {
+        std::thread::sleep(Duration::from_millis(20));
+        if round == 10 {
+            // The operator adds a record to the file meanwhile.
+            let text = std::fs::read_to_string(&file).unwrap();
+            std::fs::write(
+                &file,
+                format!("{text}operator.example.com. 300 IN A 192.0.2.99\n"),
+            )
+            .unwrap();
+        }
+        srv.signal("HUP");
+    }
+    let acked = stream.join().unwrap();
+    assert_eq!(acked.len(), 300, "every UPDATE acknowledged");
+    let merged = eventually(Duration::from_secs(5), || {
+        answers(&srv, "operator.example.com.", RecordType::A) == ["192.0.2.99"]
+    });
+    assert!(merged, "{}", srv.log());
+    let check = |srv: &Server| {
+        let zone = axfr(srv.addr);
+        for owner in &acked {
+            let line = format!("{owner}.example.com. 60 A 192.0.2.44");
+            assert!(zone.contains(&line), "acknowledged {owner} lost");
+        }
+        assert!(zone.contains("operator.example.com. 300 A 192.0.2.99"));
+    };
+    check(&srv);
+    srv.restart_after("KILL");
+    check(&srv);
+}

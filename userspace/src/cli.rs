@@ -139,4 +139,25 @@ pub enum ZoneAction {
         #[arg(value_name = "ZONE")]
         zone: String,
     },
+    /// Add a primary zone at runtime: with an SOA and NS records from
+    /// `--ns` (and `--hostmaster`), or from a zone file (`--file`).
+    /// Returns once it is served and durable.
+    Add {
+        #[arg(value_name = "ZONE")]
+        zone: String,
+        /// Its name servers (the first is the SOA's MNAME).
+        #[arg(long)]
+        ns: Vec<String>,
+        /// The SOA's RNAME (default hostmaster.ZONE).
+        #[arg(long)]
+        hostmaster: Option<String>,
+        /// A zone file to create it from.
+        #[arg(long, value_name = "PATH")]
+        file: Option<std::path::PathBuf>,
+    },
+    /// Remove a zone added at runtime.
+    Remove {
+        #[arg(value_name = "ZONE")]
+        zone: String,
+    },
 }

@@ -158,6 +158,38 @@ fn ctl(config: PathBuf, json: bool, command: CtlCommand) -> anyhow::Result<()> {
         } => show(&Request::ZoneReload { zone }, &|v| {
             Ok(client::reloaded_text(&parse(v)?))
         }),
+        CtlCommand::Zone {
+            action:
+                ZoneAction::Add {
+                    zone,
+                    ns,
+                    hostmaster,
+                    file,
+                },
+        } => {
+            let text = match &file {
+                Some(f) => Some(
+                    std::fs::read_to_string(f)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?,
+                ),
+                None => None,
+            };
+            let request = Request::ZoneAdd {
+                name: zone,
+                ns,
+                hostmaster,
+                zone: text,
+            };
+            show(&request, &|v| {
+                let z: xdpdns::dynamic::runtime::RuntimeZone = parse(v)?;
+                Ok(format!("{} added\n", z.name))
+            })
+        }
+        CtlCommand::Zone {
+            action: ZoneAction::Remove { zone },
+        } => show(&Request::ZoneRemove { zone }, &|v| {
+            Ok(format!("{}\n", parse::<String>(v)?))
+        }),
         CtlCommand::Registry => show(&Request::Registry, &|v| {
             Ok(client::registry_text(&parse(v)?))
         }),

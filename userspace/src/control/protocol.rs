@@ -14,6 +14,21 @@ pub enum Request {
     ZoneReload {
         zone: String,
     },
+    /// Add a primary zone at runtime (as `POST /v1/zones`).
+    ZoneAdd {
+        name: String,
+        #[serde(default)]
+        ns: Vec<String>,
+        #[serde(default)]
+        hostmaster: Option<String>,
+        /// A zone file's text, read by the client.
+        #[serde(default)]
+        zone: Option<String>,
+    },
+    /// Remove a zone added at runtime.
+    ZoneRemove {
+        zone: String,
+    },
     Secondaries,
     Registry,
     /// Cumulative answer counts, which `ctl top` turns into rates.

@@ -44,6 +44,8 @@ pub(super) struct Live {
     pub listen: Vec<SocketAddr>,
     /// The anycast coupling, once started (after the views).
     pub anycast: std::sync::OnceLock<crate::anycast::Anycast>,
+    /// Zones added and removed at runtime (`None`: no data directory).
+    pub runtime: Option<Arc<crate::dynamic::RuntimeZones>>,
 }
 
 impl Live {
@@ -289,6 +291,33 @@ impl Backend for Control {
             Request::ZoneReload { zone } => match live.reload_zone(&zone).await {
                 Ok(r) => Reply::ok(&r),
                 Err(e) => Reply::Error(e),
+            },
+            Request::ZoneAdd {
+                name,
+                ns,
+                hostmaster,
+                zone,
+            } => match &live.runtime {
+                None => Reply::Error("zones added at runtime need [transfer] data_dir".into()),
+                Some(r) => {
+                    let req = crate::dynamic::runtime::NewZone {
+                        name,
+                        ns,
+                        hostmaster,
+                        zone,
+                    };
+                    match r.add(req).await {
+                        Ok(z) => Reply::ok(&z),
+                        Err(e) => Reply::Error(e.to_string()),
+                    }
+                }
+            },
+            Request::ZoneRemove { zone } => match &live.runtime {
+                None => Reply::Error("zones added at runtime need [transfer] data_dir".into()),
+                Some(r) => match r.remove(&zone).await {
+                    Ok(()) => Reply::ok(&format!("{zone} removed")),
+                    Err(e) => Reply::Error(e.to_string()),
+                },
             },
             Request::Secondaries => Reply::ok(&live.propagation.statuses()),
             Request::Registry => match live.registry_info() {

@@ -390,6 +390,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         config: arc_swap::ArcSwap::from_pointee(config.clone()),
         listen: bound_addrs.clone(),
         anycast: std::sync::OnceLock::new(),
+        runtime: runtime.clone(),
     });
     let metrics_addr = match config.metrics.listen {
         Some(addr) => Some(start_metrics(
