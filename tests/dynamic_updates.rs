@@ -284,33 +284,7 @@ pub(crate) fn send_update(addr: SocketAddr, bytes: &[u8]) -> ResponseCode {
 
 /// The zone by AXFR, one presentation line per record.
 fn axfr(addr: SocketAddr) -> BTreeSet<String> {
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut q = Message::new(7, MessageType::Query, OpCode::Query);
-    q.add_query(Query::query(
-        Name::from_ascii("example.com.").unwrap(),
-        RecordType::AXFR,
-    ));
-    tcp_send(&mut s, &q.to_vec().unwrap());
-    let mut out = BTreeSet::new();
-    let mut soas = 0;
-    while soas < 2 {
-        let msg = Message::from_vec(&tcp_recv(&mut s).expect("AXFR message")).unwrap();
-        assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
-        for r in msg.answers {
-            if r.record_type() == RecordType::SOA {
-                soas += 1;
-            }
-            out.insert(format!(
-                "{} {} {} {}",
-                r.name.to_lowercase(),
-                r.ttl,
-                r.record_type(),
-                r.data
-            ));
-        }
-    }
-    out
+    axfr_of(addr, "example.com.")
 }
 
 fn rel(name: &str) -> Name {
@@ -786,4 +760,99 @@ fn updates_racing_reloads_and_write_backs_lose_nothing() {
     check(&srv);
     srv.restart_after("KILL");
     check(&srv);
+}
+
+/// UPDATEs to a zone racing incoming transfers of another: xdpdns B
+/// serves `dyn.test` (taking updates) and `example.com` as a secondary
+/// of xdpdns A, which NOTIFYs B of every change its own updates make.
+/// Every update acknowledged by B is served, and B's copy of example.com
+/// ends equal to A's.
+#[test]
+fn updates_racing_incoming_transfers_lose_nothing() {
+    let (a_port, b_port) = (free_port(), free_port());
+    let keys = format!(
+        "[[tsig_key]]\nname = \"ddns\"\nalgorithm = \"hmac-sha256\"\nsecret = \"{SECRET}\"\n\
+         [[update_grant]]\nkey = \"ddns\"\n"
+    );
+    let dir = TempDir::new("race-a");
+    dir.write("zone.db", ZONE);
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:{a_port}\"]\n[transfer]\ndata_dir = \"data\"\n{keys}\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\nnotify = [\"127.0.0.1:{b_port}\"]\n"
+        ),
+    );
+    let a = Server::start_with_config(dir, config);
+    let dir = TempDir::new("race-b");
+    dir.write("dyn.db", &ZONE.replace("example.com.", "dyn.test."));
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:{b_port}\"]\n[transfer]\ndata_dir = \"data\"\n{keys}\
+             [[zone]]\norigin = \"dyn.test.\"\nfile = \"dyn.db\"\n\
+             [[zone]]\norigin = \"example.com.\"\nprimaries = [\"{}\"]\n",
+            a.addr
+        ),
+    );
+    let b = Server::start_with_config(dir, config);
+    assert!(eventually(Duration::from_secs(10), || {
+        !answers(&b, "www.example.com.", RecordType::A).is_empty()
+    }));
+    let (a_addr, b_addr) = (a.addr, b.addr);
+    let upstream = std::thread::spawn(move || {
+        for i in 0..100 {
+            let rcode = send_update(a_addr, &signed_add(&format!("up{i}"), "192.0.2.61"));
+            assert_eq!(rcode, ResponseCode::NoError);
+        }
+    });
+    let mut acked = Vec::new();
+    for i in 0..200 {
+        let update = signed_update("dyn.test.", &format!("d{i}"), "192.0.2.62");
+        if send_update(b_addr, &update) == ResponseCode::NoError {
+            acked.push(i);
+        }
+    }
+    upstream.join().unwrap();
+    assert_eq!(acked.len(), 200);
+    for i in acked {
+        let name = format!("d{i}.dyn.test.");
+        assert_eq!(answers(&b, &name, RecordType::A), ["192.0.2.62"], "{name}");
+    }
+    let same = eventually(Duration::from_secs(10), || {
+        axfr(a.addr) == axfr_of(b.addr, "example.com.")
+    });
+    assert!(same, "B's copy of example.com follows A's:\n{}", b.log());
+    let transfers =
+        b.log().matches("IXFR received").count() + b.log().matches("AXFR received").count();
+    assert!(transfers >= 2, "transfers came in meanwhile: {transfers}");
+    eprintln!("{transfers} transfers in while 200 updates were applied");
+}
+
+/// [`axfr`] of any zone.
+fn axfr_of(addr: SocketAddr, zone: &str) -> BTreeSet<String> {
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut q = Message::new(7, MessageType::Query, OpCode::Query);
+    q.add_query(Query::query(
+        Name::from_ascii(zone).unwrap(),
+        RecordType::AXFR,
+    ));
+    tcp_send(&mut s, &q.to_vec().unwrap());
+    let mut out = BTreeSet::new();
+    let mut soas = 0;
+    while soas < 2 {
+        let msg = Message::from_vec(&tcp_recv(&mut s).expect("AXFR message")).unwrap();
+        for r in msg.answers {
+            soas += usize::from(r.record_type() == RecordType::SOA);
+            out.insert(format!(
+                "{} {} {} {}",
+                r.name.to_lowercase(),
+                r.ttl,
+                r.record_type(),
+                r.data
+            ));
+        }
+    }
+    out
 }
