@@ -236,7 +236,7 @@ impl RuntimeZones {
 
     /// Waits for the journal to hold `version`, then writes the list.
     async fn durable(&self, version: u64) -> Result<(), RuntimeError> {
-        if !self.journaled.clone().reached(version).await {
+        if !self.journaled.clone().durable(version).await {
             return Err(RuntimeError::NotDurable);
         }
         let list = serde_json::to_vec_pretty(&self.list()).expect("plain data");

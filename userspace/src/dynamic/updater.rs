@@ -98,8 +98,8 @@ async fn apply(
             version: Some(version),
             diff,
         }) => {
-            if !journaled.reached(version).await {
-                warn!(zone = %u.zone, "UPDATE committed but the journal stopped; SERVFAIL");
+            if !journaled.durable(version).await {
+                warn!(zone = %u.zone, "UPDATE committed but the journal could not write it to disk; SERVFAIL");
                 return ResponseCode::ServFail;
             }
             info!(zone = %u.zone, peer = %pending.peer, key, serial = diff.new_serial,

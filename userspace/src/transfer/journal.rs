@@ -137,13 +137,15 @@ impl IxfrJournal {
     }
 
     /// Records what one commit did. Called in commit order by the
-    /// journal's subscriber to the zone store's feed.
+    /// journal's subscriber to the zone store's feed. `false` when a file
+    /// could not be written (the commit is then not on disk).
     pub fn record<'a>(
         &self,
         snapshot: &Snapshot,
         diffs: impl IntoIterator<Item = &'a ZoneDiff>,
         now: u64,
-    ) {
+    ) -> bool {
+        let mut written = true;
         let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
         for diff in diffs {
             let key = LowerName::new(&diff.origin);
@@ -155,18 +157,20 @@ impl IxfrJournal {
                 continue;
             };
             let history = zones.entry(key).or_default();
-            match history.push(diff, zone.record_count(), now, &self.limits) {
+            written &= match history.push(diff, zone.record_count(), now, &self.limits) {
                 Persist::Append if !history.file_damaged => self.append(zone, history, diff, now),
                 Persist::Append | Persist::Rewrite => self.rewrite(zone, history),
-            }
+            };
         }
+        written
     }
 
     /// Makes every append since the last call durable: one `fdatasync`
     /// per file, however many commits were appended to it (the group
     /// commit: concurrent updates share one). Called after each batch of
     /// [`record`](Self::record)s, before they are reported journaled.
-    pub fn sync(&self) {
+    pub fn sync(&self) -> bool {
+        let mut synced = true;
         let paths: Vec<PathBuf> = self
             .unsynced
             .lock()
@@ -176,8 +180,10 @@ impl IxfrJournal {
         for path in paths {
             if let Err(e) = File::open(&path).and_then(|f| f.sync_data()) {
                 warn!(file = %path.display(), "journal: fdatasync failed: {e}");
+                synced = false;
             }
         }
+        synced
     }
 
     /// Whether the journal holds a history for zone `origin`.
@@ -209,9 +215,9 @@ impl IxfrJournal {
         Some(dir.join(format!("{}ixfr", crate::zone::image::file_stem(origin))))
     }
 
-    fn append(&self, zone: &Zone, history: &mut History, diff: &ZoneDiff, now: u64) {
+    fn append(&self, zone: &Zone, history: &mut History, diff: &ZoneDiff, now: u64) -> bool {
         let Some(path) = self.path_of(zone.origin()) else {
-            return;
+            return true;
         };
         let frame = frame(&encode_diff(diff, now));
         let wrote = OpenOptions::new()
@@ -233,19 +239,20 @@ impl IxfrJournal {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(path);
+                true
             }
             Err(e) => {
                 warn!(file = %path.display(), "journal: append failed ({e}); rewriting");
-                self.rewrite(zone, history);
+                self.rewrite(zone, history)
             }
         }
     }
 
     /// Writes history + a snapshot of `zone` to a new file and renames it
     /// into place.
-    fn rewrite(&self, zone: &Zone, history: &mut History) {
+    fn rewrite(&self, zone: &Zone, history: &mut History) -> bool {
         let Some(path) = self.path_of(zone.origin()) else {
-            return;
+            return true;
         };
         let result = crate::durable::replace_with(&path, 0o644, |f| {
             for c in history.changes() {
@@ -257,10 +264,12 @@ impl IxfrJournal {
             Ok(()) => {
                 history.file_diffs = 0;
                 history.file_damaged = false;
+                true
             }
             Err(e) => {
                 history.file_damaged = true;
-                warn!(file = %path.display(), "journal: cannot write ({e}); the next change rewrites the file, IXFR history after a restart may be lost until then")
+                warn!(file = %path.display(), "journal: cannot write ({e}); the next change rewrites the file, IXFR history after a restart may be lost until then");
+                false
             }
         }
     }

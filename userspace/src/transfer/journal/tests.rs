@@ -447,3 +447,55 @@ fn an_open_holding_the_newest_version_skips_the_zone_but_keeps_the_history() {
     assert!(matches!(journal.ixfr(&recovered[0], 2), Ixfr::Diff(_)));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A commit the journal cannot write is reported so (an UPDATE in it is
+/// then answered SERVFAIL, not acknowledged), and the next one that can
+/// be written is durable again.
+#[test]
+fn a_commit_that_cannot_be_written_is_not_reported_durable() {
+    let dir = tmpdir("unwritable");
+    let (journal, _) = IxfrJournal::open(&dir, JournalLimits::default()).unwrap();
+    let journal = Arc::new(journal);
+    let store = ZoneStore::new();
+    let (snapshot, feed) = store.subscribe();
+    let mut journaled =
+        crate::transfer::journal_subscriber::start(journal, feed, snapshot.version());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    store.replace_zones(vec![base_zone()], &[], 0);
+    let v = store.snapshot().version();
+    assert!(rt.block_on(journaled.durable(v)), "a zone written");
+    // The zone's file replaced by a directory (not empty): neither an
+    // append nor a rewrite can succeed, even as root.
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "ixfr"))
+        .unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir_all(file.join("blocked")).unwrap();
+    store
+        .update(
+            &name("example.com."),
+            &[Change::Add(a("new.example.com.", 1, 60))],
+            0,
+        )
+        .unwrap();
+    let v = store.snapshot().version();
+    assert!(
+        !rt.block_on(journaled.durable(v)),
+        "not on disk, not durable"
+    );
+    std::fs::remove_dir_all(&file).unwrap();
+    store
+        .update(
+            &name("example.com."),
+            &[Change::Add(a("newer.example.com.", 2, 60))],
+            0,
+        )
+        .unwrap();
+    let v = store.snapshot().version();
+    assert!(rt.block_on(journaled.durable(v)), "written again");
+    let _ = std::fs::remove_dir_all(&dir);
+}
