@@ -16,7 +16,7 @@ const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 
 
 /// xdpdns with the API, a data directory, the `ddns` key (granted every
 /// primary zone) and `extra`.
-fn start(extra: &str) -> Server {
+pub(crate) fn start(extra: &str) -> Server {
     Server::start(
         "example.com.",
         ZONE,

@@ -6,6 +6,7 @@ mod support;
 
 mod anycast;
 mod architecture;
+mod catalog_following;
 mod catalog_zones;
 mod config_and_reload;
 mod dnssec;

@@ -1781,13 +1781,8 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
         .unwrap()
         .as_secs();
     state.write("example.com.refreshed", &now.to_string());
-    let (notify, _tasks) = secondary::start(
+    let set = secondary::SecondarySet::new(
         Secondaries {
-            zones: vec![SecondaryZone {
-                zone: origin.clone(),
-                primaries: vec![primary.addr],
-                key: None,
-            }],
             store: store.clone(),
             state_dir: Some(state.0.clone()),
             timeout: Duration::from_secs(5),
@@ -1797,6 +1792,11 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
         },
         stop,
     );
+    set.add(SecondaryZone {
+        zone: origin.clone(),
+        primaries: vec![primary.addr],
+        key: None,
+    });
     // What the kernel does with an A query for `name`: the answer's last
     // address byte, or None when it has no answer (it passes the query
     // up, or answers NXDOMAIN).
@@ -1855,7 +1855,7 @@ fn an_ixfr_with_a_bad_later_diff_leaves_store_and_kernel_at_the_old_serial() {
 
     primary.valid.store(true, Ordering::SeqCst);
     use xdpdns::router::NotifySink;
-    notify.notified(&origin);
+    set.notified(&origin);
     wait("serial 12", &|| serial() == Some(12));
     wait("the kernel table to follow", &|| {
         kernel_answer("y.example.com.") == Some(12)

@@ -311,13 +311,48 @@ pub fn knot_primary(
 
 /// `knotc zone-reload`: Knot re-reads the file and journals the difference.
 pub fn knot_reload(p: &Proc, zone: &str) {
+    knotc(p, &["zone-reload", zone]);
+}
+
+/// Knot as the primary of `zones` (Knot zone entries, `file:` relative
+/// to its directory, written from `files`), transfers open to loopback
+/// and NOTIFYs to an xdpdns on `notify`.
+pub fn knot_zones_primary(port: u16, notify: u16, zones: &str, files: &[(&str, &str)]) -> Proc {
+    let dir = TempDir::new("knot-zones");
+    for (name, text) in files {
+        dir.write(name, text);
+    }
+    let conf = knot_conf(&dir, port, &knot_zones_defs(notify), zones);
+    start_knot(dir, conf, port)
+}
+
+fn knot_zones_defs(notify: u16) -> String {
+    format!(
+        "remote:\n  - id: xdpdns\n    address: 127.0.0.1@{notify}\n\
+         acl:\n  - id: xfr_out\n    address: 127.0.0.0/8\n    action: transfer\n"
+    )
+}
+
+/// A Knot started by `knot_zones_primary` serves `zones` instead, from
+/// `files` written first (`knotc reload`: added zones load, removed ones
+/// go, a generated catalog follows).
+pub fn knot_reconfigure(p: &Proc, port: u16, notify: u16, zones: &str, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        p.dir.write(name, text);
+    }
+    knot_conf(&p.dir, port, &knot_zones_defs(notify), zones);
+    knotc(p, &["reload"]);
+}
+
+fn knotc(p: &Proc, args: &[&str]) {
     let out = Command::new(tool("knotc"))
-        .args(["-c", &path_str(&p.conf), "-t", "10", "zone-reload", zone])
+        .args(["-c", &path_str(&p.conf), "-t", "10"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "knotc zone-reload: {}{}",
+        "knotc {args:?}: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -77,6 +77,8 @@ pub struct Settings {
     pub transfer: crate::transfer::TransferPolicy,
     pub notify_targets: Vec<crate::transfer::notify::NotifyTargets>,
     pub secondary_zones: Vec<crate::transfer::secondary::SecondaryZone>,
+    /// The secondary zones whose members are followed (`consume_catalog`).
+    pub followed_catalogs: Vec<crate::transfer::secondary::SecondaryZone>,
     /// Read from (or created at) `cookies.secret_file`; `None` when no
     /// file is configured (a random secret lives as long as the process).
     pub cookie_secrets: Option<crate::cookies::CookieSecrets>,
@@ -331,6 +333,11 @@ pub struct ZoneConfig {
     /// answer (RFC 2136 §6); off: REFUSED.
     #[serde(default)]
     pub forward_updates: bool,
+    /// Secondary zone read as a catalog (RFC 9432): its member zones are
+    /// served as secondary zones, transferred from the same primaries with
+    /// the same key, NOTIFYs accepted as for this zone.
+    #[serde(default)]
+    pub consume_catalog: bool,
 }
 
 /// `[registry]`: the service registry, its HTTP API and the zones it

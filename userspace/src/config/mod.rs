@@ -87,6 +87,7 @@ impl Config {
             transfer: config.transfer_policy()?,
             notify_targets: config.notify_targets(),
             secondary_zones: config.secondary_zones(),
+            followed_catalogs: config.followed_catalogs(),
             rotation: config.rotation_policy(),
             cookie_secrets: match &config.cookies.secret_file {
                 Some(f) => Some(
@@ -258,6 +259,12 @@ impl Config {
                     return Err(self.invalid(
                         key("primaries"),
                         "a zone has a file (primary) or primaries (secondary), not both",
+                    ))
+                }
+                (_, true) if z.consume_catalog => {
+                    return Err(self.invalid(
+                        key("consume_catalog"),
+                        "only a secondary zone (with primaries) is followed as a catalog",
                     ))
                 }
                 (None, true) => {

@@ -211,4 +211,18 @@ impl Config {
             })
             .collect()
     }
+
+    /// Secondary zones read as catalogs (`consume_catalog`).
+    pub(super) fn followed_catalogs(&self) -> Vec<SecondaryZone> {
+        let followed: Vec<LowerName> = self
+            .zones
+            .iter()
+            .filter(|z| z.consume_catalog)
+            .map(|z| LowerName::new(&z.origin_name()))
+            .collect();
+        self.secondary_zones()
+            .into_iter()
+            .filter(|z| followed.contains(&LowerName::new(&z.zone)))
+            .collect()
+    }
 }

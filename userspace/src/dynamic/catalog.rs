@@ -20,6 +20,8 @@ pub struct Catalog {
     group: Option<String>,
     /// Zones served here that are not ours (secondary zones).
     others: Mutex<HashSet<LowerName>>,
+    /// Members of catalogs followed here (secondary zones too).
+    followed: Mutex<HashSet<LowerName>>,
 }
 
 impl Catalog {
@@ -28,6 +30,7 @@ impl Catalog {
             origin,
             group,
             others: Mutex::new(secondaries.iter().map(LowerName::new).collect()),
+            followed: Mutex::new(HashSet::new()),
         }
     }
 
@@ -41,6 +44,11 @@ impl Catalog {
             secondaries.iter().map(LowerName::new).collect();
     }
 
+    /// The members of followed catalogs served now.
+    pub fn set_followed(&self, members: impl IntoIterator<Item = LowerName>) {
+        *self.followed.lock().unwrap_or_else(|p| p.into_inner()) = members.into_iter().collect();
+    }
+
     /// Whether `zone` is the catalog or one of its members in `snapshot`.
     pub fn covers(&self, snapshot: &Snapshot, zone: &LowerName) -> bool {
         *zone == LowerName::new(&self.origin)
@@ -51,6 +59,11 @@ impl Catalog {
         *zone != LowerName::new(&self.origin)
             && !self
                 .others
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(zone)
+            && !self
+                .followed
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .contains(zone)

@@ -30,7 +30,8 @@ pub const MAX_RUNTIME_ZONES: usize = 10_000;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RuntimeZone {
     pub name: String,
-    /// Always "primary" (secondary zones at runtime are not built).
+    /// Always "primary" (the secondary zones that come and go at runtime
+    /// are a followed catalog's members, kept by `following`).
     pub kind: String,
     pub added_unix: u64,
 }
@@ -188,7 +189,12 @@ impl RuntimeZones {
             if zones.len() >= self.max {
                 return Err(RuntimeError::TooMany(self.max));
             }
-            if self.store.snapshot().zone(&key).is_some() {
+            // Served, or a secondary zone not transferred yet.
+            let secondary = self
+                .router
+                .upgrade()
+                .is_some_and(|r| r.transfer.load().notify_acl.contains_key(&key));
+            if secondary || self.store.snapshot().zone(&key).is_some() {
                 return Err(RuntimeError::Exists(origin.to_string()));
             }
             let entry = RuntimeZone {

@@ -112,6 +112,22 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         .iter()
         .filter_map(|z| hickory_proto::rr::Name::from_ascii(&z.name).ok())
         .collect();
+    // So do the members of followed catalogs.
+    let kept_members = crate::dynamic::following::kept_members(
+        runtime_dir.as_deref(),
+        &config.settings.followed_catalogs,
+    );
+    let runtime_names: Vec<hickory_proto::rr::Name> = runtime_names
+        .into_iter()
+        .chain(kept_members.iter().map(|m| m.zone.clone()))
+        .collect();
+    let secondaries: Vec<_> = config
+        .settings
+        .secondary_zones
+        .iter()
+        .cloned()
+        .chain(kept_members)
+        .collect();
     let (journal, mut recovered) = open_journal(&config, &held, &runtime_names)?;
     // A zone both in an image and (at another serial) in the journal: the
     // newer serial wins. Usually the journal's (written at every commit,
@@ -157,11 +173,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     // are served before their primaries answer, and the journal's history
     // continues from it.
     store.restore_zones(recovered.into_iter().chain(restored).collect());
-    secondary::expire_stale_copies(
-        &store,
-        &config.settings.secondary_zones,
-        secondary_dir(&config).as_deref(),
-    );
+    secondary::expire_stale_copies(&store, &secondaries, secondary_dir(&config).as_deref());
     let journal = Arc::new(journal);
     let router = Arc::new(
         Router::new(store.reader(), handler_for(&config, None)).with_history(journal.clone()),
@@ -223,11 +235,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         zone_files::load_dynamic(files, &store, &loads, true)?;
     }
     // Image-only zones committed just now: their SOA timers as well.
-    secondary::expire_stale_copies(
-        &store,
-        &config.settings.secondary_zones,
-        secondary_dir(&config).as_deref(),
-    );
+    secondary::expire_stale_copies(&store, &secondaries, secondary_dir(&config).as_deref());
     crate::memory::release_freed();
     // The image writer subscribes once every zone is in the store, so its
     // first pass sees them all (and removes only images of zones gone).
@@ -314,10 +322,11 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             &router,
         ))
     });
-    let dynamic = crate::dynamic::Dynamic {
+    let mut dynamic = crate::dynamic::Dynamic {
         files: dynamic_files.clone(),
         runtime: runtime.clone(),
         catalog: catalog.clone(),
+        following: None,
     };
     let mut registry_task = None;
     let mut api_addr = None;
@@ -342,14 +351,25 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     }
     {
         let _in_control = control.enter();
-        start_secondaries(
-            &config,
-            &store,
-            &router,
-            &loads,
-            stop_rx.clone(),
-            &mut tasks,
-        );
+        let set = start_secondaries(&config, &store, &router, &loads, stop_rx.clone());
+        let followed = &config.settings.followed_catalogs;
+        if !followed.is_empty() || runtime_dir.is_some() {
+            let following = crate::dynamic::following::Following::new(
+                followed.clone(),
+                runtime_dir.as_deref(),
+                set,
+                store.clone(),
+                &router,
+                catalog.clone(),
+            );
+            let (snapshot, feed) = store.subscribe();
+            tasks.push(tokio::spawn(following.clone().follow(
+                snapshot,
+                feed,
+                stop_rx.clone(),
+            )));
+            dynamic.following = Some(following);
+        }
     }
     if let (Some(files), Some(quiet)) = (&dynamic_files, config.update.file_sync()) {
         let _in_control = control.enter();

@@ -166,28 +166,19 @@ pub(super) fn secondary_dir(config: &Config) -> Option<PathBuf> {
         .map(|d| d.join("secondary"))
 }
 
-/// Starts the refresh task of every secondary zone.
+/// Starts the refresh task of every configured secondary zone; the set
+/// takes the zones a followed catalog adds later.
 pub(super) fn start_secondaries(
     config: &Config,
     store: &Arc<ZoneStore>,
     router: &Router,
     loads: &Arc<LoadLog>,
     stop: watch::Receiver<bool>,
-    tasks: &mut Vec<JoinHandle<()>>,
-) {
-    let zones = config.settings.secondary_zones.clone();
-    if zones.is_empty() {
-        return;
-    }
-    let state_dir = secondary_dir(config);
-    if let Some(d) = &state_dir {
-        let _ = std::fs::create_dir_all(d);
-    }
-    let (tx, started) = secondary::start(
+) -> Arc<secondary::SecondarySet> {
+    let set = secondary::SecondarySet::new(
         secondary::Secondaries {
-            zones,
             store: store.clone(),
-            state_dir,
+            state_dir: secondary_dir(config),
             timeout: config.transfer.primary_timeout(),
             max_transfers: config.transfer.max_transfers_in,
             max_records: config.transfer.max_transfer_in_records,
@@ -195,8 +186,13 @@ pub(super) fn start_secondaries(
         },
         stop,
     );
-    let _ = router.notify_sink.set(Box::new(tx));
-    tasks.extend(started);
+    for zone in &config.settings.secondary_zones {
+        set.add(zone.clone());
+    }
+    let _ = router
+        .notify_sink
+        .set(Box::new(secondary::NotifyTo(set.clone())));
+    set
 }
 
 /// Starts the registry (recovering it from disk and publishing its zones)

@@ -236,6 +236,9 @@ pub fn reload(
             .collect();
         c.set_secondaries(&secondaries);
     }
+    if let Some(f) = &dynamic.following {
+        f.refresh_policy(&[]);
+    }
     let takes_updates = |z: &ZoneConfig| {
         let files = dynamic.files.as_ref();
         files.is_some_and(|f| f.takes(&LowerName::new(&z.origin_name())))

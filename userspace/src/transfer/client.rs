@@ -114,6 +114,26 @@ async fn udp_exchange(
     }
 }
 
+/// Sends one request over TCP and returns the (verified) reply.
+async fn tcp_exchange(
+    server: SocketAddr,
+    req: &Message,
+    bytes: &[u8],
+    verifier: Option<&mut TSigVerifier>,
+    timeout: Duration,
+) -> Result<Message, ClientError> {
+    let raw = relay(server, bytes, timeout).await?;
+    let reply = Message::from_vec(&raw).map_err(|e| ClientError::Decode(server, e))?;
+    if reply.id != req.id {
+        return Err(ClientError::Malformed(server, "reply ID does not match"));
+    }
+    if let Some(v) = verifier {
+        v.verify(&raw)
+            .map_err(|e| ClientError::Tsig(server, e.into()))?;
+    }
+    Ok(reply)
+}
+
 /// The serial `server` serves for `zone`.
 pub async fn soa_serial(
     server: SocketAddr,
@@ -122,7 +142,13 @@ pub async fn soa_serial(
     timeout: Duration,
 ) -> Result<u32, ClientError> {
     let (req, bytes, mut v) = request(OpCode::Query, zone, RecordType::SOA, None, key);
-    let reply = udp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
+    let mut reply = udp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
+    // Knot refuses queries for catalog zones over UDP but answers over
+    // TCP, where a truncated answer has to be asked again too.
+    if reply.metadata.truncation || reply.response_code == ResponseCode::Refused {
+        let (req, bytes, mut v) = request(OpCode::Query, zone, RecordType::SOA, None, key);
+        reply = tcp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
+    }
     if reply.response_code != ResponseCode::NoError {
         return Err(ClientError::Rcode(server, reply.response_code));
     }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
@@ -30,7 +30,6 @@ pub struct SecondaryZone {
 }
 
 pub struct Secondaries {
-    pub zones: Vec<SecondaryZone>,
     pub store: Arc<ZoneStore>,
     /// Where the time of each zone's last good refresh is kept.
     pub state_dir: Option<PathBuf>,
@@ -43,41 +42,96 @@ pub struct Secondaries {
     pub log: Arc<LoadLog>,
 }
 
-/// Starts one task per secondary zone; returns the sender that accepted
-/// NOTIFYs go to.
-pub fn start(
-    s: Secondaries,
+/// The secondary zones being kept in step, one task each: those of the
+/// configuration, and those a followed catalog adds and removes at
+/// runtime. Accepted NOTIFYs reach the zone's task through it.
+pub struct SecondarySet {
+    shared: Secondaries,
+    transfers: Arc<Semaphore>,
+    runtime: tokio::runtime::Handle,
     stop: watch::Receiver<bool>,
-) -> (
-    mpsc::UnboundedSender<Name>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Name>();
-    let mut senders = HashMap::new();
-    let mut tasks = Vec::new();
-    let transfers = Arc::new(Semaphore::new(s.max_transfers.max(1)));
-    for zone in s.zones {
-        let (ztx, zrx) = mpsc::channel(1);
-        senders.insert(LowerName::new(&zone.zone), ztx);
+    running: Mutex<HashMap<LowerName, Running>>,
+}
+
+struct Running {
+    check: mpsc::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SecondarySet {
+    /// An empty set whose tasks run on the current tokio runtime and end
+    /// when `stop` turns true.
+    pub fn new(shared: Secondaries, stop: watch::Receiver<bool>) -> Arc<SecondarySet> {
+        if let Some(d) = &shared.state_dir {
+            let _ = std::fs::create_dir_all(d);
+        }
+        Arc::new(SecondarySet {
+            transfers: Arc::new(Semaphore::new(shared.max_transfers.max(1))),
+            shared,
+            runtime: tokio::runtime::Handle::current(),
+            stop,
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LowerName, Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts keeping `zone` in step (restarting its task if it ran).
+    pub fn add(&self, zone: SecondaryZone) {
+        let key = LowerName::new(&zone.zone);
+        let (check, checks) = mpsc::channel(1);
         let task = ZoneTask {
             zone,
-            store: s.store.clone(),
-            state_dir: s.state_dir.clone(),
-            timeout: s.timeout,
-            transfers: transfers.clone(),
-            max_records: s.max_records,
-            log: s.log.clone(),
+            store: self.shared.store.clone(),
+            state_dir: self.shared.state_dir.clone(),
+            timeout: self.shared.timeout,
+            transfers: self.transfers.clone(),
+            max_records: self.shared.max_records,
+            log: self.shared.log.clone(),
         };
-        tasks.push(tokio::spawn(task.run(zrx, stop.clone())));
-    }
-    tasks.push(tokio::spawn(async move {
-        while let Some(zone) = rx.recv().await {
-            if let Some(z) = senders.get(&LowerName::new(&zone)) {
-                let _ = z.try_send(()); // one pending check is enough
-            }
+        let task = self.runtime.spawn(task.run(checks, self.stop.clone()));
+        if let Some(old) = self.lock().insert(key, Running { check, task }) {
+            old.task.abort();
         }
-    }));
-    (tx, tasks)
+    }
+
+    /// Stops keeping `zone` in step and forgets when it was last
+    /// refreshed (what it served stays in the store: the caller removes
+    /// it). The task is aborted between awaits, so a transfer is either
+    /// committed whole or not at all.
+    pub fn remove(&self, zone: &Name) -> bool {
+        let Some(running) = self.lock().remove(&LowerName::new(zone)) else {
+            return false;
+        };
+        running.task.abort();
+        if let Some(f) = ok_file(self.shared.state_dir.as_deref(), zone) {
+            let _ = std::fs::remove_file(f);
+        }
+        true
+    }
+
+    pub fn contains(&self, zone: &LowerName) -> bool {
+        self.lock().contains_key(zone)
+    }
+}
+
+impl crate::router::NotifySink for SecondarySet {
+    fn notified(&self, zone: &Name) {
+        if let Some(z) = self.lock().get(&LowerName::new(zone)) {
+            let _ = z.check.try_send(()); // one pending check is enough
+        }
+    }
+}
+
+/// Hands NOTIFYs to a shared set (the router keeps a boxed sink).
+pub struct NotifyTo(pub Arc<SecondarySet>);
+
+impl crate::router::NotifySink for NotifyTo {
+    fn notified(&self, zone: &Name) {
+        self.0.notified(zone);
+    }
 }
 
 /// Where the time of a zone's last good refresh is kept.
