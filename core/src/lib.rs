@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod registry;
 pub mod router;
 pub mod rrl;
+pub mod signing;
 pub mod transfer;
 pub mod update;
 pub mod wire;

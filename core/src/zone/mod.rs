@@ -24,7 +24,9 @@ pub use feed::{Commit, FeedItem, Subscription, ZoneEvent};
 pub use node::Node;
 pub use packed::{PackError, PackedRdatas};
 pub use parser::{parse_zone_str, parse_zone_text, SourceFiles, SourceRecord, ZoneFileError};
-pub use rrset::{covered_type, fqdn_lower, label_count, nsec3_chain, nsec3_chain_key, RRset};
+pub use rrset::{
+    covered_type, fqdn_lower, label_count, nsec3_chain, nsec3_chain_key, signer_managed, RRset,
+};
 pub use serial::SerialPolicy;
 pub use snapshot::{Snapshot, ZoneDiff};
 pub use store::{Change, Edit, EditError, Edited, RotationPolicy, ZoneReader, ZoneStore};

@@ -127,3 +127,18 @@ pub fn fqdn_lower(name: &Name) -> Name {
     n.set_fqdn(true);
     n
 }
+
+/// The types an online signer owns: replaced whole at every signing,
+/// whatever a zone file or a generator put there.
+pub fn signer_managed(rtype: RecordType) -> bool {
+    matches!(
+        rtype,
+        RecordType::RRSIG
+            | RecordType::NSEC
+            | RecordType::NSEC3
+            | RecordType::NSEC3PARAM
+            | RecordType::DNSKEY
+            | RecordType::CDS
+            | RecordType::CDNSKEY
+    )
+}

@@ -310,7 +310,7 @@ impl Projection {
                 };
                 store.publish_generated(zones, Some(floor), now)
             }
-            Serials::Exact(serial) => store.publish_generated_at(zones, serial),
+            Serials::Exact(serial) => store.publish_generated_at(zones, serial, now),
         };
         log_published(&diffs, started);
         diffs
@@ -352,7 +352,9 @@ impl Projection {
             }
             let result = match serials {
                 Serials::Policy { .. } => store.update(&origin, &changes, now_ms() / 1000),
-                Serials::Exact(serial) => store.update_at(&origin, &changes, serial),
+                Serials::Exact(serial) => {
+                    store.update_at(&origin, &changes, serial, now_ms() / 1000)
+                }
             };
             match result {
                 Ok(d) if !d.is_empty() => diffs.push(d),

@@ -22,6 +22,9 @@ use tokio::sync::broadcast;
 use super::feed::{Commit, Subscription, ZoneEvent, FEED_CAPACITY};
 use super::serial::{is_newer, SerialPolicy};
 pub use super::snapshot::{Snapshot, ZoneDiff};
+pub use signed::Signer;
+
+mod signed;
 use super::{Node, RRset, Zone, ZoneError};
 
 /// A record-level change to a zone.
@@ -67,6 +70,8 @@ pub enum StoreError {
     Zone(#[from] ZoneError),
     #[error("the SOA record is managed by the store and cannot be changed directly")]
     SoaChange,
+    #[error("zone {0} could not be signed; nothing changed")]
+    Signing(Name),
 }
 
 /// Which zones rotate their A/AAAA answers (`[[zone]] rotate`): serving
@@ -90,6 +95,8 @@ impl RotationPolicy {
 struct Writer {
     policy: SerialPolicy,
     rotation: RotationPolicy,
+    /// Zones signed on the commit path.
+    signers: std::collections::HashMap<LowerName, Arc<dyn Signer>>,
 }
 
 pub struct ZoneStore {
@@ -321,6 +328,12 @@ impl ZoneStore {
                 }
                 other => other,
             };
+            let change = match change {
+                Some((zone, _)) if owned && w.signer(&key).is_some() => {
+                    signed_change(&w, current.map(|z| &**z), zone, now)
+                }
+                other => other,
+            };
             if let Some((zone, diff)) = change {
                 diffs.push(diff);
                 next.zones.insert(key, Arc::new(zone));
@@ -367,7 +380,7 @@ impl ZoneStore {
         floor: Option<u32>,
         now: u64,
     ) -> Vec<ZoneDiff> {
-        self.publish_generated_with(zones, &|policy, old| {
+        self.publish_generated_with(zones, now, &|policy, old| {
             policy.next_owned(old, floor, now as u32)
         })
     }
@@ -376,13 +389,15 @@ impl ZoneStore {
     /// getting `serial` exactly (the etcd registry's serial, derived from
     /// the revision the zones were generated at), or the serial after the
     /// zone's if `serial` is not newer: a serial never goes back.
-    pub fn publish_generated_at(&self, zones: Vec<Zone>, serial: u32) -> Vec<ZoneDiff> {
-        self.publish_generated_with(zones, &|_, old| forward(serial, old))
+    /// `now` dates the signatures of a signed zone.
+    pub fn publish_generated_at(&self, zones: Vec<Zone>, serial: u32, now: u64) -> Vec<ZoneDiff> {
+        self.publish_generated_with(zones, now, &|_, old| forward(serial, old))
     }
 
     fn publish_generated_with(
         &self,
         zones: Vec<Zone>,
+        now: u64,
         serial_of: &dyn Fn(SerialPolicy, Option<u32>) -> u32,
     ) -> Vec<ZoneDiff> {
         let w = self.lock();
@@ -393,13 +408,21 @@ impl ZoneStore {
             let key = zone.origin_key().clone();
             let before = old.zones.get(&key).map(|z| &**z);
             let old_serial = before.and_then(Zone::serial);
+            let signed = w.signer(&key).is_some();
             if let Some(serial) = old_serial {
                 set_serial(&mut zone, serial);
-                if diff_zones(before, Some(&zone), zone.origin()).is_empty() {
+                let unchanged = match before {
+                    Some(b) if signed => signed::same_unsigned(b, &zone),
+                    _ => diff_zones(before, Some(&zone), zone.origin()).is_empty(),
+                };
+                if unchanged {
                     continue;
                 }
             }
             set_serial(&mut zone, serial_of(w.policy, old_serial));
+            if !w.sign(before, &mut zone, now) {
+                continue;
+            }
             diffs.push(diff_zones(before, Some(&zone), zone.origin()));
             next.zones.insert(key, Arc::new(zone));
         }
@@ -419,22 +442,24 @@ impl ZoneStore {
         changes: &[Change],
         now: u64,
     ) -> Result<ZoneDiff, StoreError> {
-        self.update_with(origin, changes, Err(now))
+        self.update_with(origin, changes, Err(now), now)
     }
 
     /// [`update`](Self::update) to serial `serial` exactly, or to the
-    /// serial after the zone's if `serial` is not newer.
+    /// serial after the zone's if `serial` is not newer (`now` dates the
+    /// signatures of a signed zone).
     pub fn update_at(
         &self,
         origin: &Name,
         changes: &[Change],
         serial: u32,
+        now: u64,
     ) -> Result<ZoneDiff, StoreError> {
         let old = self
             .snapshot()
             .zone(&LowerName::new(origin))
             .and_then(|z| z.serial());
-        self.update_with(origin, changes, Ok(forward(serial, old)))
+        self.update_with(origin, changes, Ok(forward(serial, old)), now)
     }
 
     fn update_with(
@@ -442,8 +467,9 @@ impl ZoneStore {
         origin: &Name,
         changes: &[Change],
         serial: Result<u32, u64>,
+        now: u64,
     ) -> Result<ZoneDiff, StoreError> {
-        let diffs = self.apply(origin, &[(changes, serial)])?;
+        let diffs = self.apply(origin, &[(changes, serial)], Some(now))?;
         Ok(diffs.into_iter().next().unwrap_or_else(|| ZoneDiff {
             origin: origin.clone(),
             ..ZoneDiff::default()
@@ -483,6 +509,15 @@ impl ZoneStore {
                 version: None,
             });
         }
+        let diff = match w.signer(&key) {
+            Some(_) => {
+                if !w.sign(Some(current), &mut zone, now) {
+                    return Err(EditError::Store(StoreError::Signing(origin.clone())));
+                }
+                diff_zones(Some(current), Some(&zone), zone.origin())
+            }
+            None => diff,
+        };
         let mut next = (*old).clone();
         next.zones.insert(key, Arc::new(zone));
         self.commit_diffs(&w, next, std::slice::from_ref(&diff));
@@ -503,17 +538,19 @@ impl ZoneStore {
             .iter()
             .map(|(changes, serial)| (changes.as_slice(), Ok(*serial)))
             .collect();
-        self.apply(origin, &steps)
+        self.apply(origin, &steps, None)
     }
 
     /// Applies each step's changes and serial to one zone, in order, and
     /// commits them together: all of them, or none when one fails (an
     /// incremental transfer is applied whole). Steps that change nothing
-    /// add no diff.
+    /// add no diff. A signed zone is signed at `now` once the steps are
+    /// applied (a transfer, `now` = `None`, is committed as it came).
     fn apply(
         &self,
         origin: &Name,
         steps: &[(&[Change], Result<u32, u64>)],
+        now: Option<u64>,
     ) -> Result<Vec<ZoneDiff>, StoreError> {
         let w = self.lock();
         let old = self.current.load_full();
@@ -525,6 +562,12 @@ impl ZoneStore {
             if !diff.is_empty() {
                 diffs.push(diff);
             }
+        }
+        if let (Some(now), Some(_), false) = (now, w.signer(&key), diffs.is_empty()) {
+            if !w.sign(Some(current), &mut zone, now) {
+                return Err(StoreError::Signing(origin.clone()));
+            }
+            diffs = vec![diff_zones(Some(current), Some(&zone), zone.origin())];
         }
         if !diffs.is_empty() {
             let mut next = (*old).clone();
@@ -621,6 +664,37 @@ fn apply_step(
     diff.added
         .insert(0, Record::from_rdata(origin, new_ttl, RData::SOA(new_soa)));
     Ok(diff)
+}
+
+/// A signed zone's new version from its source: `None` when only what the
+/// signer owns differs, else signed (under a serial newer than
+/// `before`'s) with its diff.
+fn signed_change(
+    w: &Writer,
+    before: Option<&Zone>,
+    mut zone: Zone,
+    now: u64,
+) -> Option<(Zone, ZoneDiff)> {
+    if let Some(b) = before {
+        let mut same = zone.clone();
+        if let Some(serial) = b.serial() {
+            set_serial(&mut same, serial);
+        }
+        if signed::same_unsigned(b, &same) {
+            return None;
+        }
+        match (b.serial(), zone.serial()) {
+            (Some(was), Some(new)) if !is_newer(new, was) => {
+                set_serial(&mut zone, w.policy.next(was, now as u32))
+            }
+            _ => {}
+        }
+    }
+    if !w.sign(before, &mut zone, now) {
+        return None;
+    }
+    let diff = diff_zones(before, Some(&zone), zone.origin());
+    Some((zone, diff))
 }
 
 /// The zone to install and its diff against `before`, or `None` when

@@ -1,0 +1,97 @@
+//! RRSIGs over one RRset (RFC 4034 §3, RFC 4035 §2.2), and whether the
+//! ones a previous version carried can stay.
+
+use hickory_proto::dnssec::rdata::sig::SigInput;
+use hickory_proto::dnssec::rdata::{DNSSECRData, RRSIG};
+use hickory_proto::dnssec::TBS;
+use hickory_proto::rr::{DNSClass, Name, RData, Record, SerialNumber};
+
+use super::{ActiveKey, SignError, SignPolicy};
+use crate::zone::RRset;
+
+/// Spreads expirations over a tenth of the time between refresh and
+/// expiry, by owner and type, so a zone signed at once is not due at once.
+fn jitter(owner: &Name, set: &RRset, policy: &SignPolicy) -> u32 {
+    use std::hash::{Hash, Hasher};
+    let span = policy.validity.saturating_sub(policy.refresh) / 10;
+    if span == 0 {
+        return 0;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    owner.to_lowercase().hash(&mut h);
+    u16::from(set.rtype).hash(&mut h);
+    (h.finish() % u64::from(span)) as u32
+}
+
+/// One RRSIG per key over `set` at `owner`.
+pub(super) fn sign(
+    owner: &Name,
+    set: &RRset,
+    keys: &[&ActiveKey],
+    signer_name: &Name,
+    policy: &SignPolicy,
+    now: u32,
+) -> Result<Vec<RData>, SignError> {
+    let records: Vec<Record> = set
+        .rdatas()
+        .map(|d| Record::from_rdata(owner.clone(), set.ttl, d))
+        .collect();
+    let expiration = now.wrapping_add(policy.validity - jitter(owner, set, policy));
+    keys.iter()
+        .map(|k| {
+            let input = SigInput {
+                type_covered: set.rtype,
+                algorithm: k.algorithm(),
+                num_labels: owner.num_labels(),
+                original_ttl: set.ttl,
+                sig_expiration: SerialNumber::new(expiration),
+                sig_inception: SerialNumber::new(now.wrapping_sub(policy.backdate)),
+                key_tag: k.tag,
+                signer_name: signer_name.clone(),
+            };
+            let tbs = TBS::from_input(owner, DNSClass::IN, &input, records.iter())
+                .map_err(|e| SignError::Encode(owner.clone(), e.to_string()))?;
+            let sig = k
+                .key
+                .sign(&tbs)
+                .map_err(|e| SignError::Key(e.to_string()))?;
+            Ok(RData::DNSSEC(DNSSECRData::RRSIG(RRSIG::from_sig(
+                input, sig,
+            ))))
+        })
+        .collect()
+}
+
+/// The RRSIGs of `old_sigs` that can stay over an unchanged RRset: one
+/// per signing key, none due for refresh at `now`. `None` when any key
+/// lacks one (the set is signed again).
+pub(super) fn reusable(
+    old_sigs: Option<&RRset>,
+    keys: &[&ActiveKey],
+    policy: &SignPolicy,
+    now: u32,
+) -> Option<Vec<RData>> {
+    let sigs: Vec<RData> = old_sigs?.rdatas().collect();
+    keys.iter()
+        .map(|k| {
+            sigs.iter()
+                .find(|s| match s {
+                    RData::DNSSEC(DNSSECRData::RRSIG(r)) => {
+                        let i = r.input();
+                        i.key_tag == k.tag
+                            && i.algorithm == k.algorithm()
+                            && fresh(i.sig_expiration.get(), policy, now)
+                    }
+                    _ => false,
+                })
+                .cloned()
+        })
+        .collect()
+}
+
+/// Whether a signature expiring at `expiration` has more than the refresh
+/// time left (serial arithmetic: expirations wrap in 2106).
+pub(super) fn fresh(expiration: u32, policy: &SignPolicy, now: u32) -> bool {
+    let left = expiration.wrapping_sub(now) as i32;
+    left > policy.refresh as i32
+}

@@ -1,0 +1,197 @@
+//! Signing one version of a zone: the DNSKEY (CDS, CDNSKEY) RRsets, the
+//! NSEC chain and an RRSIG over every authoritative RRset, carrying over
+//! the previous version's signatures of RRsets that did not change.
+
+use hickory_proto::dnssec::rdata::{DNSSECRData, CDNSKEY, CDS};
+use hickory_proto::dnssec::Verifier;
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+
+use super::{chain, rrsig, ActiveKey, ZoneSigner};
+use crate::zone::{Zone, ZoneError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    #[error("the zone has no SOA")]
+    NoSoa,
+    #[error("no key signs {0}")]
+    NoKey(&'static str),
+    #[error("key: {0}")]
+    Key(String),
+    #[error("{0}: cannot encode for signing: {1}")]
+    Encode(Name, String),
+    #[error(transparent)]
+    Zone(#[from] ZoneError),
+}
+
+pub use crate::zone::signer_managed as is_managed;
+
+/// What one signing did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Signed {
+    /// RRsets signed anew.
+    pub signed: usize,
+    /// RRsets whose signatures were carried over.
+    pub kept: usize,
+}
+
+/// Signs `zone` (its serial already final) with `signer` at `now`, reusing
+/// the signatures `before` holds for RRsets that did not change.
+pub fn sign_zone(
+    signer: &ZoneSigner,
+    before: Option<&Zone>,
+    zone: &mut Zone,
+    now: u32,
+) -> Result<Signed, SignError> {
+    let (soa, soa_ttl) = zone
+        .soa()
+        .map(|(s, t)| (s.clone(), t))
+        .ok_or(SignError::NoSoa)?;
+    let apex = zone.origin().clone();
+    strip(zone);
+    for rdata in key_rdatas(signer, &apex)? {
+        zone.insert(Record::from_rdata(apex.clone(), soa_ttl, rdata))?;
+    }
+    // RFC 9077: negative answers' TTL is the lesser of the two.
+    let nsec_ttl = soa.minimum.min(soa_ttl);
+    let owners = chain::owners(zone);
+    for r in chain::nsec_records(zone, &owners, nsec_ttl) {
+        zone.insert(r)?;
+    }
+    let ksks: Vec<&ActiveKey> = signer
+        .signing
+        .iter()
+        .filter(|k| k.role.signs_keys())
+        .collect();
+    let zsks: Vec<&ActiveKey> = signer
+        .signing
+        .iter()
+        .filter(|k| k.role.signs_zone())
+        .collect();
+    if ksks.is_empty() {
+        return Err(SignError::NoKey("the DNSKEY RRset"));
+    }
+    if zsks.is_empty() {
+        return Err(SignError::NoKey("the zone"));
+    }
+    let mut done = Signed::default();
+    let mut sigs: Vec<Record> = Vec::new();
+    for owner in &owners {
+        let name = Name::from(&owner.key);
+        let node = zone.node(&owner.key).expect("owners are nodes");
+        let old = before.and_then(|b| b.node(&owner.key));
+        for set in node.rrsets() {
+            let t = set.rtype;
+            // At a cut only DS and NSEC are the zone's (RFC 4035 §2.2).
+            if t == RecordType::RRSIG
+                || (owner.cut && !matches!(t, RecordType::DS | RecordType::NSEC))
+            {
+                continue;
+            }
+            let keys = match t {
+                RecordType::DNSKEY | RecordType::CDS | RecordType::CDNSKEY => &ksks,
+                _ => &zsks,
+            };
+            let unchanged = old.and_then(|o| o.rrset(t)).is_some_and(|o| o == set);
+            let kept = unchanged
+                .then(|| {
+                    rrsig::reusable(old.and_then(|o| o.signatures(t)), keys, &signer.policy, now)
+                })
+                .flatten();
+            let rdatas = match kept {
+                Some(k) => {
+                    done.kept += 1;
+                    k
+                }
+                None => {
+                    done.signed += 1;
+                    rrsig::sign(&name, set, keys, &apex, &signer.policy, now)?
+                }
+            };
+            sigs.extend(
+                rdatas
+                    .into_iter()
+                    .map(|d| Record::from_rdata(name.clone(), set.ttl, d)),
+            );
+        }
+    }
+    for r in sigs {
+        zone.insert(r)?;
+    }
+    Ok(done)
+}
+
+/// Removes every record of a type the signer owns.
+fn strip(zone: &mut Zone) {
+    let managed: Vec<(Name, RData)> = zone
+        .nodes()
+        .flat_map(|(key, node)| {
+            node.rrsets()
+                .iter()
+                .filter(|s| is_managed(s.rtype))
+                .flat_map(move |s| s.rdatas().map(move |d| (Name::from(key), d)))
+        })
+        .collect();
+    for (name, rdata) in managed {
+        zone.remove(&name, &rdata);
+    }
+}
+
+/// The apex's DNSKEYs, and CDS/CDNSKEY for the keys submitted to the
+/// parent.
+fn key_rdatas(signer: &ZoneSigner, apex: &Name) -> Result<Vec<RData>, SignError> {
+    let mut out: Vec<RData> = signer
+        .dnskeys()
+        .into_iter()
+        .map(|k| RData::DNSSEC(DNSSECRData::DNSKEY(k)))
+        .collect();
+    for key in &signer.submitted {
+        let ds = super::ds_for(apex, key)?;
+        out.push(RData::DNSSEC(DNSSECRData::CDS(CDS::new(
+            ds.key_tag(),
+            Some(ds.algorithm()),
+            ds.digest_type(),
+            ds.digest().to_vec(),
+        ))));
+        out.push(RData::DNSSEC(DNSSECRData::CDNSKEY(CDNSKEY::with_flags(
+            key.flags(),
+            Some(key.algorithm()),
+            key.public_key().clone().into_inner(),
+        ))));
+    }
+    Ok(out)
+}
+
+/// Whether any signature in `zone` is due for refresh at `now` (or made by
+/// a key that no longer signs): a commit would sign something anew.
+pub(super) fn refresh_due(signer: &ZoneSigner, zone: &Zone, now: u32) -> bool {
+    let tags: Vec<u16> = signer.signing.iter().map(|k| k.tag).collect();
+    zone.nodes().any(|(_, node)| {
+        node.rrsets()
+            .iter()
+            .filter(|s| s.rtype == RecordType::RRSIG)
+            .flat_map(|s| s.rdatas())
+            .any(|d| match d {
+                RData::DNSSEC(DNSSECRData::RRSIG(r)) => {
+                    let i = r.input();
+                    !tags.contains(&i.key_tag)
+                        || !rrsig::fresh(i.sig_expiration.get(), &signer.policy, now)
+                }
+                _ => false,
+            })
+    }) || !zone_is_signed_by(zone, signer)
+}
+
+fn zone_is_signed_by(zone: &Zone, signer: &ZoneSigner) -> bool {
+    let apex = LowerName::new(zone.origin());
+    let published: Vec<_> = zone
+        .node(&apex)
+        .and_then(|n| n.rrset(RecordType::DNSKEY))
+        .map(|s| s.rdatas().collect())
+        .unwrap_or_default();
+    let want: Vec<RData> = signer
+        .dnskeys()
+        .into_iter()
+        .map(|k| RData::DNSSEC(DNSSECRData::DNSKEY(k)))
+        .collect();
+    published.len() == want.len() && want.iter().all(|k| published.contains(k))
+}
