@@ -29,6 +29,7 @@ pub mod registry;
 pub use xdpdns_core::router;
 pub use xdpdns_core::rrl;
 pub mod serve;
+pub mod signing;
 pub mod sockets;
 pub mod transfer;
 pub use xdpdns_core::update;

@@ -49,6 +49,10 @@ pub struct Config {
     /// The catalog zone of the zones served here as primary (RFC 9432).
     #[serde(default)]
     pub catalog: Option<CatalogConfig>,
+    /// Signing policies zones refer to by `dnssec_policy` (`default`
+    /// exists without being declared).
+    #[serde(default, rename = "dnssec_policy")]
+    pub dnssec_policies: Vec<DnssecPolicyConfig>,
     /// DNS cookies (RFC 7873/9018), in both paths.
     #[serde(default)]
     pub cookies: CookiesConfig,
@@ -338,6 +342,9 @@ pub struct ZoneConfig {
     /// the same key, NOTIFYs accepted as for this zone.
     #[serde(default)]
     pub consume_catalog: bool,
+    /// Sign this primary zone online with the named `[[dnssec_policy]]`.
+    #[serde(default)]
+    pub dnssec_policy: Option<String>,
 }
 
 /// `[registry]`: the service registry, its HTTP API and the zones it
@@ -421,6 +428,61 @@ pub struct RegistryZoneConfig {
     /// are its instances.
     #[serde(default = "yes")]
     pub rotate: bool,
+    /// Sign this zone online with the named `[[dnssec_policy]]`.
+    #[serde(default)]
+    pub dnssec_policy: Option<String>,
+}
+
+/// `[[dnssec_policy]]`: how a zone signed online is signed.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DnssecPolicyConfig {
+    pub name: String,
+    /// `ecdsap256sha256` (13) or `ed25519` (15).
+    #[serde(default = "default_signing_algorithm")]
+    pub algorithm: String,
+    /// `csk` (one key) or `ksk+zsk`.
+    #[serde(default = "default_keys")]
+    pub keys: String,
+    /// How long a signature is valid (Knot's `rrsig-lifetime`).
+    #[serde(default = "default_validity")]
+    pub signature_validity_s: u32,
+    /// A signature with less than this left is replaced.
+    #[serde(default = "default_refresh")]
+    pub signature_refresh_s: u32,
+    /// Denial of existence: only `nsec` (see the manual for why).
+    #[serde(default = "default_denial")]
+    pub denial: String,
+}
+
+fn default_signing_algorithm() -> String {
+    "ecdsap256sha256".into()
+}
+fn default_keys() -> String {
+    "csk".into()
+}
+fn default_validity() -> u32 {
+    14 * 86_400
+}
+fn default_refresh() -> u32 {
+    7 * 86_400
+}
+fn default_denial() -> String {
+    "nsec".into()
+}
+
+impl DnssecPolicyConfig {
+    /// The policy every zone may name without declaring it.
+    pub fn builtin_default() -> DnssecPolicyConfig {
+        DnssecPolicyConfig {
+            name: "default".into(),
+            algorithm: default_signing_algorithm(),
+            keys: default_keys(),
+            signature_validity_s: default_validity(),
+            signature_refresh_s: default_refresh(),
+            denial: default_denial(),
+        }
+    }
 }
 
 fn default_api_listen() -> SocketAddr {

@@ -10,15 +10,17 @@ use serde::Deserialize;
 pub mod anycast;
 mod error;
 mod file;
+pub mod signing;
 pub mod transfer;
 pub mod update;
 
 pub use error::ConfigError;
 use file::socket_path;
 pub use file::{
-    AnycastConfig, Config, ControlConfig, CookiesConfig, IdentityConfig, LogConfig, LogFormat,
-    MetricsConfig, RegistryBackend, RegistryConfig, RegistryZoneConfig, ServerConfig, Settings,
-    TransferConfig, TsigKeyConfig, XdpConfig, ZoneConfig, DEFAULT_UDP_COALESCE_US,
+    AnycastConfig, Config, ControlConfig, CookiesConfig, DnssecPolicyConfig, IdentityConfig,
+    LogConfig, LogFormat, MetricsConfig, RegistryBackend, RegistryConfig, RegistryZoneConfig,
+    ServerConfig, Settings, TransferConfig, TsigKeyConfig, XdpConfig, ZoneConfig,
+    DEFAULT_UDP_COALESCE_US,
 };
 
 use crate::handler::Identity;
@@ -277,6 +279,7 @@ impl Config {
             }
         }
         self.transfer_policy()?;
+        self.validate_signing()?;
         if let Some(r) = &self.registry {
             self.validate_registry(r, &seen)?;
         }

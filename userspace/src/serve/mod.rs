@@ -226,6 +226,12 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         &mut tasks,
     );
     drop(in_control);
+    // Signed zones are signed on every commit from here on (the journal
+    // has subscribed); what it restored is signed by their keys already.
+    if let Some(dir) = &config.transfer.data_dir {
+        crate::signing::install(&store, dir, &config.signed_zones(), unix_secs())
+            .context("signing keys")?;
+    }
     store.replace_zones(
         parsed.into_iter().chain(unjournaled).collect(),
         &[],
@@ -370,6 +376,13 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             )));
             dynamic.following = Some(following);
         }
+    }
+    if !config.signed_zones().is_empty() {
+        let _in_control = control.enter();
+        tasks.push(crate::signing::start_refresh(
+            store.clone(),
+            stop_rx.clone(),
+        ));
     }
     if let (Some(files), Some(quiet)) = (&dynamic_files, config.update.file_sync()) {
         let _in_control = control.enter();

@@ -70,8 +70,8 @@ pub(super) fn same_unsigned(a: &Zone, b: &Zone) -> bool {
 
 impl ZoneStore {
     /// Signs `origin` with `signer` from now on (or stops signing it:
-    /// `None`). A served zone is signed (or stripped) at once, under the
-    /// next serial, in one commit.
+    /// `None`). A served zone not signed by its keys yet is signed (or,
+    /// without a signer, stripped) at once, under the next serial.
     pub fn set_signer(&self, origin: &Name, signer: Option<Arc<dyn Signer>>, now: u64) {
         let mut w = self.lock();
         let key = LowerName::new(origin);
@@ -79,10 +79,13 @@ impl ZoneStore {
             Some(s) => w.signers.insert(key.clone(), s),
             None => w.signers.remove(&key),
         };
-        // A zone never signed here (a pre-signed file) is left alone.
-        if w.signers.contains_key(&key) || had.is_some() {
-            self.resign_locked(&w, &key, now, true);
-        }
+        // A zone already signed by these keys (restored from the journal)
+        // stays as it is; one signed by no signer (a pre-signed file) too.
+        match (w.signers.contains_key(&key), had.is_some()) {
+            (true, _) => self.resign_locked(&w, &key, now, false),
+            (false, true) => self.resign_locked(&w, &key, now, true),
+            (false, false) => false,
+        };
     }
 
     /// Re-signs every signed zone with a signature due for refresh (or
