@@ -15,6 +15,7 @@ mod fallback_server;
 mod fuzz;
 mod hostile_input;
 mod malformed_input;
+mod online_signing;
 mod operations;
 mod registry_api;
 mod registry_etcd;

@@ -1,0 +1,310 @@
+//! Zones signed online: a registry zone and a file zone that takes
+//! UPDATEs, signed by xdpdns with keys it made, validated by Unbound
+//! (trusting only the keys xdpdns published) through registrations,
+//! deregistrations, updates and a restart, and accepted whole by BIND's
+//! `dnssec-verify`.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use hickory_proto::dnssec::rdata::DNSSECRData;
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{RData, RecordType};
+
+use crate::support::peers::SECRET;
+use crate::support::process::free_port;
+use crate::support::{eventually, http, Server, TempDir};
+
+const TOKEN: &str = "t";
+
+const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
+                    @ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.80\n*.wild TXT \"any\"\n";
+
+/// xdpdns on `port` signing example.com (a CSK, takes UPDATEs with the
+/// `ddns` key) and the registry zone sd.example (KSK and ZSK).
+fn start(port: u16) -> Server {
+    let dir = TempDir::new("online-signing");
+    dir.write("zone.db", ZONE);
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\n[log]\nlevel = \"info\"\n\
+             [transfer]\ndata_dir = \"data\"\n\
+             [[dnssec_policy]]\nname = \"split\"\nkeys = \"ksk+zsk\"\n\
+             [[tsig_key]]\nname = \"ddns\"\nsecret = \"{SECRET}\"\n\
+             [[update_grant]]\nkey = \"ddns\"\n\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\ndnssec_policy = \"default\"\n\
+             [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\ndata_dir = \"reg\"\n\
+             batch_delay_ms = 2\nrequire_opt_in = false\n\
+             ns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
+             [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\ndnssec_policy = \"split\"\n"
+        ),
+    );
+    Server::start_with_config(dir, config)
+}
+
+/// The key-signing DNSKEYs `zone` publishes, as Unbound trust anchors.
+fn trust_anchors(srv: &Server, zone: &str) -> Vec<String> {
+    let m = srv.tcp(zone, RecordType::DNSKEY);
+    m.answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::DNSSEC(DNSSECRData::DNSKEY(k)) if k.secure_entry_point() => {
+                Some(format!("{} DNSKEY {}", r.name, r.data))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+struct Unbound {
+    child: std::process::Child,
+    port: u16,
+    dir: TempDir,
+}
+
+impl Drop for Unbound {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Unbound {
+    /// A validating Unbound on loopback whose only way to the zones is
+    /// xdpdns on `server`, trusting `anchors` and nothing else.
+    fn start(server: u16, zones: &[&str], anchors: &[String]) -> Unbound {
+        let dir = TempDir::new("unbound-online");
+        let port = free_port();
+        let mut conf = format!(
+            "server:\n  interface: 127.0.0.1\n  port: {port}\n  do-daemonize: no\n  username: \"\"\n\
+             chroot: \"\"\n  directory: \"{}\"\n  pidfile: \"\"\n  use-syslog: no\n  verbosity: 1\n\
+             module-config: \"validator iterator\"\n  val-log-level: 2\n  aggressive-nsec: no\n\
+             do-not-query-localhost: no\n  do-ip6: no\n  access-control: 127.0.0.0/8 allow\n\
+             qname-minimisation: no\n  cache-max-ttl: 0\n  cache-max-negative-ttl: 0\n",
+            dir.0.display()
+        );
+        for a in anchors {
+            conf.push_str(&format!("  trust-anchor: \"{a}\"\n"));
+        }
+        for z in zones {
+            conf.push_str(&format!(
+                "stub-zone:\n  name: \"{z}\"\n  stub-addr: 127.0.0.1@{server}\n"
+            ));
+        }
+        let conf = dir.write("unbound.conf", &conf);
+        let log = std::fs::File::create(dir.0.join("unbound.log")).unwrap();
+        let child = Command::new("unbound")
+            .args(["-d", "-c"])
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("unbound (installed by cargo xtask deps)");
+        let u = Unbound { child, port, dir };
+        assert!(
+            eventually(Duration::from_secs(10), || u
+                .ask(zones[0], "SOA")
+                .contains("status:")),
+            "unbound did not start: {}",
+            u.log()
+        );
+        u
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.0.join("unbound.log")).unwrap_or_default()
+    }
+
+    fn ask(&self, name: &str, rtype: &str) -> String {
+        let out = Command::new("dig")
+            .args([
+                "@127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "+dnssec",
+                "+time=3",
+                "+tries=1",
+            ])
+            .args([name, rtype])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `name rtype` resolves as `status` with the AD bit (validated).
+    fn secure(&self, name: &str, rtype: &str, status: &str) -> Result<(), String> {
+        let out = self.ask(name, rtype);
+        let ad = out
+            .lines()
+            .find(|l| l.starts_with(";; flags:"))
+            .is_some_and(|l| l.split(';').nth(2).unwrap_or("").contains(" ad"));
+        if ad && out.contains(&format!("status: {status}")) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{name} {rtype} (wanted {status}, validated):\n{out}"
+            ))
+        }
+    }
+}
+
+fn register(srv: &Server, id: &str, address: &str) {
+    let body = format!(
+        r#"{{"owner":"acme","addresses":["{address}"],"services":["web:8080"],"lease_secs":60}}"#
+    );
+    let (code, out) = http(
+        "PUT",
+        &format!("{}/v1/instances/{id}", srv.api()),
+        Some(TOKEN),
+        Some(&body),
+    );
+    assert_eq!(code, 200, "{out}");
+}
+
+/// Every answer and denial Unbound gets for the two zones validates.
+fn all_secure(u: &Unbound, instances: &[&str], gone: &[&str]) -> Vec<String> {
+    let mut checks: Vec<(String, &str, &str)> = vec![
+        ("example.com.".into(), "SOA", "NOERROR"),
+        ("www.example.com.".into(), "A", "NOERROR"),
+        ("www.example.com.".into(), "TXT", "NOERROR"),
+        ("nope.example.com.".into(), "A", "NXDOMAIN"),
+        ("x.wild.example.com.".into(), "TXT", "NOERROR"),
+        ("x.wild.example.com.".into(), "A", "NOERROR"),
+        ("sd.example.".into(), "SOA", "NOERROR"),
+        ("web.svc.acme.sd.example.".into(), "A", "NOERROR"),
+        ("web.svc.acme.sd.example.".into(), "AAAA", "NOERROR"),
+        ("random-4711.sd.example.".into(), "A", "NXDOMAIN"),
+    ];
+    for id in instances {
+        checks.push((format!("{id}.inst.acme.sd.example."), "A", "NOERROR"));
+    }
+    for id in gone {
+        checks.push((format!("{id}.inst.acme.sd.example."), "A", "NXDOMAIN"));
+    }
+    checks
+        .iter()
+        .filter_map(|(n, t, s)| u.secure(n, t, s).err())
+        .collect()
+}
+
+/// `dnssec-verify` accepts an AXFR of `zone` from `srv` (`-z` for a CSK).
+fn verify_axfr(srv: &Server, zone: &str, csk: bool) {
+    let out = Command::new("dig")
+        .args([
+            "@127.0.0.1",
+            "-p",
+            &srv.addr.port().to_string(),
+            zone,
+            "AXFR",
+        ])
+        .args(["+nocmd", "+nostats", "+nocomments"])
+        .output()
+        .unwrap();
+    let file = srv.dir.write(
+        &format!("{zone}axfr"),
+        &String::from_utf8_lossy(&out.stdout),
+    );
+    let mut cmd = Command::new("dnssec-verify");
+    if csk {
+        cmd.arg("-z");
+    }
+    let v = cmd
+        .args(["-o", zone])
+        .arg(&file)
+        .output()
+        .expect("dnssec-verify");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&v.stdout),
+        String::from_utf8_lossy(&v.stderr)
+    );
+    assert!(
+        v.status.success() && text.contains("Zone fully signed"),
+        "{zone}: {text}"
+    );
+}
+
+fn send_update(srv: &Server, name: &str, address: &str) {
+    let update = crate::dynamic_updates::signed_update("example.com.", name, address);
+    assert_eq!(
+        crate::dynamic_updates::send_update(srv.addr, &update),
+        ResponseCode::NoError
+    );
+}
+
+#[test]
+fn unbound_validates_signed_registry_and_updated_zones_through_changes_and_a_restart() {
+    let port = free_port();
+    let mut srv = start(port);
+    register(&srv, "web-1", "10.0.0.1");
+    register(&srv, "web-2", "10.0.0.2");
+    let anchors: Vec<String> = ["example.com.", "sd.example."]
+        .iter()
+        .flat_map(|z| trust_anchors(&srv, z))
+        .collect();
+    assert_eq!(anchors.len(), 2, "one key-signing key each: {anchors:?}");
+    let u = Unbound::start(port, &["example.com", "sd.example"], &anchors);
+    let failures = all_secure(&u, &["web-1", "web-2"], &[]);
+    assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());
+    verify_axfr(&srv, "example.com.", true);
+    verify_axfr(&srv, "sd.example.", false);
+
+    // Changes: a registration, a deregistration, an UPDATE; each answer
+    // right after them validates.
+    register(&srv, "web-3", "10.0.0.3");
+    let (code, _) = http(
+        "DELETE",
+        &format!("{}/v1/instances/web-1", srv.api()),
+        Some(TOKEN),
+        None,
+    );
+    assert_eq!(code, 204);
+    send_update(&srv, "added", "192.0.2.99");
+    assert!(eventually(Duration::from_secs(2), || u
+        .secure("web-3.inst.acme.sd.example.", "A", "NOERROR")
+        .is_ok()));
+    let mut failures = all_secure(&u, &["web-2", "web-3"], &["web-1"]);
+    failures.extend(u.secure("added.example.com.", "A", "NOERROR").err());
+    assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());
+    verify_axfr(&srv, "example.com.", true);
+    verify_axfr(&srv, "sd.example.", false);
+
+    // Killed and started again: the same keys (the anchors still hold),
+    // and what was signed is served as it was, not signed again.
+    let before = srv.tcp("sd.example.", RecordType::SOA);
+    srv.restart_after("KILL");
+    let after = srv.tcp("sd.example.", RecordType::SOA);
+    assert_eq!(before.answers, after.answers, "no new serial for a restart");
+    let failures = all_secure(&u, &["web-2", "web-3"], &["web-1"]);
+    assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());
+}
+
+#[test]
+fn a_missing_key_file_stops_the_start_and_names_it() {
+    let port = free_port();
+    let mut srv = start(port);
+    let keys = srv.dir.0.join("data/keys/example.com.");
+    let file = std::fs::read_dir(&keys)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with(".pkcs8"))
+        .expect("a private key file");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(keys.join(&file)).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o077, 0, "private keys are not readable by others");
+    srv.signal("TERM");
+    let _ = srv.child.wait();
+    std::fs::remove_file(keys.join(&file)).unwrap();
+    let out = Command::new(crate::support::process::BIN)
+        .args(["serve", "--config"])
+        .arg(&srv.config)
+        .current_dir(&srv.dir.0)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(&file), "the error names the key file: {err}");
+}
