@@ -1397,3 +1397,39 @@ fn updated_names_are_answered_in_the_kernel_right_after_their_acknowledgement() 
     );
     assert_eq!(lags.len(), 200);
 }
+
+/// A zone xdpdns signs itself: its DO=1 answers come from the kernel's
+/// signed variants (with the RRSIG the fallback would send), an UPDATE's
+/// name included once acknowledged.
+#[test]
+fn an_online_signed_zone_is_answered_signed_in_the_kernel() {
+    let link = Link::new("vsign");
+    let keys = format!(
+        "dnssec_policy = \"default\"\n[transfer]\ndata_dir = \"data\"\n\
+         [[tsig_key]]\nname = \"ddns\"\nsecret = \"{}\"\n[[update_grant]]\nkey = \"ddns\"\n",
+        crate::support::peers::SECRET
+    );
+    let srv = serve_zone_with(&link, "generic", "veth-online-signed", ZONE, &keys);
+    let before = counters(&srv);
+    let out = link.dig(&["+dnssec", "www.example.com", "A"]);
+    assert!(
+        out.contains("192.0.2.80") && out.contains("RRSIG\tA 13 3"),
+        "{out}"
+    );
+    let update = crate::dynamic_updates::signed_update("example.com.", "fresh", "192.0.2.77");
+    let addr: std::net::SocketAddr = "10.211.0.1:53".parse().unwrap();
+    let rcode = in_netns(&link.client_ns, move || {
+        crate::dynamic_updates::send_update(addr, &update)
+    });
+    assert_eq!(rcode, hickory_proto::op::ResponseCode::NoError);
+    let out = link.dig(&["+dnssec", "fresh.example.com", "A"]);
+    assert!(
+        out.contains("192.0.2.77") && out.contains("RRSIG\tA 13 3"),
+        "{out}"
+    );
+    let after = counters(&srv);
+    assert!(
+        after["answered_signed"] >= before["answered_signed"] + 2,
+        "signed answers from the kernel: {before:?} -> {after:?}"
+    );
+}
