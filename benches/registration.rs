@@ -12,7 +12,9 @@
 //!   (a reload counts once the new serial is served);
 //! * (d) etcd: three nodes sharing a three-member etcd cluster on
 //!   loopback (`[registry] backend = "etcd"`), sequential registrations
-//!   through node 1, each timed until every node answers it.
+//!   through node 1, each timed until every node answers it;
+//! * (e) signed: (a) and (b) with the registry zone signed online, each
+//!   timed until the answer to a DO=1 query carries its RRSIG.
 //!
 //! `cargo bench --bench registration`; under `cargo test` it runs a few
 //! registrations of each kind against a small zone as a smoke test.
@@ -42,6 +44,9 @@ use samples::report;
 
 struct Server {
     child: process::KillOnDrop,
+    /// Its registry zone is signed online: answers are asked for with DO
+    /// and count once they carry an RRSIG.
+    signed: bool,
     dns: SocketAddr,
     api: String,
     dir: PathBuf,
@@ -58,6 +63,7 @@ fn start(dir: PathBuf, config: &Path) -> Server {
     let l = process::launch(&[], config, stderr, Duration::from_secs(120)).expect("xdpdns starts");
     Server {
         child: process::KillOnDrop(l.child),
+        signed: std::fs::read_to_string(config).is_ok_and(|c| c.contains("dnssec_policy")),
         dns: l.dns[0],
         api: format!("http://{}", l.api.expect("registry API")),
         dir,
@@ -189,7 +195,39 @@ fn main() {
         &mut answered,
     );
     drop(server);
+    signed_case(&dir, n);
     etcd_case(&dir, n);
+}
+
+/// (e): the registry zone signed online (a KSK and a ZSK): registration
+/// to a DO=1 answer with its RRSIG, sequential and with 8 writers.
+fn signed_case(dir: &Path, n: usize) {
+    let dir = dir.join("signed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("xdpdns.toml");
+    std::fs::write(
+        &config,
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn\"\n\
+         [transfer]\ndata_dir = \"data\"\n\
+         [[dnssec_policy]]\nname = \"split\"\nkeys = \"ksk+zsk\"\n\
+         [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\nrequire_opt_in = false\n\
+         ns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
+         [[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\ndnssec_policy = \"split\"\n",
+    )
+    .unwrap();
+    let server = Arc::new(start(dir, &config));
+    let (mut acked, mut answered) = register_all(&server, "s", n, 1);
+    report("(e) signed, sequential: acknowledged", &mut acked);
+    report(
+        "(e) signed, sequential: registration -> signed UDP answer",
+        &mut answered,
+    );
+    let (mut acked, mut answered) = register_all(&server, "t", n, 8);
+    report("(e) signed, 8 concurrent writers: acknowledged", &mut acked);
+    report(
+        "(e) signed, 8 concurrent writers: registration -> signed UDP answer",
+        &mut answered,
+    );
 }
 
 /// (d): three nodes on a three-member etcd cluster.
@@ -307,6 +345,11 @@ fn register_some(server: &Server, tag: &str, n: usize) -> (Vec<Duration>, Vec<Du
         let name = Name::from_ascii(format!("{tag}{i}.inst.acme.sd.example.")).unwrap();
         let mut q = Message::query();
         q.add_query(Query::query(name, RecordType::A));
+        if server.signed {
+            let mut e = hickory_proto::op::Edns::new();
+            e.set_max_payload(1232).set_dnssec_ok(true);
+            q.edns = Some(e);
+        }
         let start = Instant::now();
         register(&http, &server.api, &format!("{tag}{i}"), i);
         acked.push(start.elapsed());
@@ -325,7 +368,13 @@ fn register_some(server: &Server, tag: &str, n: usize) -> (Vec<Duration>, Vec<Du
                     Err(_) => break None,
                 }
             };
-            if got.is_some_and(|m| !m.answers.is_empty()) {
+            let signed = |m: &Message| {
+                !server.signed
+                    || m.answers
+                        .iter()
+                        .any(|r| r.record_type() == RecordType::RRSIG)
+            };
+            if got.is_some_and(|m| !m.answers.is_empty() && signed(&m)) {
                 answered.push(start.elapsed());
                 break;
             }

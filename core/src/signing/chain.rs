@@ -46,7 +46,7 @@ pub(super) fn owners(zone: &Zone) -> Vec<Owner> {
 /// The types an owner's NSEC lists: at a delegation only NS and DS (the
 /// rest there is not the zone's), anywhere else every type present; with
 /// NSEC and RRSIG, which every NSEC has.
-fn types(zone: &Zone, owner: &Owner) -> Vec<RecordType> {
+pub(super) fn types(zone: &Zone, owner: &Owner) -> Vec<RecordType> {
     let node = zone.node(&owner.key).expect("owners are nodes");
     let mut types: Vec<RecordType> = node
         .rrsets()

@@ -18,6 +18,7 @@
 //! the `xdpdns` crate.
 
 mod chain;
+mod incremental;
 mod rrsig;
 mod zone;
 
@@ -27,6 +28,7 @@ use hickory_proto::dnssec::rdata::{DNSKEY, DS};
 use hickory_proto::dnssec::{Algorithm, DigestType, SigningKey, Verifier};
 use hickory_proto::rr::Name;
 
+pub use incremental::sign_changed;
 pub use zone::{is_managed, sign_zone, SignError};
 
 /// What a key does.
@@ -187,6 +189,16 @@ impl crate::zone::store::Signer for ZoneSigner {
         sign_zone(self, before, zone, now as u32)
             .map(|_| ())
             .map_err(|e| e.to_string())
+    }
+
+    fn sign_changes(
+        &self,
+        before: &crate::zone::Zone,
+        zone: &mut crate::zone::Zone,
+        changed: &std::collections::BTreeSet<hickory_proto::rr::LowerName>,
+        now: u64,
+    ) -> Result<Option<std::collections::BTreeSet<hickory_proto::rr::LowerName>>, String> {
+        sign_changed(self, before, zone, changed, now as u32).map_err(|e| e.to_string())
     }
 
     fn due(&self, zone: &crate::zone::Zone, now: u64) -> bool {

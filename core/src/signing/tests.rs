@@ -289,3 +289,117 @@ fn the_store_signs_on_its_commit_path_and_only_when_content_changes() {
         .unwrap();
     assert!(!z.is_signed() && !z.has_nsec());
 }
+
+/// Every RRset of `z` has one valid signature per key that should sign
+/// it, and its NSEC chain is the one signing it whole would build.
+fn consistent(z: &Zone, signer: &ZoneSigner) -> Result<(), String> {
+    let mut whole = z.clone();
+    sign_zone(signer, None, &mut whole, NOW).map_err(|e| e.to_string())?;
+    let managed = |zone: &Zone, t: RecordType| -> std::collections::BTreeSet<String> {
+        zone.records()
+            .filter(|r| r.record_type() == t)
+            .map(|r| r.to_string())
+            .collect()
+    };
+    if managed(z, RecordType::NSEC) != managed(&whole, RecordType::NSEC) {
+        return Err(format!(
+            "NSEC chain differs:\n{:#?}\nvs\n{:#?}",
+            managed(z, RecordType::NSEC),
+            managed(&whole, RecordType::NSEC)
+        ));
+    }
+    for (key, node) in whole.nodes() {
+        for set in node
+            .rrsets()
+            .iter()
+            .filter(|s| s.rtype != RecordType::RRSIG)
+        {
+            let wanted = whole
+                .node(key)
+                .and_then(|n| n.signatures(set.rtype))
+                .map_or(0, |s| s.len());
+            let owner = Name::from(key).to_string();
+            let sigs = sigs_of(z, &owner, set.rtype);
+            let valid = sigs
+                .iter()
+                .filter(|s| {
+                    signer
+                        .signing
+                        .iter()
+                        .any(|k| verifies(z, &owner, set.rtype, s, k))
+                })
+                .count();
+            if sigs.len() != wanted || valid != wanted {
+                return Err(format!(
+                    "{owner} {}: {} sigs, {valid} valid, {wanted} wanted",
+                    set.rtype,
+                    sigs.len()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn signing_only_the_change_gives_the_zone_signing_it_whole_would() {
+    use crate::zone::{Change, ZoneStore};
+    let store = ZoneStore::with_zones(vec![zone(ZONE)]);
+    let origin = name("sd.test.");
+    let signer = ZoneSigner::new(
+        vec![key(KeyRole::Ksk), key(KeyRole::Zsk)],
+        SignPolicy::default(),
+    );
+    store.set_signer(&origin, Some(Arc::new(signer.clone())), NOW.into());
+    let rec = |owner: &str, rdata: RData| Record::from_rdata(name(owner), 60, rdata);
+    let a = |s: &str| RData::A(s.parse().unwrap());
+    let txt = |s: &str| RData::TXT(hickory_proto::rr::rdata::TXT::new(vec![s.to_string()]));
+    let steps: Vec<Vec<Change>> = vec![
+        // A new name at the front and one at the end of the chain.
+        vec![
+            Change::Add(rec("aaa.sd.test.", a("192.0.2.10"))),
+            Change::Add(rec("zzz.sd.test.", a("192.0.2.11"))),
+        ],
+        // A new type at an existing name (its NSEC's types move).
+        vec![Change::Add(rec("web.sd.test.", txt("hello")))],
+        // A record of a set removed, and a whole name removed.
+        vec![
+            Change::Remove(rec("web.sd.test.", a("192.0.2.2"))),
+            Change::Remove(rec("aaa.sd.test.", a("192.0.2.10"))),
+        ],
+        // Below an empty non-terminal, and a wildcard.
+        vec![
+            Change::Add(rec("x.y.deep.sd.test.", a("192.0.2.12"))),
+            Change::Add(rec("*.any.sd.test.", a("192.0.2.13"))),
+        ],
+        // A type gone from a name that keeps others.
+        vec![Change::Remove(rec("web.sd.test.", txt("hello")))],
+        // A delegation added: signed whole.
+        vec![Change::Add(rec(
+            "kid.sd.test.",
+            RData::NS(hickory_proto::rr::rdata::NS(name("ns.elsewhere."))),
+        ))],
+    ];
+    for (i, changes) in steps.iter().enumerate() {
+        let diff = store
+            .update(&origin, changes, (NOW + i as u32).into())
+            .unwrap();
+        assert!(!diff.is_empty());
+        let z = store
+            .snapshot()
+            .zone(&LowerName::new(&origin))
+            .cloned()
+            .unwrap();
+        if let Err(e) = consistent(&z, &signer) {
+            panic!("after step {i}: {e}");
+        }
+        // The diff carries every signed record that changed.
+        let nsec_changes = diff
+            .added
+            .iter()
+            .chain(&diff.removed)
+            .filter(|r| r.record_type() == RecordType::NSEC)
+            .count();
+        assert!(nsec_changes > 0 || i == 1, "step {i}: {diff:?}");
+    }
+}

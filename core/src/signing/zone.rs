@@ -178,10 +178,10 @@ pub(super) fn refresh_due(signer: &ZoneSigner, zone: &Zone, now: u32) -> bool {
                 }
                 _ => false,
             })
-    }) || !zone_is_signed_by(zone, signer)
+    }) || !signed_by(zone, signer)
 }
 
-fn zone_is_signed_by(zone: &Zone, signer: &ZoneSigner) -> bool {
+pub(super) fn signed_by(zone: &Zone, signer: &ZoneSigner) -> bool {
     let apex = LowerName::new(zone.origin());
     let published: Vec<_> = zone
         .node(&apex)

@@ -466,6 +466,25 @@ impl Zone {
             .or_else(|| self.nsec_owners.get_max())
     }
 
+    /// The NSEC owner strictly before `key` in canonical order, wrapping
+    /// to the last one.
+    pub fn nsec_before(&self, key: &LowerName) -> Option<&LowerName> {
+        self.nsec_owners
+            .range(..key.clone())
+            .next_back()
+            .or_else(|| self.nsec_owners.get_max())
+    }
+
+    /// The NSEC owner strictly after `key` in canonical order, wrapping
+    /// to the first one (the apex).
+    pub fn nsec_after(&self, key: &LowerName) -> Option<&LowerName> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.nsec_owners
+            .range((Excluded(key.clone()), Unbounded))
+            .next()
+            .or_else(|| self.nsec_owners.get_min())
+    }
+
     pub fn has_nsec(&self) -> bool {
         !self.nsec_owners.is_empty()
     }

@@ -510,12 +510,9 @@ impl ZoneStore {
             });
         }
         let diff = match w.signer(&key) {
-            Some(_) => {
-                if !w.sign(Some(current), &mut zone, now) {
-                    return Err(EditError::Store(StoreError::Signing(origin.clone())));
-                }
-                diff_zones(Some(current), Some(&zone), zone.origin())
-            }
+            Some(_) => w
+                .sign_change(current, &mut zone, std::slice::from_ref(&diff), now)
+                .ok_or_else(|| EditError::Store(StoreError::Signing(origin.clone())))?,
             None => diff,
         };
         let mut next = (*old).clone();
@@ -564,10 +561,10 @@ impl ZoneStore {
             }
         }
         if let (Some(now), Some(_), false) = (now, w.signer(&key), diffs.is_empty()) {
-            if !w.sign(Some(current), &mut zone, now) {
-                return Err(StoreError::Signing(origin.clone()));
-            }
-            diffs = vec![diff_zones(Some(current), Some(&zone), zone.origin())];
+            let diff = w
+                .sign_change(current, &mut zone, &diffs, now)
+                .ok_or_else(|| StoreError::Signing(origin.clone()))?;
+            diffs = vec![diff];
         }
         if !diffs.is_empty() {
             let mut next = (*old).clone();
@@ -826,6 +823,28 @@ fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) -> ZoneDiff
         }
     }
     // IXFR wants the SOA first in each half.
+    let soa_first = |v: &mut Vec<Record>| v.sort_by_key(|r| r.record_type() != RecordType::SOA);
+    soa_first(&mut diff.removed);
+    soa_first(&mut diff.added);
+    diff
+}
+
+/// [`diff_zones`] over `names` only (the rest is known to be the same).
+fn diff_names(old: &Zone, new: &Zone, names: &std::collections::BTreeSet<LowerName>) -> ZoneDiff {
+    let mut diff = ZoneDiff {
+        origin: new.origin().clone(),
+        old_serial: old.serial(),
+        new_serial: new.serial(),
+        ..ZoneDiff::default()
+    };
+    for key in names {
+        if let Some(node) = new.node(key) {
+            push_node_delta(&mut diff.added, key, node, old.node(key));
+        }
+        if let Some(node) = old.node(key) {
+            push_node_delta(&mut diff.removed, key, node, new.node(key));
+        }
+    }
     let soa_first = |v: &mut Vec<Record>| v.sort_by_key(|r| r.record_type() != RecordType::SOA);
     soa_first(&mut diff.removed);
     soa_first(&mut diff.added);

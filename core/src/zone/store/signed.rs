@@ -4,11 +4,12 @@
 //! carry signed data together. Zones restored from the journal or
 //! transferred in are committed as they are.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use hickory_proto::rr::{LowerName, Name};
 
-use super::{diff_zones, set_serial, Writer, ZoneStore};
+use super::{diff_names, diff_zones, set_serial, Writer, ZoneDiff, ZoneStore};
 use crate::zone::{signer_managed, Zone};
 
 /// Signs a zone on the commit path (`crate::signing::ZoneSigner`).
@@ -16,6 +17,18 @@ pub trait Signer: Send + Sync {
     /// Signs `zone` (serial final), reusing `before`'s signatures where
     /// they still hold.
     fn sign(&self, before: Option<&Zone>, zone: &mut Zone, now: u64) -> Result<(), String>;
+    /// Signs only what changed at the `changed` names (`zone` is
+    /// `before` with those names changed); returns the names whose records
+    /// changed, signatures included, or `None` to sign the zone whole.
+    fn sign_changes(
+        &self,
+        _before: &Zone,
+        _zone: &mut Zone,
+        _changed: &BTreeSet<LowerName>,
+        _now: u64,
+    ) -> Result<Option<BTreeSet<LowerName>>, String> {
+        Ok(None)
+    }
     /// Whether a signature of `zone` is due for refresh at `now` (or the
     /// keys changed).
     fn due(&self, zone: &Zone, now: u64) -> bool;
@@ -37,6 +50,41 @@ impl Writer {
             Err(e) => {
                 tracing::error!(zone = %zone.origin(), "signing failed, change not committed: {e}");
                 false
+            }
+        }
+    }
+}
+
+impl Writer {
+    /// Signs the change from `before` to `zone` (whose `diffs` say what
+    /// changed) and returns its one diff, signatures included: only the
+    /// changed names when the signer can, else the whole zone. `None`:
+    /// signing failed and nothing may be committed.
+    pub(super) fn sign_change(
+        &self,
+        before: &Zone,
+        zone: &mut Zone,
+        diffs: &[ZoneDiff],
+        now: u64,
+    ) -> Option<ZoneDiff> {
+        let signer = self.signer(zone.origin_key())?;
+        let changed: BTreeSet<LowerName> = diffs
+            .iter()
+            .flat_map(|d| d.added.iter().chain(&d.removed))
+            .filter(|r| !signer_managed(r.record_type()))
+            .map(|r| LowerName::new(&r.name))
+            .collect();
+        match signer.sign_changes(before, zone, &changed, now) {
+            Ok(Some(touched)) => Some(diff_names(before, zone, &touched)),
+            Ok(None) => {
+                if !self.sign(Some(before), zone, now) {
+                    return None;
+                }
+                Some(diff_zones(Some(before), Some(zone), zone.origin()))
+            }
+            Err(e) => {
+                tracing::error!(zone = %zone.origin(), "signing failed, change not committed: {e}");
+                None
             }
         }
     }
