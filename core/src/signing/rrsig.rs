@@ -49,7 +49,7 @@ pub(super) fn sign(
                 key_tag: k.tag,
                 signer_name: signer_name.clone(),
             };
-            let tbs = TBS::from_input(owner, DNSClass::IN, &input, records.iter())
+            let tbs = to_be_signed(owner, &input, &records)
                 .map_err(|e| SignError::Encode(owner.clone(), e.to_string()))?;
             let sig = k
                 .key
@@ -60,6 +60,45 @@ pub(super) fn sign(
             ))))
         })
         .collect()
+}
+
+/// The signed data (RFC 4034 §3.1.8.1): the RRSIG RDATA without the
+/// signature, then each record in canonical form and order. Built here
+/// rather than by hickory's `TBS::from_input`, whose one 64 KiB buffer a
+/// service with a thousand instances (its SRV RRset) outgrows.
+fn to_be_signed(
+    owner: &Name,
+    input: &SigInput,
+    records: &[Record],
+) -> Result<TBS, hickory_proto::ProtoError> {
+    use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
+    let canonical =
+        |emit: &dyn Fn(&mut BinEncoder<'_>) -> Result<(), hickory_proto::ProtoError>| {
+            let mut buf = Vec::new();
+            let mut e = BinEncoder::new(&mut buf);
+            e.set_canonical_form(true);
+            e.set_name_encoding(NameEncoding::UncompressedLowercase);
+            emit(&mut e).map(|_| buf)
+        };
+    let mut out = canonical(&|e| input.emit(e))?;
+    let mut rdatas: Vec<Vec<u8>> = records
+        .iter()
+        .map(|r| canonical(&|e| r.data.emit(e)))
+        .collect::<Result<_, _>>()?;
+    rdatas.sort();
+    rdatas.dedup();
+    let head = canonical(&|e| {
+        owner.emit(e)?;
+        input.type_covered.emit(e)?;
+        DNSClass::IN.emit(e)?;
+        e.emit_u32(input.original_ttl)
+    })?;
+    for rdata in rdatas {
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+        out.extend_from_slice(&rdata);
+    }
+    Ok(TBS::from(out.as_slice()))
 }
 
 /// The RRSIGs of `old_sigs` that can stay over an unchanged RRset: one
