@@ -244,6 +244,37 @@ fn unbound_validates_signed_registry_and_updated_zones_through_changes_and_a_res
         .flat_map(|z| trust_anchors(&srv, z))
         .collect();
     assert_eq!(anchors.len(), 2, "one key-signing key each: {anchors:?}");
+    // `ctl keys` prints the DS a parent needs, as BIND computes it.
+    let out = Command::new(crate::support::process::BIN)
+        .args(["ctl", "--config"])
+        .arg(&srv.config)
+        .args(["keys", "sd.example."])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut dsfromkey = Command::new("dnssec-dsfromkey")
+        .args(["-2", "-f", "-", "sd.example."])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("dnssec-dsfromkey");
+    let keys = srv.dig(&["sd.example.", "DNSKEY", "+noall", "+answer"]);
+    use std::io::Write as _;
+    dsfromkey
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(keys.as_bytes())
+        .unwrap();
+    let ds = String::from_utf8_lossy(&dsfromkey.wait_with_output().unwrap().stdout).into_owned();
+    let ds = ds.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !ds.is_empty()
+            && listed
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == ds),
+        "ctl keys:\n{listed}\ndnssec-dsfromkey: {ds}"
+    );
     let u = Unbound::start(port, &["example.com", "sd.example"], &anchors);
     let failures = all_secure(&u, &["web-1", "web-2"], &[]);
     assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());

@@ -116,6 +116,11 @@ pub enum CtlCommand {
     Secondaries,
     /// Registered instances by status, services, pending withdrawals.
     Registry,
+    /// The keys of a zone signed online, with the DS for its parent.
+    Keys {
+        #[arg(value_name = "ZONE")]
+        zone: String,
+    },
     /// Withdraw the anycast addresses ([anycast]); returns once the drain
     /// time has passed.
     Drain,

@@ -319,3 +319,18 @@ mod tests {
         assert_eq!(duration(90_061), "1d 1h 1m");
     }
 }
+
+/// What `ctl keys` prints: one block per key, the DS for key-signing keys.
+pub fn keys_text(keys: &[crate::signing::KeyInfo]) -> String {
+    let mut out = String::new();
+    for k in keys {
+        out.push_str(&format!(
+            "{:?} {} {} {} (created {})\n  {}\n",
+            k.role, k.tag, k.algorithm, k.state, k.created_unix, k.dnskey
+        ));
+        if let Some(ds) = &k.ds {
+            out.push_str(&format!("  {ds}\n"));
+        }
+    }
+    out
+}

@@ -31,6 +31,10 @@ pub enum Request {
     },
     Secondaries,
     Registry,
+    /// A signed zone's keys, with the DS for its parent.
+    Keys {
+        zone: String,
+    },
     /// Cumulative answer counts, which `ctl top` turns into rates.
     Counters,
     /// Withdraw the anycast addresses (and wait the drain time).

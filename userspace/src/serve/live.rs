@@ -242,6 +242,28 @@ impl Live {
             })
     }
 
+    /// `ctl keys ZONE`: the keys of a zone signed online.
+    fn keys(&self, zone: &str) -> Result<Vec<crate::signing::KeyInfo>, String> {
+        let mut name =
+            Name::from_ascii(zone).map_err(|e| format!("{zone:?} is not a domain name: {e}"))?;
+        name.set_fqdn(true);
+        let config = self.config.load_full();
+        let key = LowerName::new(&name);
+        if !config
+            .signed_zones()
+            .iter()
+            .any(|z| LowerName::new(&z.zone) == key)
+        {
+            return Err(format!("{name} is not signed online (no dnssec_policy)"));
+        }
+        let dir = config
+            .transfer
+            .data_dir
+            .as_ref()
+            .ok_or("no transfer.data_dir")?;
+        crate::signing::key_info(dir, &name).map_err(|e| e.to_string())
+    }
+
     /// A secondary zone checks its primaries now.
     fn refresh_secondary(&self, name: Name) -> Result<Reloaded, String> {
         let sink = self
@@ -329,6 +351,10 @@ impl Backend for Control {
                 },
             },
             Request::Secondaries => Reply::ok(&live.propagation.statuses()),
+            Request::Keys { zone } => match live.keys(&zone) {
+                Ok(keys) => Reply::ok(&keys),
+                Err(e) => Reply::Error(e),
+            },
             Request::Registry => match live.registry_info() {
                 Some(r) => Reply::ok(&r),
                 None => Reply::Error("no [registry] configured".into()),

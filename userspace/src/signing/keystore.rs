@@ -116,7 +116,14 @@ pub fn load_or_create(
     if entries.is_empty() {
         entries = create(&dir, policy, now)?;
     }
-    let keys = entries
+    let keys = load_existing(&dir, &entries)?;
+    Ok((keys, entries))
+}
+
+/// The keys `entries` lists in `dir` (every one must read back, with the
+/// tag the list says), in the list's order.
+pub fn load_existing(dir: &Path, entries: &[KeyEntry]) -> Result<Vec<ActiveKey>, KeyError> {
+    entries
         .iter()
         .filter(|e| e.state == "active")
         .map(|e| {
@@ -134,8 +141,7 @@ pub fn load_or_create(
             }
             Ok(active)
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((keys, entries))
+        .collect()
 }
 
 /// Creates the keys `policy` asks for: the private key files first (each

@@ -17,6 +17,49 @@ use crate::zone::ZoneStore;
 pub use keystore::KeyError;
 use xdpdns_core::signing::{SignPolicy, ZoneSigner};
 
+/// A key as `ctl keys` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeyInfo {
+    pub tag: u16,
+    pub role: xdpdns_core::signing::KeyRole,
+    pub algorithm: String,
+    pub state: String,
+    pub created_unix: u64,
+    /// The DNSKEY record, in presentation form.
+    pub dnskey: String,
+    /// The DS record (SHA-256) for the parent, for key-signing keys.
+    pub ds: Option<String>,
+}
+
+/// The keys of signed `zone` under `data_dir`.
+pub fn key_info(data_dir: &Path, zone: &Name) -> Result<Vec<KeyInfo>, KeyError> {
+    use hickory_proto::dnssec::rdata::DNSSECRData;
+    use hickory_proto::rr::RData;
+    let dir = keystore::zone_dir(data_dir, zone);
+    let entries = keystore::list(&dir)?;
+    let keys = keystore::load_existing(&dir, &entries)?;
+    let mut out = Vec::new();
+    for (e, k) in entries.iter().filter(|e| e.state == "active").zip(keys) {
+        let dnskey = RData::DNSSEC(DNSSECRData::DNSKEY(k.dnskey.clone()));
+        let ds = match k.role.signs_keys() {
+            true => xdpdns_core::signing::ds_for(zone, &k.dnskey)
+                .ok()
+                .map(|ds| format!("{zone} IN DS {}", RData::DNSSEC(DNSSECRData::DS(ds)))),
+            false => None,
+        };
+        out.push(KeyInfo {
+            tag: e.tag,
+            role: e.role,
+            algorithm: e.algorithm.clone(),
+            state: e.state.clone(),
+            created_unix: e.created_unix,
+            dnskey: format!("{zone} IN DNSKEY {dnskey}"),
+            ds,
+        });
+    }
+    Ok(out)
+}
+
 /// How often signatures are checked for refresh.
 const REFRESH_CHECK: Duration = Duration::from_secs(60);
 
