@@ -20,6 +20,7 @@
 mod chain;
 mod incremental;
 mod rrsig;
+pub mod timeline;
 mod zone;
 
 use std::sync::Arc;

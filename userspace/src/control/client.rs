@@ -280,6 +280,21 @@ pub fn rates_text(r: &Rates) -> String {
     )
 }
 
+/// What `ctl keys` prints: one block per key, the DS for key-signing keys.
+pub fn keys_text(keys: &[crate::signing::KeyInfo]) -> String {
+    let mut out = String::new();
+    for k in keys {
+        out.push_str(&format!(
+            "{:?} {} {} {} (created {})\n  {}\n",
+            k.role, k.tag, k.algorithm, k.state, k.created_unix, k.dnskey
+        ));
+        if let Some(ds) = &k.ds {
+            out.push_str(&format!("  {ds}\n"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,19 +333,4 @@ mod tests {
         assert_eq!(duration(3_723), "1h 2m 3s");
         assert_eq!(duration(90_061), "1d 1h 1m");
     }
-}
-
-/// What `ctl keys` prints: one block per key, the DS for key-signing keys.
-pub fn keys_text(keys: &[crate::signing::KeyInfo]) -> String {
-    let mut out = String::new();
-    for k in keys {
-        out.push_str(&format!(
-            "{:?} {} {} {} (created {})\n  {}\n",
-            k.role, k.tag, k.algorithm, k.state, k.created_unix, k.dnskey
-        ));
-        if let Some(ds) = &k.ds {
-            out.push_str(&format!("  {ds}\n"));
-        }
-    }
-    out
 }
