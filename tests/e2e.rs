@@ -14,6 +14,7 @@ mod dynamic_updates;
 mod fallback_server;
 mod fuzz;
 mod hostile_input;
+mod key_rollovers;
 mod malformed_input;
 mod online_signing;
 mod operations;

@@ -57,7 +57,7 @@ fn trust_anchors(srv: &Server, zone: &str) -> Vec<String> {
         .collect()
 }
 
-struct Unbound {
+pub(crate) struct Unbound {
     child: std::process::Child,
     port: u16,
     dir: TempDir,
@@ -72,8 +72,16 @@ impl Drop for Unbound {
 
 impl Unbound {
     /// A validating Unbound on loopback whose only way to the zones is
-    /// xdpdns on `server`, trusting `anchors` and nothing else.
+    /// xdpdns on `server`, trusting `anchors` and nothing else; nothing is
+    /// cached, so every answer is validated afresh.
     fn start(server: u16, zones: &[&str], anchors: &[String]) -> Unbound {
+        let zones: Vec<(&str, u16)> = zones.iter().map(|z| (*z, server)).collect();
+        Unbound::start_with(&zones, anchors, false)
+    }
+
+    /// The same with each zone at its own server, caching as it would
+    /// (`cache`) or not.
+    pub(crate) fn start_with(zones: &[(&str, u16)], anchors: &[String], cache: bool) -> Unbound {
         let dir = TempDir::new("unbound-online");
         let port = free_port();
         let mut conf = format!(
@@ -81,13 +89,16 @@ impl Unbound {
              chroot: \"\"\n  directory: \"{}\"\n  pidfile: \"\"\n  use-syslog: no\n  verbosity: 1\n\
              module-config: \"validator iterator\"\n  val-log-level: 2\n  aggressive-nsec: no\n\
              do-not-query-localhost: no\n  do-ip6: no\n  access-control: 127.0.0.0/8 allow\n\
-             qname-minimisation: no\n  cache-max-ttl: 0\n  cache-max-negative-ttl: 0\n",
+             qname-minimisation: no\n",
             dir.0.display()
         );
+        if !cache {
+            conf.push_str("  cache-max-ttl: 0\n  cache-max-negative-ttl: 0\n");
+        }
         for a in anchors {
             conf.push_str(&format!("  trust-anchor: \"{a}\"\n"));
         }
-        for z in zones {
+        for (z, server) in zones {
             conf.push_str(&format!(
                 "stub-zone:\n  name: \"{z}\"\n  stub-addr: 127.0.0.1@{server}\n"
             ));
@@ -104,7 +115,7 @@ impl Unbound {
         let u = Unbound { child, port, dir };
         assert!(
             eventually(Duration::from_secs(10), || u
-                .ask(zones[0], "SOA")
+                .ask(zones[0].0, "SOA")
                 .contains("status:")),
             "unbound did not start: {}",
             u.log()
@@ -112,7 +123,7 @@ impl Unbound {
         u
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.0.join("unbound.log")).unwrap_or_default()
     }
 
@@ -133,7 +144,7 @@ impl Unbound {
     }
 
     /// `name rtype` resolves as `status` with the AD bit (validated).
-    fn secure(&self, name: &str, rtype: &str, status: &str) -> Result<(), String> {
+    pub(crate) fn secure(&self, name: &str, rtype: &str, status: &str) -> Result<(), String> {
         let out = self.ask(name, rtype);
         let ad = out
             .lines()

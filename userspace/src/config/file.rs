@@ -453,6 +453,38 @@ pub struct DnssecPolicyConfig {
     /// Denial of existence: only `nsec` (see the manual for why).
     #[serde(default = "default_denial")]
     pub denial: String,
+    /// A ZSK older than this is rolled over (0: never).
+    #[serde(default = "default_zsk_lifetime")]
+    pub zsk_lifetime_s: u64,
+    /// A KSK (or CSK) older than this is rolled over (0: never).
+    #[serde(default)]
+    pub ksk_lifetime_s: u64,
+    /// How long a change takes to reach every server of the zone.
+    #[serde(default = "default_propagation")]
+    pub propagation_delay_s: u64,
+    /// Servers of the parent zone, asked for the zone's DS records during
+    /// a KSK rollover; none: the operator confirms (`ctl key-submitted`).
+    #[serde(default)]
+    pub parent: Vec<std::net::SocketAddr>,
+    /// The parent's DS TTL (waited after the new DS appears).
+    #[serde(default = "default_ds_ttl")]
+    pub parent_ds_ttl_s: u64,
+    /// How often the parent is asked while a DS change is pending.
+    #[serde(default = "default_check_interval")]
+    pub parent_check_interval_s: u64,
+}
+
+fn default_zsk_lifetime() -> u64 {
+    30 * 86_400
+}
+fn default_propagation() -> u64 {
+    3_600
+}
+fn default_ds_ttl() -> u64 {
+    86_400
+}
+fn default_check_interval() -> u64 {
+    3_600
 }
 
 fn default_signing_algorithm() -> String {
@@ -481,6 +513,12 @@ impl DnssecPolicyConfig {
             signature_validity_s: default_validity(),
             signature_refresh_s: default_refresh(),
             denial: default_denial(),
+            zsk_lifetime_s: default_zsk_lifetime(),
+            ksk_lifetime_s: 0,
+            propagation_delay_s: default_propagation(),
+            parent: Vec::new(),
+            parent_ds_ttl_s: default_ds_ttl(),
+            parent_check_interval_s: default_check_interval(),
         }
     }
 }

@@ -284,10 +284,18 @@ pub fn rates_text(r: &Rates) -> String {
 pub fn keys_text(keys: &[crate::signing::KeyInfo]) -> String {
     let mut out = String::new();
     for k in keys {
+        let submitted = if k.submitted {
+            ", DS asked of the parent"
+        } else {
+            ""
+        };
         out.push_str(&format!(
-            "{:?} {} {} {} (created {})\n  {}\n",
-            k.role, k.tag, k.algorithm, k.state, k.created_unix, k.dnskey
+            "{:?} {} {} {:?}{submitted} (created {})\n",
+            k.role, k.tag, k.algorithm, k.state, k.created_unix
         ));
+        if !k.dnskey.is_empty() {
+            out.push_str(&format!("  {}\n", k.dnskey));
+        }
         if let Some(ds) = &k.ds {
             out.push_str(&format!("  {ds}\n"));
         }

@@ -377,11 +377,17 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             dynamic.following = Some(following);
         }
     }
-    if !config.signed_zones().is_empty() {
+    if let (false, Some(dir)) = (config.signed_zones().is_empty(), &config.transfer.data_dir) {
         let _in_control = control.enter();
         tasks.push(crate::signing::start_refresh(
             store.clone(),
             stop_rx.clone(),
+        ));
+        tasks.extend(crate::signing::start_rollovers(
+            &store,
+            dir,
+            &config.signed_zones(),
+            &stop_rx,
         ));
     }
     if let (Some(files), Some(quiet)) = (&dynamic_files, config.update.file_sync()) {

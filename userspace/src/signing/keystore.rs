@@ -15,6 +15,7 @@ use rustls_pki_types::PrivatePkcs8KeyDer;
 use serde::{Deserialize, Serialize};
 
 use crate::config::DnssecPolicyConfig;
+use xdpdns_core::signing::timeline::{KeyState, TimedKey};
 use xdpdns_core::signing::{ActiveKey, KeyRole};
 
 const LIST: &str = "keys.json";
@@ -42,8 +43,43 @@ pub struct KeyEntry {
     /// The private key's file, in the zone's key directory.
     pub file: String,
     pub created_unix: u64,
-    /// `active` (published and signing).
-    pub state: String,
+    /// Where it is on the key timeline.
+    pub state: KeyState,
+    /// When it entered `state` (0 in lists written before rollovers: its
+    /// creation).
+    #[serde(default)]
+    pub since: u64,
+    /// A KSK or CSK whose DS the parent is asked to publish (CDS).
+    #[serde(default)]
+    pub submitted: bool,
+    /// When its DS was first seen at the parent.
+    #[serde(default)]
+    pub ds_seen: Option<u64>,
+}
+
+impl KeyEntry {
+    /// Its place on the timeline.
+    pub fn timed(&self) -> TimedKey {
+        TimedKey {
+            tag: self.tag,
+            role: self.role,
+            state: self.state,
+            since: if self.since == 0 {
+                self.created_unix
+            } else {
+                self.since
+            },
+            submitted: self.submitted,
+            ds_seen: self.ds_seen,
+        }
+    }
+
+    pub fn set_timed(&mut self, k: &TimedKey) {
+        self.state = k.state;
+        self.since = k.since;
+        self.submitted = k.submitted;
+        self.ds_seen = k.ds_seen;
+    }
 }
 
 /// The key directory of `zone`.
@@ -121,11 +157,12 @@ pub fn load_or_create(
 }
 
 /// The keys `entries` lists in `dir` (every one must read back, with the
-/// tag the list says), in the list's order.
+/// tag the list says), in the list's order; a removed key's file may be
+/// gone, and it is left out.
 pub fn load_existing(dir: &Path, entries: &[KeyEntry]) -> Result<Vec<ActiveKey>, KeyError> {
     entries
         .iter()
-        .filter(|e| e.state == "active")
+        .filter(|e| e.state != KeyState::Removed)
         .map(|e| {
             let path = dir.join(&e.file);
             let key = load_key(&path, &e.algorithm)?;
@@ -144,44 +181,79 @@ pub fn load_existing(dir: &Path, entries: &[KeyEntry]) -> Result<Vec<ActiveKey>,
         .collect()
 }
 
-/// Creates the keys `policy` asks for: the private key files first (each
-/// written whole and synced), then the list that names them.
+/// Creates the keys `policy` asks for, active at once (a zone signed for
+/// the first time), and the list that names them.
 fn create(dir: &Path, policy: &DnssecPolicyConfig, now: u64) -> Result<Vec<KeyEntry>, KeyError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| KeyError::Io { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
     let roles: &[KeyRole] = match policy.keys.as_str() {
         "ksk+zsk" => &[KeyRole::Ksk, KeyRole::Zsk],
         _ => &[KeyRole::Csk],
     };
     let mut entries = Vec::new();
     for &role in roles {
-        let der = generate(&policy.algorithm)?;
-        let file = format!("{}-{now}-{}.pkcs8", role_name(role), entries.len());
-        let path = dir.join(&file);
-        crate::durable::replace_with(&path, 0o600, |w| w.write_all(&der)).map_err(io(&path))?;
-        let key = load_key(&path, &policy.algorithm)?;
-        let tag = ActiveKey::new(role, key)
-            .map_err(|e| KeyError::Invalid {
-                path: path.clone(),
-                message: e.to_string(),
-            })?
-            .tag;
-        entries.push(KeyEntry {
-            tag,
-            role,
-            algorithm: policy.algorithm.clone(),
-            file,
-            created_unix: now,
-            state: "active".into(),
-        });
+        let mut e = create_key(dir, role, policy, now)?;
+        e.state = KeyState::Active;
+        e.submitted = role.signs_keys();
+        entries.push(e);
     }
-    let list = dir.join(LIST);
-    let text = serde_json::to_vec_pretty(&entries).expect("plain data");
-    crate::durable::replace_with(&list, 0o644, |w| w.write_all(&text)).map_err(io(&list))?;
+    save(dir, &entries)?;
     Ok(entries)
+}
+
+/// Creates one key of `role` (its private key file written whole and
+/// synced), published from `now`; the caller adds it to the list.
+pub fn create_key(
+    dir: &Path,
+    role: KeyRole,
+    policy: &DnssecPolicyConfig,
+    now: u64,
+) -> Result<KeyEntry, KeyError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| KeyError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let der = generate(&policy.algorithm)?;
+    let file = format!("{}-{now}-{:04x}.pkcs8", role_name(role), rand_suffix());
+    let path = dir.join(&file);
+    crate::durable::replace_with(&path, 0o600, |w| w.write_all(&der)).map_err(io(&path))?;
+    let key = load_key(&path, &policy.algorithm)?;
+    let tag = ActiveKey::new(role, key)
+        .map_err(|e| KeyError::Invalid {
+            path: path.clone(),
+            message: e.to_string(),
+        })?
+        .tag;
+    Ok(KeyEntry {
+        tag,
+        role,
+        algorithm: policy.algorithm.clone(),
+        file,
+        created_unix: now,
+        state: KeyState::Published,
+        since: now,
+        submitted: false,
+        ds_seen: None,
+    })
+}
+
+/// Writes the list whole (then it is what the next start reads).
+pub fn save(dir: &Path, entries: &[KeyEntry]) -> Result<(), KeyError> {
+    let list = dir.join(LIST);
+    let text = serde_json::to_vec_pretty(entries).expect("plain data");
+    crate::durable::replace_with(&list, 0o644, |w| w.write_all(&text)).map_err(|source| {
+        KeyError::Io {
+            path: list.clone(),
+            source,
+        }
+    })
+}
+
+/// Tells apart two files made in the same second.
+fn rand_suffix() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish() as u16
 }
 
 fn role_name(role: KeyRole) -> &'static str {

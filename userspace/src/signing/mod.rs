@@ -3,6 +3,10 @@
 //! every commit; a task re-signs what falls due for refresh.
 
 pub mod keystore;
+pub mod rollover;
+mod signer;
+
+pub use signer::signer_from;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +19,8 @@ use tracing::{info, warn};
 use crate::config::signing::SignedZone;
 use crate::zone::ZoneStore;
 pub use keystore::KeyError;
-use xdpdns_core::signing::{SignPolicy, ZoneSigner};
+use xdpdns_core::signing::timeline::KeyState;
+use xdpdns_core::signing::ZoneSigner;
 
 /// A key as `ctl keys` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -23,7 +28,9 @@ pub struct KeyInfo {
     pub tag: u16,
     pub role: xdpdns_core::signing::KeyRole,
     pub algorithm: String,
-    pub state: String,
+    pub state: xdpdns_core::signing::timeline::KeyState,
+    /// Its DS is asked of the parent (CDS/CDNSKEY published).
+    pub submitted: bool,
     pub created_unix: u64,
     /// The DNSKEY record, in presentation form.
     pub dnskey: String,
@@ -39,21 +46,30 @@ pub fn key_info(data_dir: &Path, zone: &Name) -> Result<Vec<KeyInfo>, KeyError> 
     let entries = keystore::list(&dir)?;
     let keys = keystore::load_existing(&dir, &entries)?;
     let mut out = Vec::new();
-    for (e, k) in entries.iter().filter(|e| e.state == "active").zip(keys) {
-        let dnskey = RData::DNSSEC(DNSSECRData::DNSKEY(k.dnskey.clone()));
-        let ds = match k.role.signs_keys() {
-            true => xdpdns_core::signing::ds_for(zone, &k.dnskey)
-                .ok()
-                .map(|ds| format!("{zone} IN DS {}", RData::DNSSEC(DNSSECRData::DS(ds)))),
-            false => None,
-        };
+    for e in &entries {
+        // A removed key is listed (its history), its file may be gone.
+        let key = keys
+            .iter()
+            .find(|k| k.tag == e.tag && e.state != KeyState::Removed);
+        let dnskey = key.map(|k| {
+            let rdata = RData::DNSSEC(DNSSECRData::DNSKEY(k.dnskey.clone()));
+            format!("{zone} IN DNSKEY {rdata}")
+        });
+        let ds = key.filter(|k| k.role.signs_keys()).and_then(|k| {
+            let ds = xdpdns_core::signing::ds_for(zone, &k.dnskey).ok()?;
+            Some(format!(
+                "{zone} IN DS {}",
+                RData::DNSSEC(DNSSECRData::DS(ds))
+            ))
+        });
         out.push(KeyInfo {
             tag: e.tag,
             role: e.role,
             algorithm: e.algorithm.clone(),
-            state: e.state.clone(),
+            state: e.state,
+            submitted: e.submitted,
             created_unix: e.created_unix,
-            dnskey: format!("{zone} IN DNSKEY {dnskey}"),
+            dnskey: dnskey.unwrap_or_default(),
             ds,
         });
     }
@@ -66,10 +82,11 @@ const REFRESH_CHECK: Duration = Duration::from_secs(60);
 /// The signer `zone` is signed with, its keys read or created under
 /// `data_dir`.
 pub fn signer_for(data_dir: &Path, zone: &SignedZone, now: u64) -> Result<ZoneSigner, KeyError> {
-    let (keys, entries) = keystore::load_or_create(data_dir, &zone.zone, &zone.policy, now)?;
+    let (_, entries) = keystore::load_or_create(data_dir, &zone.zone, &zone.policy, now)?;
     let tags: Vec<String> = entries
         .iter()
-        .map(|e| format!("{:?} {}", e.role, e.tag))
+        .filter(|e| e.state != KeyState::Removed)
+        .map(|e| format!("{:?} {} {:?}", e.role, e.tag, e.state))
         .collect();
     info!(zone = %zone.zone, keys = %tags.join(", "), "zone signed online");
     if let Some(e) = entries
@@ -79,12 +96,7 @@ pub fn signer_for(data_dir: &Path, zone: &SignedZone, now: u64) -> Result<ZoneSi
         warn!(zone = %zone.zone, keys = %e.algorithm, policy = %zone.policy.algorithm,
               "the policy's algorithm differs from the keys'; the keys keep signing (an algorithm rollover is not built yet)");
     }
-    let policy = SignPolicy {
-        validity: zone.policy.signature_validity_s,
-        refresh: zone.policy.signature_refresh_s,
-        ..SignPolicy::default()
-    };
-    Ok(ZoneSigner::new(keys, policy))
+    signer_from(zone, &keystore::zone_dir(data_dir, &zone.zone), &entries)
 }
 
 /// Has the store sign every zone of `zones` from now on (a served zone
@@ -100,6 +112,26 @@ pub fn install(
         store.set_signer(&z.zone, Some(Arc::new(signer)), now);
     }
     Ok(())
+}
+
+/// Starts the rollover task of every signed zone.
+pub fn start_rollovers(
+    store: &Arc<ZoneStore>,
+    data_dir: &Path,
+    zones: &[SignedZone],
+    stop: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    zones
+        .iter()
+        .map(|z| {
+            let r = rollover::Rollover {
+                zone: z.clone(),
+                data_dir: data_dir.to_path_buf(),
+                store: store.clone(),
+            };
+            tokio::spawn(r.run(stop.clone()))
+        })
+        .collect()
 }
 
 /// Re-signs, every minute, the signatures that fall due (off the async

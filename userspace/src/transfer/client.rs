@@ -162,6 +162,33 @@ pub async fn soa_serial(
         .ok_or(ClientError::Malformed(server, "no SOA in the answer"))
 }
 
+/// The key tags of the DS records `server` serves for `zone` (a parent
+/// asked during a KSK rollover); none when it has none.
+pub async fn ds_tags(
+    server: SocketAddr,
+    zone: &Name,
+    timeout: Duration,
+) -> Result<Vec<u16>, ClientError> {
+    let (req, bytes, mut v) = request(OpCode::Query, zone, RecordType::DS, None, None);
+    let mut reply = udp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
+    if reply.metadata.truncation {
+        let (req, bytes, mut v) = request(OpCode::Query, zone, RecordType::DS, None, None);
+        reply = tcp_exchange(server, &req, &bytes, v.as_mut(), timeout).await?;
+    }
+    if reply.response_code != ResponseCode::NoError {
+        return Err(ClientError::Rcode(server, reply.response_code));
+    }
+    Ok(reply
+        .answers
+        .iter()
+        .filter(|r| r.name == *zone)
+        .filter_map(|r| match &r.data {
+            RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::DS(ds)) => Some(ds.key_tag()),
+            _ => None,
+        })
+        .collect())
+}
+
 /// Sends NOTIFY for `zone` at `serial` (RFC 1996) and waits for the ack.
 pub async fn notify(
     server: SocketAddr,

@@ -1,0 +1,194 @@
+//! Key rollovers with short timers, watched by a validating resolver: a
+//! child zone signed by xdpdns rolls its ZSK (pre-publication) and its
+//! KSK (double-DS: CDS published, the parent's DS checked by query before
+//! the swap and before the old key goes) while Unbound, trusting only the
+//! parent's key, resolves through the chain of trust every 100 ms. The
+//! parent is another xdpdns, signed online too; a helper plays the
+//! parent's CDS scanner (RFC 7344), copying the child's CDS into the
+//! parent's DS by UPDATE. Not one answer may fail to validate.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::online_signing::Unbound;
+use crate::support::peers::SECRET;
+use crate::support::process::free_port;
+use crate::support::{Server, TempDir};
+
+const PARENT: &str = "$ORIGIN example.\n$TTL 2\n@ SOA ns1 hostmaster 1 3600 600 86400 2\n\
+                      @ NS ns1\nns1 A 192.0.2.53\nchild NS ns.child\nns.child A 192.0.2.54\n";
+const CHILD: &str = "$ORIGIN child.example.\n$TTL 2\n@ SOA ns hostmaster 1 3600 600 86400 2\n\
+                     @ NS ns\nns A 192.0.2.54\nwww A 192.0.2.80\n";
+
+fn server(tag: &str, port: u16, origin: &str, zone: &str, policy: &str) -> Server {
+    let dir = TempDir::new(tag);
+    dir.write("zone.db", zone);
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\n[log]\nlevel = \"info\"\n\
+             [transfer]\ndata_dir = \"data\"\n{policy}\
+             [[tsig_key]]\nname = \"ddns\"\nsecret = \"{SECRET}\"\n\
+             [[update_grant]]\nkey = \"ddns\"\n\
+             [[zone]]\norigin = \"{origin}\"\nfile = \"zone.db\"\ndnssec_policy = \"fast\"\n"
+        ),
+    );
+    Server::start_with_config(dir, config)
+}
+
+/// The RRset `name rtype` at `srv`, as presentation lines (TTL dropped).
+fn rrset(srv: &Server, name: &str, rtype: &str) -> BTreeSet<String> {
+    srv.dig(&[name, rtype, "+noall", "+answer", "+tcp"])
+        .lines()
+        .filter(|l| l.split_whitespace().nth(3) == Some(rtype))
+        .map(|l| l.split_whitespace().skip(4).collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// Makes the parent's DS for child.example. what the child's CDS says.
+fn copy_cds_to_parent(parent: &Server, cds: &BTreeSet<String>) {
+    let mut script = format!(
+        "server 127.0.0.1 {}\nzone example.\nupdate delete child.example. DS\n",
+        parent.addr.port()
+    );
+    for ds in cds {
+        script.push_str(&format!("update add child.example. 2 DS {ds}\n"));
+    }
+    script.push_str("send\nquit\n");
+    let mut child = Command::new("nsupdate")
+        .args(["-y", &format!("hmac-sha256:ddns:{SECRET}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nsupdate");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Key tags with their flags, from a DNSKEY RRset.
+fn key_tags(srv: &Server) -> BTreeSet<String> {
+    let out = Command::new(crate::support::process::BIN)
+        .args(["ctl", "--config"])
+        .arg(&srv.config)
+        .args(["keys", "child.example.", "--json"])
+        .output()
+        .unwrap();
+    let keys: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    keys.as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| format!("{} {} {}", k["role"], k["tag"], k["state"]))
+        .collect()
+}
+
+#[test]
+fn a_zsk_and_a_ksk_roll_over_while_unbound_validates_every_answer() {
+    let (pport, cport) = (free_port(), free_port());
+    let parent = server(
+        "rollover-parent",
+        pport,
+        "example.",
+        PARENT,
+        "[[dnssec_policy]]\nname = \"fast\"\n",
+    );
+    let child = server(
+        "rollover-child",
+        cport,
+        "child.example.",
+        CHILD,
+        &format!(
+            "[[dnssec_policy]]\nname = \"fast\"\nkeys = \"ksk+zsk\"\nzsk_lifetime_s = 5\n\
+             ksk_lifetime_s = 8\npropagation_delay_s = 1\nparent = [\"127.0.0.1:{pport}\"]\n\
+             parent_ds_ttl_s = 1\nparent_check_interval_s = 1\n"
+        ),
+    );
+    // The parent holds the child's DS from the start, as a registrar would.
+    let cds = rrset(&child, "child.example.", "CDS");
+    assert_eq!(cds.len(), 1, "the active KSK's CDS: {cds:?}");
+    copy_cds_to_parent(&parent, &cds);
+    let anchor: Vec<String> = rrset(&parent, "example.", "DNSKEY")
+        .into_iter()
+        .filter(|k| k.starts_with("257 "))
+        .map(|k| format!("example. DNSKEY {k}"))
+        .collect();
+    let unbound = Unbound::start_with(
+        &[("example", pport), ("child.example", cport)],
+        &anchor,
+        true,
+    );
+    let started = Instant::now();
+    let mut bogus = Vec::new();
+    let mut states: Vec<BTreeSet<String>> = Vec::new();
+    let mut parent_ds = cds;
+    let mut queries = 0;
+    // Bounded: 40 s at most, 10 checks a second.
+    while started.elapsed() < Duration::from_secs(40) {
+        for (name, rtype, status) in [
+            ("www.child.example.", "A", "NOERROR"),
+            ("nope.child.example.", "A", "NXDOMAIN"),
+            ("www.child.example.", "TXT", "NOERROR"),
+        ] {
+            queries += 1;
+            if let Err(e) = unbound.secure(name, rtype, status) {
+                bogus.push(format!("after {:?}: {e}", started.elapsed()));
+            }
+        }
+        let cds = rrset(&child, "child.example.", "CDS");
+        if !cds.is_empty() && cds != parent_ds {
+            copy_cds_to_parent(&parent, &cds);
+            parent_ds = cds;
+        }
+        let now = key_tags(&child);
+        if states.last() != Some(&now) {
+            states.push(now);
+        }
+        let removed = |role: &str| {
+            states.last().is_some_and(|s| {
+                s.iter()
+                    .any(|k| k.starts_with(&format!("\"{role}\"")) && k.ends_with("\"removed\""))
+            })
+        };
+        if removed("zsk") && removed("ksk") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let timeline = states
+        .iter()
+        .map(|s| s.iter().cloned().collect::<Vec<_>>().join(", "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    eprintln!(
+        "{queries} validated queries over {:?}; key states:\n{timeline}",
+        started.elapsed()
+    );
+    assert!(
+        bogus.is_empty(),
+        "{} of {queries} answers did not validate, e.g.:\n{}\nkeys:\n{timeline}\nunbound:\n{}",
+        bogus.len(),
+        bogus.iter().take(3).cloned().collect::<Vec<_>>().join("\n"),
+        unbound.log()
+    );
+    let last = states.last().cloned().unwrap_or_default();
+    for role in ["zsk", "ksk"] {
+        assert!(
+            last.iter()
+                .any(|k| k.starts_with(&format!("\"{role}\"")) && k.ends_with("\"removed\"")),
+            "no complete {role} rollover within 40 s:\n{timeline}\n{}",
+            child.log()
+        );
+    }
+}
