@@ -24,7 +24,12 @@ pub(super) fn owners(zone: &Zone) -> Vec<Owner> {
     let apex = zone.origin_key().clone();
     let mut keys: BTreeSet<LowerName> = BTreeSet::new();
     for (key, node) in zone.nodes() {
-        if node.rrsets().iter().all(|s| super::is_managed(s.rtype)) && *key != apex {
+        if node
+            .rrsets()
+            .iter()
+            .all(|s| crate::zone::signer_managed(s.rtype))
+            && *key != apex
+        {
             continue;
         }
         if *key != apex && (zone.below_cut(&key.base_name()) || zone.below_dname(key)) {

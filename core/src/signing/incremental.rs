@@ -10,7 +10,8 @@ use hickory_proto::dnssec::rdata::{DNSSECRData, NSEC};
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
 use super::chain::{self, Owner};
-use super::{rrsig, ActiveKey, SignError, ZoneSigner};
+use super::keys::{ActiveKey, SignError, ZoneSigner};
+use super::rrsig;
 use crate::zone::{signer_managed, Zone};
 
 /// Whether `key` holds data a signer does not own.

@@ -6,7 +6,7 @@ use hickory_proto::dnssec::rdata::{DNSSECRData, RRSIG};
 use hickory_proto::dnssec::TBS;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, SerialNumber};
 
-use super::{ActiveKey, SignError, SignPolicy};
+use super::keys::{ActiveKey, SignError, SignPolicy};
 use crate::zone::RRset;
 
 /// Spreads expirations over a tenth of the time between refresh and

@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::KeyRole;
+use super::keys::KeyRole;
 
 /// Where a key is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

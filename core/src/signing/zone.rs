@@ -6,22 +6,9 @@ use hickory_proto::dnssec::rdata::{DNSSECRData, CDNSKEY, CDS};
 use hickory_proto::dnssec::Verifier;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
-use super::{chain, rrsig, ActiveKey, ZoneSigner};
-use crate::zone::{Zone, ZoneError};
-
-#[derive(Debug, thiserror::Error)]
-pub enum SignError {
-    #[error("the zone has no SOA")]
-    NoSoa,
-    #[error("no key signs {0}")]
-    NoKey(&'static str),
-    #[error("key: {0}")]
-    Key(String),
-    #[error("{0}: cannot encode for signing: {1}")]
-    Encode(Name, String),
-    #[error(transparent)]
-    Zone(#[from] ZoneError),
-}
+use super::keys::{ActiveKey, SignError, ZoneSigner};
+use super::{chain, rrsig};
+use crate::zone::Zone;
 
 pub use crate::zone::signer_managed as is_managed;
 
@@ -145,7 +132,7 @@ fn key_rdatas(signer: &ZoneSigner, apex: &Name) -> Result<Vec<RData>, SignError>
         .map(|k| RData::DNSSEC(DNSSECRData::DNSKEY(k)))
         .collect();
     for key in &signer.submitted {
-        let ds = super::ds_for(apex, key)?;
+        let ds = super::keys::ds_for(apex, key)?;
         out.push(RData::DNSSEC(DNSSECRData::CDS(CDS::new(
             ds.key_tag(),
             Some(ds.algorithm()),

@@ -463,7 +463,7 @@ pub struct DnssecPolicyConfig {
     #[serde(default = "default_propagation")]
     pub propagation_delay_s: u64,
     /// Servers of the parent zone, asked for the zone's DS records during
-    /// a KSK rollover; none: the operator confirms (`ctl key-submitted`).
+    /// a KSK rollover; none: a submitted key waits (confirming by hand is not built yet).
     #[serde(default)]
     pub parent: Vec<std::net::SocketAddr>,
     /// The parent's DS TTL (waited after the new DS appears).

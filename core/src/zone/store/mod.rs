@@ -24,8 +24,12 @@ use super::serial::{is_newer, SerialPolicy};
 pub use super::snapshot::{Snapshot, ZoneDiff};
 pub use signed::Signer;
 
+mod diff;
 mod signed;
-use super::{Node, RRset, Zone, ZoneError};
+
+use super::{RRset, Zone, ZoneError};
+pub use diff::diff;
+use diff::{cancel_or_push, diff_zones, record_rrset_change};
 
 /// A record-level change to a zone.
 #[derive(Clone, Debug)]
@@ -575,6 +579,113 @@ impl ZoneStore {
     }
 }
 
+impl Writer {
+    fn signer(&self, key: &LowerName) -> Option<&Arc<dyn Signer>> {
+        self.signers.get(key)
+    }
+
+    /// Signs `zone` if a signer is set for it; `false` (with the zone left
+    /// as it is) when signing failed, which the caller must not commit.
+    fn sign(&self, before: Option<&Zone>, zone: &mut Zone, now: u64) -> bool {
+        let Some(signer) = self.signer(zone.origin_key()) else {
+            return true;
+        };
+        match signer.sign(before, zone, now) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(zone = %zone.origin(), "signing failed, change not committed: {e}");
+                false
+            }
+        }
+    }
+}
+
+impl Writer {
+    /// Signs the change from `before` to `zone` (see
+    /// [`signed::sign_change`]); `None`: signing failed and nothing may
+    /// be committed.
+    fn sign_change(
+        &self,
+        before: &Zone,
+        zone: &mut Zone,
+        diffs: &[ZoneDiff],
+        now: u64,
+    ) -> Option<ZoneDiff> {
+        let signer = self.signer(zone.origin_key())?;
+        match signed::sign_change(signer.as_ref(), before, zone, diffs, now) {
+            Ok(diff) => Some(diff),
+            Err(e) => {
+                tracing::error!(zone = %zone.origin(), "signing failed, change not committed: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl ZoneStore {
+    /// Signs `origin` with `signer` from now on (or stops signing it:
+    /// `None`). A served zone not signed by its keys yet is signed (or,
+    /// without a signer, stripped) at once, under the next serial.
+    pub fn set_signer(&self, origin: &Name, signer: Option<Arc<dyn Signer>>, now: u64) {
+        let mut w = self.lock();
+        let key = LowerName::new(origin);
+        let had = match signer {
+            Some(s) => w.signers.insert(key.clone(), s),
+            None => w.signers.remove(&key),
+        };
+        // A zone already signed by these keys (restored from the journal)
+        // stays as it is; one signed by no signer (a pre-signed file) too.
+        match (w.signers.contains_key(&key), had.is_some()) {
+            (true, _) => self.resign_locked(&w, &key, now, false),
+            (false, true) => self.resign_locked(&w, &key, now, true),
+            (false, false) => false,
+        };
+    }
+
+    /// Re-signs every signed zone with a signature due for refresh (or
+    /// whose keys changed) at `now`, each under its next serial; returns
+    /// the zones committed.
+    pub fn resign_due(&self, now: u64) -> Vec<Name> {
+        let w = self.lock();
+        let keys: Vec<LowerName> = w.signers.keys().cloned().collect();
+        keys.into_iter()
+            .filter(|key| self.resign_locked(&w, key, now, false))
+            .map(|key| Name::from(&key))
+            .collect()
+    }
+
+    /// Signs (or, without a signer, strips) `key`'s zone anew under the
+    /// next serial when `force` or a signature is due.
+    fn resign_locked(&self, w: &Writer, key: &LowerName, now: u64, force: bool) -> bool {
+        let old = self.current.load_full();
+        let Some(current) = old.zones.get(key) else {
+            return false;
+        };
+        let signer = w.signer(key);
+        if !force && !signer.is_some_and(|s| s.due(current, now)) {
+            return false;
+        }
+        let mut zone = (**current).clone();
+        let Some(serial) = zone.serial() else {
+            return false;
+        };
+        set_serial(&mut zone, w.policy.next(serial, now as u32));
+        match signer {
+            Some(_) => {
+                if !w.sign(Some(current), &mut zone, now) {
+                    return false;
+                }
+            }
+            None => signed::strip_managed(&mut zone),
+        }
+        let diff = diff_zones(Some(current), Some(&zone), zone.origin());
+        let mut next = (*old).clone();
+        next.zones.insert(key.clone(), Arc::new(zone));
+        self.commit_diffs(w, next, &[diff]);
+        true
+    }
+}
+
 /// The zone `origin` as `snapshot` serves it, and its key.
 fn served<'a>(
     snapshot: &'a Snapshot,
@@ -752,121 +863,6 @@ fn rrset_of(zone: &Zone, r: &Record) -> Option<RRset> {
     zone.node(&LowerName::new(&r.name))
         .and_then(|n| n.rrset(r.record_type()))
         .cloned()
-}
-
-/// Adds to `diff` what changed in one RRset. A TTL change touches every
-/// record of the set (RFC 2181 §5.2: one TTL per RRset), so all of them
-/// leave with the old TTL and come back with the new one.
-fn record_rrset_change(
-    diff: &mut ZoneDiff,
-    r: &Record,
-    before: Option<RRset>,
-    after: Option<RRset>,
-) {
-    let records = |set: &RRset| -> Vec<Record> {
-        set.rdatas()
-            .map(|d| Record::from_rdata(r.name.clone(), set.ttl, d))
-            .collect()
-    };
-    let old = before.as_ref().map(records).unwrap_or_default();
-    let new = after.as_ref().map(records).unwrap_or_default();
-    // hickory's Record equality ignores the TTL; ours must not.
-    let same = |a: &Record, b: &Record| a == b && a.ttl == b.ttl;
-    for x in old.iter().filter(|x| !new.iter().any(|y| same(x, y))) {
-        cancel_or_push(&mut diff.added, &mut diff.removed, x);
-    }
-    for x in new.iter().filter(|x| !old.iter().any(|y| same(x, y))) {
-        cancel_or_push(&mut diff.removed, &mut diff.added, x);
-    }
-}
-
-/// Records `r` in `push_to` unless it cancels an opposite entry in
-/// `cancel_from` (add-then-remove within one change is no change).
-fn cancel_or_push(cancel_from: &mut Vec<Record>, push_to: &mut Vec<Record>, r: &Record) {
-    let same = |x: &Record| x.name == r.name && x.data == r.data && x.ttl == r.ttl;
-    match cancel_from.iter().position(same) {
-        Some(i) => {
-            cancel_from.remove(i);
-        }
-        None => push_to.push(r.clone()),
-    }
-}
-
-/// Record-level difference between two versions of one zone (what a
-/// zone file's edit changed, for zones that take updates).
-pub fn diff(old: &Zone, new: &Zone) -> ZoneDiff {
-    diff_zones(Some(old), Some(new), new.origin())
-}
-
-/// Record-level difference between two versions of a zone.
-fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) -> ZoneDiff {
-    let mut diff = ZoneDiff {
-        origin: origin.clone(),
-        old_serial: old.and_then(Zone::serial),
-        new_serial: new.and_then(Zone::serial),
-        whole_zone: old.is_none() || new.is_none(),
-        ..ZoneDiff::default()
-    };
-    if diff.whole_zone {
-        return diff;
-    }
-    if let Some(new) = new {
-        for (key, node) in new.nodes() {
-            let before = old.and_then(|o| o.node(key));
-            push_node_delta(&mut diff.added, key, node, before);
-        }
-    }
-    if let Some(old) = old {
-        for (key, node) in old.nodes() {
-            let after = new.and_then(|n| n.node(key));
-            push_node_delta(&mut diff.removed, key, node, after);
-        }
-    }
-    // IXFR wants the SOA first in each half.
-    let soa_first = |v: &mut Vec<Record>| v.sort_by_key(|r| r.record_type() != RecordType::SOA);
-    soa_first(&mut diff.removed);
-    soa_first(&mut diff.added);
-    diff
-}
-
-/// [`diff_zones`] over `names` only (the rest is known to be the same).
-fn diff_names(old: &Zone, new: &Zone, names: &std::collections::BTreeSet<LowerName>) -> ZoneDiff {
-    let mut diff = ZoneDiff {
-        origin: new.origin().clone(),
-        old_serial: old.serial(),
-        new_serial: new.serial(),
-        ..ZoneDiff::default()
-    };
-    for key in names {
-        if let Some(node) = new.node(key) {
-            push_node_delta(&mut diff.added, key, node, old.node(key));
-        }
-        if let Some(node) = old.node(key) {
-            push_node_delta(&mut diff.removed, key, node, new.node(key));
-        }
-    }
-    let soa_first = |v: &mut Vec<Record>| v.sort_by_key(|r| r.record_type() != RecordType::SOA);
-    soa_first(&mut diff.removed);
-    soa_first(&mut diff.added);
-    diff
-}
-
-/// Pushes the records of `node` that `other` lacks (same data and TTL).
-fn push_node_delta(out: &mut Vec<Record>, key: &LowerName, node: &Node, other: Option<&Node>) {
-    for set in node.rrsets() {
-        let other_set = other.and_then(|o| o.set_like(set));
-        if other_set == Some(set) {
-            continue;
-        }
-        // Compared as wire bytes: a name's case in the data is a change too.
-        for w in set.wire() {
-            let present = other_set.is_some_and(|o| o.ttl == set.ttl && o.wire().any(|x| x == w));
-            if !present {
-                let d = crate::zone::packed::decode(set.rtype, w);
-                out.push(Record::from_rdata(Name::from(key), set.ttl, d));
-            }
-        }
-    }
 }
 
 /// `serial`, unless it is not newer than `old`: then the one after `old`.
