@@ -4,7 +4,8 @@
 use hickory_proto::dnssec::rdata::sig::SigInput;
 use hickory_proto::dnssec::rdata::{DNSSECRData, RRSIG};
 use hickory_proto::dnssec::TBS;
-use hickory_proto::rr::{DNSClass, Name, RData, Record, SerialNumber};
+use hickory_proto::rr::{DNSClass, Name, RData, RecordType, SerialNumber};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
 
 use super::keys::{ActiveKey, SignError, SignPolicy};
 use crate::zone::RRset;
@@ -32,10 +33,8 @@ pub(super) fn sign(
     policy: &SignPolicy,
     now: u32,
 ) -> Result<Vec<RData>, SignError> {
-    let records: Vec<Record> = set
-        .rdatas()
-        .map(|d| Record::from_rdata(owner.clone(), set.ttl, d))
-        .collect();
+    let rdatas =
+        canonical_rdatas(set).map_err(|e| SignError::Encode(owner.clone(), e.to_string()))?;
     let expiration = now.wrapping_add(policy.validity - jitter(owner, set, policy));
     keys.iter()
         .map(|k| {
@@ -49,7 +48,7 @@ pub(super) fn sign(
                 key_tag: k.tag,
                 signer_name: signer_name.clone(),
             };
-            let tbs = to_be_signed(owner, &input, &records)
+            let tbs = to_be_signed(owner, &input, &rdatas)
                 .map_err(|e| SignError::Encode(owner.clone(), e.to_string()))?;
             let sig = k
                 .key
@@ -62,6 +61,55 @@ pub(super) fn sign(
         .collect()
 }
 
+/// Types whose RDATA holds no domain name: their canonical form (RFC
+/// 4034 §6.2) is the wire form the zone keeps, used as it is. The others
+/// are decoded and encoded again with their names lower-cased.
+fn name_free(rtype: RecordType) -> bool {
+    use RecordType::*;
+    matches!(
+        rtype,
+        A | AAAA
+            | TXT
+            | CAA
+            | DS
+            | CDS
+            | DNSKEY
+            | CDNSKEY
+            | TLSA
+            | SSHFP
+            | NSEC3PARAM
+            | OPENPGPKEY
+            | SVCB
+            | HTTPS
+    )
+}
+
+type Encoded = Result<Vec<u8>, hickory_proto::ProtoError>;
+
+fn canonical(
+    emit: &dyn Fn(&mut BinEncoder<'_>) -> Result<(), hickory_proto::ProtoError>,
+) -> Encoded {
+    let mut buf = Vec::new();
+    let mut e = BinEncoder::new(&mut buf);
+    e.set_canonical_form(true);
+    e.set_name_encoding(NameEncoding::UncompressedLowercase);
+    emit(&mut e).map(|_| buf)
+}
+
+/// The set's RDATAs in canonical form and order, once for every key.
+fn canonical_rdatas(set: &RRset) -> Result<Vec<Vec<u8>>, hickory_proto::ProtoError> {
+    let mut rdatas: Vec<Vec<u8>> = if name_free(set.rtype) {
+        set.wire().map(<[u8]>::to_vec).collect()
+    } else {
+        set.rdatas()
+            .map(|d| canonical(&|e| d.emit(e)))
+            .collect::<Result<_, _>>()?
+    };
+    rdatas.sort();
+    rdatas.dedup();
+    Ok(rdatas)
+}
+
 /// The signed data (RFC 4034 §3.1.8.1): the RRSIG RDATA without the
 /// signature, then each record in canonical form and order. Built here
 /// rather than by hickory's `TBS::from_input`, whose one 64 KiB buffer a
@@ -69,34 +117,20 @@ pub(super) fn sign(
 fn to_be_signed(
     owner: &Name,
     input: &SigInput,
-    records: &[Record],
+    rdatas: &[Vec<u8>],
 ) -> Result<TBS, hickory_proto::ProtoError> {
-    use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
-    let canonical =
-        |emit: &dyn Fn(&mut BinEncoder<'_>) -> Result<(), hickory_proto::ProtoError>| {
-            let mut buf = Vec::new();
-            let mut e = BinEncoder::new(&mut buf);
-            e.set_canonical_form(true);
-            e.set_name_encoding(NameEncoding::UncompressedLowercase);
-            emit(&mut e).map(|_| buf)
-        };
     let mut out = canonical(&|e| input.emit(e))?;
-    let mut rdatas: Vec<Vec<u8>> = records
-        .iter()
-        .map(|r| canonical(&|e| r.data.emit(e)))
-        .collect::<Result<_, _>>()?;
-    rdatas.sort();
-    rdatas.dedup();
     let head = canonical(&|e| {
         owner.emit(e)?;
         input.type_covered.emit(e)?;
         DNSClass::IN.emit(e)?;
         e.emit_u32(input.original_ttl)
     })?;
+    out.reserve(rdatas.iter().map(|r| head.len() + 2 + r.len()).sum());
     for rdata in rdatas {
         out.extend_from_slice(&head);
         out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
-        out.extend_from_slice(&rdata);
+        out.extend_from_slice(rdata);
     }
     Ok(TBS::from(out.as_slice()))
 }

@@ -112,10 +112,15 @@ fn push_node_delta(out: &mut Vec<Record>, key: &LowerName, node: &Node, other: O
         if other_set == Some(set) {
             continue;
         }
-        // Compared as wire bytes: a name's case in the data is a change too.
+        // Compared as wire bytes: a name's case in the data is a change
+        // too. Looked up in a set, not scanned: a service's RRset can hold
+        // thousands of records.
+        let others: std::collections::HashSet<&[u8]> = match other_set {
+            Some(o) if o.ttl == set.ttl => o.wire().collect(),
+            _ => Default::default(),
+        };
         for w in set.wire() {
-            let present = other_set.is_some_and(|o| o.ttl == set.ttl && o.wire().any(|x| x == w));
-            if !present {
+            if !others.contains(w) {
                 let d = crate::zone::packed::decode(set.rtype, w);
                 out.push(Record::from_rdata(Name::from(key), set.ttl, d));
             }
