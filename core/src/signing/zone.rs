@@ -8,7 +8,7 @@ use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
 use super::keys::{ActiveKey, SignError, ZoneSigner};
 use super::{chain, rrsig};
-use crate::zone::Zone;
+use crate::zone::{RRset, Zone};
 
 pub use crate::zone::signer_managed as is_managed;
 
@@ -62,6 +62,8 @@ pub fn sign_zone(
     }
     let mut done = Signed::default();
     let mut sigs: Vec<Record> = Vec::new();
+    // What must be signed anew, signed after the walk on every core.
+    let mut jobs: Vec<(Name, &RRset, &[&ActiveKey])> = Vec::new();
     for owner in &owners {
         let name = Name::from(&owner.key);
         let node = zone.node(&owner.key).expect("owners are nodes");
@@ -74,7 +76,7 @@ pub fn sign_zone(
             {
                 continue;
             }
-            let keys = match t {
+            let keys: &[&ActiveKey] = match t {
                 RecordType::DNSKEY | RecordType::CDS | RecordType::CDNSKEY => &ksks,
                 _ => &zsks,
             };
@@ -84,27 +86,58 @@ pub fn sign_zone(
                     rrsig::reusable(old.and_then(|o| o.signatures(t)), keys, &signer.policy, now)
                 })
                 .flatten();
-            let rdatas = match kept {
+            match kept {
                 Some(k) => {
                     done.kept += 1;
-                    k
+                    sigs.extend(
+                        k.into_iter()
+                            .map(|d| Record::from_rdata(name.clone(), set.ttl, d)),
+                    );
                 }
-                None => {
-                    done.signed += 1;
-                    rrsig::sign(&name, set, keys, &apex, &signer.policy, now)?
-                }
-            };
-            sigs.extend(
-                rdatas
-                    .into_iter()
-                    .map(|d| Record::from_rdata(name.clone(), set.ttl, d)),
-            );
+                None => jobs.push((name.clone(), set, keys)),
+            }
         }
     }
+    done.signed = jobs.len();
+    sigs.extend(sign_all(&jobs, &apex, &signer.policy, now)?);
     for r in sigs {
         zone.insert(r)?;
     }
     Ok(done)
+}
+
+/// Signs `jobs`, spread over the machine's cores when there are many.
+fn sign_all(
+    jobs: &[(Name, &RRset, &[&ActiveKey])],
+    apex: &Name,
+    policy: &super::SignPolicy,
+    now: u32,
+) -> Result<Vec<Record>, SignError> {
+    let one = |chunk: &[(Name, &RRset, &[&ActiveKey])]| -> Result<Vec<Record>, SignError> {
+        let mut out = Vec::new();
+        for (name, set, keys) in chunk {
+            for d in rrsig::sign(name, set, keys, apex, policy, now)? {
+                out.push(Record::from_rdata(name.clone(), set.ttl, d));
+            }
+        }
+        Ok(out)
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 || jobs.len() < 512 {
+        return one(jobs);
+    }
+    let size = jobs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .chunks(size)
+            .map(|chunk| scope.spawn(move || one(chunk)))
+            .collect();
+        let mut out = Vec::new();
+        for h in handles {
+            out.extend(h.join().expect("a signing thread panicked")?);
+        }
+        Ok(out)
+    })
 }
 
 /// Removes every record of a type the signer owns.
