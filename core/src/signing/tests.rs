@@ -403,3 +403,50 @@ fn signing_only_the_change_gives_the_zone_signing_it_whole_would() {
         assert!(nsec_changes > 0 || i == 1, "step {i}: {diff:?}");
     }
 }
+
+#[test]
+fn a_reloaded_file_is_signed_at_what_it_changed() {
+    use crate::zone::ZoneStore;
+    let store = ZoneStore::with_zones(vec![zone(ZONE)]);
+    let origin = name("sd.test.");
+    let signer = ZoneSigner::new(vec![key(KeyRole::Csk)], SignPolicy::default());
+    store.set_signer(&origin, Some(Arc::new(signer.clone())), NOW.into());
+    let before = store
+        .snapshot()
+        .zone(&LowerName::new(&origin))
+        .cloned()
+        .unwrap();
+    // The same file again (its serial behind the signed one): no change.
+    assert!(store
+        .replace_zones(vec![zone(ZONE)], &[], (NOW + 1).into())
+        .is_empty());
+    // One address edited, one name added.
+    let edited = ZONE.replace("web A 192.0.2.2\n", "web A 192.0.2.3\nnew A 192.0.2.4\n");
+    let diffs = store.replace_zones(vec![zone(&edited)], &[], (NOW + 2).into());
+    assert_eq!(diffs.len(), 1);
+    let after = store
+        .snapshot()
+        .zone(&LowerName::new(&origin))
+        .cloned()
+        .unwrap();
+    assert!(after.serial() > before.serial());
+    consistent(&after, &signer).unwrap();
+    let same = |owner: &str, t| sigs_of(&before, owner, t) == sigs_of(&after, owner, t);
+    assert!(same("_http._tcp.web.sd.test.", RecordType::SRV), "kept");
+    assert!(same("ns1.sd.test.", RecordType::A), "kept");
+    assert!(!same("web.sd.test.", RecordType::A), "signed anew");
+    // The diff holds the edit and what signing it changed, nothing else.
+    let owners: std::collections::BTreeSet<String> = diffs[0]
+        .added
+        .iter()
+        .chain(&diffs[0].removed)
+        .map(|r| r.name.to_string())
+        .collect();
+    assert_eq!(
+        owners,
+        ["new.sd.test.", "sd.test.", "web.sd.test."]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
+}

@@ -83,6 +83,28 @@ pub(super) fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) 
     diff
 }
 
+/// The records that differ between a signed zone and a new unsigned
+/// version of it, leaving out what a signer owns (RRSIG, NSEC, DNSKEY…)
+/// on both sides: what its source changed.
+pub(super) fn diff_unsigned(old: &Zone, new: &Zone) -> ZoneDiff {
+    let mut diff = ZoneDiff {
+        origin: new.origin().clone(),
+        old_serial: old.serial(),
+        new_serial: new.serial(),
+        ..ZoneDiff::default()
+    };
+    let unsigned = crate::zone::signer_managed;
+    for (key, node) in new.nodes() {
+        push_sets_delta(&mut diff.added, key, node, old.node(key), &|t| !unsigned(t));
+    }
+    for (key, node) in old.nodes() {
+        push_sets_delta(&mut diff.removed, key, node, new.node(key), &|t| {
+            !unsigned(t)
+        });
+    }
+    diff
+}
+
 /// [`diff_zones`] over `names` only (the rest is known to be the same).
 pub(super) fn diff_names(old: &Zone, new: &Zone, names: &BTreeSet<LowerName>) -> ZoneDiff {
     let mut diff = ZoneDiff {
@@ -107,7 +129,18 @@ pub(super) fn diff_names(old: &Zone, new: &Zone, names: &BTreeSet<LowerName>) ->
 
 /// Pushes the records of `node` that `other` lacks (same data and TTL).
 fn push_node_delta(out: &mut Vec<Record>, key: &LowerName, node: &Node, other: Option<&Node>) {
-    for set in node.rrsets() {
+    push_sets_delta(out, key, node, other, &|_| true);
+}
+
+/// [`push_node_delta`] for the sets whose type `keep` accepts.
+fn push_sets_delta(
+    out: &mut Vec<Record>,
+    key: &LowerName,
+    node: &Node,
+    other: Option<&Node>,
+    keep: &dyn Fn(RecordType) -> bool,
+) {
+    for set in node.rrsets().iter().filter(|s| keep(s.rtype)) {
         let other_set = other.and_then(|o| o.set_like(set));
         if other_set == Some(set) {
             continue;

@@ -416,7 +416,7 @@ impl ZoneStore {
             if let Some(serial) = old_serial {
                 set_serial(&mut zone, serial);
                 let unchanged = match before {
-                    Some(b) if signed => signed::same_unsigned(b, &zone),
+                    Some(b) if signed => diff::diff_unsigned(b, &zone).is_empty(),
                     _ => diff_zones(before, Some(&zone), zone.origin()).is_empty(),
                 };
                 if unchanged {
@@ -783,26 +783,66 @@ fn signed_change(
     mut zone: Zone,
     now: u64,
 ) -> Option<(Zone, ZoneDiff)> {
-    if let Some(b) = before {
-        let mut same = zone.clone();
-        if let Some(serial) = b.serial() {
-            set_serial(&mut same, serial);
-        }
-        if signed::same_unsigned(b, &same) {
+    let Some(b) = before else {
+        if !w.sign(None, &mut zone, now) {
             return None;
         }
-        match (b.serial(), zone.serial()) {
-            (Some(was), Some(new)) if !is_newer(new, was) => {
-                set_serial(&mut zone, w.policy.next(was, now as u32))
+        let diff = diff_zones(None, Some(&zone), zone.origin());
+        return Some((zone, diff));
+    };
+    let source = diff::diff_unsigned(b, &zone);
+    let changes: Vec<Change> = source
+        .removed
+        .iter()
+        .filter(|r| r.record_type() != RecordType::SOA)
+        .map(|r| Change::Remove(r.clone()))
+        .chain(
+            source
+                .added
+                .iter()
+                .filter(|r| r.record_type() != RecordType::SOA)
+                .map(|r| Change::Add(r.clone())),
+        )
+        .collect();
+    let soa_moved = match (b.soa(), zone.soa()) {
+        (Some((was, was_ttl)), Some((new, new_ttl))) => {
+            let mut same_serial = new.clone();
+            same_serial.serial = was.serial;
+            same_serial != *was || was_ttl != new_ttl
+        }
+        _ => true,
+    };
+    if changes.is_empty() && !soa_moved {
+        return None; // the same records (its serial alone is no change)
+    }
+    // The change applied to the signed version, so only what it touched
+    // is signed again (a file of a million records edited in a few).
+    let serial = match (b.serial(), zone.serial()) {
+        (Some(was), Some(new)) if is_newer(new, was) => Ok(new),
+        _ => Err(now),
+    };
+    let replacement = zone.soa().map(|(s, t)| (s.clone(), t));
+    let mut next = b.clone();
+    match apply_step(&mut next, &changes, serial, w.policy, replacement.as_ref()) {
+        Ok(step) => {
+            let diff = w.sign_change(b, &mut next, std::slice::from_ref(&step), now)?;
+            Some((next, diff))
+        }
+        // Not applicable as a change (never expected of a zone that
+        // loaded): the new version is signed whole.
+        Err(_) => {
+            if let (Some(was), Some(new)) = (b.serial(), zone.serial()) {
+                if !is_newer(new, was) {
+                    set_serial(&mut zone, w.policy.next(was, now as u32));
+                }
             }
-            _ => {}
+            if !w.sign(Some(b), &mut zone, now) {
+                return None;
+            }
+            let diff = diff_zones(Some(b), Some(&zone), zone.origin());
+            Some((zone, diff))
         }
     }
-    if !w.sign(before, &mut zone, now) {
-        return None;
-    }
-    let diff = diff_zones(before, Some(&zone), zone.origin());
-    Some((zone, diff))
 }
 
 /// The zone to install and its diff against `before`, or `None` when

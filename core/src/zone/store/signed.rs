@@ -34,32 +34,6 @@ pub trait Signer: Send + Sync {
     fn due(&self, zone: &Zone, now: u64) -> bool;
 }
 
-/// Whether two versions of a zone hold the same records, leaving out the
-/// ones a signer owns (a signed zone against its unsigned source).
-pub(super) fn same_unsigned(a: &Zone, b: &Zone) -> bool {
-    let strip = |z: &Zone| {
-        let mut d: Vec<(LowerName, Vec<crate::zone::RRset>)> = z
-            .nodes()
-            .map(|(k, n)| {
-                let sets = n
-                    .rrsets()
-                    .iter()
-                    .filter(|s| !signer_managed(s.rtype))
-                    .cloned()
-                    .collect::<Vec<_>>();
-                (k.clone(), sets)
-            })
-            .filter(|(_, sets)| !sets.is_empty())
-            .collect();
-        d.sort_by(|x, y| x.0.cmp(&y.0));
-        for (_, sets) in &mut d {
-            sets.sort_by_key(|s| u16::from(s.rtype));
-        }
-        d
-    };
-    strip(a) == strip(b)
-}
-
 pub(super) fn strip_managed(zone: &mut Zone) {
     let managed: Vec<(Name, hickory_proto::rr::RData)> = zone
         .nodes()
