@@ -297,14 +297,23 @@ impl ZoneStore {
         // Diffing a large zone takes a while (a 1M-record file: seconds),
         // so it is done against the current snapshot before taking the
         // lock; a zone another writer changed meanwhile is diffed again.
-        let policy = self.serial_policy();
+        let (policy, signed) = {
+            let w = self.lock();
+            let signed: HashSet<LowerName> = w.signers.keys().cloned().collect();
+            (w.policy, signed)
+        };
         let base = self.current.load_full();
         let prepared: Vec<_> = zones
             .into_iter()
             .map(|zone| {
                 let key = zone.origin_key().clone();
                 let before = base.zones.get(&key).cloned();
-                let change = prepare(before.as_deref(), zone, owned, policy, now);
+                // A signed zone is compared with its source under the lock
+                // (`signed_change`), unsigned records against unsigned.
+                let change = match owned && signed.contains(&key) {
+                    true => Some((zone, ZoneDiff::default())),
+                    false => prepare(before.as_deref(), zone, owned, policy, now),
+                };
                 (key, before, change)
             })
             .collect();
@@ -327,14 +336,11 @@ impl ZoneStore {
                 _ => false,
             };
             let change = match change {
-                Some((zone, _)) if !unchanged_meanwhile => {
-                    prepare(current.map(|z| &**z), zone, owned, w.policy, now)
-                }
-                other => other,
-            };
-            let change = match change {
                 Some((zone, _)) if owned && w.signer(&key).is_some() => {
                     signed_change(&w, current.map(|z| &**z), zone, now)
+                }
+                Some((zone, _)) if !unchanged_meanwhile => {
+                    prepare(current.map(|z| &**z), zone, owned, w.policy, now)
                 }
                 other => other,
             };
