@@ -192,3 +192,78 @@ fn remove_signatures(zone: &mut Zone, name: &Name, covered: RecordType) {
         zone.remove(name, &d);
     }
 }
+
+/// The names of `zone` holding a signature due for refresh at `now`.
+pub fn due_names(signer: &ZoneSigner, zone: &Zone, now: u32) -> Vec<LowerName> {
+    zone.nodes()
+        .filter(|(_, node)| {
+            node.rrsets()
+                .iter()
+                .filter(|s| s.rtype == RecordType::RRSIG)
+                .flat_map(|s| s.rdatas())
+                .any(|d| match d {
+                    RData::DNSSEC(DNSSECRData::RRSIG(r)) => {
+                        !rrsig::fresh(r.input().sig_expiration.get(), &signer.policy, now)
+                    }
+                    _ => false,
+                })
+        })
+        .map(|(key, _)| key.clone())
+        .collect()
+}
+
+/// Signs again, at `names` (and the apex, whose SOA moved), every RRset
+/// whose signatures are due at `now`; `zone` is a copy of the served
+/// version with its serial moved. Returns the names changed.
+pub fn refresh_names(
+    signer: &ZoneSigner,
+    zone: &mut Zone,
+    names: &[LowerName],
+    now: u32,
+) -> Result<BTreeSet<LowerName>, SignError> {
+    let apex = zone.origin_key().clone();
+    let ksks: Vec<&ActiveKey> = signer
+        .signing
+        .iter()
+        .filter(|k| k.role.signs_keys())
+        .collect();
+    let zsks: Vec<&ActiveKey> = signer
+        .signing
+        .iter()
+        .filter(|k| k.role.signs_zone())
+        .collect();
+    let mut touched: BTreeSet<LowerName> = names.iter().cloned().collect();
+    touched.insert(apex.clone());
+    for key in &touched {
+        let name = Name::from(key);
+        let Some(node) = zone.node(key) else {
+            continue;
+        };
+        let cut = is_cut(zone, key);
+        let due: Vec<(crate::zone::RRset, bool)> = node
+            .rrsets()
+            .iter()
+            .filter(|s| s.rtype != RecordType::RRSIG)
+            .filter(|s| !cut || matches!(s.rtype, RecordType::DS | RecordType::NSEC))
+            .filter_map(|s| {
+                let ksk = matches!(
+                    s.rtype,
+                    RecordType::DNSKEY | RecordType::CDS | RecordType::CDNSKEY
+                );
+                let keys = if ksk { &ksks } else { &zsks };
+                let stale = s.rtype == RecordType::SOA
+                    || rrsig::reusable(node.signatures(s.rtype), keys, &signer.policy, now)
+                        .is_none();
+                stale.then(|| (s.clone(), ksk))
+            })
+            .collect();
+        for (set, ksk) in due {
+            remove_signatures(zone, &name, set.rtype);
+            let keys = if ksk { &ksks } else { &zsks };
+            for d in rrsig::sign(&name, &set, keys, zone.origin(), &signer.policy, now)? {
+                zone.insert(Record::from_rdata(name.clone(), set.ttl, d))?;
+            }
+        }
+    }
+    Ok(touched)
+}

@@ -24,7 +24,7 @@ mod rrsig;
 pub mod timeline;
 mod zone;
 
-pub use incremental::sign_changed;
+pub use incremental::{due_names, refresh_names, sign_changed};
 pub use keys::{ds_for, ActiveKey, KeyRole, SignError, SignPolicy, ZoneSigner};
 pub use zone::{is_managed, sign_zone};
 
@@ -48,6 +48,19 @@ impl crate::zone::store::Signer for ZoneSigner {
         now: u64,
     ) -> Result<Option<std::collections::BTreeSet<hickory_proto::rr::LowerName>>, String> {
         sign_changed(self, before, zone, changed, now as u32).map_err(|e| e.to_string())
+    }
+
+    fn due_names(&self, zone: &crate::zone::Zone, now: u64) -> Vec<hickory_proto::rr::LowerName> {
+        due_names(self, zone, now as u32)
+    }
+
+    fn refresh(
+        &self,
+        zone: &mut crate::zone::Zone,
+        names: &[hickory_proto::rr::LowerName],
+        now: u64,
+    ) -> Result<std::collections::BTreeSet<hickory_proto::rr::LowerName>, String> {
+        refresh_names(self, zone, names, now as u32).map_err(|e| e.to_string())
     }
 
     fn due(&self, zone: &crate::zone::Zone, now: u64) -> bool {

@@ -275,10 +275,10 @@ fn the_store_signs_on_its_commit_path_and_only_when_content_changes() {
     assert_eq!(sigs_of(&z, "new.sd.test.", RecordType::A).len(), 1);
     assert!(z.serial().unwrap() > serial);
     // Nothing due a day later; a week later every signature is renewed.
-    assert!(store.resign_due((NOW + 86_400).into()).is_empty());
+    assert!(store.refresh_due((NOW + 86_400).into(), 1000).is_empty());
     assert_eq!(
-        store.resign_due((NOW + 7 * 86_400).into()),
-        vec![origin.clone()]
+        store.refresh_due((NOW + 7 * 86_400).into(), 1000),
+        vec![(origin.clone(), 1)]
     );
     // Stopping signing strips what the signer owned.
     store.set_signer(&origin, None, (NOW + 7 * 86_400).into());
@@ -449,4 +449,49 @@ fn a_reloaded_file_is_signed_at_what_it_changed() {
             .map(|s| s.to_string())
             .collect()
     );
+}
+
+#[test]
+fn due_signatures_are_refreshed_in_batches_of_a_few_names_per_commit() {
+    use crate::zone::ZoneStore;
+    let mut text = ZONE.to_string();
+    for i in 0..40 {
+        text.push_str(&format!("h{i} A 192.0.2.{i}\n"));
+    }
+    let store = ZoneStore::with_zones(vec![zone(&text)]);
+    let origin = name("sd.test.");
+    let signer = ZoneSigner::new(vec![key(KeyRole::Csk)], SignPolicy::default());
+    store.set_signer(&origin, Some(Arc::new(signer.clone())), NOW.into());
+    assert!(
+        store.refresh_due((NOW + 86_400).into(), 10).is_empty(),
+        "nothing due"
+    );
+    let (_, mut feed) = store.subscribe();
+    let later = NOW + 7 * 86_400;
+    let before = store
+        .snapshot()
+        .zone(&LowerName::new(&origin))
+        .cloned()
+        .unwrap();
+    let due = due_names(&signer, &before, later);
+    assert!(due.len() > 40, "{}", due.len());
+    let done = store.refresh_due(later.into(), 10);
+    assert_eq!(done, vec![(origin.clone(), due.len().div_ceil(10))]);
+    // Each commit touched one batch of names (and the apex).
+    while let Some(item) = feed.try_next() {
+        if let crate::zone::FeedItem::Commit(c) = item {
+            let names: std::collections::BTreeSet<_> = c
+                .diffs()
+                .flat_map(|d| d.added.iter().map(|r| r.name.clone()))
+                .collect();
+            assert!(names.len() <= 11, "{}", names.len());
+        }
+    }
+    let after = store
+        .snapshot()
+        .zone(&LowerName::new(&origin))
+        .cloned()
+        .unwrap();
+    assert!(due_names(&signer, &after, later).is_empty());
+    consistent(&after, &signer).unwrap();
 }

@@ -76,6 +76,9 @@ pub fn key_info(data_dir: &Path, zone: &Name) -> Result<Vec<KeyInfo>, KeyError> 
     Ok(out)
 }
 
+/// Names whose due signatures one refresh commit signs again.
+const REFRESH_BATCH: usize = 1_000;
+
 /// How often signatures are checked for refresh.
 const REFRESH_CHECK: Duration = Duration::from_secs(60);
 
@@ -134,8 +137,8 @@ pub fn start_rollovers(
         .collect()
 }
 
-/// Re-signs, every minute, the signatures that fall due (off the async
-/// threads: a large zone takes a while).
+/// Re-signs, every minute, the signatures that fall due, a thousand
+/// names per commit (off the async threads).
 pub fn start_refresh(
     store: Arc<ZoneStore>,
     mut stop: watch::Receiver<bool>,
@@ -148,11 +151,11 @@ pub fn start_refresh(
             }
             let s = store.clone();
             let now = crate::clock::unix_secs();
-            let resigned: Vec<Name> = tokio::task::spawn_blocking(move || s.resign_due(now))
+            let refreshed = tokio::task::spawn_blocking(move || s.refresh_due(now, REFRESH_BATCH))
                 .await
                 .unwrap_or_default();
-            for zone in resigned {
-                info!(%zone, "signatures refreshed");
+            for (zone, commits) in refreshed {
+                info!(%zone, commits, "signatures refreshed");
             }
         }
     })

@@ -29,7 +29,7 @@ mod signed;
 
 use super::{RRset, Zone, ZoneError};
 pub use diff::diff;
-use diff::{cancel_or_push, diff_zones, record_rrset_change};
+use diff::{cancel_or_push, diff_names, diff_zones, record_rrset_change};
 
 /// A record-level change to a zone.
 #[derive(Clone, Debug)]
@@ -648,16 +648,56 @@ impl ZoneStore {
         };
     }
 
-    /// Re-signs every signed zone with a signature due for refresh (or
-    /// whose keys changed) at `now`, each under its next serial; returns
-    /// the zones committed.
-    pub fn resign_due(&self, now: u64) -> Vec<Name> {
-        let w = self.lock();
-        let keys: Vec<LowerName> = w.signers.keys().cloned().collect();
-        keys.into_iter()
-            .filter(|key| self.resign_locked(&w, key, now, false))
-            .map(|key| Name::from(&key))
-            .collect()
+    /// Refreshes the signatures due at `now` in batches of at most
+    /// `batch` names, each its own commit under the next serial, so the
+    /// writer lock is never held for a whole zone: a registration or an
+    /// UPDATE waits for one batch at most. Returns the zones refreshed and
+    /// the commits each took.
+    pub fn refresh_due(&self, now: u64, batch: usize) -> Vec<(Name, usize)> {
+        let signers: Vec<(LowerName, Arc<dyn Signer>)> = self
+            .lock()
+            .signers
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        let mut done = Vec::new();
+        for (key, signer) in signers {
+            // Found on a snapshot, outside the lock.
+            let Some(zone) = self.current.load().zones.get(&key).cloned() else {
+                continue;
+            };
+            let names = signer.due_names(&zone, now);
+            drop(zone);
+            let mut commits = 0;
+            for chunk in names.chunks(batch.max(1)) {
+                let w = self.lock();
+                let old = self.current.load_full();
+                let Some(current) = old.zones.get(&key) else {
+                    break;
+                };
+                let mut zone = (**current).clone();
+                let Some(serial) = zone.serial() else {
+                    break;
+                };
+                set_serial(&mut zone, w.policy.next(serial, now as u32));
+                let touched = match signer.refresh(&mut zone, chunk, now) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::error!(zone = %zone.origin(), "signature refresh failed: {e}");
+                        break;
+                    }
+                };
+                let diff = diff_names(current, &zone, &touched);
+                let mut next = (*old).clone();
+                next.zones.insert(key.clone(), Arc::new(zone));
+                self.commit_diffs(&w, next, &[diff]);
+                commits += 1;
+            }
+            if commits > 0 {
+                done.push((Name::from(&key), commits));
+            }
+        }
+        done
     }
 
     /// Signs (or, without a signer, strips) `key`'s zone anew under the

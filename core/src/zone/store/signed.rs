@@ -29,6 +29,20 @@ pub trait Signer: Send + Sync {
     ) -> Result<Option<BTreeSet<LowerName>>, String> {
         Ok(None)
     }
+    /// The names with a signature due for refresh at `now`.
+    fn due_names(&self, _zone: &Zone, _now: u64) -> Vec<LowerName> {
+        Vec::new()
+    }
+    /// Signs again what is due at `names` (`zone`: the served version with
+    /// its serial moved); returns the names changed.
+    fn refresh(
+        &self,
+        _zone: &mut Zone,
+        _names: &[LowerName],
+        _now: u64,
+    ) -> Result<BTreeSet<LowerName>, String> {
+        Ok(BTreeSet::new())
+    }
     /// Whether a signature of `zone` is due for refresh at `now` (or the
     /// keys changed).
     fn due(&self, zone: &Zone, now: u64) -> bool;
