@@ -10,7 +10,7 @@ use hickory_proto::dnssec::rdata::{DNSSECRData, NSEC};
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
 use super::chain::{self, Owner};
-use super::keys::{ActiveKey, SignError, ZoneSigner};
+use super::keys::{SignError, ZoneSigner};
 use super::rrsig;
 use crate::zone::{signer_managed, Zone};
 
@@ -103,11 +103,7 @@ pub fn sign_changed(
     }
     // Then every RRset of a touched name that differs from `before`'s is
     // signed again; sets gone take their signatures with them.
-    let zsks: Vec<&ActiveKey> = signer
-        .signing
-        .iter()
-        .filter(|k| k.role.signs_zone())
-        .collect();
+    let (_, zsks) = signer.signing_keys();
     for key in &touched {
         let name = Name::from(key);
         let old = before.node(key);
@@ -222,16 +218,7 @@ pub fn refresh_names(
     now: u32,
 ) -> Result<BTreeSet<LowerName>, SignError> {
     let apex = zone.origin_key().clone();
-    let ksks: Vec<&ActiveKey> = signer
-        .signing
-        .iter()
-        .filter(|k| k.role.signs_keys())
-        .collect();
-    let zsks: Vec<&ActiveKey> = signer
-        .signing
-        .iter()
-        .filter(|k| k.role.signs_zone())
-        .collect();
+    let (ksks, zsks) = signer.signing_keys();
     let mut touched: BTreeSet<LowerName> = names.iter().cloned().collect();
     touched.insert(apex.clone());
     for key in &touched {

@@ -142,6 +142,13 @@ impl ZoneSigner {
         }
     }
 
+    /// The keys that sign the DNSKEY RRset (and CDS/CDNSKEY), and those
+    /// that sign the rest.
+    pub fn signing_keys(&self) -> (Vec<&ActiveKey>, Vec<&ActiveKey>) {
+        let keys = |f: fn(KeyRole) -> bool| self.signing.iter().filter(|k| f(k.role)).collect();
+        (keys(KeyRole::signs_keys), keys(KeyRole::signs_zone))
+    }
+
     /// Every DNSKEY the zone publishes.
     pub fn dnskeys(&self) -> Vec<DNSKEY> {
         let mut keys: Vec<DNSKEY> = self.signing.iter().map(|k| k.dnskey.clone()).collect();

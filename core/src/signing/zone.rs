@@ -34,7 +34,7 @@ pub fn sign_zone(
         .map(|(s, t)| (s.clone(), t))
         .ok_or(SignError::NoSoa)?;
     let apex = zone.origin().clone();
-    strip(zone);
+    zone.strip_signer_managed();
     for rdata in key_rdatas(signer, &apex)? {
         zone.insert(Record::from_rdata(apex.clone(), soa_ttl, rdata))?;
     }
@@ -44,16 +44,7 @@ pub fn sign_zone(
     for r in chain::nsec_records(zone, &owners, nsec_ttl) {
         zone.insert(r)?;
     }
-    let ksks: Vec<&ActiveKey> = signer
-        .signing
-        .iter()
-        .filter(|k| k.role.signs_keys())
-        .collect();
-    let zsks: Vec<&ActiveKey> = signer
-        .signing
-        .iter()
-        .filter(|k| k.role.signs_zone())
-        .collect();
+    let (ksks, zsks) = signer.signing_keys();
     if ksks.is_empty() {
         return Err(SignError::NoKey("the DNSKEY RRset"));
     }
@@ -138,22 +129,6 @@ fn sign_all(
         }
         Ok(out)
     })
-}
-
-/// Removes every record of a type the signer owns.
-fn strip(zone: &mut Zone) {
-    let managed: Vec<(Name, RData)> = zone
-        .nodes()
-        .flat_map(|(key, node)| {
-            node.rrsets()
-                .iter()
-                .filter(|s| is_managed(s.rtype))
-                .flat_map(move |s| s.rdatas().map(move |d| (Name::from(key), d)))
-        })
-        .collect();
-    for (name, rdata) in managed {
-        zone.remove(&name, &rdata);
-    }
 }
 
 /// The apex's DNSKEYs, and CDS/CDNSKEY for the keys submitted to the

@@ -568,6 +568,23 @@ impl Zone {
         })
     }
 
+    /// Removes every record of a type an online signer owns (RRSIG,
+    /// NSEC, DNSKEY…): what signing replaces, or stopping it leaves out.
+    pub fn strip_signer_managed(&mut self) {
+        let managed: Vec<(Name, RData)> = self
+            .nodes()
+            .flat_map(|(key, node)| {
+                node.rrsets()
+                    .iter()
+                    .filter(|s| super::signer_managed(s.rtype))
+                    .flat_map(move |s| s.rdatas().map(move |d| (Name::from(key), d)))
+            })
+            .collect();
+        for (name, rdata) in managed {
+            self.remove(&name, &rdata);
+        }
+    }
+
     /// Every record, node by node (order unspecified, RRset order kept).
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
         self.nodes.iter().flat_map(|(key, node)| {

@@ -722,7 +722,7 @@ impl ZoneStore {
                     return false;
                 }
             }
-            None => signed::strip_managed(&mut zone),
+            None => zone.strip_signer_managed(),
         }
         let diff = diff_zones(Some(current), Some(&zone), zone.origin());
         let mut next = (*old).clone();

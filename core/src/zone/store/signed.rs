@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use hickory_proto::rr::{LowerName, Name};
+use hickory_proto::rr::LowerName;
 
 use super::diff::{diff_names, diff_zones};
 use super::ZoneDiff;
@@ -46,21 +46,6 @@ pub trait Signer: Send + Sync {
     /// Whether a signature of `zone` is due for refresh at `now` (or the
     /// keys changed).
     fn due(&self, zone: &Zone, now: u64) -> bool;
-}
-
-pub(super) fn strip_managed(zone: &mut Zone) {
-    let managed: Vec<(Name, hickory_proto::rr::RData)> = zone
-        .nodes()
-        .flat_map(|(key, node)| {
-            node.rrsets()
-                .iter()
-                .filter(|s| signer_managed(s.rtype))
-                .flat_map(move |s| s.rdatas().map(move |d| (Name::from(key), d)))
-        })
-        .collect();
-    for (name, rdata) in managed {
-        zone.remove(&name, &rdata);
-    }
 }
 
 /// Signs the change from `before` to `zone` (whose `diffs` say what
