@@ -168,28 +168,39 @@ fn xdpdns(dir: &Path, names: usize) -> (Duration, Duration) {
     .expect("xdpdns starts");
     let child = process::KillOnDrop(launched.child);
     let scratch = until_signed(dns, None, started);
-    wait_idle(child.0.id());
+    let bin = std::env::var("XDPDNS_BIN").unwrap_or_else(|_| process::BIN.to_string());
+    let mut reload = Command::new(bin);
+    reload
+        .args(["ctl", "--config"])
+        .arg(&config)
+        .args(["zone", "reload", ORIGIN]);
+    let again = change_and_reload(&child, dns, dir, names, reload);
+    (scratch, again)
+}
+
+/// Once the server is idle: 1,000 RRsets changed in the file, `reload`
+/// run, and the time until the new serial is answered signed.
+fn change_and_reload(
+    server: &process::KillOnDrop,
+    dns: SocketAddr,
+    dir: &Path,
+    names: usize,
+    mut reload: Command,
+) -> Duration {
+    wait_idle(server.0.id());
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     let old = signed_serial(&sock, dns);
     write_zone(&dir.join("zone.db"), names, 1, true);
-    let bin = std::env::var("XDPDNS_BIN").unwrap_or_else(|_| process::BIN.to_string());
     let t0 = Instant::now();
-    let out = Command::new(bin)
-        .args(["ctl", "--config"])
-        .arg(&config)
-        .args(["zone", "reload", ORIGIN])
-        .output()
-        .unwrap();
+    let out = reload.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let again = until_signed(dns, old, t0);
-    drop(child);
-    (scratch, again)
+    until_signed(dns, old, t0)
 }
 
 fn knot(dir: &Path, names: usize) -> (Duration, Duration) {
@@ -223,26 +234,9 @@ fn knot(dir: &Path, names: usize) -> (Duration, Duration) {
         .expect("knotd (cargo xtask deps installs it)");
     let child = process::KillOnDrop(child);
     let scratch = until_signed(dns, None, started);
-    wait_idle(child.0.id());
-    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let old = signed_serial(&sock, dns);
-    write_zone(&dir.join("zone.db"), names, 1, true);
-    let t0 = Instant::now();
-    let out = Command::new("knotc")
-        .args(["-c"])
-        .arg(&conf)
-        .args(["zone-reload", ORIGIN])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let again = until_signed(dns, old, t0);
-    drop(child);
+    let mut reload = Command::new("knotc");
+    reload.args(["-c"]).arg(&conf).args(["zone-reload", ORIGIN]);
+    let again = change_and_reload(&child, dns, dir, names, reload);
     (scratch, again)
 }
 

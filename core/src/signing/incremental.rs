@@ -12,7 +12,7 @@ use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use super::chain::{self, Owner};
 use super::keys::{SignError, ZoneSigner};
 use super::rrsig;
-use crate::zone::{signer_managed, Zone};
+use crate::zone::{signer_managed, Node, RRset, Zone};
 
 /// Whether `key` holds data a signer does not own.
 fn has_data(zone: &Zone, key: &LowerName) -> bool {
@@ -119,7 +119,7 @@ pub fn sign_changed(
             .collect();
         // At a cut (a neighbour's NSEC moved) only DS and NSEC are ours.
         let cut = is_cut(zone, key);
-        let resign: Vec<crate::zone::RRset> = node
+        let resign: Vec<RRset> = node
             .rrsets()
             .iter()
             .filter(|s| s.rtype != RecordType::RRSIG)
@@ -165,26 +165,22 @@ fn nsec_record(name: &Name, nsec: NSEC, ttl: u32) -> Record {
 
 /// Removes `name`'s `rtype` RRset and its signatures.
 fn remove_type(zone: &mut Zone, name: &Name, rtype: RecordType) {
-    let key = LowerName::new(name);
-    let rdatas: Vec<RData> = zone
-        .node(&key)
-        .and_then(|n| n.rrset(rtype))
-        .map(|s| s.rdatas().collect())
-        .unwrap_or_default();
-    for d in rdatas {
-        zone.remove(name, &d);
-    }
+    remove_set(zone, name, |n| n.rrset(rtype));
     remove_signatures(zone, name, rtype);
 }
 
 fn remove_signatures(zone: &mut Zone, name: &Name, covered: RecordType) {
-    let key = LowerName::new(name);
-    let sigs: Vec<RData> = zone
-        .node(&key)
-        .and_then(|n| n.signatures(covered))
+    remove_set(zone, name, |n| n.signatures(covered));
+}
+
+/// Removes every record of the set `pick` finds at `name`.
+fn remove_set(zone: &mut Zone, name: &Name, pick: impl Fn(&Node) -> Option<&RRset>) {
+    let rdatas: Vec<RData> = zone
+        .node(&LowerName::new(name))
+        .and_then(pick)
         .map(|s| s.rdatas().collect())
         .unwrap_or_default();
-    for d in sigs {
+    for d in rdatas {
         zone.remove(name, &d);
     }
 }
@@ -193,16 +189,7 @@ fn remove_signatures(zone: &mut Zone, name: &Name, covered: RecordType) {
 pub fn due_names(signer: &ZoneSigner, zone: &Zone, now: u32) -> Vec<LowerName> {
     zone.nodes()
         .filter(|(_, node)| {
-            node.rrsets()
-                .iter()
-                .filter(|s| s.rtype == RecordType::RRSIG)
-                .flat_map(|s| s.rdatas())
-                .any(|d| match d {
-                    RData::DNSSEC(DNSSECRData::RRSIG(r)) => {
-                        !rrsig::fresh(r.input().sig_expiration.get(), &signer.policy, now)
-                    }
-                    _ => false,
-                })
+            rrsig::signatures_at(node).any(|(_, expiry)| !rrsig::fresh(expiry, &signer.policy, now))
         })
         .map(|(key, _)| key.clone())
         .collect()
@@ -227,7 +214,7 @@ pub fn refresh_names(
             continue;
         };
         let cut = is_cut(zone, key);
-        let due: Vec<(crate::zone::RRset, bool)> = node
+        let due: Vec<(RRset, bool)> = node
             .rrsets()
             .iter()
             .filter(|s| s.rtype != RecordType::RRSIG)

@@ -168,3 +168,17 @@ pub(super) fn fresh(expiration: u32, policy: &SignPolicy, now: u32) -> bool {
     let left = expiration.wrapping_sub(now) as i32;
     left > policy.refresh as i32
 }
+
+/// The key tag and expiration of every signature at `node`.
+pub(super) fn signatures_at(node: &crate::zone::Node) -> impl Iterator<Item = (u16, u32)> + '_ {
+    node.rrsets()
+        .iter()
+        .filter(|s| s.rtype == RecordType::RRSIG)
+        .flat_map(|s| s.rdatas())
+        .filter_map(|d| match d {
+            RData::DNSSEC(DNSSECRData::RRSIG(r)) => {
+                Some((r.input().key_tag, r.input().sig_expiration.get()))
+            }
+            _ => None,
+        })
+}

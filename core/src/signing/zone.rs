@@ -161,18 +161,8 @@ fn key_rdatas(signer: &ZoneSigner, apex: &Name) -> Result<Vec<RData>, SignError>
 pub(super) fn refresh_due(signer: &ZoneSigner, zone: &Zone, now: u32) -> bool {
     let tags: Vec<u16> = signer.signing.iter().map(|k| k.tag).collect();
     zone.nodes().any(|(_, node)| {
-        node.rrsets()
-            .iter()
-            .filter(|s| s.rtype == RecordType::RRSIG)
-            .flat_map(|s| s.rdatas())
-            .any(|d| match d {
-                RData::DNSSEC(DNSSECRData::RRSIG(r)) => {
-                    let i = r.input();
-                    !tags.contains(&i.key_tag)
-                        || !rrsig::fresh(i.sig_expiration.get(), &signer.policy, now)
-                }
-                _ => false,
-            })
+        rrsig::signatures_at(node)
+            .any(|(tag, expiry)| !tags.contains(&tag) || !rrsig::fresh(expiry, &signer.policy, now))
     }) || !signed_by(zone, signer)
 }
 
