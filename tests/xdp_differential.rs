@@ -320,6 +320,102 @@ fn signed_zones_answer_do_queries_in_the_kernel_like_the_fallback() {
     }
 }
 
+/// DO=1 queries for a type a name of a signed zone lacks are answered in
+/// the kernel (the zone's signed SOA, then the name's NSEC and its
+/// RRSIG), byte for byte as the fallback answers them; an NSEC3 zone's
+/// go up.
+#[test]
+fn signed_nodata_is_answered_in_the_kernel_like_the_fallback() {
+    use super::dnssec::{sign_zone, Denial};
+    let text = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
+         @ NS ns1\nns1 A 192.0.2.1\nwww A 192.0.2.80\nwww TXT \"web\"\n\
+         a-rather-long-name-for-the-short-key-table-of-xdpdns A 192.0.2.81\n\
+         _sip._tcp SRV 0 5 5060 www\nsub NS ns.sub\nns.sub A 192.0.2.53\n";
+    let names = [
+        "example.com.",
+        "www.example.com.",
+        "_sip._tcp.example.com.",
+        "sub.example.com.",
+        "a-rather-long-name-for-the-short-key-table-of-xdpdns.example.com.",
+    ];
+    let types = [
+        RecordType::AAAA,
+        RecordType::HTTPS,
+        RecordType::MX,
+        RecordType::CAA,
+        RecordType::DS,
+        RecordType::A,
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    for (algorithm, denial) in [
+        ("ECDSAP256SHA256", Denial::Nsec),
+        ("ED25519", Denial::Nsec),
+        ("ECDSAP256SHA256", Denial::Nsec3),
+    ] {
+        let nsec3 = matches!(denial, Denial::Nsec3);
+        let signed = sign_zone("example.com.", text, algorithm, denial);
+        let r = rig(&std::fs::read_to_string(&signed.file).unwrap());
+        let snap = r.store.snapshot();
+        let (mut id, mut nodata_tx, mut missed) = (0u16, 0u64, Vec::new());
+        for name in names {
+            for qtype in types {
+                for payload in [1232, 4096, 512] {
+                    for family in [Family::V4, Family::V6] {
+                        id = id.wrapping_add(1);
+                        let qname = randomise_case(name, &mut seed);
+                        let dns = query(&qname, qtype, Some(opt(payload, true, &[])), id);
+                        let expected = r.expected(&snap, &dns, family);
+                        let m = Message::from_vec(&expected).unwrap();
+                        let nodata = m.metadata.response_code
+                            == hickory_proto::op::ResponseCode::NoError
+                            && m.metadata.authoritative
+                            && !m.metadata.truncation
+                            && m.answers.is_empty()
+                            && m.authorities.iter().any(|r| {
+                                r.record_type() == RecordType::NSEC
+                                    && LowerName::new(&r.name) == LowerName::new(&qname)
+                            });
+                        let f = frame(family, 0, &dns, Quirks::default());
+                        let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+                        let what = format!("{algorithm} {qname} {qtype} {payload}");
+                        match out.action {
+                            XDP_TX => {
+                                let got = check_reply(family, 0, &f, &out.frame);
+                                assert_eq!(got, expected, "{what}");
+                                let negative = m.answers.is_empty();
+                                assert!(!(nsec3 && negative), "{what}: NSEC3 denial in the kernel");
+                                nodata_tx += u64::from(nodata);
+                            }
+                            XDP_PASS => {
+                                // The apex's DS is its parent's: the
+                                // full handler's, signed or not.
+                                let apex_ds = qtype == RecordType::DS && name == names[0];
+                                if nodata && !apex_ds && expected.len() <= payload as usize {
+                                    missed.push(what);
+                                }
+                            }
+                            other => panic!("unexpected XDP action {other}"),
+                        }
+                    }
+                }
+            }
+        }
+        if nsec3 {
+            continue;
+        }
+        assert!(missed.is_empty(), "signed NODATA passed up: {missed:#?}");
+        assert!(
+            nodata_tx >= 40,
+            "{algorithm}: {nodata_tx} signed NODATA in the kernel"
+        );
+        let c = r.fast.counters().unwrap();
+        assert!(
+            c.answered_signed >= nodata_tx,
+            "{algorithm}: counted as signed: {c}"
+        );
+    }
+}
+
 /// A query for www A with the given mutation applied to the DNS bytes.
 fn mutated(f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
     let mut q = query(

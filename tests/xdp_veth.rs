@@ -1427,9 +1427,20 @@ fn an_online_signed_zone_is_answered_signed_in_the_kernel() {
         out.contains("192.0.2.77") && out.contains("RRSIG\tA 13 3"),
         "{out}"
     );
+    // A type the fresh name lacks: the signed NODATA (its NSEC and the
+    // zone's SOA, each with its RRSIG) comes from the kernel too.
+    let out = link.dig(&["+dnssec", "fresh.example.com", "TXT"]);
+    assert!(
+        out.contains("NOERROR") && out.contains("NSEC\t") && out.contains("RRSIG\tNSEC 13"),
+        "{out}"
+    );
     let after = counters(&srv);
     assert!(
-        after["answered_signed"] >= before["answered_signed"] + 2,
+        after["answered_signed"] >= before["answered_signed"] + 3,
         "signed answers from the kernel: {before:?} -> {after:?}"
+    );
+    assert!(
+        after["nodata"] > before["nodata"],
+        "signed NODATA from the kernel: {before:?} -> {after:?}"
     );
 }

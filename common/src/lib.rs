@@ -34,6 +34,7 @@ pub mod rtype {
     pub const OPT: u16 = 41;
     pub const DS: u16 = 43;
     pub const RRSIG: u16 = 46;
+    pub const NSEC: u16 = 47;
 }
 
 /// Query types answered negatively without the full handler (in the
@@ -100,6 +101,15 @@ pub mod qtype_slot {
     /// [`Template`](super::negative::Template). Tail 124: an unassigned
     /// type code, which no query type maps to.
     pub const REFERRAL: u8 = 124 << 1;
+    /// At a signed zone's apex: the SOA and its RRSIGs as the authority
+    /// records of a DNSSEC negative answer, a
+    /// [`Template`](super::negative::Template) like [`SOA`]'s. Tail 122.
+    pub const SOA_SIGNED: u8 = 122 << 1 | SIGNED;
+    /// At a name of a signed zone: its NSEC record and the RRSIGs over
+    /// it, owned by a pointer to the question (0xC00C), written after
+    /// [`SOA_SIGNED`]'s records in the DNSSEC NODATA answer at that name.
+    /// Tail 123.
+    pub const DENIAL_SIGNED: u8 = 123 << 1 | SIGNED;
     /// The tail of a type no entry holds (an unassigned type code).
     pub const NO_TAIL: u8 = 125;
 

@@ -173,6 +173,7 @@ fn try_answer(ctx: &XdpContext) -> Result<Sent, PassReason> {
             unsafe {
                 (*s).neg_zone_len = apex_len;
                 (*s).neg_risky_at = 0;
+                (*s).neg_signed = 0;
                 (*s).neg_slot = qtype_slot::SOA as u32;
             }
             pass_code(negative::xdpdns_negative_template(ctx.ctx, s, cfg))?;
@@ -294,14 +295,26 @@ pub extern "C" fn xdpdns_reply(
         };
         // A chain's answer records come first (none: a plain negative).
         let prefix = unsafe { answer.as_ref() };
-        return code_of(negative::build(
+        let denial = match s.neg_signed {
+            0 => None,
+            _ => match negative::denial(&ctx, s, cfg.overlay) {
+                Some(d) => Some(d),
+                None => return code_of(Err(PassReason::Miss)),
+            },
+        };
+        let built = negative::build(
             &ctx,
             s,
             (&pkt, &qn),
-            (prefix, t),
+            (prefix, t, denial),
             cfg,
             form & reply::form::RCODE,
-        ));
+        );
+        // Counted here, where the verifier follows one path on.
+        if built.is_ok() && denial.is_some() {
+            maps::count(counter::ANSWERED_SIGNED);
+        }
+        return code_of(built);
     }
     let Some(answer) = (unsafe { answer.as_ref() }) else {
         return code_of(Err(PassReason::ParseError));

@@ -111,6 +111,9 @@ pub struct Scratch {
     pub neg_risky_at: u32,
     /// The zone's id, for the per-zone counters.
     pub neg_zone: u32,
+    /// A DNSSEC NODATA: the zone's signed SOA template, then the query
+    /// name's NSEC entry (`DENIAL_SIGNED`).
+    pub neg_signed: u32,
     /// Lookup key for the destination address filter.
     pub address: [u8; 16],
     /// What `xdpdns_parse` found, for `xdpdns_reply`.

@@ -35,6 +35,7 @@ pub fn template(s: &mut Scratch, overlay: u32) -> Option<&'static Answer> {
     let zone_len = s.neg_zone_len;
     let slot = match s.neg_slot as u8 {
         qtype_slot::REFERRAL => qtype_slot::REFERRAL,
+        _ if s.neg_signed != 0 => qtype_slot::SOA_SIGNED,
         _ => qtype_slot::SOA,
     };
     lookup(s, zone_len, slot, overlay)
@@ -139,6 +140,7 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
         _ if ds => 0,
         _ => qn.qtype_wire,
     };
+    s.neg_signed = 0;
     // (rcode, the entry, the label to check, the template's name length
     // and slot)
     let (rcode, e, risky_at, at_len, slot) = match exist(s, n, overlay, listed_type) {
@@ -150,6 +152,14 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
         Some(e) => {
             if e.flags & nodata_bit == 0 || e.listed {
                 return Err(PassReason::Miss);
+            }
+            if e.signed && qn.edns.dnssec_ok {
+                // DNSSEC NODATA: the zone's signed SOA, then the name's
+                // NSEC (its key is still in the buffer for its length).
+                if lookup(s, n, qtype_slot::DENIAL_SIGNED, overlay).is_none() {
+                    return Err(PassReason::Miss);
+                }
+                s.neg_signed = 1;
             }
             (0, e, 0, e.zone_len, qtype_slot::SOA)
         }
@@ -171,7 +181,7 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
             }
         }
     };
-    if e.signed && qn.edns.dnssec_ok {
+    if e.signed && qn.edns.dnssec_ok && s.neg_signed == 0 {
         return Err(PassReason::Miss);
     }
     // Handed over through scratch memory to `xdpdns_negative_template`:
@@ -345,17 +355,30 @@ pub extern "C" fn xdpdns_check_template(
     (label == risky(0) || label == risky(1)) as u32
 }
 
+/// The query name's `DENIAL_SIGNED` entry (its NSEC and RRSIGs), for a
+/// DNSSEC NODATA: the name is copied back into its key buffer, which the
+/// template's lookup may have used.
+#[inline(always)]
+pub fn denial(ctx: &XdpContext, s: &mut Scratch, overlay: u32) -> Option<&'static Answer> {
+    let n = s.qn.name_len;
+    let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
+    copy_suffix(ctx, s, qstart, n).ok()?;
+    lookup(s, n, qtype_slot::DENIAL_SIGNED, overlay)
+}
+
 /// Turns the frame into the negative answer: the header with `rcode`
-/// and one authority record, the question as sent, the answer records of
-/// `prefix` (a CNAME chain ending in NODATA; none for a plain negative),
-/// the SOA record from template `t` with its pointers moved for this
-/// question and prefix, the OPT.
+/// and the authority records, the question as sent, the answer records
+/// of `prefix` (a CNAME chain ending in NODATA; none for a plain
+/// negative), the records of template `t` (the SOA, signed or not, or a
+/// referral) with their pointers moved for this question and prefix, the
+/// records of `denial` (a signed NODATA's NSEC, owned by the question),
+/// the OPT.
 #[inline(always)]
 pub fn build(
     ctx: &XdpContext,
     s: &mut Scratch,
     (pkt, qn): (&Packet, &Question),
-    (prefix, t): (Option<&Answer>, &Answer),
+    (prefix, t, denial): (Option<&Answer>, &Answer, Option<&Answer>),
     cfg: &XdpConfig,
     rcode: u32,
 ) -> Result<(), PassReason> {
@@ -364,6 +387,20 @@ pub fn build(
         return Err(PassReason::Size);
     }
     let rec_len = tlen - TEMPLATE_LEN as u32;
+    // A denial is a small block (the compiler makes no other).
+    let (dlen, dcount, dsum) = match denial {
+        None => (0, 0, 0),
+        Some(d) => (d.section_len() as u32, d.ancount(), d.csum),
+    };
+    let denial_block = match denial {
+        None => None,
+        Some(d) => {
+            if dlen as usize <= INLINE_MAX || dlen as usize > SMALL_BLOCK_MAX {
+                return Err(PassReason::Size);
+            }
+            Some(unsafe { SMALL_BLOCKS.get(&d.block()) }.ok_or(PassReason::Miss)?)
+        }
+    };
     let (plen, ancount, psum) = match prefix {
         None => (0, 0, 0),
         Some(p) => (p.section_len() as u32, p.ancount(), p.csum),
@@ -389,7 +426,7 @@ pub fn build(
         0
     };
     let question_len = qn.name_len + 4;
-    let dns_len = DNS_HEADER_LEN as u32 + question_len + plen + rec_len + opt_len;
+    let dns_len = DNS_HEADER_LEN as u32 + question_len + plen + rec_len + dlen + opt_len;
     if dns_len > reply::reply_limit(&qn.edns, cfg.udp_payload) {
         return Err(PassReason::Size);
     }
@@ -425,11 +462,15 @@ pub fn build(
         let _ = store(ctx, rec_off + at as u32, &pointer.to_be_bytes());
         sum += csum::at_parity(pointer, (rec_rel + at as u32) & 1 == 1);
     }
+    if let Some(b) = denial_block {
+        reply::store_bytes::<SMALL_BLOCK_MAX, 0>(ctx, rec_off + rec_len, &b.data, dlen);
+        sum += csum::at_parity(dsum, (rec_rel + rec_len) & 1 == 1);
+    }
     if qn.edns.present {
-        let rel = DNS_HEADER_LEN as u32 + rec_rel + rec_len;
+        let rel = DNS_HEADER_LEN as u32 + rec_rel + rec_len + dlen;
         reply::store_bytes::<{ OPT_REPLY_BUF }, 0>(
             ctx,
-            rec_off + rec_len,
+            rec_off + rec_len + dlen,
             &s.opt_reply,
             opt_len,
         );
@@ -441,7 +482,8 @@ pub fn build(
     header[2] = 0x80 | aa << 2 | (header[2] & 0x01);
     header[3] = (header[3] & 0x10) | (rcode & 0xf) as u8; // CD copied
     header[6..8].copy_from_slice(&ancount.to_be_bytes()); // the chain, if any
-    header[8..10].copy_from_slice(&(head[template_at::AUTHORITY] as u16).to_be_bytes());
+    let authority = head[template_at::AUTHORITY] as u16 + dcount;
+    header[8..10].copy_from_slice(&authority.to_be_bytes());
     // The query's ARCOUNT is its OPT record (one or none).
     let arcount = head[template_at::ADDITIONAL] as u16 + u16::from_be_bytes([header[10], header[11]]);
     header[10..12].copy_from_slice(&arcount.to_be_bytes());

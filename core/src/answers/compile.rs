@@ -19,6 +19,7 @@ use super::entry::shared_wire;
 pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
 use super::negative::entries as negatives;
 use super::negative::referral::{referral_template, Referral};
+use super::negative::signed as signed_negatives;
 use super::typed;
 use crate::zone::{Node, RRset, Snapshot, Zone, ZoneDiff};
 
@@ -480,11 +481,20 @@ fn compile_node(
             if referral.is_some() {
                 exist.head.data[1] |= exist_flags::REFERRAL;
             }
+            // A signed zone's DNSSEC NODATA: the name's NSEC after the
+            // zone's signed SOA.
+            let flags = exist.head.data[1];
             table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
+            if let Some(d) = signed_negatives::denial_entry(zone, key, node, flags, mark.id) {
+                table.extend(std::iter::once((entry(qtype_slot::DENIAL_SIGNED), d)));
+            }
         }
         if key == zone.origin_key() {
             if let Some(soa) = negatives::soa_template(zone, mark.id) {
                 table.extend(std::iter::once((entry(qtype_slot::SOA), soa)));
+            }
+            if let Some(soa) = signed_negatives::soa_template(zone, mark.id) {
+                table.extend(std::iter::once((entry(qtype_slot::SOA_SIGNED), soa)));
             }
         }
     }

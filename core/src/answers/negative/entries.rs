@@ -358,7 +358,7 @@ pub(super) fn skip_name(bytes: &[u8], mut at: usize, pointers: &mut Vec<usize>) 
 /// MNAME's and RNAME's labels just above the apex, lower-cased (names
 /// compress whatever their case), when they are below it (zeros
 /// otherwise).
-fn risky_labels(zone: &Zone) -> [[u8; 8]; 2] {
+pub(super) fn risky_labels(zone: &Zone) -> [[u8; 8]; 2] {
     let mut risky = [[0u8; 8]; 2];
     let Some((soa, _)) = zone.soa() else {
         return risky;

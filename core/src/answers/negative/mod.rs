@@ -21,6 +21,7 @@ use crate::zone::{Snapshot, Zone};
 
 pub mod entries;
 pub mod referral;
+pub mod signed;
 
 /// What a query for a missing name or type gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

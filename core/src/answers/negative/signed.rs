@@ -1,0 +1,304 @@
+//! The entries that let the kernel answer DNSSEC NODATA at a name of a
+//! signed zone: at the apex the SOA with its RRSIGs as a template (it
+//! changes with every serial, so it is kept once per zone), and at each
+//! name its NSEC with its RRSIGs (which change only with the name or its
+//! neighbour in the chain). The kernel writes the template's records,
+//! then the name's: the authority section the full handler writes for a
+//! query at that name of a type it lacks (`handler::resolve`, encoded by
+//! `wire::encode`), which is how both are compiled here.
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{LowerName, Name, RecordType};
+use xdpdns_common::negative::{exist_flags, Template};
+use xdpdns_common::{rtype, Answer, BLOCK_MAX, INLINE_MAX, SMALL_BLOCK_MAX};
+
+use super::entries::{risky_labels, skip_name, template_entry};
+use crate::answers::entry::{ones_complement_sum, Compiled};
+use crate::handler::resolve;
+use crate::wire::encode::{Header, Section, Writer};
+use crate::wire::Reply;
+use crate::zone::{Node, Zone};
+
+/// Most records a compiled denial holds (the handler's budget).
+const MAX_RECORDS: usize = BLOCK_MAX / 11;
+
+/// Types tried, in order, as the missing type of a NODATA query when
+/// compiling a name's denial: the answer is the same for every type the
+/// name lacks, so any one of them shows it.
+const PROBE_TYPES: [RecordType; 5] = [
+    RecordType::HTTPS,
+    RecordType::TXT,
+    RecordType::AAAA,
+    RecordType::A,
+    RecordType::MX,
+];
+
+/// The signed zone's SOA and RRSIG(SOA) records as the template of its
+/// DNSSEC negative answers (`SOA_SIGNED`), written after a question whose
+/// first label matches no name; `None` when the zone is unsigned, the
+/// records are not exactly those, or they do not fit a small block.
+pub(in crate::answers) fn soa_template(zone: &Zone, zone_id: u32) -> Option<Compiled> {
+    if !zone.is_signed() || zone.origin_key().is_root() {
+        return None;
+    }
+    // A first label of one zero byte: no record's name has it.
+    let sample = Name::from_labels([&[0u8][..]])
+        .ok()?
+        .append_domain(zone.origin())
+        .ok()?;
+    let apex = Name::from(zone.origin_key());
+    let probe = PROBE_TYPES
+        .into_iter()
+        .find(|t| zone.apex().rrset(*t).is_none())?;
+    let reply = resolve(zone, &apex, probe, MAX_RECORDS, true, 0);
+    let soa_part = soa_records(&reply)?;
+    let mut w = Writer::new(Header::default(), &sample, u16::from(probe), 1, BLOCK_MAX);
+    w.records(Section::Authority, &reply.authority[..soa_part])
+        .ok()?;
+    let records = w.sections().0.to_vec();
+    let fixups = pointers(&records, false)?;
+    // Every pointer goes back into the question's apex or the records.
+    let apex_at = (xdpdns_common::DNS_HEADER_LEN + 2) as u16;
+    let back = fixups.iter().all(|&at| {
+        let target = u16::from_be_bytes([records[at], records[at + 1]]) & 0x3fff;
+        target >= apex_at
+    });
+    if !back {
+        return None;
+    }
+    let template = Template {
+        sample_len: (sample.len() + 1) as u16,
+        risky: risky_labels(zone),
+        authority: soa_part as u8,
+        additional: 0,
+        authoritative: true,
+        ..Template::default()
+    };
+    template_entry(template, &fixups, records, soa_part as u8, zone_id)
+}
+
+/// The name's NSEC and its RRSIGs (`DENIAL_SIGNED`), as the full handler
+/// writes them after the zone's SOA records in a NODATA answer to a DO=1
+/// query at the name: owned by 0xC00C, no other pointer. `None` where the
+/// zone is unsigned, the name has no NSEC of its own (an empty
+/// non-terminal, an NSEC3 zone) or a CNAME, its EXIST `flags` give no
+/// NODATA there, or the answer is anything else.
+pub(in crate::answers) fn denial_entry(
+    zone: &Zone,
+    key: &LowerName,
+    node: &Node,
+    flags: u8,
+    zone_id: u32,
+) -> Option<Compiled> {
+    let nodata = exist_flags::NODATA_A
+        | exist_flags::NODATA_AAAA
+        | exist_flags::NODATA_OTHER
+        | exist_flags::NODATA_DS;
+    if !zone.is_signed()
+        || flags & nodata == 0
+        || node.rrset(RecordType::NSEC).is_none()
+        || node.rrset(RecordType::CNAME).is_some()
+    {
+        return None;
+    }
+    // At a delegation only DS is the zone's to deny (the rest is a
+    // referral).
+    let cut = key != zone.origin_key() && node.rrset(RecordType::NS).is_some();
+    let probe = match cut {
+        true => RecordType::DS,
+        false => PROBE_TYPES.into_iter().find(|t| node.rrset(*t).is_none())?,
+    };
+    let name = Name::from(key);
+    let reply = resolve(zone, &name, probe, MAX_RECORDS, true, 0);
+    if reply.rcode != ResponseCode::NoError
+        || !reply.authoritative
+        || reply.referral
+        || reply.oversized
+        || !reply.answers.is_empty()
+        || !reply.additional.is_empty()
+    {
+        return None;
+    }
+    let soa_part = soa_records(&reply)?;
+    let rest = &reply.authority[soa_part..];
+    let nsec_here = |r: &hickory_proto::rr::Record| LowerName::new(&r.name) == *key;
+    if rest.is_empty() || !rest.iter().all(nsec_here) || rest[0].record_type() != RecordType::NSEC {
+        return None;
+    }
+    let mut w = Writer::new(Header::default(), &name, u16::from(probe), 1, BLOCK_MAX);
+    w.records(Section::Authority, &reply.authority).ok()?;
+    let all = w.sections().0;
+    let start = skip_records(all, soa_part)?;
+    let section = &all[start..];
+    // Position-free: only the owners point, and at the question.
+    let owners = pointers(section, true)?;
+    if owners.iter().any(|&at| section[at..at + 2] != [0xc0, 0x0c]) {
+        return None;
+    }
+    if section.len() <= INLINE_MAX || section.len() > SMALL_BLOCK_MAX {
+        return None;
+    }
+    let mut head = Answer::new(section.len() as u16, rest.len() as u8, 0);
+    head.csum = ones_complement_sum(section);
+    head.set_zone(zone_id);
+    Some(Compiled {
+        head,
+        block: Some(section.into()),
+    })
+}
+
+/// How many of `reply`'s authority records are the SOA and the RRSIGs
+/// over it, which come first; `None` when the section does not start so.
+fn soa_records(reply: &Reply) -> Option<usize> {
+    let auth = &reply.authority;
+    if auth.first()?.record_type() != RecordType::SOA {
+        return None;
+    }
+    let sigs = auth[1..]
+        .iter()
+        .take_while(|r| r.record_type() == RecordType::RRSIG)
+        .count();
+    (sigs > 0).then_some(1 + sigs)
+}
+
+/// The offset just after the first `count` records of `section`.
+fn skip_records(section: &[u8], count: usize) -> Option<usize> {
+    let mut at = 0;
+    for _ in 0..count {
+        at = skip_name(section, at, &mut Vec::new())?;
+        let rdlen = u16::from_be_bytes([*section.get(at + 8)?, *section.get(at + 9)?]) as usize;
+        at += 10 + rdlen;
+    }
+    (at <= section.len()).then_some(at)
+}
+
+/// The offsets of the compression pointers in `records` (SOA, RRSIG and,
+/// with `nsec`, NSEC records): owners, and the SOA's MNAME and RNAME.
+/// `None` when a record is of another type, or a name hickory writes
+/// whole (an RRSIG's signer, an NSEC's next name) holds a pointer.
+fn pointers(records: &[u8], nsec: bool) -> Option<Vec<usize>> {
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < records.len() {
+        at = skip_name(records, at, &mut found)?;
+        let rtype = u16::from_be_bytes([*records.get(at)?, *records.get(at + 1)?]);
+        let rdlen = u16::from_be_bytes([*records.get(at + 8)?, *records.get(at + 9)?]) as usize;
+        let rdata = at + 10;
+        let end = rdata + rdlen;
+        if end > records.len() {
+            return None;
+        }
+        let mut inner = Vec::new();
+        match rtype {
+            rtype::SOA => {
+                let next = skip_name(records, rdata, &mut found)?;
+                skip_name(records, next, &mut found)?;
+            }
+            rtype::RRSIG => {
+                skip_name(&records[..end], rdata + 18, &mut inner)?;
+            }
+            rtype::NSEC if nsec => {
+                skip_name(&records[..end], rdata, &mut inner)?;
+            }
+            _ => return None,
+        }
+        if !inner.is_empty() {
+            return None;
+        }
+        at = end;
+    }
+    Some(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::str::FromStr;
+    use std::sync::Arc;
+
+    use crate::answers::entry::lower_wire;
+    use crate::answers::negative::entries::{exist_entry, relocated, ZoneFacts};
+    use crate::signing::{ActiveKey, KeyRole, SignPolicy, ZoneSigner};
+    use crate::zone::{load_zone_str, ZoneStore};
+
+    const ZONE: &str = "$ORIGIN example.com.\n$TTL 300\n\
+        @ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n\
+        www A 192.0.2.80\nwww TXT \"hello\"\na.b.ent A 192.0.2.7\n\
+        mail MX 10 www\n_sip._tcp SRV 0 5 5060 www\nsub NS ns.sub\nns.sub A 192.0.2.53\n";
+
+    /// The zone above, signed online with an ECDSA CSK.
+    fn signed_zone() -> Arc<Zone> {
+        use hickory_proto::dnssec::crypto::EcdsaSigningKey;
+        use hickory_proto::dnssec::Algorithm;
+        let origin = Name::from_str("example.com.").unwrap();
+        let zone = load_zone_str(ZONE, &origin, Path::new("t")).unwrap();
+        let store = ZoneStore::with_zones(vec![zone]);
+        let pkcs8 = EcdsaSigningKey::generate_pkcs8(Algorithm::ECDSAP256SHA256).unwrap();
+        let k = EcdsaSigningKey::from_pkcs8(&pkcs8, Algorithm::ECDSAP256SHA256).unwrap();
+        let key = ActiveKey::new(KeyRole::Csk, Arc::new(k)).unwrap();
+        let signer = ZoneSigner::new(vec![key], SignPolicy::default());
+        store.set_signer(&origin, Some(Arc::new(signer)), 1_800_000_000);
+        store.snapshot().zones().next().unwrap().clone()
+    }
+
+    /// For every name with an NSEC, the kernel's composition (the SOA
+    /// template relocated for the name, then the name's denial) is the
+    /// authority section the full handler writes for NODATA there.
+    #[test]
+    fn signed_nodata_is_the_full_handlers_authority_section() {
+        let zone = signed_zone();
+        let template = soa_template(&zone, 1).expect("a template").block.unwrap();
+        let mut compiled = 0;
+        let facts = ZoneFacts::of(&zone);
+        for (key, node) in zone.nodes() {
+            let exist = exist_entry(&zone, &facts, key, &lower_wire(key), node, 0, 1).unwrap();
+            let flags = exist.head.data[1];
+            let Some(entry) = denial_entry(&zone, key, node, flags, 1) else {
+                assert!(
+                    node.rrset(RecordType::NSEC).is_none() || flags == 0,
+                    "{key}: every NSEC owner the kernel answers NODATA at has a denial"
+                );
+                continue;
+            };
+            compiled += 1;
+            let name = Name::from(key);
+            let cut = key != zone.origin_key() && node.rrset(RecordType::NS).is_some();
+            let probes = match cut {
+                true => vec![RecordType::DS],
+                false => vec![RecordType::NULL, RecordType::CAA, RecordType::HTTPS],
+            };
+            for probe in probes {
+                if node.rrset(probe).is_some() {
+                    continue;
+                }
+                let reply = resolve(&zone, &name, probe, MAX_RECORDS, true, 0);
+                let mut w = Writer::new(Header::default(), &name, u16::from(probe), 1, BLOCK_MAX);
+                w.records(Section::Authority, &reply.authority).unwrap();
+                let want = w.sections().0.to_vec();
+                let qname_len = crate::wire::compress::WireName::new(&name).bytes().len();
+                let mut got = relocated(&template, qname_len, 0);
+                got.extend_from_slice(entry.section());
+                assert_eq!(got, want, "{key} {probe}");
+                let counts = w.sections().1;
+                assert_eq!(
+                    entry.head.ancount() + 2,
+                    counts[1],
+                    "{key}: SOA, its RRSIG and the entry's records"
+                );
+            }
+        }
+        assert!(compiled >= 6, "{compiled} names, the cut's included");
+    }
+
+    #[test]
+    fn unsigned_zones_and_empty_non_terminals_have_none() {
+        let origin = Name::from_str("example.com.").unwrap();
+        let zone = load_zone_str(ZONE, &origin, Path::new("t")).unwrap();
+        assert!(soa_template(&zone, 1).is_none());
+        let signed = signed_zone();
+        let ent = LowerName::new(&Name::from_str("ent.example.com.").unwrap());
+        let node = signed.node(&ent).expect("an empty non-terminal is a node");
+        assert!(denial_entry(&signed, &ent, node, exist_flags::NODATA_A, 1).is_none());
+    }
+}
