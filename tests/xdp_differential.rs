@@ -320,29 +320,44 @@ fn signed_zones_answer_do_queries_in_the_kernel_like_the_fallback() {
     }
 }
 
-/// DO=1 queries for a type a name of a signed zone lacks are answered in
-/// the kernel (the zone's signed SOA, then the name's NSEC and its
-/// RRSIG), byte for byte as the fallback answers them; an NSEC3 zone's
-/// go up.
+/// DO=1 queries for a type a name of a signed zone lacks, and for names
+/// that do not exist (one and two labels below a name, before the first
+/// child and after the last, below an empty non-terminal), are answered
+/// in the kernel (the zone's signed SOA, then the NSEC records that prove
+/// it, each with its RRSIG), byte for byte as the fallback answers them;
+/// an NSEC3 zone's go up.
 #[test]
-fn signed_nodata_is_answered_in_the_kernel_like_the_fallback() {
+fn signed_negative_answers_are_answered_in_the_kernel_like_the_fallback() {
     use super::dnssec::{sign_zone, Denial};
+    use hickory_proto::op::ResponseCode;
     let text = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
          @ NS ns1\nns1 A 192.0.2.1\nwww A 192.0.2.80\nwww TXT \"web\"\n\
          a-rather-long-name-for-the-short-key-table-of-xdpdns A 192.0.2.81\n\
-         _sip._tcp SRV 0 5 5060 www\nsub NS ns.sub\nns.sub A 192.0.2.53\n";
+         _sip._tcp SRV 0 5 5060 www\nsub NS ns.sub\nns.sub A 192.0.2.53\n\
+         a.b.deep A 192.0.2.9\n";
     let names = [
         "example.com.",
         "www.example.com.",
         "_sip._tcp.example.com.",
         "sub.example.com.",
         "a-rather-long-name-for-the-short-key-table-of-xdpdns.example.com.",
+        // Names that do not exist.
+        "nope.example.com.",
+        "0.example.com.",
+        "zzzz.example.com.",
+        "wwx.example.com.",
+        "x.www.example.com.",
+        "y.x.www.example.com.",
+        "_udp._tcp.example.com.",
+        "x.deep.example.com.",
+        "c.b.deep.example.com.",
+        "a-rather-long-name-for-the-short-key-table-of-xdpdns-2.example.com.",
+        "x.a-rather-long-name-for-the-short-key-table-of-xdpdns.example.com.",
     ];
     let types = [
         RecordType::AAAA,
         RecordType::HTTPS,
         RecordType::MX,
-        RecordType::CAA,
         RecordType::DS,
         RecordType::A,
     ];
@@ -356,7 +371,8 @@ fn signed_nodata_is_answered_in_the_kernel_like_the_fallback() {
         let signed = sign_zone("example.com.", text, algorithm, denial);
         let r = rig(&std::fs::read_to_string(&signed.file).unwrap());
         let snap = r.store.snapshot();
-        let (mut id, mut nodata_tx, mut missed) = (0u16, 0u64, Vec::new());
+        let (mut id, mut negative_tx, mut nxdomain_tx) = (0u16, 0u64, 0u64);
+        let mut missed = Vec::new();
         for name in names {
             for qtype in types {
                 for payload in [1232, 4096, 512] {
@@ -366,15 +382,20 @@ fn signed_nodata_is_answered_in_the_kernel_like_the_fallback() {
                         let dns = query(&qname, qtype, Some(opt(payload, true, &[])), id);
                         let expected = r.expected(&snap, &dns, family);
                         let m = Message::from_vec(&expected).unwrap();
-                        let nodata = m.metadata.response_code
-                            == hickory_proto::op::ResponseCode::NoError
-                            && m.metadata.authoritative
-                            && !m.metadata.truncation
-                            && m.answers.is_empty()
-                            && m.authorities.iter().any(|r| {
+                        let nsec = |owner: Option<&Name>| {
+                            m.authorities.iter().any(|r| {
                                 r.record_type() == RecordType::NSEC
-                                    && LowerName::new(&r.name) == LowerName::new(&qname)
-                            });
+                                    && owner.is_none_or(|o| {
+                                        LowerName::new(&r.name) == LowerName::new(o)
+                                    })
+                            })
+                        };
+                        let rcode = m.metadata.response_code;
+                        let exact = m.metadata.authoritative
+                            && !m.metadata.truncation
+                            && m.answers.is_empty();
+                        let nodata = exact && rcode == ResponseCode::NoError && nsec(Some(&qname));
+                        let nxdomain = exact && rcode == ResponseCode::NXDomain && nsec(None);
                         let f = frame(family, 0, &dns, Quirks::default());
                         let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
                         let what = format!("{algorithm} {qname} {qtype} {payload}");
@@ -384,13 +405,17 @@ fn signed_nodata_is_answered_in_the_kernel_like_the_fallback() {
                                 assert_eq!(got, expected, "{what}");
                                 let negative = m.answers.is_empty();
                                 assert!(!(nsec3 && negative), "{what}: NSEC3 denial in the kernel");
-                                nodata_tx += u64::from(nodata);
+                                negative_tx += u64::from(nodata || nxdomain);
+                                nxdomain_tx += u64::from(nxdomain);
                             }
                             XDP_PASS => {
                                 // The apex's DS is its parent's: the
                                 // full handler's, signed or not.
                                 let apex_ds = qtype == RecordType::DS && name == names[0];
-                                if nodata && !apex_ds && expected.len() <= payload as usize {
+                                if (nodata || nxdomain)
+                                    && !apex_ds
+                                    && expected.len() <= payload as usize
+                                {
                                     missed.push(what);
                                 }
                             }
@@ -403,14 +428,22 @@ fn signed_nodata_is_answered_in_the_kernel_like_the_fallback() {
         if nsec3 {
             continue;
         }
-        assert!(missed.is_empty(), "signed NODATA passed up: {missed:#?}");
         assert!(
-            nodata_tx >= 40,
-            "{algorithm}: {nodata_tx} signed NODATA in the kernel"
+            missed.is_empty(),
+            "signed denials passed up: {missed:#?} {}",
+            r.fast.counters().unwrap()
+        );
+        assert!(
+            nxdomain_tx >= 100,
+            "{algorithm}: {nxdomain_tx} signed NXDOMAIN in the kernel"
+        );
+        assert!(
+            negative_tx >= 150,
+            "{algorithm}: {negative_tx} signed denials in the kernel"
         );
         let c = r.fast.counters().unwrap();
         assert!(
-            c.answered_signed >= nodata_tx,
+            c.answered_signed >= negative_tx,
             "{algorithm}: counted as signed: {c}"
         );
     }

@@ -1434,9 +1434,20 @@ fn an_online_signed_zone_is_answered_signed_in_the_kernel() {
         out.contains("NOERROR") && out.contains("NSEC\t") && out.contains("RRSIG\tNSEC 13"),
         "{out}"
     );
+    // A name that does not exist: the signed NXDOMAIN (the NSECs that
+    // cover it and the wildcard) is the kernel's as well.
+    let out = link.dig(&["+dnssec", "no-such-name-7f3a.example.com", "A"]);
+    assert!(
+        out.contains("NXDOMAIN") && out.contains("RRSIG\tNSEC 13"),
+        "{out}"
+    );
     let after = counters(&srv);
     assert!(
-        after["answered_signed"] >= before["answered_signed"] + 3,
+        after["nxdomain"] > before["nxdomain"],
+        "signed NXDOMAIN from the kernel: {before:?} -> {after:?}"
+    );
+    assert!(
+        after["answered_signed"] >= before["answered_signed"] + 4,
         "signed answers from the kernel: {before:?} -> {after:?}"
     );
     assert!(

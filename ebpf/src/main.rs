@@ -9,6 +9,7 @@
 mod bench;
 mod csum;
 mod edns;
+mod gaps;
 mod headers;
 mod maps;
 mod negative;
@@ -174,6 +175,8 @@ fn try_answer(ctx: &XdpContext) -> Result<Sent, PassReason> {
                 (*s).neg_zone_len = apex_len;
                 (*s).neg_risky_at = 0;
                 (*s).neg_signed = 0;
+                (*s).tail_len = 0;
+                (*s).tail_count = 0;
                 (*s).neg_slot = qtype_slot::SOA as u32;
             }
             pass_code(negative::xdpdns_negative_template(ctx.ctx, s, cfg))?;
@@ -240,7 +243,13 @@ fn send(
         }
         _ => return Ok(Some(Sent::Nothing)),
     }
-    pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, form))?;
+    // Negative answers apart: their global function is not called from
+    // `xdpdns_reply`, so their stack and the positive one's never add up.
+    let code = match form & reply::form::NEGATIVE {
+        0 => xdpdns_reply(ctx.ctx, s, cfg, answer, form),
+        _ => negative::xdpdns_reply_negative(ctx.ctx, s, cfg, answer, form),
+    };
+    pass_code(code)?;
     Ok(None)
 }
 
@@ -288,33 +297,6 @@ pub extern "C" fn xdpdns_reply(
     let qn = s.qn;
     if form & reply::form::SLIP != 0 {
         return code_of(reply::slip(&ctx, s, &pkt, &qn, form));
-    }
-    if form & reply::form::NEGATIVE != 0 {
-        let Some(t) = negative::template(s, cfg.overlay) else {
-            return code_of(Err(PassReason::Miss));
-        };
-        // A chain's answer records come first (none: a plain negative).
-        let prefix = unsafe { answer.as_ref() };
-        let denial = match s.neg_signed {
-            0 => None,
-            _ => match negative::denial(&ctx, s, cfg.overlay) {
-                Some(d) => Some(d),
-                None => return code_of(Err(PassReason::Miss)),
-            },
-        };
-        let built = negative::build(
-            &ctx,
-            s,
-            (&pkt, &qn),
-            (prefix, t, denial),
-            cfg,
-            form & reply::form::RCODE,
-        );
-        // Counted here, where the verifier follows one path on.
-        if built.is_ok() && denial.is_some() {
-            maps::count(counter::ANSWERED_SIGNED);
-        }
-        return code_of(built);
     }
     let Some(answer) = (unsafe { answer.as_ref() }) else {
         return code_of(Err(PassReason::ParseError));

@@ -111,8 +111,8 @@ pub struct Scratch {
     pub neg_risky_at: u32,
     /// The zone's id, for the per-zone counters.
     pub neg_zone: u32,
-    /// A DNSSEC NODATA: the zone's signed SOA template, then the query
-    /// name's NSEC entry (`DENIAL_SIGNED`).
+    /// A DNSSEC negative answer (the zone's signed SOA template, then
+    /// the records `tail_kind` says).
     pub neg_signed: u32,
     /// Lookup key for the destination address filter.
     pub address: [u8; 16],
@@ -122,9 +122,35 @@ pub struct Scratch {
     /// The IP header as received, rewritten in place into the reply's.
     pub ip4: [u8; 20],
     pub ip6: [u8; 40],
+    /// The NXDOMAIN's search (`gaps`): the query's label below the
+    /// closest encloser (lower-cased, zero-padded) and its length, its
+    /// question offset, the encloser's length, its list's length, and
+    /// the entry found.
+    pub gap_label: [u64; 8],
+    pub gap_label_len: u32,
+    pub gap_label_at: u32,
+    pub gap_encloser_len: u32,
+    pub gap_count: u32,
+    pub gap_found: u32,
+    /// The records a DNSSEC negative answer has after its signed SOA
+    /// (`negative::build`): what kind (0: none; `tail::NSEC`, a signed
+    /// NODATA's NSEC entry; `tail::GAP`, an NXDOMAIN's gap entry), its
+    /// block, checksum, length and record count. Kept as numbers, so the
+    /// reply's lookups stay those of every negative answer.
+    pub tail_kind: u32,
+    pub tail_block: u32,
+    pub tail_csum: u32,
+    pub tail_len: u32,
+    pub tail_count: u32,
 }
 
 const _: () = assert!(TINY_NAME_MAX < SHORT_NAME_MAX && SHORT_NAME_MAX < LONG_NAME_BUF);
+
+/// What follows a DNSSEC negative answer's signed SOA (`Scratch::tail_kind`).
+pub mod tail {
+    pub const NSEC: u32 = 1;
+    pub const GAP: u32 = 2;
+}
 
 #[map(name = "SCRATCH")]
 pub static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);

@@ -17,14 +17,15 @@ use xdpdns_common::negative::{
     TEMPLATE_LEN,
 };
 use xdpdns_common::{
-    answer_flags, plain_type, qtype_slot, rtype, Answer, PassReason, XdpConfig, DNS_HEADER_LEN, INLINE_MAX,
-    LONG_NAME_BUF, MAX_NAME_WIRE_LEN, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
+    answer_flags, gaps, plain_type, qtype_slot, rtype, Answer, PassReason, XdpConfig,
+    BLOCK_MAX, DNS_HEADER_LEN, INLINE_MAX, LONG_NAME_BUF, MAX_NAME_WIRE_LEN, SHORT_NAME_MAX,
+    SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
 use crate::headers::{load, store};
 use crate::parsed::{Packet, Question, OPT_REPLY_BUF};
 use crate::question::lower8;
-use crate::maps::{lookup, Scratch, SMALL_BLOCKS};
+use crate::maps::{lookup, tail, Scratch, BLOCKS, SMALL_BLOCKS};
 use crate::verdict::code_of;
 use crate::{csum, edns, reply};
 
@@ -141,6 +142,9 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
         _ => qn.qtype_wire,
     };
     s.neg_signed = 0;
+    s.tail_kind = 0;
+    s.tail_len = 0;
+    s.tail_count = 0;
     // (rcode, the entry, the label to check, the template's name length
     // and slot)
     let (rcode, e, risky_at, at_len, slot) = match exist(s, n, overlay, listed_type) {
@@ -156,10 +160,19 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
             if e.signed && qn.edns.dnssec_ok {
                 // DNSSEC NODATA: the zone's signed SOA, then the name's
                 // NSEC (its key is still in the buffer for its length).
-                if lookup(s, n, qtype_slot::DENIAL_SIGNED, overlay).is_none() {
+                let Some(d) = lookup(s, n, qtype_slot::DENIAL_SIGNED, overlay) else {
                     return Err(PassReason::Miss);
+                };
+                let len = d.section_len() as usize;
+                if len <= INLINE_MAX || len > SMALL_BLOCK_MAX {
+                    return Err(PassReason::Size);
                 }
                 s.neg_signed = 1;
+                s.tail_kind = tail::NSEC;
+                s.tail_block = d.block();
+                s.tail_csum = d.csum as u32;
+                s.tail_len = len as u32;
+                s.tail_count = d.ancount() as u32;
             }
             (0, e, 0, e.zone_len, qtype_slot::SOA)
         }
@@ -177,6 +190,17 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
                     0 => 0,
                     _ => label + 1,
                 };
+                if e.signed && qn.edns.dnssec_ok {
+                    // DNSSEC NXDOMAIN: the encloser's gap list (its name
+                    // is still in the key buffer for its length).
+                    let Some(head) = lookup(s, parent_len, qtype_slot::GAPS_SIGNED, overlay) else {
+                        return Err(PassReason::Miss);
+                    };
+                    s.gap_count = u16::from_le_bytes([head.data[0], head.data[1]]) as u32;
+                    s.gap_encloser_len = parent_len;
+                    s.gap_label_at = label;
+                    s.neg_signed = 1;
+                }
                 (3, e, risky_at, e.zone_len, qtype_slot::SOA)
             }
         }
@@ -217,9 +241,12 @@ pub extern "C" fn xdpdns_negative_template(
     if copy_suffix(&ctx, s, qstart + (n - zone_len), zone_len).is_err() {
         return code_of(Err(PassReason::Miss));
     }
-    match xdpdns_check_template(ctx.ctx, s, s.neg_risky_at, cfg.overlay) {
-        0 => 0,
-        _ => code_of(Err(PassReason::Miss)),
+    if xdpdns_check_template(ctx.ctx, s, s.neg_risky_at, cfg.overlay) != 0 {
+        return code_of(Err(PassReason::Miss));
+    }
+    match s.neg_signed != 0 && s.tail_kind == 0 {
+        true => crate::gaps::xdpdns_gap_search(ctx.ctx, s, cfg),
+        false => 0,
     }
 }
 
@@ -251,19 +278,27 @@ fn closest_encloser(
 }
 
 /// Copies the `len` bytes of the query name at frame offset `at` (a
-/// suffix of it, at a label) into the key buffer for that length,
+/// suffix of it, at a label) into the key buffer for `shift` bytes more,
+/// from byte `shift` on (0, or the label of a gap entry's index),
 /// zero-padded, with one helper call, and lower-cases it as the keys
 /// are. 0 on success.
 #[inline(never)]
 #[no_mangle]
-pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32, len: u32) -> u32 {
+pub extern "C" fn xdpdns_copy_suffix(
+    ctx: *mut xdp_md,
+    s: *mut Scratch,
+    at: u32,
+    len: u32,
+    shift: u32,
+) -> u32 {
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 1;
     };
-    let len = crate::verifier::opaque(len);
-    let (dst, words) = if len as usize <= TINY_NAME_MAX {
+    let shift = crate::verifier::opaque(shift) & 3;
+    let key_len = crate::verifier::opaque(len) + shift;
+    let (base, words) = if key_len as usize <= TINY_NAME_MAX {
         (s.tiny.key.name.as_mut_ptr(), TINY_NAME_MAX / 8)
-    } else if len as usize <= SHORT_NAME_MAX {
+    } else if key_len as usize <= SHORT_NAME_MAX {
         (s.short.key.name.as_mut_ptr(), SHORT_NAME_MAX / 8)
     } else {
         (s.long.key.name.as_mut_ptr(), LONG_NAME_BUF / 8)
@@ -272,24 +307,25 @@ pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32,
         if w >= words {
             break;
         }
-        unsafe { core::ptr::write_volatile((dst as *mut u64).add(w), 0) };
+        unsafe { core::ptr::write_volatile((base as *mut u64).add(w), 0) };
     }
     // Bounded again on a value the optimiser cannot see through, so the
     // verifier gets the bound on the register the helper is given.
     let n = crate::verifier::opaque(len) & 0x1ff;
-    if n == 0 || n as usize > words * 8 || n as usize > MAX_NAME_WIRE_LEN {
+    if n == 0 || (n + shift) as usize > words * 8 || n as usize > MAX_NAME_WIRE_LEN {
         return 1;
     }
+    let dst = unsafe { base.add(shift as usize) };
     let r = unsafe { bpf_xdp_load_bytes(ctx, at, dst as *mut core::ffi::c_void, n) };
     if r != 0 {
         return 1;
     }
     for w in 0..LONG_NAME_BUF / 8 {
-        if w >= words || w * 8 >= n as usize {
+        if w >= words || w * 8 >= (n + shift) as usize {
             break;
         }
         unsafe {
-            let p = (dst as *mut u64).add(w);
+            let p = (base as *mut u64).add(w);
             core::ptr::write_volatile(p, lower8(core::ptr::read_volatile(p)));
         }
     }
@@ -297,8 +333,13 @@ pub extern "C" fn xdpdns_copy_suffix(ctx: *mut xdp_md, s: *mut Scratch, at: u32,
 }
 
 #[inline(always)]
-fn copy_suffix(ctx: &XdpContext, s: &mut Scratch, at: u32, len: u32) -> Result<(), PassReason> {
-    match xdpdns_copy_suffix(ctx.ctx, s, at, len) {
+pub(crate) fn copy_suffix(
+    ctx: &XdpContext,
+    s: &mut Scratch,
+    at: u32,
+    len: u32,
+) -> Result<(), PassReason> {
+    match xdpdns_copy_suffix(ctx.ctx, s, at, len, 0) {
         0 => Ok(()),
         _ => Err(PassReason::Miss),
     }
@@ -355,15 +396,82 @@ pub extern "C" fn xdpdns_check_template(
     (label == risky(0) || label == risky(1)) as u32
 }
 
-/// The query name's `DENIAL_SIGNED` entry (its NSEC and RRSIGs), for a
-/// DNSSEC NODATA: the name is copied back into its key buffer, which the
-/// template's lookup may have used.
-#[inline(always)]
-pub fn denial(ctx: &XdpContext, s: &mut Scratch, overlay: u32) -> Option<&'static Answer> {
-    let n = s.qn.name_len;
-    let qstart = s.pkt.dns + DNS_HEADER_LEN as u32;
-    copy_suffix(ctx, s, qstart, n).ok()?;
-    lookup(s, n, qtype_slot::DENIAL_SIGNED, overlay)
+/// Turns the frame into the negative answer `xdpdns_negative` (or a
+/// CNAME chain's end) decided: `answer` is the chain's answer records,
+/// if any; the template and what follows it are found from `s`.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_reply_negative(
+    ctx: *mut xdp_md,
+    s: *mut Scratch,
+    cfg: *const XdpConfig,
+    answer: *const Answer,
+    form: u32,
+) -> u32 {
+    let (Some(s), Some(cfg)) = (unsafe { s.as_mut() }, unsafe { cfg.as_ref() }) else {
+        return code_of(Err(PassReason::ParseError));
+    };
+    let ctx = XdpContext::new(ctx);
+    let (pkt, qn) = (s.pkt, s.qn);
+    let Some(t) = template(s, cfg.overlay) else {
+        return code_of(Err(PassReason::Miss));
+    };
+    // A chain's answer records come first (none: a plain negative).
+    let prefix = unsafe { answer.as_ref() };
+    let built = build(&ctx, s, (&pkt, &qn), (prefix, t), cfg, form & reply::form::RCODE);
+    // Counted here, where the verifier follows one path on.
+    if built.is_ok() && s.neg_signed != 0 {
+        crate::maps::count(xdpdns_common::counter::ANSWERED_SIGNED);
+    }
+    code_of(built)
+}
+
+/// Writes the records that follow a DNSSEC negative answer's signed
+/// SOA (`s.tail_kind`: a NODATA's NSEC entry, as it is, or an
+/// NXDOMAIN's gap entry, its pointers moved for the question's name) at
+/// frame offset `off` (`rel` bytes after the DNS header, for the
+/// checksum's byte order); returns what moved pointers add to the
+/// checksum. Their blocks are still there: blocks outlive the packets
+/// that read them.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xdpdns_tail_write(ctx: *mut xdp_md, s: *const Scratch, off: u32, rel: u32) -> u32 {
+    let Some(s) = (unsafe { s.as_ref() }) else {
+        return 0;
+    };
+    let ctx = XdpContext::new(ctx);
+    let len = s.tail_len;
+    if s.tail_kind == tail::NSEC {
+        if let Some(b) = unsafe { SMALL_BLOCKS.get(&s.tail_block) } {
+            reply::store_bytes::<SMALL_BLOCK_MAX, 0>(&ctx, off, &b.data, len);
+        }
+        return 0;
+    }
+    let Some(b) = (unsafe { BLOCKS.get(&s.tail_block) }) else {
+        return 0;
+    };
+    reply::store_bytes::<BLOCK_MAX, { gaps::RECORDS_AT }>(&ctx, off, &b.data, len);
+    let sample_len = u16::from_le_bytes([
+        b.data[gaps::TEMPLATE_AT + template_at::SAMPLE_LEN],
+        b.data[gaps::TEMPLATE_AT + template_at::SAMPLE_LEN + 1],
+    ]) as u32;
+    let mut sum = 0u64;
+    for i in 0..FIXUPS_MAX {
+        let f = gaps::TEMPLATE_AT + template_at::FIXUPS + 2 * i;
+        let at = u16::from_le_bytes([b.data[f], b.data[f + 1]]);
+        if at == NO_FIXUP || at as u32 + 2 > len {
+            break;
+        }
+        let Ok(old) = load::<2>(&ctx, off + at as u32) else {
+            continue;
+        };
+        let target = (u16::from_be_bytes(old) & 0x3fff) as u32;
+        let pointer = 0xc000 | relocate(target, sample_len, s.qn.name_len, 0) as u16;
+        let _ = store(&ctx, off + at as u32, &pointer.to_be_bytes());
+        sum += csum::at_parity(pointer, (rel + at as u32) & 1 == 1);
+    }
+    // At most sixteen 16-bit words: no carry is lost.
+    sum as u32
 }
 
 /// Turns the frame into the negative answer: the header with `rcode`
@@ -371,14 +479,14 @@ pub fn denial(ctx: &XdpContext, s: &mut Scratch, overlay: u32) -> Option<&'stati
 /// of `prefix` (a CNAME chain ending in NODATA; none for a plain
 /// negative), the records of template `t` (the SOA, signed or not, or a
 /// referral) with their pointers moved for this question and prefix, the
-/// records of `denial` (a signed NODATA's NSEC, owned by the question),
-/// the OPT.
+/// the records a DNSSEC negative answer adds (`xdpdns_tail_write`), the
+/// OPT.
 #[inline(always)]
 pub fn build(
     ctx: &XdpContext,
     s: &mut Scratch,
     (pkt, qn): (&Packet, &Question),
-    (prefix, t, denial): (Option<&Answer>, &Answer, Option<&Answer>),
+    (prefix, t): (Option<&Answer>, &Answer),
     cfg: &XdpConfig,
     rcode: u32,
 ) -> Result<(), PassReason> {
@@ -387,20 +495,6 @@ pub fn build(
         return Err(PassReason::Size);
     }
     let rec_len = tlen - TEMPLATE_LEN as u32;
-    // A denial is a small block (the compiler makes no other).
-    let (dlen, dcount, dsum) = match denial {
-        None => (0, 0, 0),
-        Some(d) => (d.section_len() as u32, d.ancount(), d.csum),
-    };
-    let denial_block = match denial {
-        None => None,
-        Some(d) => {
-            if dlen as usize <= INLINE_MAX || dlen as usize > SMALL_BLOCK_MAX {
-                return Err(PassReason::Size);
-            }
-            Some(unsafe { SMALL_BLOCKS.get(&d.block()) }.ok_or(PassReason::Miss)?)
-        }
-    };
     let (plen, ancount, psum) = match prefix {
         None => (0, 0, 0),
         Some(p) => (p.section_len() as u32, p.ancount(), p.csum),
@@ -417,16 +511,18 @@ pub fn build(
     };
     // Templates are small blocks (the compiler makes no larger ones).
     let b = unsafe { SMALL_BLOCKS.get(&t.block()) }.ok_or(PassReason::Miss)?;
-    let head: [u8; TEMPLATE_LEN] = b.data[..TEMPLATE_LEN]
-        .try_into()
-        .unwrap_or([0; TEMPLATE_LEN]);
+    // The template's head, read where it is (a copy would cost the
+    // stack 56 bytes).
+    let head = &b.data;
     let opt_len = if qn.edns.present {
         edns::built_len(s)?
     } else {
         0
     };
     let question_len = qn.name_len + 4;
-    let dns_len = DNS_HEADER_LEN as u32 + question_len + plen + rec_len + dlen + opt_len;
+    // A DNSSEC negative answer's NSEC records (none: 0).
+    let (tlen_after, tcount) = (s.tail_len & 0x7ff, s.tail_count as u16 & 0xff);
+    let dns_len = DNS_HEADER_LEN as u32 + question_len + plen + rec_len + tlen_after + opt_len;
     if dns_len > reply::reply_limit(&qn.edns, cfg.udp_payload) {
         return Err(PassReason::Size);
     }
@@ -462,15 +558,17 @@ pub fn build(
         let _ = store(ctx, rec_off + at as u32, &pointer.to_be_bytes());
         sum += csum::at_parity(pointer, (rec_rel + at as u32) & 1 == 1);
     }
-    if let Some(b) = denial_block {
-        reply::store_bytes::<SMALL_BLOCK_MAX, 0>(ctx, rec_off + rec_len, &b.data, dlen);
-        sum += csum::at_parity(dsum, (rec_rel + rec_len) & 1 == 1);
+    if tlen_after != 0 {
+        let off = rec_off + rec_len;
+        let rel = rec_rel + rec_len;
+        sum += csum::at_parity(s.tail_csum as u16, rel & 1 == 1);
+        sum += xdpdns_tail_write(ctx.ctx, s, off, rel) as u64;
     }
     if qn.edns.present {
-        let rel = DNS_HEADER_LEN as u32 + rec_rel + rec_len + dlen;
+        let rel = DNS_HEADER_LEN as u32 + rec_rel + rec_len + tlen_after;
         reply::store_bytes::<{ OPT_REPLY_BUF }, 0>(
             ctx,
-            rec_off + rec_len + dlen,
+            rec_off + rec_len + tlen_after,
             &s.opt_reply,
             opt_len,
         );
@@ -482,7 +580,7 @@ pub fn build(
     header[2] = 0x80 | aa << 2 | (header[2] & 0x01);
     header[3] = (header[3] & 0x10) | (rcode & 0xf) as u8; // CD copied
     header[6..8].copy_from_slice(&ancount.to_be_bytes()); // the chain, if any
-    let authority = head[template_at::AUTHORITY] as u16 + dcount;
+    let authority = head[template_at::AUTHORITY] as u16 + tcount;
     header[8..10].copy_from_slice(&authority.to_be_bytes());
     // The query's ARCOUNT is its OPT record (one or none).
     let arcount = head[template_at::ADDITIONAL] as u16 + u16::from_be_bytes([header[10], header[11]]);

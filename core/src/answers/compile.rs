@@ -6,14 +6,12 @@
 use std::collections::HashMap;
 
 use hickory_proto::rr::{LowerName, Name, RecordType};
-use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use std::sync::Arc;
 
 use xdpdns_common::negative::exist_flags;
-use xdpdns_common::{
-    answer_flags, qtype_slot, rotation, Answer, BLOCK_MAX, INLINE_MAX, MAX_NAME_WIRE_LEN,
-};
+use xdpdns_common::{answer_flags, qtype_slot, MAX_NAME_WIRE_LEN};
 
+pub use super::addresses::{encode_answer, encode_signed_answer};
 pub use super::depends::{Dependents, DependsDelta, Links};
 use super::entry::shared_wire;
 pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
@@ -21,7 +19,7 @@ use super::negative::entries as negatives;
 use super::negative::referral::{referral_template, Referral};
 use super::negative::signed as signed_negatives;
 use super::typed;
-use crate::zone::{Node, RRset, Snapshot, Zone, ZoneDiff};
+use crate::zone::{Node, Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
 /// it is split into the short/long key layouts.
@@ -306,6 +304,10 @@ pub fn compile_diffs(
     let mut names: Vec<LowerName> = touched;
     for top in &subtrees {
         installed.each_key(&mut |k| {
+            // Gap entries are their encloser's.
+            if k.qtype == qtype_slot::GAP_SIGNED {
+                return;
+            }
             if let Some(n) = wire_to_name(&k.name).map(|n| LowerName::new(&n)) {
                 if top.zone_of(&n) {
                     names.push(n);
@@ -352,17 +354,26 @@ pub fn compile_diffs(
             compile_name(snapshot, zone, name, &mut sink);
         }
         let wire = shared_wire(name);
+        // The name's gap list, kept under names of its own.
+        let head = EntryKey {
+            name: wire.clone(),
+            qtype: qtype_slot::GAPS_SIGNED,
+        };
+        let listed = |c: Option<&Compiled>| c.map_or(0, signed_negatives::gap_count);
+        let gaps = listed(fresh.get(&head)).max(listed(installed.entry(&head).as_ref()));
+        for k in 0..gaps {
+            let key = EntryKey {
+                name: signed_negatives::gap_name(&wire, k),
+                qtype: qtype_slot::GAP_SIGNED,
+            };
+            diff_entry(key, &mut fresh, installed, &mut delta);
+        }
         for slot in qtype_slot::all() {
             let key = EntryKey {
                 name: wire.clone(),
                 qtype: slot,
             };
-            match (fresh.remove(&key), installed.entry(&key)) {
-                (Some(new), Some(old)) if new == old => {}
-                (Some(new), _) => delta.upsert.push((key, new)),
-                (None, Some(_)) => delta.delete.push(key),
-                (None, None) => {}
-            }
+            diff_entry(key, &mut fresh, installed, &mut delta);
         }
     }
     // A target's list now: the names that still depend on it.
@@ -378,6 +389,17 @@ pub fn compile_diffs(
         referred: noted,
     };
     delta
+}
+
+/// Adds to `delta` what turns the installed entry of `key` into the
+/// freshly compiled one (taken from `fresh`).
+fn diff_entry(key: EntryKey, fresh: &mut Table, installed: &dyn Installed, delta: &mut TableDelta) {
+    match (fresh.remove(&key), installed.entry(&key)) {
+        (Some(new), Some(old)) if new == old => {}
+        (Some(new), _) => delta.upsert.push((key, new)),
+        (None, Some(_)) => delta.delete.push(key),
+        (None, None) => {}
+    }
 }
 
 /// Whether the diff changes the SOA's MNAME or RNAME (not just its serial).
@@ -487,6 +509,17 @@ fn compile_node(
             table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
             if let Some(d) = signed_negatives::denial_entry(zone, key, node, flags, mark.id) {
                 table.extend(std::iter::once((entry(qtype_slot::DENIAL_SIGNED), d)));
+            }
+            // And DNSSEC NXDOMAIN below it: its gap list.
+            if let Some((head, gaps)) = signed_negatives::gap_entries(zone, key, flags, mark.id) {
+                table.extend(std::iter::once((entry(qtype_slot::GAPS_SIGNED), head)));
+                table.extend(gaps.into_iter().enumerate().map(|(k, gap)| {
+                    let key = EntryKey {
+                        name: signed_negatives::gap_name(&wire, k as u16),
+                        qtype: qtype_slot::GAP_SIGNED,
+                    };
+                    (key, gap)
+                }));
             }
         }
         if key == zone.origin_key() {
@@ -600,97 +633,6 @@ fn compile_types(
         }
     }
     depends
-}
-
-/// `set`'s answer section followed by its RRSIGs (`sigs`), each owned by
-/// a pointer to the question, as the fallback encodes them (hickory
-/// writes RRSIG data in canonical form: the signer name uncompressed and
-/// lower case). `rotate`: the RRset is sent rotated, the RRSIGs after it
-/// ([`answer_flags::rotate`]). `None` when it would not fit a block, or
-/// the kernel could not rotate it.
-pub fn encode_signed_answer(set: &RRset, sigs: &RRset, rotate: bool) -> Option<Compiled> {
-    let plain = encode_answer(set, 0)?;
-    let rotated_len = plain.section().len();
-    let mut section = plain.section().to_vec();
-    for sig in sigs.rdatas() {
-        let mut rdata = Vec::with_capacity(128);
-        sig.emit(&mut BinEncoder::new(&mut rdata)).ok()?;
-        section.extend_from_slice(&[0xc0, 0x0c]);
-        section.extend_from_slice(&u16::from(RecordType::RRSIG).to_be_bytes());
-        section.extend_from_slice(&1u16.to_be_bytes());
-        section.extend_from_slice(&sigs.ttl.to_be_bytes());
-        section.extend_from_slice(&u16::try_from(rdata.len()).ok()?.to_be_bytes());
-        section.extend_from_slice(&rdata);
-    }
-    let count = u8::try_from(set.len() + sigs.len()).ok()?;
-    if section.len() > BLOCK_MAX {
-        return None;
-    }
-    let flags = match rotate && set.len() >= 2 {
-        false => 0,
-        true if sigs.len() > answer_flags::TRAILING_MAX as usize
-            || !rotation::fits_kernel(section.len(), rotated_len) =>
-        {
-            return None
-        }
-        true => answer_flags::rotate(sigs.len() as u16),
-    };
-    let mut head = Answer::new(section.len() as u16, count, flags);
-    head.csum = ones_complement_sum(&section);
-    if section.len() <= INLINE_MAX {
-        head.data[..section.len()].copy_from_slice(&section);
-        return Some(Compiled { head, block: None });
-    }
-    Some(Compiled {
-        head,
-        block: Some(Arc::from(section)),
-    })
-}
-
-/// The answer section exactly as the fallback encodes it: each record
-/// owned by a pointer to the question name (0xC00C), class IN, with
-/// `flags` ([`answer_flags::ROTATE`] only on a set of two or more). `None`
-/// when it is not A/AAAA, larger than a block, or too large for the
-/// kernel to rotate.
-pub fn encode_answer(set: &RRset, flags: u16) -> Option<Compiled> {
-    let (rtype, addr_len) = match set.rtype {
-        RecordType::A => (1u16, 4),
-        RecordType::AAAA => (28, 16),
-        _ => return None,
-    };
-    let count = set.len();
-    let len = count * (12 + addr_len);
-    if len == 0 || len > BLOCK_MAX || set.wire().any(|w| w.len() != addr_len) {
-        return None;
-    }
-    let flags = match count {
-        0 | 1 => flags & !answer_flags::ROTATE,
-        _ => flags,
-    };
-    if flags & answer_flags::ROTATE != 0 && !rotation::fits_kernel(len, len) {
-        return None;
-    }
-    let mut head = Answer::new(len as u16, count as u8, flags);
-    let mut big = Vec::new();
-    let out: &mut [u8] = if len <= INLINE_MAX {
-        &mut head.data[..len]
-    } else {
-        big.resize(len, 0);
-        &mut big
-    };
-    for (rec, addr) in out.chunks_exact_mut(12 + addr_len).zip(set.wire()) {
-        rec[..2].copy_from_slice(&[0xc0, 0x0c]);
-        rec[2..4].copy_from_slice(&rtype.to_be_bytes());
-        rec[4..6].copy_from_slice(&1u16.to_be_bytes());
-        rec[6..10].copy_from_slice(&set.ttl.to_be_bytes());
-        rec[10..12].copy_from_slice(&(addr_len as u16).to_be_bytes());
-        rec[12..].copy_from_slice(addr);
-    }
-    head.csum = ones_complement_sum(out);
-    Some(Compiled {
-        head,
-        block: (!big.is_empty()).then(|| Arc::from(big)),
-    })
 }
 
 fn wire_to_name(wire: &[u8]) -> Option<Name> {
@@ -884,6 +826,67 @@ mod tests {
     fn checksum_matches_rfc1071_for_odd_lengths() {
         assert_eq!(ones_complement_sum(&[0x01]), 0x0100);
         assert_eq!(ones_complement_sum(&[0xff, 0xff, 0x00, 0x02]), 0x0002);
+    }
+
+    /// In a zone signed online, names coming and going change their
+    /// enclosers' gap lists (entries shift, lists grow and shrink): the
+    /// diffs still give the table a full compile gives.
+    #[test]
+    fn gap_lists_follow_changes_of_a_signed_zone() {
+        use crate::signing::{ActiveKey, KeyRole, SignPolicy, ZoneSigner};
+        use hickory_proto::dnssec::crypto::EcdsaSigningKey;
+        use hickory_proto::dnssec::Algorithm;
+        let store = store_with("");
+        let origin = Name::from_str("example.com.").unwrap();
+        let pkcs8 = EcdsaSigningKey::generate_pkcs8(Algorithm::ECDSAP256SHA256).unwrap();
+        let k = EcdsaSigningKey::from_pkcs8(&pkcs8, Algorithm::ECDSAP256SHA256).unwrap();
+        let key = ActiveKey::new(KeyRole::Csk, Arc::new(k)).unwrap();
+        let signer = ZoneSigner::new(vec![key], SignPolicy::default());
+        store.set_signer(&origin, Some(Arc::new(signer)), 1_800_000_000);
+        let mut installed = IndexedTable::of(&store.snapshot());
+        let gaps = |t: &Table| {
+            t.keys()
+                .filter(|k| k.qtype == qtype_slot::GAP_SIGNED)
+                .count()
+        };
+        let before = gaps(&installed.table);
+        assert!(before > 0, "a signed zone has gap lists");
+        let a = |n: &str| {
+            Record::from_rdata(
+                Name::from_str(n).unwrap(),
+                300,
+                RData::A(A::new(192, 0, 2, 1)),
+            )
+        };
+        let steps = vec![
+            vec![
+                Change::Add(a("aaa.example.com.")),
+                Change::Add(a("x.y.example.com.")),
+            ],
+            vec![
+                Change::Add(a("b.y.example.com.")),
+                Change::Add(a("zzz.example.com.")),
+            ],
+            vec![Change::Remove(a("aaa.example.com."))],
+            vec![
+                Change::Remove(a("x.y.example.com.")),
+                Change::Remove(a("b.y.example.com.")),
+            ],
+        ];
+        for (i, changes) in steps.into_iter().enumerate() {
+            let diff = store
+                .update(&origin, &changes, 1_800_000_000 + i as u64)
+                .unwrap();
+            let snap = store.snapshot();
+            let delta = compile_diffs(&snap, &[diff], &installed);
+            installed.apply(&delta);
+            assert_eq!(installed.table, compile(&snap).0, "step {i}");
+        }
+        assert_eq!(
+            gaps(&installed.table),
+            before + 1,
+            "zzz: one child more at the apex"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! * `hot` — the fallback's answers from the table, without the full
 //!   handler.
 
+mod addresses;
 pub mod compile;
 pub mod depends;
 mod entry;

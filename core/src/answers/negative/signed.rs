@@ -9,12 +9,16 @@
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{LowerName, Name, RecordType};
-use xdpdns_common::negative::{exist_flags, Template};
-use xdpdns_common::{rtype, Answer, BLOCK_MAX, INLINE_MAX, SMALL_BLOCK_MAX};
+use xdpdns_common::negative::{exist_flags, Template, FIXUPS_MAX, NO_FIXUP};
+use xdpdns_common::{
+    gaps, rtype, Answer, BLOCK_MAX, DNS_HEADER_LEN, INLINE_MAX, MAX_LABEL_LEN, MAX_NAME_WIRE_LEN,
+    SMALL_BLOCK_MAX,
+};
 
 use super::entries::{risky_labels, skip_name, template_entry};
 use crate::answers::entry::{ones_complement_sum, Compiled};
 use crate::handler::resolve;
+use crate::wire::compress::WireName;
 use crate::wire::encode::{Header, Section, Writer};
 use crate::wire::Reply;
 use crate::zone::{Node, Zone};
@@ -144,6 +148,172 @@ pub(in crate::answers) fn denial_entry(
     Some(Compiled {
         head,
         block: Some(section.into()),
+    })
+}
+
+/// The gap list of `key`, a closest encloser of a signed NSEC zone (its
+/// EXIST `flags` say ENCLOSER): the head entry (`GAPS_SIGNED`: how many
+/// entries) and the entries (`GAP_SIGNED`, under [`gap_name`]), one per
+/// gap between its children in canonical order. Each holds the label
+/// the gap follows and, as a template, the NSEC records (with RRSIGs)
+/// the full handler writes after the zone's SOA for a name in that gap.
+/// `None` when it has more than [`gaps::CHILDREN_MAX`] children, a child
+/// label of 63 bytes (no label sorts between it and the next), or an
+/// answer of another shape.
+pub(in crate::answers) fn gap_entries(
+    zone: &Zone,
+    key: &LowerName,
+    flags: u8,
+    zone_id: u32,
+) -> Option<(Compiled, Vec<Compiled>)> {
+    if !zone.is_signed()
+        || !zone.has_nsec()
+        || zone.has_nsec3()
+        || flags & exist_flags::ENCLOSER == 0
+        || flags & exist_flags::REFERRAL != 0
+    {
+        return None;
+    }
+    let encloser = Name::from(key);
+    if WireName::new(&encloser).bytes().len() + gaps::KEY_LABEL_LEN > MAX_NAME_WIRE_LEN {
+        return None;
+    }
+    let children = children(zone, key)?;
+    let mut entries = Vec::with_capacity(children.len() + 1);
+    for k in 0..=children.len() {
+        let label: &[u8] = match k {
+            0 => &[],
+            _ => &children[k - 1],
+        };
+        entries.push(gap_entry(zone, &encloser, label, zone_id)?);
+    }
+    let mut head = Answer::new(2, 0, 0);
+    head.data[..2].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+    head.csum = ones_complement_sum(&head.data[..2]);
+    head.set_zone(zone_id);
+    Some((Compiled { head, block: None }, entries))
+}
+
+/// How many entries a `GAPS_SIGNED` head says its list has.
+pub(in crate::answers) fn gap_count(head: &Compiled) -> u16 {
+    u16::from_le_bytes([head.head.data[0], head.head.data[1]])
+}
+
+/// The name a gap list's entry `k` is kept under: the encloser's (`wire`,
+/// lower-cased) below a label of its index.
+pub(in crate::answers) fn gap_name(wire: &[u8], k: u16) -> std::sync::Arc<[u8]> {
+    [&gaps::key_label(k)[..], wire].concat().into()
+}
+
+/// The labels just below `key` of the names under it, in canonical order
+/// (a child that is an empty non-terminal through its descendants), or
+/// `None` past [`gaps::CHILDREN_MAX`] or at a 63-byte label. One NSEC
+/// lookup per child: each search starts after the last child's subtree.
+fn children(zone: &Zone, key: &LowerName) -> Option<Vec<Vec<u8>>> {
+    let depth = key.num_labels() as usize;
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut cursor = key.clone();
+    loop {
+        let next = zone.nsec_after(&cursor)?;
+        if next == key || !key.zone_of(next) {
+            return Some(out);
+        }
+        let labels = next.num_labels() as usize;
+        let label = next.iter().nth(labels - depth - 1)?.to_vec();
+        if label.len() >= MAX_LABEL_LEN || out.len() == gaps::CHILDREN_MAX {
+            return None;
+        }
+        // Every name in the child's subtree sorts before this one.
+        cursor = LowerName::new(&after_label(&label, &Name::from(key))?);
+        out.push(label);
+    }
+}
+
+/// The name whose label below `parent` sorts right after `label` (the
+/// label with a zero byte appended): nothing lies between `label`'s
+/// subtree and it.
+fn after_label(label: &[u8], parent: &Name) -> Option<Name> {
+    let next = [label, &[0u8][..]].concat();
+    Name::from_labels([&next[..]])
+        .ok()?
+        .append_domain(parent)
+        .ok()
+}
+
+/// The entry of the gap after child `label` of `encloser` (the first
+/// gap: `label` empty).
+fn gap_entry(zone: &Zone, encloser: &Name, label: &[u8], zone_id: u32) -> Option<Compiled> {
+    let qname = after_label(label, encloser)?;
+    let reply = resolve(zone, &qname, RecordType::A, MAX_RECORDS, true, 0);
+    if reply.rcode != ResponseCode::NXDomain
+        || !reply.authoritative
+        || reply.referral
+        || reply.oversized
+        || !reply.answers.is_empty()
+        || !reply.additional.is_empty()
+    {
+        return None;
+    }
+    let soa_part = soa_records(&reply)?;
+    let rest = &reply.authority[soa_part..];
+    let denial = |r: &hickory_proto::rr::Record| {
+        matches!(r.record_type(), RecordType::NSEC | RecordType::RRSIG)
+    };
+    if rest.is_empty() || !rest.iter().all(denial) {
+        return None;
+    }
+    let mut w = Writer::new(Header::default(), &qname, rtype::A, 1, BLOCK_MAX);
+    w.records(Section::Authority, &reply.authority).ok()?;
+    let all = w.sections().0;
+    let start = skip_records(all, soa_part)?;
+    let records = &all[start..];
+    let fixups = pointers(records, true)?;
+    if fixups.len() > FIXUPS_MAX {
+        return None;
+    }
+    // Pointers go into the encloser's part of the question or after it,
+    // never into the sample label: they move with the query name's length.
+    let sample_len = WireName::new(&qname).bytes().len();
+    let encloser_at = (DNS_HEADER_LEN + 1 + label.len() + 1) as u16;
+    let mut summed = records.to_vec();
+    let mut template = Template {
+        sample_len: sample_len as u16,
+        authority: rest.len() as u8,
+        additional: 0,
+        authoritative: true,
+        fixups: [NO_FIXUP; FIXUPS_MAX],
+        ..Template::default()
+    };
+    for (slot, &at) in template.fixups.iter_mut().zip(&fixups) {
+        let target = u16::from_be_bytes([records[at], records[at + 1]]) & 0x3fff;
+        if target < encloser_at {
+            return None;
+        }
+        *slot = at as u16;
+        summed[at..at + 2].fill(0);
+    }
+    let mut block = vec![0u8; gaps::RECORDS_AT];
+    block[gaps::LABEL_AT..gaps::LABEL_AT + label.len()].copy_from_slice(label);
+    block[gaps::LABEL_LEN_AT] = label.len() as u8;
+    let records_len = u16::try_from(records.len()).ok()?;
+    block[gaps::RECORDS_LEN_AT..gaps::RECORDS_LEN_AT + 2]
+        .copy_from_slice(&records_len.to_le_bytes());
+    block[gaps::TEMPLATE_AT..gaps::RECORDS_AT].copy_from_slice(&template.to_bytes());
+    block.extend_from_slice(records);
+    // Always a (large) block: the kernel reads gap entries from no other
+    // table.
+    if block.len() <= SMALL_BLOCK_MAX {
+        block.resize(SMALL_BLOCK_MAX + 1, 0);
+    }
+    if block.len() > BLOCK_MAX {
+        return None;
+    }
+    let mut head = Answer::new(block.len() as u16, rest.len() as u8, 0);
+    head.csum = ones_complement_sum(&summed);
+    head.set_zone(zone_id);
+    Some(Compiled {
+        head,
+        block: Some(block.into()),
     })
 }
 
@@ -289,6 +459,83 @@ mod tests {
             }
         }
         assert!(compiled >= 6, "{compiled} names, the cut's included");
+    }
+
+    /// For names that do not exist, one and two labels below names of
+    /// the zone (empty non-terminals, the apex, names before the first
+    /// child and after the last), the kernel's composition (the signed
+    /// SOA template, then the entry of the last gap whose label sorts
+    /// before the query's) is the full handler's authority section.
+    #[test]
+    fn signed_nxdomain_is_the_full_handlers_authority_section() {
+        let zone = signed_zone();
+        let template = soa_template(&zone, 1).unwrap().block.unwrap();
+        let facts = ZoneFacts::of(&zone);
+        let lists: std::collections::HashMap<LowerName, Vec<Compiled>> = zone
+            .nodes()
+            .filter_map(|(key, node)| {
+                let exist = exist_entry(&zone, &facts, key, &lower_wire(key), node, 0, 1)?;
+                let (head, gaps) = gap_entries(&zone, key, exist.head.data[1], 1)?;
+                assert_eq!(gap_count(&head) as usize, gaps.len());
+                Some((key.clone(), gaps))
+            })
+            .collect();
+        assert!(lists.len() >= 5, "{} gap lists", lists.len());
+        let mut checked = 0;
+        for qname in [
+            "nope.example.com.",
+            "a.example.com.",
+            "zzzz.example.com.",
+            "0.example.com.",
+            "WWW0.example.com.",
+            "ww.Example.com.",
+            "x.www.example.com.",
+            "_x._tcp.example.com.",
+            "a.ent.example.com.",
+            "c.b.ent.example.com.",
+            "x.y.mail.example.com.",
+            "!.example.com.",
+            "mail0.example.com.",
+        ] {
+            let name = Name::from_labels(qname.trim_end_matches('.').split('.').map(str::as_bytes))
+                .unwrap();
+            let key = LowerName::new(&name);
+            let encloser = [key.base_name(), key.base_name().base_name()]
+                .into_iter()
+                .find(|e| zone.node(e).is_some())
+                .unwrap();
+            let Some(gaps) = lists.get(&encloser) else {
+                continue;
+            };
+            let below = key.trim_to(encloser.num_labels() as usize + 1);
+            let label = LowerName::from(below).iter().next().unwrap().to_vec();
+            let entry = gaps
+                .iter()
+                .rev()
+                .find(|g| {
+                    let b = g.section();
+                    let len = b[gaps::LABEL_LEN_AT] as usize;
+                    b[gaps::LABEL_AT..gaps::LABEL_AT + len] < label[..]
+                })
+                .expect("the first gap sorts before every label");
+            let b = entry.section();
+            let records_len =
+                u16::from_le_bytes([b[gaps::RECORDS_LEN_AT], b[gaps::RECORDS_LEN_AT + 1]]);
+            let gap = &b[gaps::TEMPLATE_AT..gaps::RECORDS_AT + records_len as usize];
+            let qname_len = crate::wire::compress::WireName::new(&name).bytes().len();
+            let mut got = relocated(&template, qname_len, 0);
+            got.extend_from_slice(&relocated(gap, qname_len, 0));
+            let reply = resolve(&zone, &name, RecordType::A, MAX_RECORDS, true, 0);
+            assert_eq!(reply.rcode, ResponseCode::NXDomain, "{qname}");
+            let mut w = Writer::new(Header::default(), &name, rtype::A, 1, BLOCK_MAX);
+            w.records(Section::Authority, &reply.authority).unwrap();
+            assert_eq!(got, w.sections().0, "{qname}");
+            assert_eq!(usize::from(entry.head.ancount()) + 2, reply.authority.len());
+            checked += 1;
+        }
+        // (RNAME's label, `hostmaster`, compresses RNAME against the
+        // question: the kernel checks the query's label apart.)
+        assert!(checked >= 12, "{checked} names");
     }
 
     #[test]
