@@ -449,6 +449,123 @@ fn signed_negative_answers_are_answered_in_the_kernel_like_the_fallback() {
     }
 }
 
+/// A zone signed online shaped like a registry's (services with rotated
+/// address sets, SRV records, instance names with TXT ids), asked as a
+/// validating resolver asks (DO, a client cookie or a valid server
+/// cookie, 0x20 case): the names it serves, types they lack, and random
+/// names that do not exist below the apex and below services. At least
+/// 95 % are answered in the kernel, every one byte for byte as the
+/// fallback answers it.
+#[test]
+fn resolver_queries_for_a_signed_registry_zone_are_answered_in_the_kernel() {
+    use hickory_proto::dnssec::crypto::EcdsaSigningKey;
+    use hickory_proto::dnssec::Algorithm;
+    use xdpdns_core::signing::{ActiveKey, KeyRole, SignPolicy, ZoneSigner};
+    let mut text = String::from(
+        "$ORIGIN example.com.\n$TTL 30\n@ 300 SOA ns1 hostmaster 1 3600 600 86400 30\n\
+         @ 300 NS ns1\nns1 300 A 192.0.2.1\n",
+    );
+    let services = 12;
+    for s in 0..services {
+        for i in 0..3 {
+            text += &format!("svc{s} A 10.{s}.0.{i}\n");
+            text +=
+                &format!("i-{s}-{i}.svc{s} A 10.{s}.0.{i}\ni-{s}-{i}.svc{s} TXT \"id-{s}-{i}\"\n");
+            text += &format!("_http._tcp.svc{s} SRV 0 10 80{i} i-{s}-{i}.svc{s}\n");
+        }
+        text += &format!("svc{s} AAAA 2001:db8::{s:x}\n");
+    }
+    let origin = Name::from_str("example.com.").unwrap();
+    let mut zone = load_zone_str(&text, &origin, Path::new("registry")).unwrap();
+    zone.set_rotation(true);
+    let store = ZoneStore::with_zones(vec![zone]);
+    let pkcs8 = EcdsaSigningKey::generate_pkcs8(Algorithm::ECDSAP256SHA256).unwrap();
+    let k = EcdsaSigningKey::from_pkcs8(&pkcs8, Algorithm::ECDSAP256SHA256).unwrap();
+    let key = ActiveKey::new(KeyRole::Csk, Arc::new(k)).unwrap();
+    let signer = ZoneSigner::new(vec![key], SignPolicy::default());
+    store.set_signer(&origin, Some(Arc::new(signer)), NOW);
+    let mut r = rig("$ORIGIN example.com.\n@ SOA ns1 hostmaster 1 3600 600 86400 30\n@ NS ns1\nns1 A 192.0.2.1\n");
+    r.store = store;
+    let snap = r.store.snapshot();
+    r.fast.install(compile(&snap).0).unwrap();
+
+    let mut seed = 0x51_7cc1_b727_220a_u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut total, mut in_kernel, mut denials) = (0u32, 0u32, 0u32);
+    let mut passed = Vec::new();
+    for id in 0..1200u16 {
+        let n = next();
+        let svc = n % services;
+        let inst = (n >> 8) % 3;
+        let random = format!("{:x}", next() & 0xff_ffff_ffff);
+        let (name, qtype) = match n >> 16 & 15 {
+            0..=2 => (format!("svc{svc}.example.com."), RecordType::A),
+            3 => (format!("svc{svc}.example.com."), RecordType::AAAA),
+            4 => (format!("_http._tcp.svc{svc}.example.com."), RecordType::SRV),
+            5 => (
+                format!("i-{svc}-{inst}.svc{svc}.example.com."),
+                RecordType::TXT,
+            ),
+            6 => (
+                format!("i-{svc}-{inst}.svc{svc}.example.com."),
+                RecordType::A,
+            ),
+            // Types the names lack.
+            7 => (format!("svc{svc}.example.com."), RecordType::HTTPS),
+            8 => (
+                format!("i-{svc}-{inst}.svc{svc}.example.com."),
+                RecordType::AAAA,
+            ),
+            // Names that do not exist.
+            9..=11 => (format!("{random}.example.com."), RecordType::A),
+            12 => (format!("{random}.example.com."), RecordType::HTTPS),
+            13 => (format!("{random}.svc{svc}.example.com."), RecordType::A),
+            14 => (format!("x.{random}.example.com."), RecordType::AAAA),
+            _ => (format!("{random}.svc{svc}.example.com."), RecordType::AAAA),
+        };
+        let family = if id % 2 == 0 { Family::V4 } else { Family::V6 };
+        let cookie = match id % 3 {
+            0 => CLIENT_COOKIE.to_vec(),
+            _ => fresh_cookie_at(&r, family, NOW),
+        };
+        let qname = randomise_case(&name, &mut n.clone());
+        let dns = query(
+            &qname,
+            qtype,
+            Some(opt(1232, true, &[(COOKIE, cookie)])),
+            id,
+        );
+        let expected = r.expected(&snap, &dns, family);
+        let f = frame(family, 0, &dns, Quirks::default());
+        let out = test_run(r.fast.program_fd(), &f, 1).unwrap();
+        total += 1;
+        let m = Message::from_vec(&expected).unwrap();
+        denials += u32::from(m.answers.is_empty());
+        match out.action {
+            XDP_TX => {
+                in_kernel += 1;
+                let got = check_reply(family, 0, &f, &out.frame);
+                assert_eq!(got, expected, "{qname} {qtype}");
+            }
+            XDP_PASS => passed.push(format!("{qname} {qtype}")),
+            other => panic!("unexpected XDP action {other}"),
+        }
+    }
+    let share = f64::from(in_kernel) / f64::from(total);
+    println!(
+        "signed registry zone: {in_kernel} of {total} resolver queries in the kernel ({:.1} %), \
+         {denials} of them denials; passed: {passed:?}",
+        share * 100.0
+    );
+    assert!(denials > total / 3, "{denials} denials of {total}");
+    assert!(share >= 0.95, "{share}: passed {passed:#?}");
+}
+
 /// A query for www A with the given mutation applied to the DNS bytes.
 fn mutated(f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
     let mut q = query(
