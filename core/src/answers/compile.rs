@@ -159,6 +159,7 @@ fn compile_in_parallel(
                             entries: &mut out,
                             skipped: &mut skipped,
                             noted: &mut noted,
+                            reuse: None,
                         };
                         compile_node(snapshot, zone, mark, key, node, &mut sink);
                     }
@@ -191,6 +192,8 @@ struct Sink<'a, E> {
     skipped: &'a mut Skipped,
     /// Names whose entries hold other names' records, with those names.
     noted: &'a mut Noted,
+    /// What a diff's recompile may keep of the name's installed gap list.
+    reuse: Option<&'a signed_negatives::GapReuse<'a>>,
 }
 
 /// A table as a subscriber holds it: what [`compile_diffs`] compares with.
@@ -343,24 +346,48 @@ pub fn compile_diffs(
     }
     names.sort();
     names.dedup();
+    // Gap entries whose NSECs no diff touches are kept, not recompiled
+    // (unless the SOA's names, which they compress against, changed).
+    let reusable = !diffs
+        .iter()
+        .any(|d| soa_names_changed(d) || d.new_serial.is_none() || d.old_serial.is_none());
+    let changed: std::collections::HashSet<LowerName> = diffs
+        .iter()
+        .flat_map(|d| d.removed.iter().chain(&d.added))
+        .map(|r| LowerName::new(&r.name))
+        .collect();
     let mut delta = TableDelta::default();
     for name in &names {
-        if let Some(zone) = snapshot.find_zone(name) {
-            let mut sink = Sink {
-                entries: &mut fresh,
-                skipped: &mut skipped,
-                noted: &mut noted,
-            };
-            compile_name(snapshot, zone, name, &mut sink);
-        }
         let wire = shared_wire(name);
-        // The name's gap list, kept under names of its own.
         let head = EntryKey {
             name: wire.clone(),
             qtype: qtype_slot::GAPS_SIGNED,
         };
         let listed = |c: Option<&Compiled>| c.map_or(0, signed_negatives::gap_count);
-        let gaps = listed(fresh.get(&head)).max(listed(installed.entry(&head).as_ref()));
+        let old_gaps = listed(installed.entry(&head).as_ref());
+        if let Some(zone) = snapshot.find_zone(name) {
+            let reuse = (reusable && old_gaps > 0).then(|| signed_negatives::GapReuse {
+                changed: &changed,
+                old: (0..old_gaps)
+                    .filter_map(|k| {
+                        installed.entry(&EntryKey {
+                            name: signed_negatives::gap_name(&wire, k),
+                            qtype: qtype_slot::GAP_SIGNED,
+                        })
+                    })
+                    .map(|c| (signed_negatives::gap_label(&c), c))
+                    .collect(),
+            });
+            let mut sink = Sink {
+                entries: &mut fresh,
+                skipped: &mut skipped,
+                noted: &mut noted,
+                reuse: reuse.as_ref(),
+            };
+            compile_name(snapshot, zone, name, &mut sink);
+        }
+        // The name's gap list, kept under names of its own.
+        let gaps = listed(fresh.get(&head)).max(old_gaps);
         for k in 0..gaps {
             let key = EntryKey {
                 name: signed_negatives::gap_name(&wire, k),
@@ -511,7 +538,10 @@ fn compile_node(
                 table.extend(std::iter::once((entry(qtype_slot::DENIAL_SIGNED), d)));
             }
             // And DNSSEC NXDOMAIN below it: its gap list.
-            if let Some((head, gaps)) = signed_negatives::gap_entries(zone, key, flags, mark.id) {
+            let reuse = sink.reuse;
+            if let Some((head, gaps)) =
+                signed_negatives::gap_entries(zone, key, flags, mark.id, reuse)
+            {
                 table.extend(std::iter::once((entry(qtype_slot::GAPS_SIGNED), head)));
                 table.extend(gaps.into_iter().enumerate().map(|(k, gap)| {
                     let key = EntryKey {

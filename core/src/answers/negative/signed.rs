@@ -165,6 +165,7 @@ pub(in crate::answers) fn gap_entries(
     key: &LowerName,
     flags: u8,
     zone_id: u32,
+    reuse: Option<&GapReuse<'_>>,
 ) -> Option<(Compiled, Vec<Compiled>)> {
     if !zone.is_signed()
         || !zone.has_nsec()
@@ -180,18 +181,68 @@ pub(in crate::answers) fn gap_entries(
     }
     let children = children(zone, key)?;
     let mut entries = Vec::with_capacity(children.len() + 1);
+    let wildcard = reuse.and_then(|_| {
+        let star = Name::from_labels([&b"*"[..]])
+            .ok()?
+            .append_domain(&encloser)
+            .ok()?;
+        zone.nsec_at_or_before(&LowerName::new(&star)).cloned()
+    });
     for k in 0..=children.len() {
         let label: &[u8] = match k {
             0 => &[],
             _ => &children[k - 1],
         };
-        entries.push(gap_entry(zone, &encloser, label, zone_id)?);
+        let kept = match (reuse, &wildcard) {
+            (Some(r), Some(w)) => r.unchanged(zone, &encloser, label, w),
+            _ => None,
+        };
+        match kept {
+            Some(old) => entries.push(old),
+            None => entries.push(gap_entry(zone, &encloser, label, zone_id)?),
+        }
     }
     let mut head = Answer::new(2, 0, 0);
     head.data[..2].copy_from_slice(&(entries.len() as u16).to_le_bytes());
     head.csum = ones_complement_sum(&head.data[..2]);
     head.set_zone(zone_id);
     Some((Compiled { head, block: None }, entries))
+}
+
+/// What a recompile of a gap list may keep of the installed one: an
+/// entry's records are the NSECs (with RRSIGs) of the gap's covering name
+/// and of the wildcard's, so while neither name's records changed, the
+/// entry with the same label is the same. (A covering name that changed
+/// its place in the chain changed its NSEC, so it is among `changed`.)
+pub(in crate::answers) struct GapReuse<'a> {
+    /// The names whose records the diffs being compiled change.
+    pub changed: &'a std::collections::HashSet<LowerName>,
+    /// The installed entries of the encloser's list, by label.
+    pub old: std::collections::HashMap<Vec<u8>, Compiled>,
+}
+
+impl GapReuse<'_> {
+    fn unchanged(
+        &self,
+        zone: &Zone,
+        encloser: &Name,
+        label: &[u8],
+        wildcard: &LowerName,
+    ) -> Option<Compiled> {
+        let old = self.old.get(label)?;
+        let probe = LowerName::new(&after_label(label, encloser)?);
+        let cover = zone.nsec_at_or_before(&probe)?;
+        (!self.changed.contains(cover) && !self.changed.contains(wildcard)).then(|| old.clone())
+    }
+}
+
+/// The label a gap entry holds (empty for the first).
+pub(in crate::answers) fn gap_label(entry: &Compiled) -> Vec<u8> {
+    let b = entry.section();
+    let len = b.get(gaps::LABEL_LEN_AT).copied().unwrap_or(0) as usize;
+    b.get(gaps::LABEL_AT..gaps::LABEL_AT + len)
+        .unwrap_or(&[])
+        .to_vec()
 }
 
 /// How many entries a `GAPS_SIGNED` head says its list has.
@@ -475,7 +526,7 @@ mod tests {
             .nodes()
             .filter_map(|(key, node)| {
                 let exist = exist_entry(&zone, &facts, key, &lower_wire(key), node, 0, 1)?;
-                let (head, gaps) = gap_entries(&zone, key, exist.head.data[1], 1)?;
+                let (head, gaps) = gap_entries(&zone, key, exist.head.data[1], 1, None)?;
                 assert_eq!(gap_count(&head) as usize, gaps.len());
                 Some((key.clone(), gaps))
             })
