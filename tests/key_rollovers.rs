@@ -5,7 +5,10 @@
 //! parent's key, resolves through the chain of trust every 100 ms. The
 //! parent is another xdpdns, signed online too; a helper plays the
 //! parent's CDS scanner (RFC 7344), copying the child's CDS into the
-//! parent's DS by UPDATE. Not one answer may fail to validate.
+//! parent's DS by UPDATE. Not one answer may fail to validate. Another
+//! test has the child change its policy's algorithm across a restart and
+//! roll to it (signatures first, then keys, then DS, then the old keys
+//! out) under the same watch.
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -92,6 +95,142 @@ fn key_tags(srv: &Server) -> BTreeSet<String> {
         .flatten()
         .map(|k| format!("{} {} {}", k["role"], k["tag"], k["state"]))
         .collect()
+}
+
+/// Resolves the child's names through Unbound until `done` says so (40 s
+/// at most), copying the child's CDS to the parent's DS as it changes;
+/// returns the key states seen, each once, and the answers that did not
+/// validate.
+fn watch(
+    unbound: &Unbound,
+    parent: &Server,
+    child: &Server,
+    mut parent_ds: BTreeSet<String>,
+    done: impl Fn(&BTreeSet<String>) -> bool,
+) -> (Vec<BTreeSet<String>>, Vec<String>, usize) {
+    let started = Instant::now();
+    let (mut bogus, mut states, mut queries) = (Vec::new(), Vec::<BTreeSet<String>>::new(), 0);
+    // Bounded: 40 s at most, 10 checks a second.
+    while started.elapsed() < Duration::from_secs(40) {
+        for (name, rtype, status) in [
+            ("www.child.example.", "A", "NOERROR"),
+            ("nope.child.example.", "A", "NXDOMAIN"),
+            ("www.child.example.", "TXT", "NOERROR"),
+        ] {
+            queries += 1;
+            if let Err(e) = unbound.secure(name, rtype, status) {
+                bogus.push(format!("after {:?}: {e}", started.elapsed()));
+            }
+        }
+        let cds = rrset(child, "child.example.", "CDS");
+        if !cds.is_empty() && cds != parent_ds {
+            copy_cds_to_parent(parent, &cds);
+            parent_ds = cds;
+        }
+        let now = key_tags(child);
+        if states.last() != Some(&now) {
+            states.push(now);
+        }
+        if states.last().is_some_and(&done) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (states, bogus, queries)
+}
+
+/// A policy of `algorithm` with KSK and ZSK, no lifetimes: the only
+/// rollover is the algorithm's.
+fn algorithm_policy(algorithm: &str, pport: u16) -> String {
+    format!(
+        "[[dnssec_policy]]\nname = \"fast\"\nalgorithm = \"{algorithm}\"\nkeys = \"ksk+zsk\"\n\
+         zsk_lifetime_s = 0\nksk_lifetime_s = 0\npropagation_delay_s = 1\n\
+         parent = [\"127.0.0.1:{pport}\"]\nparent_ds_ttl_s = 1\nparent_check_interval_s = 1\n"
+    )
+}
+
+#[test]
+fn an_algorithm_rollover_keeps_every_answer_valid() {
+    let (pport, cport) = (free_port(), free_port());
+    let parent = server(
+        "algorithm-parent",
+        pport,
+        "example.",
+        PARENT,
+        "[[dnssec_policy]]\nname = \"fast\"\n",
+    );
+    let mut child = server(
+        "algorithm-child",
+        cport,
+        "child.example.",
+        CHILD,
+        &algorithm_policy("ecdsap256sha256", pport),
+    );
+    let cds = rrset(&child, "child.example.", "CDS");
+    assert_eq!(cds.len(), 1, "the active KSK's CDS: {cds:?}");
+    copy_cds_to_parent(&parent, &cds);
+    let anchor: Vec<String> = rrset(&parent, "example.", "DNSKEY")
+        .into_iter()
+        .filter(|k| k.starts_with("257 "))
+        .map(|k| format!("example. DNSKEY {k}"))
+        .collect();
+    let unbound = Unbound::start_with(
+        &[("example", pport), ("child.example", cport)],
+        &anchor,
+        true,
+    );
+    unbound
+        .secure("www.child.example.", "A", "NOERROR")
+        .expect("secure before the rollover");
+    // The policy moves to Ed25519: the child restarts with it.
+    let config = std::fs::read_to_string(&child.config)
+        .unwrap()
+        .replace("algorithm = \"ecdsap256sha256\"", "algorithm = \"ed25519\"");
+    std::fs::write(&child.config, config).unwrap();
+    child.restart_after("TERM");
+    let active_only = |s: &BTreeSet<String>| {
+        s.iter().filter(|k| !k.ends_with("\"removed\"")).count() == 2
+            && s.iter().any(|k| k.ends_with("\"removed\""))
+    };
+    let (states, bogus, queries) = watch(&unbound, &parent, &child, cds, active_only);
+    let timeline = states
+        .iter()
+        .map(|s| s.iter().cloned().collect::<Vec<_>>().join(", "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    eprintln!("{queries} validated queries; key states:\n{timeline}");
+    assert!(
+        bogus.is_empty(),
+        "{} of {queries} answers did not validate, e.g.:\n{}\nkeys:\n{timeline}\nunbound:\n{}",
+        bogus.len(),
+        bogus.iter().take(3).cloned().collect::<Vec<_>>().join("\n"),
+        unbound.log()
+    );
+    // Every stage was passed through, and it ended with the new keys.
+    for stage in ["introducing", "withdrawing", "removed"] {
+        assert!(
+            states
+                .iter()
+                .flatten()
+                .any(|k| k.ends_with(&format!("\"{stage}\""))),
+            "no key was {stage}:\n{timeline}\n{}",
+            child.log()
+        );
+    }
+    assert!(states.last().is_some_and(active_only), "{timeline}");
+    let dnskeys = rrset(&child, "child.example.", "DNSKEY");
+    assert!(
+        dnskeys.len() == 2
+            && dnskeys
+                .iter()
+                .all(|k| k.split_whitespace().nth(2) == Some("15")),
+        "only Ed25519 keys left: {dnskeys:?}"
+    );
+    let ds = rrset(&parent, "child.example.", "DS");
+    assert!(
+        ds.len() == 1 && ds.iter().all(|d| d.split_whitespace().nth(1) == Some("15")),
+        "the parent's DS is the new KSK's: {ds:?}"
+    );
 }
 
 #[test]

@@ -128,6 +128,9 @@ pub struct ZoneSigner {
     /// Keys the parent should hold DS records for (CDS/CDNSKEY, RFC
     /// 7344); empty publishes none.
     pub submitted: Vec<DNSKEY>,
+    /// Signing keys kept out of the DNSKEY RRset (an algorithm
+    /// rollover's, before they are published and after they leave).
+    pub unpublished: Vec<DNSKEY>,
     pub policy: SignPolicy,
 }
 
@@ -138,6 +141,7 @@ impl ZoneSigner {
             signing,
             published: Vec::new(),
             submitted: Vec::new(),
+            unpublished: Vec::new(),
             policy,
         }
     }
@@ -151,7 +155,12 @@ impl ZoneSigner {
 
     /// Every DNSKEY the zone publishes.
     pub fn dnskeys(&self) -> Vec<DNSKEY> {
-        let mut keys: Vec<DNSKEY> = self.signing.iter().map(|k| k.dnskey.clone()).collect();
+        let mut keys: Vec<DNSKEY> = self
+            .signing
+            .iter()
+            .map(|k| k.dnskey.clone())
+            .filter(|k| !self.unpublished.contains(k))
+            .collect();
         for k in &self.published {
             if !keys.contains(k) {
                 keys.push(k.clone());

@@ -495,3 +495,54 @@ fn due_signatures_are_refreshed_in_batches_of_a_few_names_per_commit() {
     assert!(due_names(&signer, &after, later).is_empty());
     consistent(&after, &signer).unwrap();
 }
+
+/// During an algorithm rollover both algorithms' keys sign every RRset
+/// (each RRset carries a signature of each), while the DNSKEY RRset lists
+/// only the published ones; a change keeps both signatures.
+#[test]
+fn two_algorithms_sign_everything_while_one_is_unpublished() {
+    use hickory_proto::dnssec::crypto::Ed25519SigningKey;
+    let ed = |role| {
+        let pkcs8 = Ed25519SigningKey::generate_pkcs8().unwrap();
+        let k = Ed25519SigningKey::from_pkcs8(&pkcs8).unwrap();
+        ActiveKey::new(role, Arc::new(k)).unwrap()
+    };
+    let (ksk, zsk) = (key(KeyRole::Ksk), key(KeyRole::Zsk));
+    let (ksk15, zsk15) = (ed(KeyRole::Ksk), ed(KeyRole::Zsk));
+    let mut signer = ZoneSigner::new(
+        vec![ksk.clone(), zsk.clone(), ksk15.clone(), zsk15.clone()],
+        SignPolicy::default(),
+    );
+    signer.unpublished = vec![ksk15.dnskey.clone(), zsk15.dnskey.clone()];
+    let mut z = zone(ZONE);
+    sign_zone(&signer, None, &mut z, NOW).unwrap();
+    let dnskeys: Vec<u16> = z
+        .apex()
+        .rrset(RecordType::DNSKEY)
+        .unwrap()
+        .rdatas()
+        .filter_map(|d| match d {
+            RData::DNSSEC(DNSSECRData::DNSKEY(k)) => k.calculate_key_tag().ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dnskeys.len(), 2);
+    assert!(dnskeys.contains(&ksk.tag) && dnskeys.contains(&zsk.tag));
+    for (owner, covered, keys) in [
+        ("web.sd.test.", RecordType::A, [&zsk, &zsk15]),
+        ("sd.test.", RecordType::SOA, [&zsk, &zsk15]),
+        ("sd.test.", RecordType::DNSKEY, [&ksk, &ksk15]),
+        ("web.sd.test.", RecordType::NSEC, [&zsk, &zsk15]),
+    ] {
+        let sigs = sigs_of(&z, owner, covered);
+        assert_eq!(sigs.len(), 2, "{owner} {covered}");
+        for k in keys {
+            assert!(
+                sigs.iter().any(|s| verifies(&z, owner, covered, s, k)),
+                "{owner} {covered}: a signature by {}",
+                k.tag
+            );
+        }
+    }
+    consistent(&z, &signer).unwrap();
+}

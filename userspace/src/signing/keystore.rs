@@ -71,6 +71,7 @@ impl KeyEntry {
             },
             submitted: self.submitted,
             ds_seen: self.ds_seen,
+            algorithm: algorithm_number(&self.algorithm),
         }
     }
 
@@ -101,6 +102,11 @@ pub fn list(dir: &Path) -> Result<Vec<KeyEntry>, KeyError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(source) => Err(KeyError::Io { path, source }),
     }
+}
+
+/// The DNSSEC number of a policy's algorithm name.
+pub fn algorithm_number(name: &str) -> u8 {
+    u8::from(algorithm(name))
 }
 
 fn algorithm(name: &str) -> Algorithm {

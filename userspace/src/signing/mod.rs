@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use hickory_proto::rr::Name;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::config::signing::SignedZone;
 use crate::zone::ZoneStore;
@@ -94,10 +94,10 @@ pub fn signer_for(data_dir: &Path, zone: &SignedZone, now: u64) -> Result<ZoneSi
     info!(zone = %zone.zone, keys = %tags.join(", "), "zone signed online");
     if let Some(e) = entries
         .iter()
-        .find(|e| e.algorithm != zone.policy.algorithm)
+        .find(|e| e.state == KeyState::Active && e.algorithm != zone.policy.algorithm)
     {
-        warn!(zone = %zone.zone, keys = %e.algorithm, policy = %zone.policy.algorithm,
-              "the policy's algorithm differs from the keys'; the keys keep signing (an algorithm rollover is not built yet)");
+        info!(zone = %zone.zone, keys = %e.algorithm, policy = %zone.policy.algorithm,
+              "the policy's algorithm differs from the active keys': an algorithm rollover replaces them");
     }
     signer_from(zone, &keystore::zone_dir(data_dir, &zone.zone), &entries)
 }

@@ -55,6 +55,7 @@ impl Rollover {
             max_ttl: u64::from(max_ttl),
             ds_ttl: p.parent_ds_ttl_s,
             check_interval: p.parent_check_interval_s,
+            algorithm: keystore::algorithm_number(&p.algorithm),
         }
     }
 
@@ -78,11 +79,18 @@ impl Rollover {
         let mut entries = keystore::list(&dir)?;
         let mut timed: Vec<timeline::TimedKey> =
             entries.iter().map(keystore::KeyEntry::timed).collect();
-        let pending = timed.iter().any(|k| {
-            k.role.signs_keys()
-                && ((k.state == KeyState::Published && k.ds_seen.is_none())
-                    || k.state == KeyState::Retired)
-        });
+        // A DS change is pending: a successor waits for its DS, a
+        // predecessor's DS is to go, or an algorithm rollover is under way.
+        let policy_algorithm = keystore::algorithm_number(&self.zone.policy.algorithm);
+        let algorithm_rollover = timed
+            .iter()
+            .any(|k| k.state != KeyState::Removed && k.algorithm != policy_algorithm);
+        let pending = algorithm_rollover
+            || timed.iter().any(|k| {
+                k.role.signs_keys()
+                    && ((k.state == KeyState::Published && k.ds_seen.is_none())
+                        || k.state == KeyState::Retired)
+            });
         let parent = match pending && !self.zone.policy.parent.is_empty() {
             true => self.parent_ds().await,
             false => None,
@@ -90,6 +98,17 @@ impl Rollover {
         let t = self.timings();
         let mut s = timeline::step(&mut timed, &t, parent.as_deref(), now);
         let mut changed = s.changed;
+        if !s.introduce.is_empty() {
+            for &role in &s.introduce {
+                let entry = keystore::create_key(&dir, role, &self.zone.policy, now)?;
+                info!(zone = %self.zone.zone, role = ?role, tag = entry.tag, algorithm = %entry.algorithm,
+                      "algorithm rollover: new key signing, not yet published");
+                timeline::add_introduced(&mut timed, entry.tag, role, policy_algorithm, now);
+                entries.push(entry);
+            }
+            s = timeline::step(&mut timed, &t, parent.as_deref(), now);
+            changed = true;
+        }
         if let Some(role) = s.create {
             let entry = keystore::create_key(&dir, role, &self.zone.policy, now)?;
             info!(zone = %self.zone.zone, role = ?role, tag = entry.tag, "rollover: successor key published");
@@ -98,7 +117,13 @@ impl Rollover {
             s = timeline::step(&mut timed, &t, parent.as_deref(), now);
             changed = true;
         }
-        if changed {
+        // A DS first seen at the parent is kept even when no key changes
+        // state (the wait for its TTL counts from then).
+        let ds_noted = entries
+            .iter()
+            .zip(&timed)
+            .any(|(e, k)| e.ds_seen != k.ds_seen);
+        if changed || ds_noted {
             for (e, k) in entries.iter_mut().zip(&timed) {
                 if e.state != k.state {
                     info!(zone = %self.zone.zone, tag = k.tag, role = ?k.role, state = ?k.state, "key state");
@@ -106,6 +131,8 @@ impl Rollover {
                 e.set_timed(k);
             }
             keystore::save(&dir, &entries)?;
+        }
+        if changed {
             let signer = super::signer::signer_from(&self.zone, &dir, &entries)?;
             self.store
                 .set_signer(&self.zone.zone, Some(Arc::new(signer)), now);

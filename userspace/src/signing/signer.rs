@@ -20,6 +20,7 @@ pub fn signer_from(
     let keys = keystore::load_existing(dir, entries)?;
     let timed: Vec<_> = entries.iter().map(keystore::KeyEntry::timed).collect();
     let (signing, published, submitted) = timeline::signing_sets(&timed);
+    let unpublished = timeline::unpublished(&timed);
     let pick = |tags: &[u16]| -> Vec<_> {
         keys.iter()
             .filter(|k| tags.contains(&k.tag))
@@ -34,5 +35,6 @@ pub fn signer_from(
     let mut signer = ZoneSigner::new(pick(&signing), policy);
     signer.published = pick(&published).into_iter().map(|k| k.dnskey).collect();
     signer.submitted = pick(&submitted).into_iter().map(|k| k.dnskey).collect();
+    signer.unpublished = pick(&unpublished).into_iter().map(|k| k.dnskey).collect();
     Ok(signer)
 }

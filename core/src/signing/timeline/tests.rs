@@ -8,6 +8,7 @@ const T: Timings = Timings {
     max_ttl: 300,
     ds_ttl: 200,
     check_interval: 30,
+    algorithm: 0,
 };
 
 fn key(tag: u16, role: KeyRole) -> TimedKey {
@@ -18,6 +19,7 @@ fn key(tag: u16, role: KeyRole) -> TimedKey {
         since: 0,
         submitted: role.signs_keys(),
         ds_seen: Some(0),
+        algorithm: 0,
     }
 }
 
@@ -108,4 +110,70 @@ fn without_a_parent_a_submitted_key_waits_for_the_operator() {
     assert!(!step(&mut keys, &t, None, 90_210 + 309).changed);
     assert!(step(&mut keys, &t, None, 90_210 + 310).changed);
     assert_eq!(state(&keys, 1), KeyState::Removed);
+}
+
+/// An algorithm rollover of a KSK and a ZSK (13 to 15): the new keys sign
+/// before they are published, are published and the new KSK submitted
+/// once every cached RRset can have their signatures, the old keys leave
+/// the DNSKEY RRset once the parent has served the new DS for its TTL,
+/// and stop signing once no cached DNSKEY RRset lists them.
+#[test]
+fn an_algorithm_rollover_signs_first_publishes_then_withdraws() {
+    let old = |tag, role| TimedKey {
+        algorithm: 13,
+        ..key(tag, role)
+    };
+    let mut keys = vec![old(1, KeyRole::Ksk), old(2, KeyRole::Zsk)];
+    let t = Timings { algorithm: 15, ..T };
+    let s = step(&mut keys, &t, None, 50);
+    assert_eq!(s.introduce, vec![KeyRole::Ksk, KeyRole::Zsk]);
+    assert_eq!(s.create, None, "no other rollover meanwhile");
+    add_introduced(&mut keys, 3, KeyRole::Ksk, 15, 50);
+    add_introduced(&mut keys, 4, KeyRole::Zsk, 15, 50);
+    // Both algorithms sign; only the old keys are published.
+    let s = step(&mut keys, &t, None, 50);
+    assert!(s.introduce.is_empty() && !s.changed);
+    assert_eq!(signing_sets(&keys), (vec![1, 2, 3, 4], vec![], vec![1]));
+    assert_eq!(unpublished(&keys), vec![3, 4]);
+    assert_eq!(s.wake_at, 50 + 300 + 10);
+    let s = step(&mut keys, &t, None, 360);
+    assert!(s.changed);
+    assert_eq!(signing_sets(&keys), (vec![1, 2, 3, 4], vec![], vec![1, 3]));
+    assert!(unpublished(&keys).is_empty());
+    // The parent has not got the new DS yet: asked again.
+    let s = step(&mut keys, &t, Some(&[1]), 400);
+    assert!(!s.changed && s.wake_at == 430);
+    let s = step(&mut keys, &t, Some(&[1, 3]), 430);
+    assert!(!s.changed && s.wake_at == 430 + 200 + 10);
+    let s = step(&mut keys, &t, Some(&[1, 3]), 640);
+    assert!(s.changed);
+    assert_eq!(
+        (state(&keys, 1), state(&keys, 2)),
+        (KeyState::Withdrawing, KeyState::Withdrawing)
+    );
+    // Still signing, out of the DNSKEY RRset, no longer submitted.
+    assert_eq!(signing_sets(&keys), (vec![1, 2, 3, 4], vec![], vec![3]));
+    assert_eq!(unpublished(&keys), vec![1, 2]);
+    assert_eq!(s.wake_at, 640 + 110);
+    let s = step(&mut keys, &t, Some(&[3]), 750);
+    assert!(s.changed);
+    assert_eq!(signing_sets(&keys), (vec![3, 4], vec![], vec![3]));
+    // Over: the usual lifetimes apply to the new keys.
+    let s = step(&mut keys, &t, Some(&[3]), 751);
+    assert!(s.introduce.is_empty() && !s.changed);
+    assert_eq!(s.wake_at, 360 + 1000, "the new ZSK's lifetime");
+}
+
+/// Keys whose algorithm is not known (saved before it was recorded) and
+/// a policy without one start no algorithm rollover.
+#[test]
+fn no_algorithm_rollover_without_known_algorithms() {
+    let mut keys = vec![key(1, KeyRole::Csk)];
+    let t = Timings { algorithm: 15, ..T };
+    assert!(step(&mut keys, &t, None, 10).introduce.is_empty());
+    let mut keys = vec![TimedKey {
+        algorithm: 13,
+        ..key(1, KeyRole::Csk)
+    }];
+    assert!(step(&mut keys, &T, None, 10).introduce.is_empty());
 }
