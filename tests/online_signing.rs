@@ -1,7 +1,7 @@
 //! Zones signed online: a registry zone and a file zone that takes
 //! UPDATEs, signed by xdpdns with keys it made, validated by Unbound
 //! (trusting only the keys xdpdns published) through registrations,
-//! deregistrations, updates and a restart, and accepted whole by BIND's
+//! deregistrations, lease expiries, updates and a restart, and accepted whole by BIND's
 //! `dnssec-verify`.
 
 use std::process::{Command, Stdio};
@@ -161,8 +161,12 @@ impl Unbound {
 }
 
 fn register(srv: &Server, id: &str, address: &str) {
+    register_for(srv, id, address, 60);
+}
+
+fn register_for(srv: &Server, id: &str, address: &str, lease_secs: u32) {
     let body = format!(
-        r#"{{"owner":"acme","addresses":["{address}"],"services":["web:8080"],"lease_secs":60}}"#
+        r#"{{"owner":"acme","addresses":["{address}"],"services":["web:8080"],"lease_secs":{lease_secs}}}"#
     );
     let (code, out) = http(
         "PUT",
@@ -310,6 +314,23 @@ fn unbound_validates_signed_registry_and_updated_zones_through_changes_and_a_res
     failures.extend(u.secure("added.example.com.", "A", "NOERROR").err());
     assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());
     verify_axfr(&srv, "example.com.", true);
+    verify_axfr(&srv, "sd.example.", false);
+
+    // A lease that runs out: the name is signed while it lasts, and its
+    // absence is a validated denial once it has expired.
+    register_for(&srv, "web-4", "10.0.0.4", 1);
+    assert!(eventually(Duration::from_secs(2), || u
+        .secure("web-4.inst.acme.sd.example.", "A", "NOERROR")
+        .is_ok()));
+    assert!(
+        eventually(Duration::from_secs(8), || u
+            .secure("web-4.inst.acme.sd.example.", "A", "NXDOMAIN")
+            .is_ok()),
+        "the expired lease's name is denied, validated:\n{}",
+        u.log()
+    );
+    let failures = all_secure(&u, &["web-2", "web-3"], &["web-1", "web-4"]);
+    assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());
     verify_axfr(&srv, "sd.example.", false);
 
     // Killed and started again: the same keys (the anchors still hold),
