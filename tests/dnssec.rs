@@ -136,9 +136,15 @@ pub fn sign_zone_until(
 
 /// NSD serving `file` for signed.test on `port`, transfers allowed.
 fn nsd_primary(file: &Path, port: u16) -> Proc {
+    nsd_serving("signed.test.", file, port)
+}
+
+/// NSD serving `file` for `origin` on `port`, transfers allowed.
+pub fn nsd_serving(origin: &str, file: &Path, port: u16) -> Proc {
+    let zone = origin.trim_end_matches('.');
     let dir = TempDir::new("nsd-signed");
     let d = dir.0.display().to_string();
-    std::fs::copy(file, dir.0.join("signed.test.zone")).unwrap();
+    std::fs::copy(file, dir.0.join(format!("{zone}.zone"))).unwrap();
     let conf = dir.write(
         "nsd.conf",
         &format!(
@@ -148,7 +154,7 @@ fn nsd_primary(file: &Path, port: u16) -> Proc {
              \x20 zonelistfile: \"{d}/zone.list\"\n  server-count: 1\n  verbosity: 1\n\
              \x20 rrl-ratelimit: 0\n\
              remote-control:\n  control-enable: no\n\
-             zone:\n  name: signed.test\n  zonefile: signed.test.zone\n\
+             zone:\n  name: {zone}\n  zonefile: {zone}.zone\n\
              \x20 provide-xfr: 127.0.0.0/8 NOKEY\n  notify: 127.0.0.1@1 NOKEY\n"
         ),
     );
@@ -158,7 +164,7 @@ fn nsd_primary(file: &Path, port: u16) -> Proc {
         p.assert_running();
         udp_raw_timeout(
             loopback(port),
-            &query("signed.test.", RecordType::SOA, None),
+            &query(origin, RecordType::SOA, None),
             Duration::from_millis(200),
         )
         .is_some()

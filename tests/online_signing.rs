@@ -343,6 +343,92 @@ fn unbound_validates_signed_registry_and_updated_zones_through_changes_and_a_res
     assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());
 }
 
+/// The registry zone under a signed parent served by NSD: the parent
+/// (signed by BIND's `dnssec-signzone`) holds the DS `ctl keys` prints,
+/// and Unbound, trusting only the parent's key, validates the registry's
+/// names and denials through the chain, across a registration, a
+/// deregistration and a lease that runs out.
+#[test]
+fn unbound_validates_the_registry_zone_through_a_parent_served_by_nsd() {
+    let port = free_port();
+    let srv = start(port);
+    register(&srv, "web-1", "10.0.0.1");
+    let out = Command::new(crate::support::process::BIN)
+        .args(["ctl", "--config"])
+        .arg(&srv.config)
+        .args(["keys", "sd.example."])
+        .output()
+        .unwrap();
+    let ds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(" IN DS "))
+        .map(|l| l.trim().to_string())
+        .collect();
+    assert_eq!(ds.len(), 1, "the KSK's DS: {ds:?}");
+    let parent = format!(
+        "$ORIGIN example.\n$TTL 60\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\n\
+         ns1 A 192.0.2.53\nsd NS ns1.example.com.\n{}\n",
+        ds[0]
+    );
+    let signed = crate::dnssec::sign_zone(
+        "example.",
+        &parent,
+        "ECDSAP256SHA256",
+        crate::dnssec::Denial::Nsec,
+    );
+    let nsd_port = free_port();
+    let _nsd = crate::dnssec::nsd_serving("example.", &signed.file, nsd_port);
+    let u = Unbound::start_with(
+        &[("example", nsd_port), ("sd.example", port)],
+        std::slice::from_ref(&signed.trust_anchor),
+        false,
+    );
+    let registry = |u: &Unbound, present: &[&str], gone: &[&str]| -> Vec<String> {
+        let mut checks = vec![
+            ("sd.example.".to_string(), "SOA", "NOERROR"),
+            ("nope.sd.example.".to_string(), "A", "NXDOMAIN"),
+            (
+                "random-4711.inst.acme.sd.example.".to_string(),
+                "AAAA",
+                "NXDOMAIN",
+            ),
+        ];
+        for i in present {
+            checks.push((format!("{i}.inst.acme.sd.example."), "A", "NOERROR"));
+            checks.push((format!("{i}.inst.acme.sd.example."), "HTTPS", "NOERROR"));
+        }
+        for i in gone {
+            checks.push((format!("{i}.inst.acme.sd.example."), "A", "NXDOMAIN"));
+        }
+        checks
+            .iter()
+            .filter_map(|(n, t, st)| u.secure(n, t, st).err())
+            .collect()
+    };
+    let failures = registry(&u, &["web-1"], &[]);
+    assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());
+    register(&srv, "web-2", "10.0.0.2");
+    register_for(&srv, "web-3", "10.0.0.3", 1);
+    let (code, _) = http(
+        "DELETE",
+        &format!("{}/v1/instances/web-1", srv.api()),
+        Some(TOKEN),
+        None,
+    );
+    assert_eq!(code, 204);
+    assert!(
+        eventually(Duration::from_secs(8), || registry(
+            &u,
+            &["web-2"],
+            &["web-1", "web-3"]
+        )
+        .is_empty()),
+        "{}\n{}",
+        registry(&u, &["web-2"], &["web-1", "web-3"]).join("\n"),
+        u.log()
+    );
+}
+
 #[test]
 fn a_missing_key_file_stops_the_start_and_names_it() {
     let port = free_port();
