@@ -331,3 +331,85 @@ fn a_zsk_and_a_ksk_roll_over_while_unbound_validates_every_answer() {
         );
     }
 }
+
+/// Without a parent to ask, a submitted KSK waits until the operator
+/// says its DS is published (`ctl keys ZONE --ds-published TAG`); then
+/// the rollover goes on at once (the task is woken, not left to its next
+/// hourly check) once the DS TTL has passed. A tag that is not a
+/// submitted key is refused.
+#[test]
+fn a_ksk_rollover_without_a_parent_goes_on_when_the_operator_confirms_the_ds() {
+    let child = server(
+        "confirm-child",
+        free_port(),
+        "child.example.",
+        CHILD,
+        "[[dnssec_policy]]\nname = \"fast\"\nkeys = \"ksk+zsk\"\nzsk_lifetime_s = 0\n\
+         ksk_lifetime_s = 2\npropagation_delay_s = 1\nparent_ds_ttl_s = 1\n\
+         parent_check_interval_s = 3600\n",
+    );
+    let ctl = |extra: &[&str]| {
+        Command::new(crate::support::process::BIN)
+            .args(["ctl", "--config"])
+            .arg(&child.config)
+            .args(["keys", "child.example.", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let keys = || -> Vec<serde_json::Value> {
+        serde_json::from_slice(&ctl(&[]).stdout).unwrap_or_default()
+    };
+    let submitted_successor = || {
+        keys()
+            .into_iter()
+            .find(|k| k["role"] == "ksk" && k["state"] == "published" && k["submitted"] == true)
+    };
+    let started = Instant::now();
+    let mut successor = None;
+    // Bounded: 20 s for the successor to be submitted.
+    while started.elapsed() < Duration::from_secs(20) {
+        successor = submitted_successor();
+        if successor.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let successor = successor.unwrap_or_else(|| panic!("no submitted KSK: {:?}", keys()));
+    let tag = successor["tag"].as_u64().unwrap().to_string();
+    // It waits: nobody has said the parent serves its DS.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(submitted_successor().is_some(), "{:?}", keys());
+    let refused = ctl(&["--ds-published", "1"]);
+    assert!(
+        !refused.status.success()
+            && String::from_utf8_lossy(&refused.stderr).contains("no submitted key 1"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let confirmed = ctl(&["--ds-published", &tag]);
+    assert!(
+        confirmed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&confirmed.stderr)
+    );
+    let confirmed_at = Instant::now();
+    let active = || {
+        keys().iter().any(|k| {
+            k["tag"].as_u64().map(|t| t.to_string()) == Some(tag.clone()) && k["state"] == "active"
+        })
+    };
+    while !active() && confirmed_at.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        active(),
+        "the confirmed KSK is active: {:?}\n{}",
+        keys(),
+        child.log()
+    );
+    assert!(
+        confirmed_at.elapsed() < Duration::from_secs(8),
+        "woken at once, not at the next hourly check"
+    );
+}

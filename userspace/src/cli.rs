@@ -120,6 +120,11 @@ pub enum CtlCommand {
     Keys {
         #[arg(value_name = "ZONE")]
         zone: String,
+        /// Say that the parent now serves the DS of the submitted key
+        /// TAG (for a zone whose policy names no `parent` to ask): its
+        /// rollover goes on once the DS TTL has passed.
+        #[arg(long, value_name = "TAG")]
+        ds_published: Option<u16>,
     },
     /// Withdraw the anycast addresses ([anycast]); returns once the drain
     /// time has passed.

@@ -190,11 +190,13 @@ fn ctl(config: PathBuf, json: bool, command: CtlCommand) -> anyhow::Result<()> {
         } => show(&Request::ZoneRemove { zone }, &|v| {
             Ok(format!("{}\n", parse::<String>(v)?))
         }),
-        CtlCommand::Keys { zone } => show(&Request::Keys { zone }, &|v| {
-            Ok(client::keys_text(&parse::<Vec<xdpdns::signing::KeyInfo>>(
-                v,
-            )?))
-        }),
+        CtlCommand::Keys { zone, ds_published } => {
+            show(&Request::Keys { zone, ds_published }, &|v| {
+                Ok(client::keys_text(&parse::<Vec<xdpdns::signing::KeyInfo>>(
+                    v,
+                )?))
+            })
+        }
         CtlCommand::Registry => show(&Request::Registry, &|v| {
             Ok(client::registry_text(&parse(v)?))
         }),

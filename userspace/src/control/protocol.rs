@@ -31,9 +31,12 @@ pub enum Request {
     },
     Secondaries,
     Registry,
-    /// A signed zone's keys, with the DS for its parent.
+    /// A signed zone's keys, with the DS for its parent; with
+    /// `ds_published`, first notes that the parent serves that key's DS.
     Keys {
         zone: String,
+        #[serde(default)]
+        ds_published: Option<u16>,
     },
     /// Cumulative answer counts, which `ctl top` turns into rates.
     Counters,

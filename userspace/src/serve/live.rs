@@ -242,8 +242,14 @@ impl Live {
             })
     }
 
-    /// `ctl keys ZONE`: the keys of a zone signed online.
-    fn keys(&self, zone: &str) -> Result<Vec<crate::signing::KeyInfo>, String> {
+    /// `ctl keys ZONE`: the keys of a zone signed online; with
+    /// `ds_published`, the operator's word that the parent serves that
+    /// key's DS first.
+    async fn keys(
+        &self,
+        zone: &str,
+        ds_published: Option<u16>,
+    ) -> Result<Vec<crate::signing::KeyInfo>, String> {
         let mut name =
             Name::from_ascii(zone).map_err(|e| format!("{zone:?} is not a domain name: {e}"))?;
         name.set_fqdn(true);
@@ -261,6 +267,12 @@ impl Live {
             .data_dir
             .as_ref()
             .ok_or("no transfer.data_dir")?;
+        if let Some(tag) = ds_published {
+            let now = crate::clock::unix_secs();
+            crate::signing::ds_published(dir, &name, tag, now)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         crate::signing::key_info(dir, &name).map_err(|e| e.to_string())
     }
 
@@ -351,7 +363,7 @@ impl Backend for Control {
                 },
             },
             Request::Secondaries => Reply::ok(&live.propagation.statuses()),
-            Request::Keys { zone } => match live.keys(&zone) {
+            Request::Keys { zone, ds_published } => match live.keys(&zone, ds_published).await {
                 Ok(keys) => Reply::ok(&keys),
                 Err(e) => Reply::Error(e),
             },

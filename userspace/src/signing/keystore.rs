@@ -32,6 +32,11 @@ pub enum KeyError {
     Invalid { path: PathBuf, message: String },
     #[error("creating a {algorithm} key: {message}")]
     Generate { algorithm: String, message: String },
+    #[error("{zone} has no submitted key {tag} whose DS is not yet seen")]
+    NotSubmitted {
+        zone: hickory_proto::rr::Name,
+        tag: u16,
+    },
 }
 
 /// One key as `keys.json` lists it.

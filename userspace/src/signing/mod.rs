@@ -19,7 +19,7 @@ use tracing::info;
 use crate::config::signing::SignedZone;
 use crate::zone::ZoneStore;
 pub use keystore::KeyError;
-use xdpdns_core::signing::timeline::KeyState;
+use xdpdns_core::signing::timeline::{self, KeyState};
 use xdpdns_core::signing::ZoneSigner;
 
 /// A key as `ctl keys` shows it.
@@ -117,6 +117,42 @@ pub fn install(
     Ok(())
 }
 
+/// Wakes the rollover tasks (their keys' file changed), and keeps the
+/// file's read-modify-write cycles apart.
+static KEYS_CHANGED: std::sync::OnceLock<watch::Sender<u64>> = std::sync::OnceLock::new();
+static KEYS_FILE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn keys_changed() -> &'static watch::Sender<u64> {
+    KEYS_CHANGED.get_or_init(|| watch::channel(0).0)
+}
+
+/// Notes that the parent of `zone` serves the DS of its submitted key
+/// `tag` (`ctl keys ZONE --ds-published TAG`), and wakes its rollover.
+pub async fn ds_published(
+    data_dir: &Path,
+    zone: &Name,
+    tag: u16,
+    now: u64,
+) -> Result<(), KeyError> {
+    let _file = KEYS_FILE.lock().await;
+    let dir = keystore::zone_dir(data_dir, zone);
+    let mut entries = keystore::list(&dir)?;
+    let mut timed: Vec<_> = entries.iter().map(keystore::KeyEntry::timed).collect();
+    if !timeline::ds_confirmed(&mut timed, tag, now) {
+        return Err(KeyError::NotSubmitted {
+            zone: zone.clone(),
+            tag,
+        });
+    }
+    for (e, k) in entries.iter_mut().zip(&timed) {
+        e.set_timed(k);
+    }
+    keystore::save(&dir, &entries)?;
+    info!(%zone, tag, "the parent's DS for the key confirmed by the operator");
+    keys_changed().send_modify(|n| *n += 1);
+    Ok(())
+}
+
 /// Starts the rollover task of every signed zone.
 pub fn start_rollovers(
     store: &Arc<ZoneStore>,
@@ -132,7 +168,7 @@ pub fn start_rollovers(
                 data_dir: data_dir.to_path_buf(),
                 store: store.clone(),
             };
-            tokio::spawn(r.run(stop.clone()))
+            tokio::spawn(r.run(stop.clone(), keys_changed().subscribe()))
         })
         .collect()
 }

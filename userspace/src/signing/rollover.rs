@@ -75,6 +75,7 @@ impl Rollover {
 
     /// One step at `now`: returns when to step again.
     pub async fn step(&self, now: u64) -> Result<u64, keystore::KeyError> {
+        let _file = super::KEYS_FILE.lock().await;
         let dir = self.dir();
         let mut entries = keystore::list(&dir)?;
         let mut timed: Vec<timeline::TimedKey> =
@@ -140,8 +141,13 @@ impl Rollover {
         Ok(s.wake_at.min(now + MAX_SLEEP))
     }
 
-    /// Steps until `stop`.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    /// Steps until `stop`, and at once when `keys_changed` says the keys'
+    /// file was changed by hand (`ctl keys --ds-published`).
+    pub async fn run(
+        self,
+        mut stop: watch::Receiver<bool>,
+        mut keys_changed: watch::Receiver<u64>,
+    ) {
         loop {
             let now = unix_secs();
             let wake = match self.step(now).await {
@@ -154,6 +160,7 @@ impl Rollover {
             let wait = Duration::from_secs(wake.saturating_sub(unix_secs()).max(1));
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
+                _ = keys_changed.changed() => {}
                 _ = stop.changed() => return,
             }
         }
