@@ -114,16 +114,7 @@ pub(in crate::answers) fn denial_entry(
     };
     let name = Name::from(key);
     let reply = resolve(zone, &name, probe, MAX_RECORDS, true, 0);
-    if reply.rcode != ResponseCode::NoError
-        || !reply.authoritative
-        || reply.referral
-        || reply.oversized
-        || !reply.answers.is_empty()
-        || !reply.additional.is_empty()
-    {
-        return None;
-    }
-    let soa_part = soa_records(&reply)?;
+    let soa_part = denial_shape(&reply, ResponseCode::NoError)?;
     let rest = &reply.authority[soa_part..];
     let nsec_here = |r: &hickory_proto::rr::Record| LowerName::new(&r.name) == *key;
     if rest.is_empty() || !rest.iter().all(nsec_here) || rest[0].record_type() != RecordType::NSEC {
@@ -296,16 +287,7 @@ fn after_label(label: &[u8], parent: &Name) -> Option<Name> {
 fn gap_entry(zone: &Zone, encloser: &Name, label: &[u8], zone_id: u32) -> Option<Compiled> {
     let qname = after_label(label, encloser)?;
     let reply = resolve(zone, &qname, RecordType::A, MAX_RECORDS, true, 0);
-    if reply.rcode != ResponseCode::NXDomain
-        || !reply.authoritative
-        || reply.referral
-        || reply.oversized
-        || !reply.answers.is_empty()
-        || !reply.additional.is_empty()
-    {
-        return None;
-    }
-    let soa_part = soa_records(&reply)?;
+    let soa_part = denial_shape(&reply, ResponseCode::NXDomain)?;
     let rest = &reply.authority[soa_part..];
     let denial = |r: &hickory_proto::rr::Record| {
         matches!(r.record_type(), RecordType::NSEC | RecordType::RRSIG)
@@ -366,6 +348,18 @@ fn gap_entry(zone: &Zone, encloser: &Name, label: &[u8], zone_id: u32) -> Option
         head,
         block: Some(block.into()),
     })
+}
+
+/// For a reply that is an authoritative denial with `rcode` (nothing
+/// but authority records): how many of them are the SOA and its RRSIGs.
+fn denial_shape(reply: &Reply, rcode: ResponseCode) -> Option<usize> {
+    let denial = reply.rcode == rcode
+        && reply.authoritative
+        && !reply.referral
+        && !reply.oversized
+        && reply.answers.is_empty()
+        && reply.additional.is_empty();
+    denial.then(|| soa_records(reply))?
 }
 
 /// How many of `reply`'s authority records are the SOA and the RRSIGs
