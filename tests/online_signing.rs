@@ -160,6 +160,16 @@ impl Unbound {
     }
 }
 
+fn deregister(srv: &Server, id: &str) {
+    let (code, out) = http(
+        "DELETE",
+        &format!("{}/v1/instances/{id}", srv.api()),
+        Some(TOKEN),
+        None,
+    );
+    assert_eq!(code, 204, "{out}");
+}
+
 fn register(srv: &Server, id: &str, address: &str) {
     register_for(srv, id, address, 60);
 }
@@ -320,13 +330,7 @@ fn unbound_validates_signed_registry_and_updated_zones_through_changes_and_a_res
     // Changes: a registration, a deregistration, an UPDATE; each answer
     // right after them validates.
     register(&srv, "web-3", "10.0.0.3");
-    let (code, _) = http(
-        "DELETE",
-        &format!("{}/v1/instances/web-1", srv.api()),
-        Some(TOKEN),
-        None,
-    );
-    assert_eq!(code, 204);
+    deregister(&srv, "web-1");
     send_update(&srv, "added", "192.0.2.99");
     assert!(eventually(Duration::from_secs(2), || u
         .secure("web-3.inst.acme.sd.example.", "A", "NOERROR")
@@ -410,13 +414,7 @@ fn unbound_validates_the_registry_zone_through_a_parent_served_by_nsd() {
     assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), u.log());
     register(&srv, "web-2", "10.0.0.2");
     register_for(&srv, "web-3", "10.0.0.3", 1);
-    let (code, _) = http(
-        "DELETE",
-        &format!("{}/v1/instances/web-1", srv.api()),
-        Some(TOKEN),
-        None,
-    );
-    assert_eq!(code, 204);
+    deregister(&srv, "web-1");
     assert!(
         eventually(Duration::from_secs(8), || registry(
             &u,
