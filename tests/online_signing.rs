@@ -428,6 +428,70 @@ fn unbound_validates_the_registry_zone_through_a_parent_served_by_nsd() {
     );
 }
 
+/// A zone added through the API with a `dnssec_policy` is signed from
+/// its first answer, validates (with its own key as the anchor), keeps
+/// its keys and signatures across a `kill -9`, is listed by `ctl keys`,
+/// and an unknown policy is refused with the field named.
+#[test]
+fn a_zone_added_at_runtime_with_a_policy_is_signed_and_stays_signed() {
+    let port = free_port();
+    let mut srv = start(port);
+    let api = srv.api();
+    let (code, out) = http(
+        "POST",
+        &format!("{api}/v1/zones"),
+        Some(TOKEN),
+        Some(r#"{"name": "bad.example.net", "ns": ["ns1.example.com."], "dnssec_policy": "nope"}"#),
+    );
+    assert!(
+        code == 422 && out["field"] == "dnssec_policy",
+        "{code} {out}"
+    );
+    assert_eq!(
+        srv.udp("bad.example.net.", RecordType::SOA)
+            .metadata
+            .response_code,
+        ResponseCode::Refused,
+        "not added"
+    );
+    let (code, out) = http(
+        "POST",
+        &format!("{api}/v1/zones"),
+        Some(TOKEN),
+        Some(r#"{"name": "rt.example.net", "ns": ["ns1.example.com."], "dnssec_policy": "split"}"#),
+    );
+    assert_eq!(code, 201, "{out}");
+    let anchors = trust_anchors(&srv, "rt.example.net.");
+    assert_eq!(anchors.len(), 1, "a KSK: {anchors:?}");
+    let u = Unbound::start(port, &["rt.example.net"], &anchors);
+    for (name, rtype, status) in [
+        ("rt.example.net.", "SOA", "NOERROR"),
+        ("rt.example.net.", "TXT", "NOERROR"),
+        ("nope.rt.example.net.", "A", "NXDOMAIN"),
+    ] {
+        u.secure(name, rtype, status).unwrap();
+    }
+    let listed = Command::new(crate::support::process::BIN)
+        .args(["ctl", "--config"])
+        .arg(&srv.config)
+        .args(["keys", "rt.example.net."])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains(" IN DS ") && listed.contains("Zsk"),
+        "{listed}"
+    );
+    let before = srv.tcp("rt.example.net.", RecordType::DNSKEY);
+    srv.restart_after("KILL");
+    let after = srv.tcp("rt.example.net.", RecordType::DNSKEY);
+    assert_eq!(
+        before.answers, after.answers,
+        "the same keys after a restart"
+    );
+    u.secure("nope.rt.example.net.", "A", "NXDOMAIN").unwrap();
+}
+
 #[test]
 fn a_missing_key_file_stops_the_start_and_names_it() {
     let port = free_port();

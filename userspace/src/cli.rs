@@ -164,6 +164,10 @@ pub enum ZoneAction {
         /// A zone file to create it from.
         #[arg(long, value_name = "PATH")]
         file: Option<std::path::PathBuf>,
+        /// Sign it online with this `[[dnssec_policy]]` ("default": the
+        /// built-in one).
+        #[arg(long, value_name = "POLICY")]
+        dnssec_policy: Option<String>,
     },
     /// Remove a zone added at runtime.
     Remove {

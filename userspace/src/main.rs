@@ -165,6 +165,7 @@ fn ctl(config: PathBuf, json: bool, command: CtlCommand) -> anyhow::Result<()> {
                     ns,
                     hostmaster,
                     file,
+                    dnssec_policy,
                 },
         } => {
             let text = match &file {
@@ -179,6 +180,7 @@ fn ctl(config: PathBuf, json: bool, command: CtlCommand) -> anyhow::Result<()> {
                 ns,
                 hostmaster,
                 zone: text,
+                dnssec_policy,
             };
             show(&request, &|v| {
                 let z: xdpdns::dynamic::runtime::RuntimeZone = parse(v)?;

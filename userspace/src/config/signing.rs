@@ -13,7 +13,8 @@ pub struct SignedZone {
 }
 
 impl Config {
-    fn policy(&self, name: &str) -> Option<DnssecPolicyConfig> {
+    /// The policy called `name` (the built-in "default" unless declared).
+    pub fn policy(&self, name: &str) -> Option<DnssecPolicyConfig> {
         self.dnssec_policies
             .iter()
             .find(|p| p.name == name)

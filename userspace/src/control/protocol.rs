@@ -24,6 +24,9 @@ pub enum Request {
         /// A zone file's text, read by the client.
         #[serde(default)]
         zone: Option<String>,
+        /// Sign it online with this policy.
+        #[serde(default)]
+        dnssec_policy: Option<String>,
     },
     /// Remove a zone added at runtime.
     ZoneRemove {

@@ -34,6 +34,9 @@ pub struct RuntimeZone {
     /// are a followed catalog's members, kept by `following`).
     pub kind: String,
     pub added_unix: u64,
+    /// The policy it is signed online with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dnssec_policy: Option<String>,
 }
 
 /// A request to create a primary zone: from `zone` (master-file text),
@@ -48,6 +51,18 @@ pub struct NewZone {
     pub hostmaster: Option<String>,
     #[serde(default)]
     pub zone: Option<String>,
+    /// Sign it online with this `[[dnssec_policy]]` ("default": the
+    /// built-in one).
+    #[serde(default)]
+    pub dnssec_policy: Option<String>,
+}
+
+/// What signs runtime zones online: starts signing a zone with a policy
+/// (keys made or read, the signer installed, its rollovers running), and
+/// stops it.
+pub trait RuntimeSigning: Send + Sync {
+    fn start(&self, zone: &Name, policy: &str) -> Result<(), String>;
+    fn stop(&self, zone: &Name);
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +101,8 @@ pub struct RuntimeZones {
     /// The primary zones of the configuration (file zones).
     configured_primaries: Mutex<Vec<LowerName>>,
     max: usize,
+    /// Online signing, when the server can (a data directory).
+    signing: std::sync::OnceLock<Arc<dyn RuntimeSigning>>,
 }
 
 /// The list of runtime zones kept in `dir` (empty when there is none).
@@ -127,9 +144,15 @@ impl RuntimeZones {
             zones: Mutex::new(zones),
             configured_primaries: Mutex::new(configured),
             max: MAX_RUNTIME_ZONES,
+            signing: std::sync::OnceLock::new(),
         };
         runtime.refresh_policy();
         runtime
+    }
+
+    /// Has `signing` sign the zones that ask for it (set once, at start).
+    pub fn set_signing(&self, signing: Arc<dyn RuntimeSigning>) {
+        let _ = self.signing.set(signing);
     }
 
     /// The names of the zones added at runtime.
@@ -201,7 +224,22 @@ impl RuntimeZones {
                 name: origin.to_string(),
                 kind: "primary".into(),
                 added_unix: unix_secs(),
+                dnssec_policy: req.dnssec_policy.clone(),
             };
+            // Signing starts before the zone's first commit, which is
+            // then signed.
+            if let Some(policy) = &req.dnssec_policy {
+                let signing = self.signing.get().ok_or_else(|| RuntimeError::Invalid {
+                    field: "dnssec_policy",
+                    message: "online signing needs [transfer] data_dir".into(),
+                })?;
+                signing
+                    .start(&origin, policy)
+                    .map_err(|message| RuntimeError::Invalid {
+                        field: "dnssec_policy",
+                        message,
+                    })?;
+            }
             zones.insert(key.clone(), entry);
             let mut commit = vec![zone];
             if let Some(c) = &self.catalog {
@@ -232,6 +270,9 @@ impl RuntimeZones {
             };
             self.store
                 .replace_zones(catalog, std::slice::from_ref(&origin), unix_secs());
+            if let Some(signing) = self.signing.get() {
+                signing.stop(&origin);
+            }
             self.store.snapshot().version()
         };
         self.refresh_policy();

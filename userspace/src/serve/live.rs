@@ -255,10 +255,17 @@ impl Live {
         name.set_fqdn(true);
         let config = self.config.load_full();
         let key = LowerName::new(&name);
-        if !config
-            .signed_zones()
-            .iter()
-            .any(|z| LowerName::new(&z.zone) == key)
+        let runtime_signed = self.runtime.as_ref().is_some_and(|r| {
+            r.list().iter().any(|z| {
+                z.dnssec_policy.is_some()
+                    && Name::from_ascii(&z.name).is_ok_and(|n| LowerName::new(&n) == key)
+            })
+        });
+        if !runtime_signed
+            && !config
+                .signed_zones()
+                .iter()
+                .any(|z| LowerName::new(&z.zone) == key)
         {
             return Err(format!("{name} is not signed online (no dnssec_policy)"));
         }
@@ -340,6 +347,7 @@ impl Backend for Control {
                 ns,
                 hostmaster,
                 zone,
+                dnssec_policy,
             } => match &live.runtime {
                 None => Reply::Error("zones added at runtime need [transfer] data_dir".into()),
                 Some(r) => {
@@ -348,6 +356,7 @@ impl Backend for Control {
                         ns,
                         hostmaster,
                         zone,
+                        dnssec_policy,
                     };
                     match r.add(req).await {
                         Ok(z) => Reply::ok(&z),

@@ -328,6 +328,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             &router,
         ))
     });
+    if let (Some(r), Some(dir)) = (&runtime, &config.transfer.data_dir) {
+        start_runtime_signing(r, dir, &config, &store, &stop_rx, &control);
+    }
     let mut dynamic = crate::dynamic::Dynamic {
         files: dynamic_files.clone(),
         runtime: runtime.clone(),
@@ -596,4 +599,35 @@ fn write_ready_file(
         "metrics": metrics.map(|a| a.to_string()),
     });
     crate::durable::replace_with(path, 0o644, |w| w.write_all(body.to_string().as_bytes()))
+}
+
+/// Lets zones added at runtime be signed online, and signs again those
+/// that were (their signed versions came back from the journal; their
+/// keys and rollovers go on).
+fn start_runtime_signing(
+    runtime: &Arc<crate::dynamic::RuntimeZones>,
+    data_dir: &std::path::Path,
+    config: &Config,
+    store: &Arc<ZoneStore>,
+    stop: &watch::Receiver<bool>,
+    control: &tokio::runtime::Runtime,
+) {
+    use crate::dynamic::runtime::RuntimeSigning;
+    let _in_control = control.enter();
+    let signer = Arc::new(crate::signing::RuntimeSigner::new(
+        store.clone(),
+        data_dir,
+        Arc::new(config.clone()),
+        stop.clone(),
+    ));
+    for z in runtime.list() {
+        let name = hickory_proto::rr::Name::from_ascii(&z.name);
+        let (Some(policy), Ok(name)) = (&z.dnssec_policy, name) else {
+            continue;
+        };
+        if let Err(e) = signer.start(&name, policy) {
+            warn!(zone = %z.name, "signing a zone added at runtime: {e}");
+        }
+    }
+    runtime.set_signing(signer);
 }

@@ -8,11 +8,12 @@ mod signer;
 
 pub use signer::signer_from;
 
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hickory_proto::rr::Name;
+use hickory_proto::rr::{LowerName, Name};
 use tokio::sync::watch;
 use tracing::info;
 
@@ -151,6 +152,78 @@ pub async fn ds_published(
     info!(%zone, tag, "the parent's DS for the key confirmed by the operator");
     keys_changed().send_modify(|n| *n += 1);
     Ok(())
+}
+
+/// Online signing of zones added at runtime (`dnssec_policy` in the
+/// request): keys, signer and rollover task per zone, started and
+/// stopped with the zone. Policies are those of the configuration the
+/// server started with.
+pub struct RuntimeSigner {
+    store: Arc<ZoneStore>,
+    data_dir: PathBuf,
+    config: Arc<crate::config::Config>,
+    stop: watch::Receiver<bool>,
+    tasks: Mutex<HashMap<LowerName, tokio::task::JoinHandle<()>>>,
+}
+
+impl RuntimeSigner {
+    pub fn new(
+        store: Arc<ZoneStore>,
+        data_dir: &Path,
+        config: Arc<crate::config::Config>,
+        stop: watch::Receiver<bool>,
+    ) -> RuntimeSigner {
+        RuntimeSigner {
+            store,
+            data_dir: data_dir.to_path_buf(),
+            config,
+            stop,
+            tasks: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl crate::dynamic::runtime::RuntimeSigning for RuntimeSigner {
+    fn start(&self, zone: &Name, policy: &str) -> Result<(), String> {
+        let policy = self
+            .config
+            .policy(policy)
+            .ok_or_else(|| format!("no [[dnssec_policy]] is called {policy:?}"))?;
+        let signed = SignedZone {
+            zone: zone.clone(),
+            policy,
+        };
+        let now = crate::clock::unix_secs();
+        let signer = signer_for(&self.data_dir, &signed, now).map_err(|e| e.to_string())?;
+        self.store.set_signer(zone, Some(Arc::new(signer)), now);
+        let r = rollover::Rollover {
+            zone: signed,
+            data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
+        };
+        let task = tokio::spawn(r.run(self.stop.clone(), keys_changed().subscribe()));
+        let old = self
+            .tasks
+            .lock()
+            .expect("tasks")
+            .insert(LowerName::new(zone), task);
+        if let Some(old) = old {
+            old.abort();
+        }
+        Ok(())
+    }
+
+    fn stop(&self, zone: &Name) {
+        if let Some(task) = self
+            .tasks
+            .lock()
+            .expect("tasks")
+            .remove(&LowerName::new(zone))
+        {
+            task.abort();
+        }
+        self.store.set_signer(zone, None, crate::clock::unix_secs());
+    }
 }
 
 /// Starts the rollover task of every signed zone.
