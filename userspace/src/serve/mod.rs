@@ -329,7 +329,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         ))
     });
     if let (Some(r), Some(dir)) = (&runtime, &config.transfer.data_dir) {
-        start_runtime_signing(r, dir, &config, &store, &stop_rx, &control);
+        start_runtime_signing(r, dir, &config, &store, &stop_rx, control);
     }
     let mut dynamic = crate::dynamic::Dynamic {
         files: dynamic_files.clone(),
