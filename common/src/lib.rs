@@ -7,7 +7,10 @@
 #![no_std]
 
 pub mod cookie;
+pub mod gaps;
 pub mod rrl;
+
+const _: () = assert!(gaps::RECORDS_AT == gaps::TEMPLATE_AT + negative::TEMPLATE_LEN);
 
 /// Fixed DNS header length (RFC 1035 §4.1.1).
 pub const DNS_HEADER_LEN: usize = 12;
@@ -113,8 +116,9 @@ pub mod qtype_slot {
     /// At a name of a signed zone that is a closest encloser: how many
     /// entries its gap list has ([`gaps`](super::gaps)). Tail 121.
     pub const GAPS_SIGNED: u8 = 121 << 1 | SIGNED;
-    /// One entry of a gap list, under the name [`gaps::key_label`]
-    /// (super::gaps::key_label) prepends to the encloser's. Tail 120.
+    /// One entry of a gap list, under the name
+    /// [`key_label`](super::gaps::key_label) prepends to the encloser's.
+    /// Tail 120.
     pub const GAP_SIGNED: u8 = 120 << 1 | SIGNED;
     /// The tail of a type no entry holds (an unassigned type code).
     pub const NO_TAIL: u8 = 125;
@@ -298,37 +302,6 @@ pub mod negative {
             moved
         };
         moved & 0x3fff
-    }
-}
-
-/// DNSSEC NXDOMAIN in the kernel. Below a closest encloser E, a name
-/// that does not exist falls in the gap between two of E's children (in
-/// canonical order), and the gap decides its proof: the NSEC covering it
-/// and the NSEC covering `*.E`. E's gap list has one entry per gap, the
-/// first before its first child, each after the child whose label it
-/// holds; the kernel finds the last entry whose label sorts before the
-/// query's label below E (a binary search) and sends the zone's signed
-/// SOA, then that entry's records.
-pub mod gaps {
-    /// Most children an encloser's list covers; below one with more, the
-    /// fallback answers.
-    pub const CHILDREN_MAX: usize = 256;
-    /// Where a gap entry's block keeps its label (lower-cased,
-    /// zero-padded), the label's length, and the records' length
-    /// (little-endian `u16`); its [`Template`](super::negative::Template)
-    /// head follows at [`TEMPLATE_AT`], its records at [`RECORDS_AT`].
-    pub const LABEL_AT: usize = 0;
-    pub const LABEL_LEN_AT: usize = 64;
-    pub const RECORDS_LEN_AT: usize = 66;
-    pub const TEMPLATE_AT: usize = 72;
-    pub const RECORDS_AT: usize = TEMPLATE_AT + super::negative::TEMPLATE_LEN;
-    /// Bytes of the label that prepends a gap entry's index to its
-    /// encloser's name: a two-byte label of six bits each, below 0x40 so
-    /// lower-casing leaves it alone.
-    pub const KEY_LABEL_LEN: usize = 3;
-
-    pub const fn key_label(k: u16) -> [u8; KEY_LABEL_LEN] {
-        [2, (k >> 6) as u8 & 0x3f, k as u8 & 0x3f]
     }
 }
 

@@ -143,7 +143,7 @@ fn search(ctx: &XdpContext, s: &mut Scratch, overlay: u32) -> Result<(), PassRea
         return Err(PassReason::Miss);
     }
     let apex_at = s.pkt.dns + DNS_HEADER_LEN as u32 + (s.qn.name_len - zone_len);
-    crate::negative::copy_suffix(ctx, s, apex_at, zone_len)
+    crate::keybuf::copy_suffix(ctx, s, apex_at, zone_len)
 }
 
 /// Copies the closest encloser's name (the query name's last
@@ -157,7 +157,7 @@ fn encloser_key(ctx: &XdpContext, s: &mut Scratch) -> Result<u32, PassReason> {
         return Err(PassReason::Miss);
     }
     let at = s.pkt.dns + DNS_HEADER_LEN as u32 + (n - e_len);
-    match crate::negative::xdpdns_copy_suffix(ctx.ctx, s, at, e_len, KEY_LABEL_LEN as u32) {
+    match crate::keybuf::xdpdns_copy_suffix(ctx.ctx, s, at, e_len, KEY_LABEL_LEN as u32) {
         0 => Ok(e_len + KEY_LABEL_LEN as u32),
         _ => Err(PassReason::Miss),
     }

@@ -11,6 +11,7 @@ mod csum;
 mod edns;
 mod gaps;
 mod headers;
+mod keybuf;
 mod maps;
 mod negative;
 mod parsed;

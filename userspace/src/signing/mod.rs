@@ -2,6 +2,7 @@
 //! gets its keys (`keystore`) and a signer the store signs it with on
 //! every commit; a task re-signs what falls due for refresh.
 
+mod keys_file;
 pub mod keystore;
 pub mod rollover;
 mod signer;
@@ -118,15 +119,6 @@ pub fn install(
     Ok(())
 }
 
-/// Wakes the rollover tasks (their keys' file changed), and keeps the
-/// file's read-modify-write cycles apart.
-static KEYS_CHANGED: std::sync::OnceLock<watch::Sender<u64>> = std::sync::OnceLock::new();
-static KEYS_FILE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn keys_changed() -> &'static watch::Sender<u64> {
-    KEYS_CHANGED.get_or_init(|| watch::channel(0).0)
-}
-
 /// Notes that the parent of `zone` serves the DS of its submitted key
 /// `tag` (`ctl keys ZONE --ds-published TAG`), and wakes its rollover.
 pub async fn ds_published(
@@ -135,7 +127,7 @@ pub async fn ds_published(
     tag: u16,
     now: u64,
 ) -> Result<(), KeyError> {
-    let _file = KEYS_FILE.lock().await;
+    let _file = keys_file::KEYS_FILE.lock().await;
     let dir = keystore::zone_dir(data_dir, zone);
     let mut entries = keystore::list(&dir)?;
     let mut timed: Vec<_> = entries.iter().map(keystore::KeyEntry::timed).collect();
@@ -150,7 +142,7 @@ pub async fn ds_published(
     }
     keystore::save(&dir, &entries)?;
     info!(%zone, tag, "the parent's DS for the key confirmed by the operator");
-    keys_changed().send_modify(|n| *n += 1);
+    keys_file::keys_changed().send_modify(|n| *n += 1);
     Ok(())
 }
 
@@ -201,7 +193,7 @@ impl crate::dynamic::runtime::RuntimeSigning for RuntimeSigner {
             data_dir: self.data_dir.clone(),
             store: self.store.clone(),
         };
-        let task = tokio::spawn(r.run(self.stop.clone(), keys_changed().subscribe()));
+        let task = tokio::spawn(r.run(self.stop.clone(), keys_file::keys_changed().subscribe()));
         let old = self
             .tasks
             .lock()
@@ -241,7 +233,7 @@ pub fn start_rollovers(
                 data_dir: data_dir.to_path_buf(),
                 store: store.clone(),
             };
-            tokio::spawn(r.run(stop.clone(), keys_changed().subscribe()))
+            tokio::spawn(r.run(stop.clone(), keys_file::keys_changed().subscribe()))
         })
         .collect()
 }

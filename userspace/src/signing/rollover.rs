@@ -75,7 +75,7 @@ impl Rollover {
 
     /// One step at `now`: returns when to step again.
     pub async fn step(&self, now: u64) -> Result<u64, keystore::KeyError> {
-        let _file = super::KEYS_FILE.lock().await;
+        let _file = super::keys_file::KEYS_FILE.lock().await;
         let dir = self.dir();
         let mut entries = keystore::list(&dir)?;
         let mut timed: Vec<timeline::TimedKey> =

@@ -583,6 +583,100 @@ mod tests {
         assert!(checked >= 12, "{checked} names");
     }
 
+    /// In a zone signed online, names coming and going change their
+    /// enclosers' gap lists (entries shift, lists grow and shrink, and an
+    /// empty non-terminal's first gap follows the name before it): the
+    /// diffs still give the table a full compile gives.
+    #[test]
+    fn gap_lists_follow_changes_of_a_signed_zone() {
+        use crate::answers::compile::{compile, compile_diffs, IndexedTable, Table};
+        use crate::zone::Change;
+        use hickory_proto::dnssec::crypto::EcdsaSigningKey;
+        use hickory_proto::dnssec::Algorithm;
+        use hickory_proto::rr::rdata::A;
+        use hickory_proto::rr::{RData, Record};
+        use xdpdns_common::qtype_slot;
+        let origin = Name::from_str("example.com.").unwrap();
+        let store =
+            ZoneStore::with_zones(vec![load_zone_str(ZONE, &origin, Path::new("t")).unwrap()]);
+        let pkcs8 = EcdsaSigningKey::generate_pkcs8(Algorithm::ECDSAP256SHA256).unwrap();
+        let k = EcdsaSigningKey::from_pkcs8(&pkcs8, Algorithm::ECDSAP256SHA256).unwrap();
+        let key = ActiveKey::new(KeyRole::Csk, Arc::new(k)).unwrap();
+        let signer = ZoneSigner::new(vec![key], SignPolicy::default());
+        store.set_signer(&origin, Some(Arc::new(signer)), 1_800_000_000);
+        let mut installed = IndexedTable::of(&store.snapshot());
+        let gaps = |t: &Table| {
+            t.keys()
+                .filter(|k| k.qtype == qtype_slot::GAP_SIGNED)
+                .count()
+        };
+        let before = gaps(&installed.table);
+        assert!(before > 0, "a signed zone has gap lists");
+        let a = |n: &str| {
+            Record::from_rdata(
+                Name::from_str(n).unwrap(),
+                300,
+                RData::A(A::new(192, 0, 2, 1)),
+            )
+        };
+        let steps = vec![
+            vec![
+                Change::Add(a("aaa.example.com.")),
+                Change::Add(a("x.y.example.com.")),
+            ],
+            vec![
+                Change::Add(a("b.y.example.com.")),
+                Change::Add(a("zzz.example.com.")),
+            ],
+            vec![Change::Remove(a("aaa.example.com."))],
+            vec![
+                Change::Remove(a("x.y.example.com.")),
+                Change::Remove(a("b.y.example.com.")),
+            ],
+        ];
+        for (i, changes) in steps.into_iter().enumerate() {
+            let diff = store
+                .update(&origin, &changes, 1_800_000_000 + i as u64)
+                .unwrap();
+            let snap = store.snapshot();
+            let delta = compile_diffs(&snap, &[diff], &installed);
+            installed.apply(&delta);
+            let full = compile(&snap).0;
+            let mut differ: Vec<String> = full
+                .iter()
+                .filter(|(k, v)| installed.table.get(*k) != Some(*v))
+                .map(|(k, _)| {
+                    format!(
+                        "{:?} {} {}",
+                        String::from_utf8_lossy(&k.name),
+                        k.qtype,
+                        if installed.table.contains_key(k) {
+                            "differs"
+                        } else {
+                            "missing"
+                        }
+                    )
+                })
+                .chain(
+                    installed
+                        .table
+                        .keys()
+                        .filter(|k| !full.contains_key(*k))
+                        .map(|k| {
+                            format!("{:?} {} extra", String::from_utf8_lossy(&k.name), k.qtype)
+                        }),
+                )
+                .collect();
+            differ.sort();
+            assert!(differ.is_empty(), "step {i}: {differ:#?}");
+        }
+        assert_eq!(
+            gaps(&installed.table),
+            before + 2,
+            "zzz: one child more at the apex, and a list of its own"
+        );
+    }
+
     #[test]
     fn unsigned_zones_and_empty_non_terminals_have_none() {
         let origin = Name::from_str("example.com.").unwrap();
