@@ -8,7 +8,8 @@
 //! parent's DS by UPDATE. Not one answer may fail to validate. Another
 //! test has the child change its policy's algorithm across a restart and
 //! roll to it (signatures first, then keys, then DS, then the old keys
-//! out) under the same watch.
+//! out) under the same watch. At every new stage DNSViz probes the child
+//! through Unbound and must report no error.
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -101,6 +102,107 @@ fn key_tags(srv: &Server) -> BTreeSet<String> {
 /// at most), copying the child's CDS to the parent's DS as it changes;
 /// returns the key states seen, each once, and the answers that did not
 /// validate.
+/// Debian 12's DNSViz asks pygraphviz for a `release` module that its
+/// pygraphviz (1.7) no longer has; this stands in for it.
+const PYGRAPHVIZ_RELEASE: &str = "import sys, types\n\
+    try:\n    import pygraphviz\n    m = types.ModuleType('pygraphviz.release')\n\
+    \x20   m.version = pygraphviz.__version__\n    sys.modules['pygraphviz.release'] = m\n\
+    \x20   pygraphviz.release = m\nexcept Exception:\n    pass\n";
+
+/// What DNSViz finds wrong with the child, probed through Unbound (which
+/// asks only the loopback servers: the analysis stops at the child) and
+/// judged with the child's key-signing keys as its trust anchors: the
+/// errors it reports, each with where.
+fn dnsviz_errors(unbound: &Unbound, child: &Server) -> Vec<String> {
+    let dir = crate::support::TempDir::new("dnsviz");
+    dir.write("sitecustomize.py", PYGRAPHVIZ_RELEASE);
+    let probe = dir.0.join("probe.json");
+    let out = Command::new("dnsviz")
+        .args(["probe", "-s", unbound.addr(), "-a", "child.example."])
+        .arg("-o")
+        .arg(&probe)
+        .args([
+            "child.example.",
+            "www.child.example.",
+            "nope.child.example.",
+        ])
+        .output()
+        .expect("dnsviz (cargo xtask deps installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let anchors: String = rrset(child, "child.example.", "DNSKEY")
+        .into_iter()
+        .filter(|k| k.starts_with("257 "))
+        .map(|k| format!("child.example. IN DNSKEY {k}\n"))
+        .collect();
+    let anchors = dir.write("anchors", &anchors);
+    let grok = Command::new("dnsviz")
+        .env("PYTHONPATH", &dir.0)
+        .args(["grok", "-r"])
+        .arg(&probe)
+        .arg("-t")
+        .arg(&anchors)
+        .output()
+        .unwrap();
+    assert!(
+        grok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&grok.stderr)
+    );
+    let found: serde_json::Value = serde_json::from_slice(&grok.stdout).expect("grok's JSON");
+    assert!(
+        found.get("child.example.").is_some(),
+        "no analysis of the child: {found}"
+    );
+    let mut errors = Vec::new();
+    let mut statuses = BTreeSet::new();
+    collect_errors(&found, "", &mut errors, &mut statuses);
+    assert!(
+        statuses.contains("SECURE"),
+        "DNSViz saw no secure chain: {statuses:?}"
+    );
+    errors
+}
+
+/// Every `error` list below `v`, as "where: description", and every
+/// status a BOGUS or INVALID one is an error too.
+fn collect_errors(
+    v: &serde_json::Value,
+    at: &str,
+    out: &mut Vec<String>,
+    statuses: &mut BTreeSet<String>,
+) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                if k == "error" {
+                    for e in v.as_array().into_iter().flatten() {
+                        out.push(format!("{at}: {}", e["description"]));
+                    }
+                } else if k == "status" {
+                    if let Some(status) = v.as_str() {
+                        if matches!(status, "BOGUS" | "INVALID") {
+                            out.push(format!("{at}: {status}"));
+                        }
+                        statuses.insert(status.to_string());
+                    }
+                } else {
+                    collect_errors(v, &format!("{at}/{k}"), out, statuses);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for i in items {
+                collect_errors(i, at, out, statuses);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn watch(
     unbound: &Unbound,
     parent: &Server,
@@ -129,6 +231,10 @@ fn watch(
         }
         let now = key_tags(child);
         if states.last() != Some(&now) {
+            // A new stage: DNSViz finds nothing wrong with it either.
+            for e in dnsviz_errors(unbound, child) {
+                bogus.push(format!("DNSViz, keys {now:?}: {e}"));
+            }
             states.push(now);
         }
         if states.last().is_some_and(&done) {

@@ -59,7 +59,9 @@ fn trust_anchors(srv: &Server, zone: &str) -> Vec<String> {
 
 pub(crate) struct Unbound {
     child: std::process::Child,
-    port: u16,
+    /// Its own loopback address (port 53: DNSViz asks some of its
+    /// questions there whatever port it is given).
+    addr: String,
     dir: TempDir,
 }
 
@@ -74,6 +76,11 @@ impl Unbound {
     /// A validating Unbound on loopback whose only way to the zones is
     /// xdpdns on `server`, trusting `anchors` and nothing else; nothing is
     /// cached, so every answer is validated afresh.
+    /// The loopback address it answers on, at port 53.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
     fn start(server: u16, zones: &[&str], anchors: &[String]) -> Unbound {
         let zones: Vec<(&str, u16)> = zones.iter().map(|z| (*z, server)).collect();
         Unbound::start_with(&zones, anchors, false)
@@ -83,15 +90,31 @@ impl Unbound {
     /// (`cache`) or not.
     pub(crate) fn start_with(zones: &[(&str, u16)], anchors: &[String], cache: bool) -> Unbound {
         let dir = TempDir::new("unbound-online");
+        // An address of its own, from a port no other test holds.
         let port = free_port();
+        let addr = format!("127.{}.{}.53", port >> 8, port & 0xff);
         let mut conf = format!(
-            "server:\n  interface: 127.0.0.1\n  port: {port}\n  do-daemonize: no\n  username: \"\"\n\
+            "server:\n  interface: {addr}\n  port: 53\n  do-daemonize: no\n  username: \"\"\n\
              chroot: \"\"\n  directory: \"{}\"\n  pidfile: \"\"\n  use-syslog: no\n  verbosity: 1\n\
              module-config: \"validator iterator\"\n  val-log-level: 2\n  aggressive-nsec: no\n\
              do-not-query-localhost: no\n  do-ip6: no\n  access-control: 127.0.0.0/8 allow\n\
              qname-minimisation: no\n",
             dir.0.display()
         );
+        // It asks only the servers of its stub zones, on loopback: never
+        // another address (127.0.0.0/8 alone is left out).
+        for block in [
+            "0.0.0.0/2",
+            "64.0.0.0/3",
+            "96.0.0.0/4",
+            "112.0.0.0/5",
+            "120.0.0.0/6",
+            "124.0.0.0/7",
+            "126.0.0.0/8",
+            "128.0.0.0/1",
+        ] {
+            conf.push_str(&format!("  do-not-query-address: {block}\n"));
+        }
         if !cache {
             conf.push_str("  cache-max-ttl: 0\n  cache-max-negative-ttl: 0\n");
         }
@@ -112,7 +135,7 @@ impl Unbound {
             .stderr(log)
             .spawn()
             .expect("unbound (installed by cargo xtask deps)");
-        let u = Unbound { child, port, dir };
+        let u = Unbound { child, addr, dir };
         assert!(
             eventually(Duration::from_secs(10), || u
                 .ask(zones[0].0, "SOA")
@@ -130,9 +153,9 @@ impl Unbound {
     fn ask(&self, name: &str, rtype: &str) -> String {
         let out = Command::new("dig")
             .args([
-                "@127.0.0.1",
+                &format!("@{}", self.addr),
                 "-p",
-                &self.port.to_string(),
+                "53",
                 "+dnssec",
                 "+time=3",
                 "+tries=1",

@@ -69,6 +69,10 @@ const APT_PACKAGES: &[&str] = &[
     "bind9-utils",
     // A real recursive resolver in front of the XDP path (veth test)
     "unbound",
+    // DNSViz, the independent DNSSEC analyser the rollover tests consult
+    // at every stage (its graph library is needed to read its results)
+    "dnsviz",
+    "python3-pygraphviz",
     // The anycast test's routing daemons (BIRD 2, as operators run it)
     // and the firewall that breaks a node's fallback on purpose
     "bird2",
