@@ -183,6 +183,17 @@ impl Unbound {
     }
 }
 
+/// What `xdpdns ctl keys ZONE` prints.
+fn ctl_keys(srv: &Server, zone: &str) -> String {
+    let out = Command::new(crate::support::process::BIN)
+        .args(["ctl", "--config"])
+        .arg(&srv.config)
+        .args(["keys", zone])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn deregister(srv: &Server, id: &str) {
     let (code, out) = http(
         "DELETE",
@@ -314,13 +325,7 @@ fn unbound_validates_signed_registry_and_updated_zones_through_changes_and_a_res
         .collect();
     assert_eq!(anchors.len(), 2, "one key-signing key each: {anchors:?}");
     // `ctl keys` prints the DS a parent needs, as BIND computes it.
-    let out = Command::new(crate::support::process::BIN)
-        .args(["ctl", "--config"])
-        .arg(&srv.config)
-        .args(["keys", "sd.example."])
-        .output()
-        .unwrap();
-    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let listed = ctl_keys(&srv, "sd.example.");
     let mut dsfromkey = Command::new("dnssec-dsfromkey")
         .args(["-2", "-f", "-", "sd.example."])
         .stdin(Stdio::piped())
@@ -401,13 +406,7 @@ fn unbound_validates_the_registry_zone_through_a_parent_served_by_nsd() {
     let port = free_port();
     let srv = start(port);
     register(&srv, "web-1", "10.0.0.1");
-    let out = Command::new(crate::support::process::BIN)
-        .args(["ctl", "--config"])
-        .arg(&srv.config)
-        .args(["keys", "sd.example."])
-        .output()
-        .unwrap();
-    let ds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    let ds: Vec<String> = ctl_keys(&srv, "sd.example.")
         .lines()
         .filter(|l| l.contains(" IN DS "))
         .map(|l| l.trim().to_string())
@@ -494,13 +493,7 @@ fn a_zone_added_at_runtime_with_a_policy_is_signed_and_stays_signed() {
     ] {
         u.secure(name, rtype, status).unwrap();
     }
-    let listed = Command::new(crate::support::process::BIN)
-        .args(["ctl", "--config"])
-        .arg(&srv.config)
-        .args(["keys", "rt.example.net."])
-        .output()
-        .unwrap();
-    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let listed = ctl_keys(&srv, "rt.example.net.");
     assert!(
         listed.contains(" IN DS ") && listed.contains("Zsk"),
         "{listed}"
