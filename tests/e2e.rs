@@ -20,6 +20,7 @@ mod online_signing;
 mod operations;
 mod registry_api;
 mod registry_etcd;
+mod registry_zookeeper;
 mod rrl;
 mod transfer_interop;
 mod xdp_differential;

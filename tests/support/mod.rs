@@ -7,6 +7,7 @@ pub mod mutate;
 pub mod peers;
 pub mod process;
 pub mod signing;
+pub mod zookeeper;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

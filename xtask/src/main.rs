@@ -104,6 +104,11 @@ const APT_PACKAGES: &[&str] = &[
     "etcd-client",
     "protobuf-compiler",
     "libprotobuf-dev",
+    // The registry's ZooKeeper source: a real ZooKeeper (standalone and
+    // a three-member ensemble) and kazoo, the Registrar-like client the
+    // tests kill to see its session expire
+    "zookeeper",
+    "python3-kazoo",
     // The eBPF build (see docs/src/architecture.md): Debian's rustc with a
     // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
     "rustc-web",

@@ -7,6 +7,9 @@ pub enum RegistryError {
     Invalid { field: String, message: String },
     #[error("id: no instance {0:?} is registered")]
     NotFound(String),
+    /// The instance mirrors a ZooKeeper node: it changes there, not here.
+    #[error("id: instance {id:?} mirrors ZooKeeper node {node}; change it in ZooKeeper")]
+    Mirrored { id: String, node: String },
     #[error("the registry is shutting down")]
     Unavailable,
 }

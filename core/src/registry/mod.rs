@@ -2,7 +2,7 @@
 //! `state`, `census`, `deadlines`), health hysteresis (`health`), and the
 //! naming rules and generated records (`naming`, `table`). The journal,
 //! etcd and the tokio service that ties them to the zone store are in the
-//! `xdpdns` crate.
+//! `xdpdns` crate. `zookeeper` reads the records Registrar writes.
 
 pub mod census;
 pub mod deadlines;
@@ -12,6 +12,7 @@ pub mod model;
 pub mod naming;
 pub mod state;
 pub mod table;
+pub mod zookeeper;
 
 pub use error::RegistryError;
 pub use health::HealthPolicy;

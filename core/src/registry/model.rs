@@ -119,6 +119,11 @@ pub struct BinderSpec {
     pub ttl: Option<u32>,
     #[serde(default)]
     pub service: Option<BinderService>,
+    /// The host record's own label, when it is not the instance id (a
+    /// ZooKeeper node's name: the same label may be a host under several
+    /// domains, while instance ids are unique).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Binder's `registration.service.service` object.
@@ -143,6 +148,10 @@ pub struct Registration {
     pub lease_secs: u32,
     pub disabled: bool,
     pub binder: Option<BinderSpec>,
+    /// The ZooKeeper node this instance mirrors: it lives as long as the
+    /// node does (no lease), and only the ZooKeeper source may change it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirrors: Option<String>,
 }
 
 /// Longest lease accepted (a day): leases are for liveness, not storage.
@@ -371,11 +380,17 @@ impl InstanceSpec {
             lease_secs,
             disabled: self.disabled,
             binder,
+            mirrors: None,
         })
     }
 }
 
 impl BinderSpec {
+    /// The label of the host record `<label>.<domain>`.
+    pub fn host_label<'a>(&'a self, id: &'a str) -> &'a str {
+        self.host.as_deref().unwrap_or(id)
+    }
+
     fn validate(&self) -> Result<BinderSpec, RegistryError> {
         let mut b = self.clone();
         b.domain = domain("binder.domain", &self.domain)?;
@@ -387,6 +402,9 @@ impl BinderSpec {
             .collect::<Result<_, _>>()?;
         if self.ports.contains(&0) {
             return Err(bad("binder.ports", "ports must be 1-65535"));
+        }
+        if let Some(h) = &self.host {
+            b.host = Some(label("binder.host", h, false)?);
         }
         if let Some(s) = &mut b.service {
             s.srvce = label("binder.service.srvce", &s.srvce, true)?;

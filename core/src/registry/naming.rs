@@ -207,7 +207,7 @@ impl Naming {
         if let Some(b) = &inst.reg.binder {
             if b.host_type.queryable() {
                 let ttl = b.ttl.unwrap_or(self.ttl);
-                let host = format!("{}.{}", inst.id, b.domain);
+                let host = format!("{}.{}", b.host_label(&inst.id), b.domain);
                 for name in std::iter::once(&host).chain(&b.aliases) {
                     if let Ok(name) = fqdn(name) {
                         for &a in &inst.reg.addresses {
@@ -290,7 +290,7 @@ impl Naming {
         for &a in &inst.reg.addresses {
             out.add(&domain_name, a_ttl, address(a));
         }
-        let Ok(target) = child(&inst.id, &domain_name) else {
+        let Ok(target) = child(b.host_label(&inst.id), &domain_name) else {
             return;
         };
         let ports = if b.ports.is_empty() {

@@ -31,6 +31,16 @@ impl Instance {
         service_keys(&self.reg)
     }
 
+    fn refuse_if_mirrored(&self) -> Result<(), RegistryError> {
+        match &self.reg.mirrors {
+            Some(node) => Err(RegistryError::Mirrored {
+                id: self.id.clone(),
+                node: node.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Whether the instance is currently listed in `service`.
     pub fn listed_in(&self, service: &str) -> bool {
         !self.withdrawn.contains_key(service)
@@ -106,8 +116,47 @@ impl Registry {
         now: u64,
     ) -> Result<Entry, RegistryError> {
         let id = label("id", id, false)?;
+        if let Some(old) = self.instances.get(&id) {
+            old.refuse_if_mirrored()?;
+        }
         let reg = spec.validate()?;
         let expires_at = now + u64::from(reg.lease_secs) * 1000;
+        self.put(id, reg, spec.status, expires_at, now)
+    }
+
+    /// Registers or replaces the instance that mirrors ZooKeeper node
+    /// `node`: no lease (it lives while the node does); `spec.status` down
+    /// withdraws it through hysteresis like a self-report.
+    pub fn mirror(
+        &self,
+        id: &str,
+        spec: &InstanceSpec,
+        node: &str,
+        now: u64,
+    ) -> Result<Entry, RegistryError> {
+        let id = label("id", id, false)?;
+        let mut reg = spec.validate()?;
+        reg.mirrors = Some(node.to_string());
+        self.put(id, reg, spec.status, u64::MAX, now)
+    }
+
+    /// Removes a mirrored instance (its node is gone).
+    pub fn unmirror(&self, id: &str) -> Result<Entry, RegistryError> {
+        let inst = self.lookup(id)?;
+        Ok(Entry::Delete {
+            id: inst.id.clone(),
+            reason: RemovalReason::Deregistered,
+        })
+    }
+
+    fn put(
+        &self,
+        id: String,
+        reg: Registration,
+        status: Status,
+        expires_at: u64,
+        now: u64,
+    ) -> Result<Entry, RegistryError> {
         let known: Vec<String> = self
             .instances
             .get(&id)
@@ -118,7 +167,7 @@ impl Registry {
                 let mut next = old.clone();
                 next.reg = reg;
                 next.expires_at = expires_at;
-                set_status(&mut next, spec.status, now);
+                set_status(&mut next, status, now);
                 // Memberships that were dropped leave no withdrawal behind.
                 let keys = next.service_keys();
                 next.withdrawn.retain(|k, _| keys.contains(k));
@@ -127,7 +176,7 @@ impl Registry {
             None => Instance {
                 id,
                 reg,
-                status: spec.status,
+                status,
                 status_at: now,
                 expires_at,
                 withdrawn: BTreeMap::new(),
@@ -148,7 +197,7 @@ impl Registry {
     }
 
     pub fn deregister(&self, id: &str) -> Result<Entry, RegistryError> {
-        let inst = self.lookup(id)?;
+        let inst = self.lookup_own(id)?;
         Ok(Entry::Delete {
             id: inst.id.clone(),
             reason: RemovalReason::Deregistered,
@@ -156,7 +205,7 @@ impl Registry {
     }
 
     pub fn heartbeat(&self, id: &str, now: u64) -> Result<Entry, RegistryError> {
-        let inst = self.lookup(id)?;
+        let inst = self.lookup_own(id)?;
         Ok(Entry::Renew {
             id: inst.id.clone(),
             expires_at: now + u64::from(inst.reg.lease_secs) * 1000,
@@ -164,7 +213,7 @@ impl Registry {
     }
 
     pub fn set_status(&self, id: &str, status: Status, now: u64) -> Result<Entry, RegistryError> {
-        let mut inst = self.lookup(id)?.clone();
+        let mut inst = self.lookup_own(id)?.clone();
         set_status(&mut inst, status, now);
         Ok(Entry::Put {
             instance: Box::new(inst),
@@ -181,6 +230,13 @@ impl Registry {
     fn lookup(&self, id: &str) -> Result<&Instance, RegistryError> {
         self.get(id)
             .ok_or_else(|| RegistryError::NotFound(id.to_ascii_lowercase()))
+    }
+
+    /// An instance the API may change (not a ZooKeeper mirror).
+    fn lookup_own(&self, id: &str) -> Result<&Instance, RegistryError> {
+        let inst = self.lookup(id)?;
+        inst.refuse_if_mirrored()?;
+        Ok(inst)
     }
 
     pub fn apply(&mut self, entry: &Entry) {

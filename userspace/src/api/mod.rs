@@ -120,6 +120,9 @@ struct InstanceView {
     expires_in_ms: Option<u64>,
     disabled: bool,
     binder: Option<BinderSpec>,
+    /// The ZooKeeper node the instance mirrors (changed there only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mirrors: Option<String>,
     dns_names: Vec<String>,
 }
 
@@ -136,6 +139,7 @@ fn instance_view(view: &View, inst: &Instance) -> InstanceView {
             .then(|| inst.expires_at.saturating_sub(now_ms())),
         disabled: inst.reg.disabled,
         binder: inst.reg.binder.clone(),
+        mirrors: inst.reg.mirrors.clone(),
         dns_names: view.naming.names_of(&view.registry, inst),
     }
 }
@@ -360,8 +364,11 @@ async fn list_zones(State(s): State<ApiState>, headers: HeaderMap) -> Result<Res
                 "networks": networks,
                 "ns": view.naming.ns.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
                 "backend": if stats.in_etcd.load(Ordering::Relaxed) { "etcd" } else { "local" },
-                // Cut off from etcd: served as of the last revision read.
-                "stale": stats.cut_off.load(Ordering::Relaxed),
+                "zookeeper": stats.zookeeper.enabled.load(Ordering::Relaxed),
+                // Cut off from etcd, or not in session with ZooKeeper:
+                // served as of the last state read.
+                "stale": stats.cut_off.load(Ordering::Relaxed)
+                    || stats.zookeeper.stale.load(Ordering::Relaxed),
             })
         })
         .collect();

@@ -110,6 +110,9 @@ impl IntoResponse for ApiError {
                     RegistryError::NotFound(_) => {
                         (StatusCode::NOT_FOUND, Some("id".into()), message)
                     }
+                    RegistryError::Mirrored { .. } => {
+                        (StatusCode::CONFLICT, Some("id".into()), message)
+                    }
                     RegistryError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, None, message),
                 }
             }

@@ -397,6 +397,10 @@ pub struct RegistryConfig {
     pub backend: RegistryBackend,
     #[serde(default)]
     pub etcd: Option<crate::registry::etcd::EtcdConfig>,
+    /// Mirror Registrar's records from ZooKeeper (a Binder drop-in), beside
+    /// the API's registrations; with the local backend.
+    #[serde(default)]
+    pub zookeeper: Option<crate::registry::zookeeper::ZooKeeperConfig>,
 }
 
 /// `registry.backend`.

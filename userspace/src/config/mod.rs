@@ -329,7 +329,33 @@ impl Config {
             }
             _ => {}
         }
-        self.naming()?;
+        let naming = self.naming()?;
+        if let Some(zk) = &r.zookeeper {
+            if r.backend == RegistryBackend::Etcd {
+                return Err(self.invalid(
+                    "registry.zookeeper",
+                    "mirrors into the local backend only (every node reads ZooKeeper itself)",
+                ));
+            }
+            if let Err((key, message)) = zk.check() {
+                return Err(self.invalid(key, message));
+            }
+            for d in &zk.domains {
+                let inside = Name::from_ascii(d)
+                    .ok()
+                    .and_then(|mut n| {
+                        n.set_fqdn(true);
+                        naming.as_ref()?.zone_of(&n).cloned()
+                    })
+                    .is_some();
+                if !inside {
+                    return Err(self.invalid(
+                        "registry.zookeeper.domains",
+                        format!("{d:?} is not inside any [[registry.zone]]"),
+                    ));
+                }
+            }
+        }
         for (i, z) in r.zones.iter().enumerate() {
             let bare = z
                 .name

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::ControlError;
 use super::protocol::{
-    Counters, RegistryInfo, Reloaded, Reply, Request, Secondaries, Status, ZoneInfo,
+    Counters, RegistryInfo, Reloaded, Reply, Request, Secondaries, SourceInfo, Status, ZoneInfo,
 };
 
 /// How long the server may take to answer (a zone reload parses a file).
@@ -120,7 +120,27 @@ pub fn status_text(s: &Status) -> String {
         a.kernel_passed, a.udp_receive_drops
     );
     out += &format!("zones: {}, {} records\n", s.zones, s.records);
+    if let Some(zk) = &s.zookeeper {
+        out += &source_text(zk);
+    }
     out
+}
+
+/// The ZooKeeper source's line in `ctl status` and `ctl registry`.
+fn source_text(zk: &SourceInfo) -> String {
+    format!(
+        "zookeeper: {}; {} nodes, {} instances mirrored, {} held by hysteresis, {} records skipped, {} sessions\n",
+        if zk.stale {
+            "STALE (no session or not yet read; serving the last state read)"
+        } else {
+            "in session"
+        },
+        zk.nodes,
+        zk.mirrored,
+        zk.leaving,
+        zk.skipped,
+        zk.sessions
+    )
 }
 
 fn duration(secs: u64) -> String {
@@ -218,7 +238,7 @@ pub fn registry_text(r: &RegistryInfo) -> String {
         r.pending_withdrawals,
         r.lease_expiries,
         r.journal_bytes
-    )
+    ) + &r.zookeeper.as_ref().map(source_text).unwrap_or_default()
 }
 
 pub fn reloaded_text(r: &Reloaded) -> String {

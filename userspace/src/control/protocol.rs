@@ -86,6 +86,9 @@ pub struct Status {
     pub kernel_share: f64,
     pub zones: usize,
     pub records: usize,
+    /// The registry's ZooKeeper source, when configured.
+    #[serde(default)]
+    pub zookeeper: Option<SourceInfo>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -152,6 +155,22 @@ pub struct RegistryInfo {
     pub pending_withdrawals: usize,
     pub journal_bytes: u64,
     pub lease_expiries: u64,
+    /// The ZooKeeper source, when configured.
+    #[serde(default)]
+    pub zookeeper: Option<SourceInfo>,
+}
+
+/// A registry source that mirrors ZooKeeper.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// No session, or not yet read in full: served as last read.
+    pub stale: bool,
+    pub nodes: u64,
+    pub mirrored: u64,
+    pub skipped: u64,
+    pub sessions: u64,
+    pub writes: u64,
+    pub leaving: u64,
 }
 
 /// Longest request line accepted.

@@ -30,11 +30,34 @@ pub use crate::clock::unix_ms as now_ms;
 /// A write request.
 #[derive(Clone, Debug)]
 pub enum Op {
-    Register { id: String, spec: Box<InstanceSpec> },
-    Deregister { id: String },
-    Heartbeat { id: String },
-    SetStatus { id: String, status: Status },
-    SetOwner { owner: String, enabled: bool },
+    Register {
+        id: String,
+        spec: Box<InstanceSpec>,
+    },
+    Deregister {
+        id: String,
+    },
+    Heartbeat {
+        id: String,
+    },
+    SetStatus {
+        id: String,
+        status: Status,
+    },
+    SetOwner {
+        owner: String,
+        enabled: bool,
+    },
+    /// From the ZooKeeper source: the instance that mirrors `node`.
+    Mirror {
+        id: String,
+        spec: Box<InstanceSpec>,
+        node: String,
+    },
+    /// From the ZooKeeper source: the mirrored node is gone.
+    Unmirror {
+        id: String,
+    },
 }
 
 pub type Reply = oneshot::Sender<Result<Option<Instance>, RegistryError>>;
@@ -65,6 +88,28 @@ pub struct Stats {
     /// etcd cannot be reached: the registry is served as of the last
     /// revision read, and writes are refused.
     pub cut_off: AtomicBool,
+    /// The ZooKeeper source, when one is configured.
+    pub zookeeper: SourceStats,
+}
+
+/// What a registry source that mirrors another store (ZooKeeper) reports.
+#[derive(Default)]
+pub struct SourceStats {
+    pub enabled: AtomicBool,
+    /// Not in session with the store, or not yet read in full: its
+    /// instances are served as last read (or as the journal kept them).
+    pub stale: AtomicBool,
+    /// Nodes in the mirrored tree and the instances made from them.
+    pub nodes: AtomicU64,
+    pub mirrored: AtomicU64,
+    /// Records read that could not be served (bad JSON, unknown types,
+    /// missing addresses, names outside the registry zones).
+    pub skipped: AtomicU64,
+    pub sessions: AtomicU64,
+    /// Registry writes made from changes in the store.
+    pub writes: AtomicU64,
+    /// Vanished service members held by hysteresis.
+    pub leaving: AtomicU64,
 }
 
 impl RegistryHandle {
@@ -192,6 +237,8 @@ impl Projection {
             Op::Heartbeat { id } => r.heartbeat(&id, now)?,
             Op::SetStatus { id, status } => r.set_status(&id, status, now)?,
             Op::SetOwner { owner, enabled } => r.set_owner(&owner, enabled)?,
+            Op::Mirror { id, spec, node } => r.mirror(&id, &spec, &node, now)?,
+            Op::Unmirror { id } => r.unmirror(&id)?,
         };
         if let Entry::Put { instance } = &entry {
             self.naming.check(instance)?;

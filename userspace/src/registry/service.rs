@@ -51,6 +51,7 @@ pub fn start(
     let renewals: Vec<Entry> = registry
         .instances
         .values()
+        .filter(|i| i.expires_at != u64::MAX)
         .map(|i| Entry::Renew {
             id: i.id.clone(),
             expires_at: now + i.expires_at.saturating_sub(rec.last_ts),

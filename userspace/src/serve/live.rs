@@ -16,7 +16,7 @@ use tracing::info;
 use crate::clock::unix_secs;
 use crate::config::Config;
 use crate::control::protocol::{
-    Counters, KernelStatus, LoadOutcome, RegistryInfo, Reloaded, Status, ZoneInfo,
+    Counters, KernelStatus, LoadOutcome, RegistryInfo, Reloaded, SourceInfo, Status, ZoneInfo,
 };
 use crate::control::{Backend, Reply, Request};
 use crate::metrics::rcode_name;
@@ -119,6 +119,7 @@ impl Live {
             answers,
             zones: snapshot.zones().count(),
             records: snapshot.zones().map(|z| z.record_count()).sum(),
+            zookeeper: self.registry.as_ref().and_then(source_info),
         }
     }
 
@@ -194,6 +195,7 @@ impl Live {
             pending_withdrawals: crate::registry::health::held_down(reg),
             journal_bytes: stats.journal_bytes.load(Ordering::Relaxed),
             lease_expiries: stats.lease_expiries.load(Ordering::Relaxed),
+            zookeeper: source_info(handle),
         })
     }
 
@@ -397,4 +399,19 @@ impl Backend for Control {
             },
         }
     }
+}
+
+/// The ZooKeeper source's state, when one is configured.
+fn source_info(handle: &RegistryHandle) -> Option<SourceInfo> {
+    let s = &handle.stats().zookeeper;
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    s.enabled.load(Ordering::Relaxed).then(|| SourceInfo {
+        stale: s.stale.load(Ordering::Relaxed),
+        nodes: n(&s.nodes),
+        mirrored: n(&s.mirrored),
+        skipped: n(&s.skipped),
+        sessions: n(&s.sessions),
+        writes: n(&s.writes),
+        leaving: n(&s.leaving),
+    })
 }

@@ -474,6 +474,44 @@ fn registry(reg: &mut Registry, live: &Live, handle: &crate::registry::service::
         "Instances removed because their lease ran out",
         info.lease_expiries,
     );
+    if let Some(zk) = &info.zookeeper {
+        gauge(
+            reg,
+            "xdpdns_registry_zookeeper_stale",
+            "1 while the ZooKeeper source has no session or has not read the tree in full (its instances are served as last read)",
+            i64::from(zk.stale),
+        );
+        gauge(
+            reg,
+            "xdpdns_registry_zookeeper_nodes",
+            "Nodes under the mirrored ZooKeeper domains at the last full read",
+            zk.nodes as i64,
+        );
+        gauge(
+            reg,
+            "xdpdns_registry_zookeeper_mirrored",
+            "Instances mirrored from ZooKeeper host records",
+            zk.mirrored as i64,
+        );
+        counter(
+            reg,
+            "xdpdns_registry_zookeeper_skipped",
+            "ZooKeeper records read that could not be served (bad JSON, unknown type, missing address, name outside the registry zones)",
+            zk.skipped,
+        );
+        counter(
+            reg,
+            "xdpdns_registry_zookeeper_sessions",
+            "ZooKeeper sessions established",
+            zk.sessions,
+        );
+        counter(
+            reg,
+            "xdpdns_registry_zookeeper_writes",
+            "Registry writes made from ZooKeeper changes",
+            zk.writes,
+        );
+    }
     reg.register(
         "xdpdns_registry_write_duration_seconds",
         "Registry API writes: submission to acknowledgement (journal synced)",

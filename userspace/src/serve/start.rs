@@ -243,6 +243,16 @@ pub(super) async fn start_registry(
         )
         .with_context(|| format!("{}: registry.data_dir", config.file.display()))?,
     };
+    if let Some(zk) = &rc.zookeeper {
+        let digest = match (&zk.digest, &zk.digest_file) {
+            (None, None) => None,
+            _ => Some(
+                crate::config::read_token(&zk.digest, &zk.digest_file, "registry.zookeeper.digest")
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?,
+            ),
+        };
+        crate::registry::zookeeper::spawn(zk.clone(), digest, started.handle.clone(), stop.clone());
+    }
     let listener = crate::api::bind(rc.listen).await.with_context(|| {
         format!(
             "{}: registry.listen: cannot bind {}",

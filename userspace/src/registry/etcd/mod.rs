@@ -693,7 +693,9 @@ impl EtcdWriter {
                 Op::Register { id, .. }
                 | Op::Deregister { id }
                 | Op::Heartbeat { id }
-                | Op::SetStatus { id, .. } => id.clone(),
+                | Op::SetStatus { id, .. }
+                | Op::Mirror { id, .. }
+                | Op::Unmirror { id } => id.clone(),
                 Op::SetOwner { owner, .. } => format!("owner {owner}"),
             };
             let owner = match op {

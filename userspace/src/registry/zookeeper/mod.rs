@@ -1,0 +1,406 @@
+//! The ZooKeeper source: Registrar's records, mirrored into the registry
+//! with watches instead of Binder's read-through cache. One session at a
+//! time: persistent recursive watches on every mirrored domain's node, a
+//! full read, then each watch event re-reads its node; what the tree
+//! (`xdpdns_core::registry::zookeeper::MirrorTree`) says changed becomes
+//! registry writes (one commit each, grouped by the writer), so the
+//! journal, IXFR, NOTIFY and the kernel table follow like for any
+//! registration. A lost connection (events may be lost while away) or a
+//! lost session ends in a fresh full read, and only the difference is
+//! written; meanwhile the last state read keeps serving, marked stale.
+
+pub mod config;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use futures_util::stream::{self, StreamExt};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use zookeeper_client::{AddWatchMode, Client, EventType, SessionState, WatchedEvent};
+
+use super::projection::{Op, RegistryHandle, SourceStats};
+use super::RegistryError;
+use xdpdns_core::registry::zookeeper::paths::domain_path;
+use xdpdns_core::registry::zookeeper::{Change, MirrorTree};
+
+pub use config::ZooKeeperConfig;
+
+/// Requests in flight at once during a full read.
+const READ_CONCURRENCY: usize = 256;
+/// How often held members are checked against hysteresis.
+const RELEASE_EVERY: Duration = Duration::from_millis(500);
+
+/// Starts mirroring; the task ends when `stop` is set.
+pub fn spawn(
+    config: ZooKeeperConfig,
+    digest: Option<String>,
+    handle: RegistryHandle,
+    stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let view = handle.view();
+    let mirrored = view
+        .registry
+        .instances
+        .values()
+        .filter(|i| i.reg.mirrors.is_some());
+    let tree = MirrorTree::resume(config.hysteresis, mirrored);
+    let stats = &handle.stats().zookeeper;
+    stats.enabled.store(true, Ordering::Relaxed);
+    stats.stale.store(true, Ordering::Relaxed);
+    stats
+        .mirrored
+        .store(tree.mirrored() as u64, Ordering::Relaxed);
+    let roots = config.domains.iter().map(|d| domain_path(d)).collect();
+    let source = Source {
+        config,
+        digest,
+        handle,
+        tree,
+        roots,
+        log: Throttle::default(),
+    };
+    tokio::spawn(source.run(stop))
+}
+
+struct Source {
+    config: ZooKeeperConfig,
+    digest: Option<String>,
+    handle: RegistryHandle,
+    tree: MirrorTree,
+    roots: Vec<String>,
+    log: Throttle,
+}
+
+/// Why a session ended without an error.
+enum Ended {
+    Stop,
+    SessionLost,
+}
+
+impl Source {
+    fn stats(&self) -> &SourceStats {
+        &self.handle.stats().zookeeper
+    }
+
+    async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            match self.session(&mut stop).await {
+                Ok(Ended::Stop) => return,
+                Ok(Ended::SessionLost) => {
+                    warn!("zookeeper: session expired; reconnecting and reading everything again");
+                    backoff = Duration::from_millis(100);
+                }
+                Err(e) => {
+                    warn!(error = %e, servers = %self.config.connect_string(), "zookeeper: no session; serving the last state read")
+                }
+            }
+            self.stats().stale.store(true, Ordering::Relaxed);
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.changed() => return,
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    async fn connect(&self) -> Result<Client, zookeeper_client::Error> {
+        let mut connector = Client::connector()
+            .with_session_timeout(self.config.session_timeout())
+            .with_connection_timeout(self.config.session_timeout() / 3);
+        if let Some(d) = &self.digest {
+            connector = connector.with_auth("digest", d.as_bytes());
+        }
+        connector.connect(&self.config.connect_string()).await
+    }
+
+    /// One session: watches, a full read, then events until the session
+    /// is lost. A reconnection within the session reads everything again.
+    async fn session(
+        &mut self,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<Ended, zookeeper_client::Error> {
+        let client = self.connect().await?;
+        self.stats().sessions.fetch_add(1, Ordering::Relaxed);
+        info!(session = ?client.session_id(), timeout_ms = client.session_timeout().as_millis() as u64, "zookeeper: in session");
+        let mut states = client.state_watcher();
+        let (tx, mut events) = mpsc::unbounded_channel();
+        let mut forwarders = Vec::new();
+        for root in &self.roots {
+            let mut watcher = client
+                .watch(root, AddWatchMode::PersistentRecursive)
+                .await?;
+            let tx = tx.clone();
+            forwarders.push(tokio::spawn(async move {
+                loop {
+                    let event = watcher.changed().await;
+                    if event.event_type == EventType::Session {
+                        if event.session_state.is_terminated() {
+                            return;
+                        }
+                        continue;
+                    }
+                    if tx.send(event).is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        let _abort = AbortOnDrop(forwarders);
+        let mut release = tokio::time::interval(RELEASE_EVERY);
+        'read: loop {
+            let started = Instant::now();
+            let nodes = self.read_all(&client).await?;
+            let count = nodes.len();
+            for (node, error) in self.tree.replace_all(nodes) {
+                self.skipped(&node, &error.to_string());
+            }
+            let changes = self.tree.changes();
+            let written = changes.len();
+            self.write(changes).await;
+            self.stats().nodes.store(count as u64, Ordering::Relaxed);
+            self.stats().stale.store(false, Ordering::Relaxed);
+            info!(
+                nodes = count,
+                written,
+                ms = started.elapsed().as_millis() as u64,
+                "zookeeper: read in full"
+            );
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => return Ok(Ended::Stop),
+                    state = states.changed() => match state {
+                        SessionState::Disconnected => {
+                            self.stats().stale.store(true, Ordering::Relaxed);
+                        }
+                        SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                            // Events sent while away may be lost: read again.
+                            continue 'read;
+                        }
+                        s if s.is_terminated() => return Ok(Ended::SessionLost),
+                        _ => {}
+                    },
+                    Some(first) = events.recv() => {
+                        let mut batch = vec![first];
+                        while let Ok(e) = events.try_recv() {
+                            batch.push(e);
+                        }
+                        self.apply(&client, batch).await?;
+                    }
+                    _ = release.tick(), if self.tree.leaving() > 0 => {
+                        let view = self.handle.view();
+                        let changes = self.tree.release(|id| {
+                            view.registry.instances.get(id).is_none_or(|i| {
+                                i.service_keys().iter().all(|k| !i.listed_in(k))
+                            })
+                        });
+                        self.write(changes).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every node under the roots with its data, breadth first, many
+    /// requests in flight.
+    async fn read_all(
+        &self,
+        client: &Client,
+    ) -> Result<Vec<(String, Vec<u8>)>, zookeeper_client::Error> {
+        let mut out = Vec::new();
+        let mut frontier: Vec<String> = self.roots.clone();
+        while !frontier.is_empty() {
+            let level: Vec<_> = stream::iter(std::mem::take(&mut frontier))
+                .map(|path| {
+                    let client = client.clone();
+                    async move {
+                        let data = client.get_data(&path).await;
+                        let children = client.list_children(&path).await;
+                        (path, data, children)
+                    }
+                })
+                .buffer_unordered(READ_CONCURRENCY)
+                .collect()
+                .await;
+            for (path, data, children) in level {
+                match data {
+                    Ok((bytes, _)) => out.push((path.clone(), bytes)),
+                    Err(zookeeper_client::Error::NoNode) => continue,
+                    Err(e) => return Err(e),
+                }
+                match children {
+                    Ok(names) => frontier.extend(names.into_iter().map(|n| join(&path, &n))),
+                    Err(zookeeper_client::Error::NoNode) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Node events, in order: created and changed nodes are read again
+    /// (all at once), deleted ones leave the tree.
+    async fn apply(
+        &mut self,
+        client: &Client,
+        batch: Vec<WatchedEvent>,
+    ) -> Result<(), zookeeper_client::Error> {
+        let read: Vec<_> = stream::iter(batch)
+            .map(|event| {
+                let client = client.clone();
+                async move {
+                    let data = match event.event_type {
+                        EventType::NodeCreated | EventType::NodeDataChanged => {
+                            Some(client.get_data(&event.path).await)
+                        }
+                        _ => None,
+                    };
+                    (event, data)
+                }
+            })
+            .buffered(READ_CONCURRENCY)
+            .collect()
+            .await;
+        for (event, data) in read {
+            match (event.event_type, data) {
+                (_, Some(Ok((bytes, _)))) => {
+                    if let Err(e) = self.tree.set(&event.path, &bytes) {
+                        self.skipped(&event.path, &e.to_string());
+                    }
+                }
+                (EventType::NodeDeleted, _) | (_, Some(Err(zookeeper_client::Error::NoNode))) => {
+                    self.tree.remove(&event.path)
+                }
+                (_, Some(Err(e))) => return Err(e),
+                _ => {}
+            }
+        }
+        let changes = self.tree.changes();
+        self.write(changes).await;
+        Ok(())
+    }
+
+    /// Submits every change at once (the writer groups them into one
+    /// journal sync) and waits until all are durable.
+    async fn write(&mut self, changes: Vec<Change>) {
+        if changes.is_empty() {
+            return;
+        }
+        let handle = &self.handle;
+        let results = join_all(changes.into_iter().map(|change| async move {
+            let result = match &change {
+                Change::Mirror { id, node, spec } => {
+                    handle
+                        .write(Op::Mirror {
+                            id: id.clone(),
+                            spec: spec.clone(),
+                            node: node.clone(),
+                        })
+                        .await
+                }
+                Change::Unmirror { id, .. } => handle.write(Op::Unmirror { id: id.clone() }).await,
+            };
+            (change, result)
+        }))
+        .await;
+        for (change, result) in results {
+            match (change, result) {
+                (_, Ok(_)) | (Change::Unmirror { .. }, Err(RegistryError::NotFound(_))) => {
+                    self.stats().writes.fetch_add(1, Ordering::Relaxed);
+                }
+                (Change::Mirror { node, .. }, Err(e)) => {
+                    self.tree.refused(&node);
+                    self.skipped(&node, &e.to_string());
+                }
+                (Change::Unmirror { node, .. }, Err(e)) => {
+                    warn!(%node, error = %e, "zookeeper: the registry refused a removal")
+                }
+            }
+        }
+        self.stats()
+            .mirrored
+            .store(self.tree.mirrored() as u64, Ordering::Relaxed);
+        self.stats()
+            .leaving
+            .store(self.tree.leaving() as u64, Ordering::Relaxed);
+    }
+
+    fn skipped(&mut self, node: &str, why: &str) {
+        self.stats().skipped.fetch_add(1, Ordering::Relaxed);
+        if let Some(more) = self.log.allow() {
+            warn!(%node, reason = why, unlogged_before = more, "zookeeper: record skipped");
+        }
+    }
+}
+
+fn join(parent: &str, child: &str) -> String {
+    if parent == "/" {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}
+
+/// At most `BURST` log lines per `WINDOW`; says how many it held back.
+#[derive(Default)]
+struct Throttle {
+    window: Option<Instant>,
+    logged: u32,
+    held: u64,
+}
+
+impl Throttle {
+    const BURST: u32 = 10;
+    const WINDOW: Duration = Duration::from_secs(10);
+
+    fn allow(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        if self
+            .window
+            .is_none_or(|w| now.duration_since(w) >= Self::WINDOW)
+        {
+            self.window = Some(now);
+            self.logged = 0;
+        }
+        if self.logged < Self::BURST {
+            self.logged += 1;
+            Some(std::mem::take(&mut self.held))
+        } else {
+            self.held += 1;
+            None
+        }
+    }
+}
+
+struct AbortOnDrop(Vec<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_throttle_says_what_it_held_back() {
+        let mut t = Throttle::default();
+        for _ in 0..Throttle::BURST {
+            assert_eq!(t.allow(), Some(0));
+        }
+        assert_eq!(t.allow(), None);
+        assert_eq!(t.allow(), None);
+        t.window = Some(Instant::now() - Throttle::WINDOW);
+        assert_eq!(t.allow(), Some(2));
+    }
+}
