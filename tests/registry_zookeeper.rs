@@ -513,9 +513,13 @@ fn zookeeper_down_and_back_and_down_at_start() {
         &format!("{AUTHCACHE}/{HOST_67}"),
         &host_record("redis_host", "172.27.10.67", &[6379], None),
     );
-    assert!(eventually(Duration::from_secs(5), || {
-        a(&server, "authcache.emy-10.joyent.us.") == ips(&["172.27.10.62", "172.27.10.67"])
-    }));
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            a(&server, "authcache.emy-10.joyent.us.") == ips(&["172.27.10.62", "172.27.10.67"])
+        }),
+        "log:\n{}",
+        server.log()
+    );
     drop(zk);
     // Down at start: the journal's instances are served, stale.
     ensemble.stop(0);

@@ -78,6 +78,7 @@ struct Source {
 enum Ended {
     Stop,
     SessionLost,
+    Reconnected,
 }
 
 impl Source {
@@ -96,6 +97,10 @@ impl Source {
                 Ok(Ended::SessionLost) => {
                     warn!("zookeeper: session expired; reconnecting and reading everything again");
                     backoff = Duration::from_millis(100);
+                }
+                Ok(Ended::Reconnected) => {
+                    info!("zookeeper: connection back; a new session reads everything again");
+                    backoff = Duration::from_millis(10);
                 }
                 Err(e) => {
                     warn!(error = %e, servers = %self.config.connect_string(), "zookeeper: no session; serving the last state read")
@@ -121,7 +126,7 @@ impl Source {
     }
 
     /// One session: watches, a full read, then events until the session
-    /// is lost. A reconnection within the session reads everything again.
+    /// or its connection is lost.
     async fn session(
         &mut self,
         stop: &mut watch::Receiver<bool>,
@@ -154,7 +159,7 @@ impl Source {
         }
         let _abort = AbortOnDrop(forwarders);
         let mut release = tokio::time::interval(RELEASE_EVERY);
-        'read: loop {
+        {
             let started = Instant::now();
             let nodes = self.read_all(&client).await?;
             let count = nodes.len();
@@ -180,8 +185,10 @@ impl Source {
                             self.stats().stale.store(true, Ordering::Relaxed);
                         }
                         SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
-                            // Events sent while away may be lost: read again.
-                            continue 'read;
+                            // Events sent while away may be lost, and the
+                            // watches may not be back: start afresh (this
+                            // source holds no ephemeral nodes to lose).
+                            return Ok(Ended::Reconnected);
                         }
                         s if s.is_terminated() => return Ok(Ended::SessionLost),
                         _ => {}
@@ -195,10 +202,12 @@ impl Source {
                     }
                     _ = release.tick(), if self.tree.leaving() > 0 => {
                         let view = self.handle.view();
+                        let now = super::projection::now_ms();
                         let changes = self.tree.release(|id| {
-                            view.registry.instances.get(id).is_none_or(|i| {
-                                i.service_keys().iter().all(|k| !i.listed_in(k))
-                            })
+                            view.registry
+                                .instances
+                                .get(id)
+                                .is_none_or(|i| withdrawn_for_a_window(i, now, view.policy.window_ms))
                         });
                         self.write(changes).await;
                     }
@@ -337,6 +346,17 @@ impl Source {
             warn!(%node, reason = why, unlogged_before = more, "zookeeper: record skipped");
         }
     }
+}
+
+/// A held member leaves the registry once it has been out of every
+/// service for a whole window: until then its withdrawal still counts
+/// against the service's budget, as a self-reported one does.
+fn withdrawn_for_a_window(inst: &super::Instance, now: u64, window_ms: u64) -> bool {
+    inst.service_keys().iter().all(|k| {
+        inst.withdrawn
+            .get(k)
+            .is_some_and(|&at| now >= at.saturating_add(window_ms))
+    })
 }
 
 fn join(parent: &str, child: &str) -> String {
