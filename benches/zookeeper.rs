@@ -106,7 +106,10 @@ impl Zk {
 
     fn create(&self, path: &str, data: &str, mode: CreateMode) {
         let options = mode.with_acls(Acls::anyone_all());
-        match self.rt.block_on(self.client.create(path, data.as_bytes(), &options)) {
+        match self
+            .rt
+            .block_on(self.client.create(path, data.as_bytes(), &options))
+        {
             Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
             Err(e) => panic!("create {path}: {e}"),
         }
@@ -153,8 +156,13 @@ fn start_server(dir: &Path, zk_port: u16) -> Server {
         ),
     )
     .unwrap();
-    let l = process::launch(&[], &config, process::bench_stderr(), Duration::from_secs(300))
-        .expect("xdpdns starts");
+    let l = process::launch(
+        &[],
+        &config,
+        process::bench_stderr(),
+        Duration::from_secs(300),
+    )
+    .expect("xdpdns starts");
     Server {
         child: process::KillOnDrop(l.child),
         dns: l.dns[0],
@@ -221,14 +229,22 @@ fn pss_kb(pid: u32) -> u64 {
 
 fn socket() -> UdpSocket {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
     sock
 }
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let (fresh, mut hosts, change_secs) = if full { (1000, 100_000, 10) } else { (20, 2_000, 2) };
-    if let Some(n) = std::env::var("XDPDNS_ZK_HOSTS").ok().and_then(|v| v.parse().ok()) {
+    let (fresh, mut hosts, change_secs) = if full {
+        (1000, 100_000, 10)
+    } else {
+        (20, 2_000, 2)
+    };
+    if let Some(n) = std::env::var("XDPDNS_ZK_HOSTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         hosts = n;
     }
     let services = (hosts / 100).max(1);
@@ -245,7 +261,12 @@ fn main() {
     // 1. Freshness.
     let server = start_server(&dir.join("fresh"), port);
     let sock = socket();
-    until(&sock, server.dns, &Name::from_ascii("fresh.joyent.us.").unwrap(), |_| true);
+    until(
+        &sock,
+        server.dns,
+        &Name::from_ascii("fresh.joyent.us.").unwrap(),
+        |_| true,
+    );
     let (mut written, mut created, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..fresh {
         let path = format!("/us/joyent/fresh/h{i}");
@@ -254,13 +275,20 @@ fn main() {
         zk.create(&path, &host(&address(i, 0)), CreateMode::Ephemeral);
         let acked = Instant::now();
         written.push(acked - start);
-        created.push(until(&sock, server.dns, &name, |a| a.as_ref().is_some_and(|a| !a.is_empty())) - acked);
+        created.push(
+            until(&sock, server.dns, &name, |a| {
+                a.as_ref().is_some_and(|a| !a.is_empty())
+            }) - acked,
+        );
         zk.rt.block_on(zk.client.delete(&path, None)).unwrap();
         let acked = Instant::now();
         deleted.push(until(&sock, server.dns, &name, Option::is_none) - acked);
     }
     println!("zookeeper bench: {fresh} ephemeral hosts one at a time; {hosts} hosts under {services} services");
-    report("ZooKeeper create acknowledged (its log sync included)", &mut written);
+    report(
+        "ZooKeeper create acknowledged (its log sync included)",
+        &mut written,
+    );
     report("(1) node created -> its name answered", &mut created);
     report("(1) node deleted -> its name NXDOMAIN", &mut deleted);
     drop(server);
@@ -272,16 +300,26 @@ fn main() {
     }
     zk.create_many(nodes);
     let nodes: Vec<(String, String)> = (0..hosts)
-        .map(|i| (format!("/us/joyent/s{}/h{i}", i % services), host(&address(i, 0))))
+        .map(|i| {
+            (
+                format!("/us/joyent/s{}/h{i}", i % services),
+                host(&address(i, 0)),
+            )
+        })
         .collect();
     let filled = Instant::now();
     zk.create_many(nodes);
-    println!("wrote {hosts} host nodes in {:.2} s", filled.elapsed().as_secs_f64());
+    println!(
+        "wrote {hosts} host nodes in {:.2} s",
+        filled.elapsed().as_secs_f64()
+    );
     let spawned = Instant::now();
     let server = start_server(&dir.join("scale"), port);
     let last = hosts - 1;
     let last_name = Name::from_ascii(format!("h{last}.s{}.joyent.us.", last % services)).unwrap();
-    let answered = until(&sock, server.dns, &last_name, |a| a.as_ref().is_some_and(|a| !a.is_empty()));
+    let answered = until(&sock, server.dns, &last_name, |a| {
+        a.as_ref().is_some_and(|a| !a.is_empty())
+    });
     println!(
         "(2) start with {hosts} hosts -> the last host answered: {:.2} s",
         (answered - spawned).as_secs_f64()
@@ -313,7 +351,11 @@ fn main() {
                 .unwrap();
             let acked = Instant::now();
             let name = Name::from_ascii(format!("h{i}.s{}.joyent.us.", i % services)).unwrap();
-            timed.push(until(&sock, server.dns, &name, |a| a.as_ref().is_some_and(|a| a == &[new.clone()])) - acked);
+            timed.push(
+                until(&sock, server.dns, &name, |a| {
+                    a.as_ref().is_some_and(|a| a == &[new.clone()])
+                }) - acked,
+            );
         } else {
             let client = zk.client.clone();
             let data = host(&new).into_bytes();
@@ -326,7 +368,9 @@ fn main() {
         "(3) {total} changes at {rate}/s took {:.2} s",
         started.elapsed().as_secs_f64()
     );
-    report("(3) under 1,000 changes/s: change acknowledged -> new address answered", &mut timed);
+    report(
+        "(3) under 1,000 changes/s: change acknowledged -> new address answered",
+        &mut timed,
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
-

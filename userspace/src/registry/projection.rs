@@ -61,6 +61,8 @@ pub enum Op {
 }
 
 pub type Reply = oneshot::Sender<Result<Option<Instance>, RegistryError>>;
+/// A submitted write's result, to come.
+pub type Pending = oneshot::Receiver<Result<Option<Instance>, RegistryError>>;
 
 /// What readers see: the state as of the last committed batch.
 pub struct View {
@@ -125,6 +127,26 @@ impl RegistryHandle {
         let result = rx.await.map_err(|_| RegistryError::Unavailable)?;
         self.stats.write_latency.observe(started.elapsed());
         result
+    }
+
+    /// Queues a write without waiting for it: many writes submitted at
+    /// once reach the writer as large groups (one journal sync and one
+    /// publish each). The returned receiver gets the result.
+    pub async fn submit(&self, op: Op) -> Result<Pending, RegistryError> {
+        let (tx, rx) = oneshot::channel();
+        // Without yielding while there is room (an await would give the
+        // runtime away every so often, and the writer would see the
+        // submissions trickle in as many small groups).
+        let item = match self.tx.try_send((op, tx)) {
+            Ok(()) => return Ok(rx),
+            Err(mpsc::error::TrySendError::Full(item)) => item,
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(RegistryError::Unavailable),
+        };
+        self.tx
+            .send(item)
+            .await
+            .map_err(|_| RegistryError::Unavailable)?;
+        Ok(rx)
     }
 
     pub fn view(&self) -> Arc<View> {

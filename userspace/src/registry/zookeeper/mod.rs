@@ -14,12 +14,13 @@ pub mod config;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
 use futures_util::stream::{self, StreamExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
-use zookeeper_client::{AddWatchMode, Client, EventType, SessionState, WatchedEvent};
+use zookeeper_client::{
+    AddWatchMode, Client, EventType, MultiReadResult, SessionState, WatchedEvent,
+};
 
 use super::projection::{Op, RegistryHandle, SourceStats};
 use super::RegistryError;
@@ -28,8 +29,10 @@ use xdpdns_core::registry::zookeeper::{Change, MirrorTree};
 
 pub use config::ZooKeeperConfig;
 
-/// Requests in flight at once during a full read.
+/// Node reads in flight at once after watch events.
 const READ_CONCURRENCY: usize = 256;
+/// Multi-read requests in flight at once during a full read.
+const READ_REQUESTS_IN_FLIGHT: usize = 8;
 /// How often held members are checked against hysteresis.
 const RELEASE_EVERY: Duration = Duration::from_millis(500);
 
@@ -163,6 +166,7 @@ impl Source {
             let started = Instant::now();
             let nodes = self.read_all(&client).await?;
             let count = nodes.len();
+            let read_ms = started.elapsed().as_millis() as u64;
             for (node, error) in self.tree.replace_all(nodes) {
                 self.skipped(&node, &error.to_string());
             }
@@ -174,6 +178,7 @@ impl Source {
             info!(
                 nodes = count,
                 written,
+                read_ms,
                 ms = started.elapsed().as_millis() as u64,
                 "zookeeper: read in full"
             );
@@ -216,8 +221,10 @@ impl Source {
         }
     }
 
-    /// Every node under the roots with its data, breadth first, many
-    /// requests in flight.
+    /// Every node under the roots with its data, breadth first: each
+    /// level's data in multi-reads of many nodes, then the children of
+    /// those that have any (a host record has none), several requests in
+    /// flight.
     async fn read_all(
         &self,
         client: &Client,
@@ -225,28 +232,33 @@ impl Source {
         let mut out = Vec::new();
         let mut frontier: Vec<String> = self.roots.clone();
         while !frontier.is_empty() {
-            let level: Vec<_> = stream::iter(std::mem::take(&mut frontier))
-                .map(|path| {
-                    let client = client.clone();
-                    async move {
-                        let data = client.get_data(&path).await;
-                        let children = client.list_children(&path).await;
-                        (path, data, children)
+            let mut parents = Vec::new();
+            for (path, result) in multi_read(client, &frontier, Read::Data).await? {
+                match result {
+                    MultiReadResult::Data { data, stat } => {
+                        if stat.num_children > 0 {
+                            parents.push(path.clone());
+                        }
+                        out.push((path, data));
                     }
-                })
-                .buffer_unordered(READ_CONCURRENCY)
-                .collect()
-                .await;
-            for (path, data, children) in level {
-                match data {
-                    Ok((bytes, _)) => out.push((path.clone(), bytes)),
-                    Err(zookeeper_client::Error::NoNode) => continue,
-                    Err(e) => return Err(e),
+                    MultiReadResult::Error {
+                        err: zookeeper_client::Error::NoNode,
+                    } => {}
+                    MultiReadResult::Error { err } => return Err(err),
+                    _ => {}
                 }
-                match children {
-                    Ok(names) => frontier.extend(names.into_iter().map(|n| join(&path, &n))),
-                    Err(zookeeper_client::Error::NoNode) => {}
-                    Err(e) => return Err(e),
+            }
+            frontier.clear();
+            for (path, result) in multi_read(client, &parents, Read::Children).await? {
+                match result {
+                    MultiReadResult::Children { children } => {
+                        frontier.extend(children.iter().map(|c| join(&path, c)))
+                    }
+                    MultiReadResult::Error {
+                        err: zookeeper_client::Error::NoNode,
+                    } => {}
+                    MultiReadResult::Error { err } => return Err(err),
+                    _ => {}
                 }
             }
         }
@@ -295,29 +307,34 @@ impl Source {
         Ok(())
     }
 
-    /// Submits every change at once (the writer groups them into one
-    /// journal sync) and waits until all are durable.
+    /// Submits every change before waiting for any (the writer takes
+    /// them in large groups: one journal sync and one publish each) and
+    /// waits until all are durable.
     async fn write(&mut self, changes: Vec<Change>) {
         if changes.is_empty() {
             return;
         }
-        let handle = &self.handle;
-        let results = join_all(changes.into_iter().map(|change| async move {
-            let result = match &change {
-                Change::Mirror { id, node, spec } => {
-                    handle
-                        .write(Op::Mirror {
-                            id: id.clone(),
-                            spec: spec.clone(),
-                            node: node.clone(),
-                        })
-                        .await
-                }
-                Change::Unmirror { id, .. } => handle.write(Op::Unmirror { id: id.clone() }).await,
+        let mut pending = Vec::with_capacity(changes.len());
+        for change in changes {
+            let op = match &change {
+                Change::Mirror { id, node, spec } => Op::Mirror {
+                    id: id.clone(),
+                    spec: spec.clone(),
+                    node: node.clone(),
+                },
+                Change::Unmirror { id, .. } => Op::Unmirror { id: id.clone() },
             };
-            (change, result)
-        }))
-        .await;
+            let submitted = self.handle.submit(op).await;
+            pending.push((change, submitted));
+        }
+        let mut results = Vec::with_capacity(pending.len());
+        for (change, submitted) in pending {
+            let result = match submitted {
+                Ok(rx) => rx.await.unwrap_or(Err(RegistryError::Unavailable)),
+                Err(e) => Err(e),
+            };
+            results.push((change, result));
+        }
         for (change, result) in results {
             match (change, result) {
                 (_, Ok(_)) | (Change::Unmirror { .. }, Err(RegistryError::NotFound(_))) => {
@@ -357,6 +374,53 @@ fn withdrawn_for_a_window(inst: &super::Instance, now: u64, window_ms: u64) -> b
             .get(k)
             .is_some_and(|&at| now >= at.saturating_add(window_ms))
     })
+}
+
+#[derive(Clone, Copy)]
+enum Read {
+    Data,
+    Children,
+}
+
+/// Reads `paths` in multi-read requests (fewer per request for children
+/// lists, which can be long), a few requests in flight; results in no
+/// particular order, each with its path.
+async fn multi_read(
+    client: &Client,
+    paths: &[String],
+    read: Read,
+) -> Result<Vec<(String, MultiReadResult)>, zookeeper_client::Error> {
+    let per_request = match read {
+        Read::Data => 256,
+        Read::Children => 16,
+    };
+    let mut out = Vec::with_capacity(paths.len());
+    let mut chunks = paths.chunks(per_request);
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        while running.len() < READ_REQUESTS_IN_FLIGHT {
+            let Some(chunk) = chunks.next() else { break };
+            let chunk = chunk.to_vec();
+            let client = client.clone();
+            running.spawn(async move {
+                let mut reader = client.new_multi_reader();
+                for path in &chunk {
+                    match read {
+                        Read::Data => reader.add_get_data(path)?,
+                        Read::Children => reader.add_get_children(path)?,
+                    }
+                }
+                let results = reader.commit().await?;
+                Ok::<_, zookeeper_client::Error>(chunk.into_iter().zip(results).collect::<Vec<_>>())
+            });
+        }
+        let Some(done) = running.join_next().await else {
+            break;
+        };
+        let batch = done.map_err(|e| zookeeper_client::Error::UnexpectedError(e.to_string()))??;
+        out.extend(batch);
+    }
+    Ok(out)
 }
 
 fn join(parent: &str, child: &str) -> String {
