@@ -397,6 +397,75 @@ fn fuzzed_registrations_validate_or_are_refused() {
     assert!(registered > 0);
 }
 
+/// Mutated Registrar records (the ZooKeeper source's input): parsing
+/// never panics, a node whose data cannot be parsed serves nothing, and
+/// every instance the tree asks for is one the registry accepts.
+#[test]
+fn fuzzed_zookeeper_records_are_served_whole_or_not_at_all() {
+    use xdpdns::registry::zookeeper::{Change, MirrorTree};
+    let seeds: Vec<Vec<u8>> = [
+        r#"{"type":"service","service":{"type":"service","service":{"srvce":"_redis","proto":"_tcp","port":6379,"ttl":60},"ttl":60}}"#,
+        r#"{"type":"redis_host","address":"172.27.10.62","ttl":30,"redis_host":{"address":"172.27.10.62","ports":[6379]}}"#,
+        r#"{"type":"load_balancer","address":"172.27.10.72","load_balancer":{"address":"172.27.10.72","ports":[80]}}"#,
+        r#"{"type":"rr_host","rr_host":{"address":"2001:db8::1","ttl":5}}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let runs = executions(20_000);
+    let mut rng = rng(0x2c0);
+    let mut tree = MirrorTree::default();
+    let mut registry = Registry::default();
+    let (mut served, mut refused) = (0u64, 0u64);
+    for n in 0..runs {
+        let seed = &seeds[rng.below(seeds.len())];
+        let other = &seeds[rng.below(seeds.len())];
+        let input = if n % 2 == 0 {
+            mutate(&mut rng, seed, other, 4096)
+        } else {
+            let mut v: serde_json::Value = serde_json::from_slice(seed).unwrap();
+            for _ in 0..1 + rng.below(3) {
+                mutate_json(&mut rng, &mut v);
+            }
+            serde_json::to_vec(&v).unwrap()
+        };
+        // A service node and one child, in a few places of the tree.
+        let service = format!("/us/joyent/s{}", n % 7);
+        let path = if n % 3 == 0 {
+            service.clone()
+        } else {
+            format!("{service}/h{}", n % 11)
+        };
+        let parsed = tree.set(&path, &input);
+        for change in tree.changes() {
+            match change {
+                Change::Mirror { id, node, spec } => {
+                    let entry = registry
+                        .mirror(&id, &spec, &node, 1_000)
+                        .unwrap_or_else(|e| panic!("execution {n}: {node}: {e}"));
+                    registry.apply(&entry);
+                    served += 1;
+                }
+                Change::Unmirror { id, .. } => {
+                    if let Ok(entry) = registry.unmirror(&id) {
+                        registry.apply(&entry);
+                    }
+                }
+            }
+        }
+        if parsed.is_err() {
+            refused += 1;
+            let id = xdpdns::registry::zookeeper::paths::instance_id(&path);
+            assert!(
+                registry.get(&id).is_none(),
+                "execution {n}: unreadable data is served"
+            );
+        }
+    }
+    eprintln!("fuzz zookeeper records: {runs} executions, {served} instances written, {refused} records refused, no failure");
+    assert!(served > 0 && refused > 0);
+}
+
 /// Applies admitted UPDATEs at once, as `serve`'s updater does (without
 /// the journal): a fake sink over a real store.
 struct ApplyNow(std::sync::Arc<ZoneStore>);

@@ -157,9 +157,26 @@ impl Naming {
     /// An RRset is the union of its contributors' records with the least
     /// of their TTLs.
     pub fn contributions(&self, reg: &Registry, inst: &Instance) -> Vec<Contribution> {
+        let service = inst
+            .reg
+            .binder
+            .as_ref()
+            .and_then(|b| binder_service(reg, &b.domain));
+        self.contributions_in(reg, inst, service)
+    }
+
+    /// [`contributions`](Self::contributions), given the definition of
+    /// the instance's Binder service (the caller keeps them indexed: a
+    /// search of the registry per instance is quadratic).
+    pub fn contributions_in(
+        &self,
+        reg: &Registry,
+        inst: &Instance,
+        service: Option<&BinderService>,
+    ) -> Vec<Contribution> {
         let mut out = Records::default();
         self.instance_records(reg, inst, &mut out);
-        self.binder_member_records(reg, inst, &mut out);
+        self.binder_member_records(inst, service, &mut out);
         out.0
     }
 
@@ -261,7 +278,12 @@ impl Naming {
     /// A Binder service member's records at its service: A/AAAA at the
     /// domain (TTL: the lesser of the SRV TTL and its host TTL, so the set
     /// gets the minimum over members) and one SRV per port.
-    fn binder_member_records(&self, reg: &Registry, inst: &Instance, out: &mut Records) {
+    fn binder_member_records(
+        &self,
+        inst: &Instance,
+        service: Option<&BinderService>,
+        out: &mut Records,
+    ) {
         let Some(b) = inst
             .reg
             .binder
@@ -273,7 +295,7 @@ impl Naming {
         if !inst.listed_in(&binder_key(&b.domain)) {
             return;
         }
-        let Some(service) = binder_service(reg, &b.domain) else {
+        let Some(service) = service else {
             return;
         };
         let Ok(domain_name) = fqdn(&b.domain) else {

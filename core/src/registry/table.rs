@@ -5,12 +5,12 @@
 //! to what changed, not to the size of those RRsets (a service with
 //! thousands of members). Pure.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::model::BinderService;
-use super::naming::{binder_service, Contribution, Naming};
+use super::naming::{Contribution, Naming};
 use super::state::Registry;
 use crate::zone::{Change, Zone};
 
@@ -130,6 +130,9 @@ pub struct Table {
     /// as last computed (a change re-derives every member of the domain).
     binder_domain: HashMap<String, String>,
     binder_defs: HashMap<String, Option<BinderService>>,
+    /// Each Binder domain's members by id (the first that carries a
+    /// service record defines the service).
+    domain_members: HashMap<String, BTreeSet<String>>,
 }
 
 impl Table {
@@ -161,34 +164,50 @@ impl Table {
         tracked: bool,
     ) -> Vec<(SetKey, SetChange)> {
         let mut ids: HashSet<String> = changed.into_iter().collect();
-        // A Binder domain whose service definition changed: every member's
-        // SRV and A records depend on it.
+        // Domain membership first: the service definitions below depend
+        // on who is in each domain now.
         let mut domains: HashSet<String> = HashSet::new();
         for id in &ids {
-            if let Some(d) = self.binder_domain.get(id) {
-                domains.insert(d.clone());
+            if let Some(d) = self.binder_domain.remove(id) {
+                if let Some(members) = self.domain_members.get_mut(&d) {
+                    members.remove(id);
+                    if members.is_empty() {
+                        self.domain_members.remove(&d);
+                    }
+                }
+                domains.insert(d);
             }
             if let Some(b) = reg.instances.get(id).and_then(|i| i.reg.binder.as_ref()) {
+                self.binder_domain.insert(id.clone(), b.domain.clone());
+                self.domain_members
+                    .entry(b.domain.clone())
+                    .or_default()
+                    .insert(id.clone());
                 domains.insert(b.domain.clone());
             }
         }
+        // A Binder domain whose service definition changed: every member's
+        // SRV and A records depend on it.
         for d in domains {
-            let def = binder_service(reg, &d).cloned();
+            let members = self.domain_members.get(&d);
+            let def = members.and_then(|m| {
+                m.iter()
+                    .filter_map(|id| reg.instances.get(id))
+                    .filter(|i| !i.reg.disabled)
+                    .find_map(|i| i.reg.binder.as_ref()?.service.clone())
+            });
             if self.binder_defs.get(&d) == Some(&def) {
                 continue;
             }
-            let members: Vec<String> = reg
-                .instances
-                .values()
-                .filter(|i| i.reg.binder.as_ref().is_some_and(|b| b.domain == d))
-                .map(|i| i.id.clone())
-                .collect();
-            if members.is_empty() {
-                self.binder_defs.remove(&d);
-            } else {
-                self.binder_defs.insert(d, def);
+            match members {
+                None => {
+                    self.binder_defs.remove(&d);
+                }
+                Some(m) => {
+                    ids.extend(m.iter().cloned());
+                    self.binder_defs.insert(d, def);
+                }
             }
-            ids.extend(members);
         }
         let mut deltas: BTreeMap<SetKey, Delta> = BTreeMap::new();
         let sets = &mut self.sets;
@@ -202,15 +221,16 @@ impl Table {
                     }
                 }
             }
-            self.binder_domain.remove(&id);
             let Some(inst) = reg.instances.get(&id) else {
                 continue;
             };
-            if let Some(b) = &inst.reg.binder {
-                self.binder_domain.insert(id.clone(), b.domain.clone());
-            }
+            let service = inst
+                .reg
+                .binder
+                .as_ref()
+                .and_then(|b| self.binder_defs.get(&b.domain)?.as_ref());
             let mut mine: BTreeMap<SetKey, Vec<(u32, RData)>> = BTreeMap::new();
-            for Contribution { name, ttl, data } in naming.contributions(reg, inst) {
+            for Contribution { name, ttl, data } in naming.contributions_in(reg, inst, service) {
                 mine.entry((name, data.record_type()))
                     .or_default()
                     .push((ttl, data));

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use serde_json::{Map, Value};
 
-use crate::registry::model::{BinderService, HostType};
+use crate::registry::model::{label, BinderService, HostType};
 
 /// One node's data, understood.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,8 +108,14 @@ fn service(top: &Map<String, Value>) -> Result<BinderService, RecordError> {
             .map(str::to_string)
             .ok_or_else(|| invalid(format!("service.service.{key}"), "missing or not a string"))
     };
-    let srvce = text("srvce")?;
-    let proto = text("proto")?;
+    // SRV labels: `_name`, a DNS label after the underscore.
+    let srv_label = |key: &str| {
+        let field = format!("service.service.{key}");
+        let value = text(key)?;
+        label(&field, &value, true).map_err(|e| invalid(field, e.to_string()))
+    };
+    let srvce = srv_label("srvce")?;
+    let proto = srv_label("proto")?;
     let port = details
         .get("port")
         .ok_or_else(|| invalid("service.service.port", "missing"))
@@ -283,6 +289,10 @@ mod tests {
             (
                 r#"{"type":"service","service":{"service":{"srvce":"_a","proto":"_tcp","port":70000}}}"#,
                 "port",
+            ),
+            (
+                r#"{"type":"service","service":{"service":{"srvce":"http","proto":"_tcp","port":80}}}"#,
+                "service.service.srvce",
             ),
         ] {
             let err = parse(json.as_bytes()).expect_err(json).to_string();
