@@ -24,8 +24,8 @@ use zookeeper_client::{
 
 use super::projection::{Op, RegistryHandle, SourceStats};
 use super::RegistryError;
-use xdpdns_core::registry::zookeeper::paths::domain_path;
-use xdpdns_core::registry::zookeeper::{Change, MirrorTree};
+pub use xdpdns_core::registry::zookeeper::{paths, records, tree, Change, MirrorTree};
+use paths::domain_path;
 
 pub use config::ZooKeeperConfig;
 
