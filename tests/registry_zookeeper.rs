@@ -683,3 +683,87 @@ fn a_whole_service_deleted_by_accident_leaves_through_hysteresis() {
         "released members are removed"
     );
 }
+
+/// Mirrored names through the kernel: xdpdns with XDP on a veth link
+/// (generic mode) and ZooKeeper in the server's namespace; the README's
+/// service and host names, asked from the client namespace, are answered
+/// by XDP, and a node deleted in ZooKeeper is gone from the kernel's
+/// answers too.
+#[test]
+fn mirrored_names_are_answered_in_the_kernel() {
+    use super::xdp_veth::{counters, in_netns, Link};
+    let link = Link::new("z");
+    let ensemble = ZkEnsemble::start_in_netns(&link.server_ns);
+    let connect = ensemble.connect_string();
+    let zk = in_netns(&link.server_ns, move || {
+        let zk = Zk::connect_when_up(&connect, Duration::from_secs(60));
+        write_readme_tree(&zk);
+        zk
+    });
+    let dir = support::TempDir::new("veth-zk");
+    dir.write("zone.db", include_str!("support/example.com.zone"));
+    dir.write("big.inc", include_str!("support/big.inc"));
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"10.211.0.1:53\"]\n\
+             [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\n\
+             [[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n{}",
+            link.server_if,
+            config(&ensemble.toml_servers(), "").replace("127.0.0.1:0", "10.211.0.1:8053")
+        ),
+    );
+    let server = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
+    let fresh = || {
+        in_netns(&link.client_ns, || {
+            http("GET", "http://10.211.0.1:8053/v1/zones", None, None).1[0]["stale"] == false
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(20), fresh),
+        "{}",
+        server.log()
+    );
+    assert!(server.wait_log("XDP table updated", Duration::from_secs(5)));
+    let answered = || {
+        let out = link.dig(&["authcache.emy-10.joyent.us", "A"]);
+        out.contains("172.27.10.62") && out.contains("172.27.10.67")
+    };
+    assert!(
+        eventually(Duration::from_secs(10), answered),
+        "{}",
+        server.log()
+    );
+    let c0 = counters(&server);
+    let service = link.dig(&["authcache.emy-10.joyent.us", "A"]);
+    assert!(service.contains("flags: qr aa"), "{service}");
+    let host = link.dig(&[&format!("{HOST_62}.authcache.emy-10.joyent.us"), "A"]);
+    assert!(host.contains("172.27.10.62"), "{host}");
+    let c1 = counters(&server);
+    assert_eq!(
+        c1["answered_a"] - c0["answered_a"],
+        2,
+        "answered by XDP: {c1:?}"
+    );
+    // A host deleted in ZooKeeper leaves the kernel's answers.
+    let node = format!("{AUTHCACHE}/{HOST_67}");
+    let zk = in_netns(&link.server_ns, move || {
+        zk.delete(&node);
+        zk
+    });
+    let gone = || {
+        !link
+            .dig(&["authcache.emy-10.joyent.us", "A"])
+            .contains("172.27.10.67")
+    };
+    assert!(eventually(Duration::from_secs(5), gone), "{}", server.log());
+    let c2 = counters(&server);
+    let after = link.dig(&["authcache.emy-10.joyent.us", "A"]);
+    assert!(after.contains("172.27.10.62"), "{after}");
+    assert_eq!(
+        counters(&server)["answered_a"] - c2["answered_a"],
+        1,
+        "still in the kernel"
+    );
+    drop(zk);
+}

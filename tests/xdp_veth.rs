@@ -28,15 +28,15 @@ fn ip(args: &[&str]) {
 }
 
 /// Two namespaces and a veth pair between them; removed on drop.
-struct Link {
-    server_ns: String,
-    client_ns: String,
-    server_if: String,
+pub(crate) struct Link {
+    pub(crate) server_ns: String,
+    pub(crate) client_ns: String,
+    pub(crate) server_if: String,
     client_if: String,
 }
 
 impl Link {
-    fn new(tag: &str) -> Link {
+    pub(crate) fn new(tag: &str) -> Link {
         assert!(
             unsafe { libc::geteuid() } == 0,
             "network namespaces need root (CI runs as root)"
@@ -93,7 +93,7 @@ impl Link {
         l
     }
 
-    fn dig(&self, args: &[&str]) -> String {
+    pub(crate) fn dig(&self, args: &[&str]) -> String {
         self.client(
             "dig",
             &["@10.211.0.1", "+norec", "+time=2", "+tries=2"],
@@ -141,7 +141,7 @@ impl Drop for Link {
 }
 
 /// Reads the counters the server logs on SIGUSR1.
-fn counters(srv: &Server) -> std::collections::HashMap<String, u64> {
+pub(crate) fn counters(srv: &Server) -> std::collections::HashMap<String, u64> {
     let before = srv.log().matches("xdp counters").count();
     srv.signal("USR1");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -657,7 +657,7 @@ fn without_xdp_the_server_says_why_once_and_keeps_answering() {
 
 /// Runs `f` on a thread that has entered network namespace `ns` (setns
 /// affects only the calling thread).
-fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let path = format!("/run/netns/{ns}");
     std::thread::spawn(move || {
         use std::os::fd::AsRawFd;

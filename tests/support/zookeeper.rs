@@ -56,6 +56,42 @@ impl ZkEnsemble {
         e
     }
 
+    /// One standalone member inside network namespace `ns`, on its
+    /// loopback; not waited for (the host cannot reach it).
+    pub fn start_in_netns(ns: &str) -> ZkEnsemble {
+        let port = free_port();
+        let conf = format!(
+            "tickTime=200\ndataDir=data\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+             admin.enableServer=false\nminSessionTimeout=400\nmaxSessionTimeout=60000\n"
+        );
+        let dir = TempDir::new("zookeeper");
+        std::fs::create_dir_all(dir.0.join("data")).unwrap();
+        std::fs::write(dir.0.join("zoo.cfg"), &conf).unwrap();
+        let conf_path = dir.0.join("zoo.cfg");
+        let member = Proc::spawn(
+            "zookeeper-1",
+            dir,
+            conf_path.clone(),
+            "ip",
+            &[
+                "netns",
+                "exec",
+                ns,
+                "java",
+                "-Xmx256m",
+                "-cp",
+                JAR,
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+                conf_path.to_str().unwrap(),
+            ],
+        );
+        ZkEnsemble {
+            members: vec![member],
+            client_ports: vec![port],
+            conf: vec![conf],
+        }
+    }
+
     fn spawn_member(i: usize, dir: TempDir, conf: &str, quorum: bool) -> Proc {
         std::fs::create_dir_all(dir.0.join("data")).unwrap();
         if quorum {
@@ -156,6 +192,15 @@ pub struct Zk {
 impl Zk {
     pub fn connect(connect: &str) -> Zk {
         Self::connect_with(connect, Duration::from_secs(10))
+    }
+
+    /// Connects once the server accepts (bounded), for a server the test
+    /// cannot ask otherwise.
+    pub fn connect_when_up(connect: &str, timeout: Duration) -> Zk {
+        let first = connect.split(',').next().unwrap().to_string();
+        let up = eventually(timeout, || TcpStream::connect(&first).is_ok());
+        assert!(up, "zookeeper at {connect} never accepted");
+        Self::connect(connect)
     }
 
     pub fn connect_with(connect: &str, session_timeout: Duration) -> Zk {

@@ -24,8 +24,8 @@ use zookeeper_client::{
 
 use super::projection::{Op, RegistryHandle, SourceStats};
 use super::RegistryError;
-pub use xdpdns_core::registry::zookeeper::{paths, records, tree, Change, MirrorTree};
 use paths::domain_path;
+pub use xdpdns_core::registry::zookeeper::{paths, records, tree, Change, MirrorTree};
 
 pub use config::ZooKeeperConfig;
 
