@@ -353,7 +353,7 @@ fn main() {
             let name = Name::from_ascii(format!("h{i}.s{}.joyent.us.", i % services)).unwrap();
             timed.push(
                 until(&sock, server.dns, &name, |a| {
-                    a.as_ref().is_some_and(|a| a == &[new.clone()])
+                    a.as_ref().is_some_and(|a| a == std::slice::from_ref(&new))
                 }) - acked,
             );
         } else {
