@@ -767,3 +767,38 @@ fn mirrored_names_are_answered_in_the_kernel() {
     );
     drop(zk);
 }
+
+/// Nodes whose ACL admits only a digest identity: read by a node that
+/// authenticates with it, skipped (counted, not fatal) by one that does
+/// not, which serves everything else.
+#[test]
+fn digest_authentication_reads_what_the_acl_reserves() {
+    let ensemble = ZkEnsemble::start(1);
+    let zk = Zk::connect_digest(&ensemble.connect_string(), "binder:s3cret");
+    zk.put(AUTHCACHE, AUTHCACHE_SERVICE);
+    zk.put(
+        &format!("{AUTHCACHE}/{HOST_62}"),
+        &host_record("redis_host", "172.27.10.62", &[], None),
+    );
+    zk.put_private(
+        &format!("{AUTHCACHE}/{HOST_67}"),
+        &host_record("redis_host", "172.27.10.67", &[], None),
+    );
+    let with = Server::start_example(
+        "",
+        &config(&ensemble.toml_servers(), "digest = \"binder:s3cret\""),
+    );
+    let without = Server::start_example("", &config(&ensemble.toml_servers(), ""));
+    wait_fresh(&with);
+    wait_fresh(&without);
+    assert!(eventually(Duration::from_secs(5), || {
+        a(&with, "authcache.emy-10.joyent.us.") == ips(&["172.27.10.62", "172.27.10.67"])
+    }));
+    assert_eq!(
+        a(&without, "authcache.emy-10.joyent.us."),
+        ips(&["172.27.10.62"])
+    );
+    let status = ctl_status(&without);
+    assert!(status.contains("1 records skipped"), "{status}");
+    assert!(without.wait_log("ACL does not let this node read it", Duration::from_secs(2)));
+}

@@ -203,6 +203,31 @@ impl Zk {
         Self::connect(connect)
     }
 
+    /// A client authenticated as `user:password` (digest).
+    pub fn connect_digest(connect: &str, digest: &str) -> Zk {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = rt
+            .block_on(
+                Client::connector()
+                    .with_auth("digest", digest.as_bytes())
+                    .connect(connect),
+            )
+            .unwrap_or_else(|e| panic!("cannot connect to zookeeper {connect}: {e}"));
+        Zk { rt, client }
+    }
+
+    /// A node only this client's identity may read or change.
+    pub fn put_private(&self, path: &str, data: &str) {
+        let options = CreateMode::Persistent.with_acls(Acls::creator_all());
+        self.rt
+            .block_on(self.client.create(path, data.as_bytes(), &options))
+            .unwrap_or_else(|e| panic!("create {path}: {e}"));
+    }
+
     pub fn connect_with(connect: &str, session_timeout: Duration) -> Zk {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

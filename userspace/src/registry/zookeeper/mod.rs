@@ -33,6 +33,12 @@ pub use config::ZooKeeperConfig;
 const READ_CONCURRENCY: usize = 256;
 /// Multi-read requests in flight at once during a full read.
 const READ_REQUESTS_IN_FLIGHT: usize = 8;
+/// Nodes and their data, and nodes whose ACL refuses this node.
+type FullRead = (Vec<(String, Vec<u8>)>, Vec<String>);
+
+/// Why a node that exists is not read.
+const NO_AUTH: &str = "its ACL does not let this node read it (registry.zookeeper.digest)";
+
 /// How often held members are checked against hysteresis.
 const RELEASE_EVERY: Duration = Duration::from_millis(500);
 
@@ -164,7 +170,10 @@ impl Source {
         let mut release = tokio::time::interval(RELEASE_EVERY);
         {
             let started = Instant::now();
-            let nodes = self.read_all(&client).await?;
+            let (nodes, denied) = self.read_all(&client).await?;
+            for node in denied {
+                self.skipped(&node, NO_AUTH);
+            }
             let count = nodes.len();
             let read_ms = started.elapsed().as_millis() as u64;
             for (node, error) in self.tree.replace_all(nodes) {
@@ -225,11 +234,9 @@ impl Source {
     /// level's data in multi-reads of many nodes, then the children of
     /// those that have any (a host record has none), several requests in
     /// flight.
-    async fn read_all(
-        &self,
-        client: &Client,
-    ) -> Result<Vec<(String, Vec<u8>)>, zookeeper_client::Error> {
+    async fn read_all(&self, client: &Client) -> Result<FullRead, zookeeper_client::Error> {
         let mut out = Vec::new();
+        let mut denied = Vec::new();
         let mut frontier: Vec<String> = self.roots.clone();
         while !frontier.is_empty() {
             let mut parents = Vec::new();
@@ -244,6 +251,9 @@ impl Source {
                     MultiReadResult::Error {
                         err: zookeeper_client::Error::NoNode,
                     } => {}
+                    MultiReadResult::Error {
+                        err: zookeeper_client::Error::NoAuth,
+                    } => denied.push(path),
                     MultiReadResult::Error { err } => return Err(err),
                     _ => {}
                 }
@@ -255,14 +265,14 @@ impl Source {
                         frontier.extend(children.iter().map(|c| join(&path, c)))
                     }
                     MultiReadResult::Error {
-                        err: zookeeper_client::Error::NoNode,
+                        err: zookeeper_client::Error::NoNode | zookeeper_client::Error::NoAuth,
                     } => {}
                     MultiReadResult::Error { err } => return Err(err),
                     _ => {}
                 }
             }
         }
-        Ok(out)
+        Ok((out, denied))
     }
 
     /// Node events, in order: created and changed nodes are read again
@@ -297,6 +307,10 @@ impl Source {
                 }
                 (EventType::NodeDeleted, _) | (_, Some(Err(zookeeper_client::Error::NoNode))) => {
                     self.tree.remove(&event.path)
+                }
+                (_, Some(Err(zookeeper_client::Error::NoAuth))) => {
+                    self.tree.remove(&event.path);
+                    self.skipped(&event.path, NO_AUTH);
                 }
                 (_, Some(Err(e))) => return Err(e),
                 _ => {}
