@@ -351,6 +351,22 @@ fn mutate_json(rng: &mut Rng, v: &mut serde_json::Value) {
     }
 }
 
+/// One of `seeds` mutated: half the time as bytes, half the time as
+/// values in its JSON tree.
+fn mutated_json(rng: &mut Rng, seeds: &[Vec<u8>], n: u64) -> Vec<u8> {
+    let seed = &seeds[rng.below(seeds.len())];
+    let other = &seeds[rng.below(seeds.len())];
+    if n.is_multiple_of(2) {
+        mutate(rng, seed, other, 4096)
+    } else {
+        let mut v: serde_json::Value = serde_json::from_slice(seed).unwrap();
+        for _ in 0..1 + rng.below(3) {
+            mutate_json(rng, &mut v);
+        }
+        serde_json::to_vec(&v).unwrap()
+    }
+}
+
 /// Mutated registration JSON: parsing, validation and the registry never
 /// panic, and what validates registers.
 #[test]
@@ -368,18 +384,7 @@ fn fuzzed_registrations_validate_or_are_refused() {
     let registry = Registry::default();
     let (mut parsed, mut registered) = (0u64, 0u64);
     for n in 0..runs {
-        let seed = &seeds[rng.below(seeds.len())];
-        let other = &seeds[rng.below(seeds.len())];
-        // Half the time bytes, half the time values in the JSON tree.
-        let input = if n % 2 == 0 {
-            mutate(&mut rng, seed, other, 4096)
-        } else {
-            let mut v: serde_json::Value = serde_json::from_slice(seed).unwrap();
-            for _ in 0..1 + rng.below(3) {
-                mutate_json(&mut rng, &mut v);
-            }
-            serde_json::to_vec(&v).unwrap()
-        };
+        let input = mutated_json(&mut rng, &seeds, n);
         let Ok(spec) = serde_json::from_slice::<InstanceSpec>(&input) else {
             continue;
         };
@@ -418,17 +423,7 @@ fn fuzzed_zookeeper_records_are_served_whole_or_not_at_all() {
     let mut registry = Registry::default();
     let (mut served, mut refused) = (0u64, 0u64);
     for n in 0..runs {
-        let seed = &seeds[rng.below(seeds.len())];
-        let other = &seeds[rng.below(seeds.len())];
-        let input = if n % 2 == 0 {
-            mutate(&mut rng, seed, other, 4096)
-        } else {
-            let mut v: serde_json::Value = serde_json::from_slice(seed).unwrap();
-            for _ in 0..1 + rng.below(3) {
-                mutate_json(&mut rng, &mut v);
-            }
-            serde_json::to_vec(&v).unwrap()
-        };
+        let input = mutated_json(&mut rng, &seeds, n);
         // A service node and one child, in a few places of the tree.
         let service = format!("/us/joyent/s{}", n % 7);
         let path = if n % 3 == 0 {

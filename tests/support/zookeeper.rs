@@ -205,19 +205,10 @@ impl Zk {
 
     /// A client authenticated as `user:password` (digest).
     pub fn connect_digest(connect: &str, digest: &str) -> Zk {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let client = rt
-            .block_on(
-                Client::connector()
-                    .with_auth("digest", digest.as_bytes())
-                    .connect(connect),
-            )
-            .unwrap_or_else(|e| panic!("cannot connect to zookeeper {connect}: {e}"));
-        Zk { rt, client }
+        Self::with(
+            connect,
+            Client::connector().with_auth("digest", digest.as_bytes()),
+        )
     }
 
     /// A node only this client's identity may read or change.
@@ -229,17 +220,20 @@ impl Zk {
     }
 
     pub fn connect_with(connect: &str, session_timeout: Duration) -> Zk {
+        Self::with(
+            connect,
+            Client::connector().with_session_timeout(session_timeout),
+        )
+    }
+
+    fn with(connect: &str, connector: zookeeper_client::Connector) -> Zk {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
         let client = rt
-            .block_on(
-                Client::connector()
-                    .with_session_timeout(session_timeout)
-                    .connect(connect),
-            )
+            .block_on(connector.connect(connect))
             .unwrap_or_else(|e| panic!("cannot connect to zookeeper {connect}: {e}"));
         Zk { rt, client }
     }
