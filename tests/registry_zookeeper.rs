@@ -362,7 +362,12 @@ fn zookeeper_and_the_api_give_the_same_answers() {
     let ensemble = ZkEnsemble::start(1);
     let zk = Zk::connect(&ensemble.connect_string());
     write_readme_tree(&zk);
-    let from_zk = Server::start_example("", &config(&ensemble.toml_servers(), ""));
+    // Persistent recursive watches (ZooKeeper 3.6+), and the child and
+    // data watches used with older servers.
+    let from_zk = ["persistent", "oneshot"].map(|mode| {
+        let extra = format!("watches = \"{mode}\"");
+        Server::start_example("", &config(&ensemble.toml_servers(), &extra))
+    });
     // The API server has no ZooKeeper: the same table without it.
     let api_config = config("[\"127.0.0.1:1\"]", "")
         .split("[registry.zookeeper]")
@@ -396,24 +401,22 @@ fn zookeeper_and_the_api_give_the_same_answers() {
             ),
         );
     }
-    wait_fresh(&from_zk);
-    assert!(eventually(Duration::from_secs(10), || a(
-        &from_zk,
-        "types.joyent.us."
-    )
-    .len()
-        == 5));
     let mut compared = 0;
-    for (name, rtype) in readme_questions() {
-        for (z, p) in [
-            (from_zk.udp(&name, rtype), from_api.udp(&name, rtype)),
-            (from_zk.tcp(&name, rtype), from_api.tcp(&name, rtype)),
-        ] {
-            assert_eq!(canonical(&z), canonical(&p), "{name} {rtype}");
-            compared += 1;
+    for from_zk in &from_zk {
+        wait_fresh(from_zk);
+        let loaded = || a(from_zk, "types.joyent.us.").len() == 5;
+        assert!(eventually(Duration::from_secs(10), loaded));
+        for (name, rtype) in readme_questions() {
+            for (z, p) in [
+                (from_zk.udp(&name, rtype), from_api.udp(&name, rtype)),
+                (from_zk.tcp(&name, rtype), from_api.tcp(&name, rtype)),
+            ] {
+                assert_eq!(canonical(&z), canonical(&p), "{name} {rtype}");
+                compared += 1;
+            }
         }
     }
-    assert_eq!(compared, readme_questions().len() * 2);
+    assert_eq!(compared, readme_questions().len() * 4);
 }
 
 /// A Registrar-like client (kazoo, in a process of its own) registers an
@@ -801,4 +804,64 @@ fn digest_authentication_reads_what_the_acl_reserves() {
     let status = ctl_status(&without);
     assert!(status.contains("1 records skipped"), "{status}");
     assert!(without.wait_log("ACL does not let this node read it", Duration::from_secs(2)));
+}
+
+/// With child and data watches (what servers before 3.6 offer), every
+/// kind of change is followed: a host added, its address changed, a host
+/// deleted, a whole service deleted, a new service with its hosts.
+#[test]
+fn child_and_data_watches_follow_every_change() {
+    let ensemble = ZkEnsemble::start(1);
+    let zk = Zk::connect(&ensemble.connect_string());
+    write_readme_tree(&zk);
+    let server = Server::start_example(
+        "",
+        &config(&ensemble.toml_servers(), "watches = \"oneshot\""),
+    );
+    wait_fresh(&server);
+    let authcache = |s: &Server| a(s, "authcache.emy-10.joyent.us.");
+    assert_eq!(authcache(&server), ips(&["172.27.10.62", "172.27.10.67"]));
+    let follows = |what: &str, f: &dyn Fn() -> bool| {
+        assert!(
+            eventually(Duration::from_secs(5), f),
+            "{what}; log:\n{}",
+            server.log()
+        );
+    };
+    zk.put_ephemeral(
+        &format!("{AUTHCACHE}/added"),
+        &host_record("redis_host", "172.27.10.70", &[], None),
+    );
+    follows("a host added", &|| authcache(&server).len() == 3);
+    zk.put(
+        &format!("{AUTHCACHE}/{HOST_62}"),
+        &host_record("redis_host", "172.27.10.63", &[], None),
+    );
+    follows("an address changed", &|| {
+        authcache(&server).contains(&"172.27.10.63".parse().unwrap())
+    });
+    zk.delete(&format!("{AUTHCACHE}/{HOST_67}"));
+    follows("a host deleted", &|| {
+        authcache(&server) == ips(&["172.27.10.63", "172.27.10.70"])
+    });
+    for (kind, _) in HOST_TYPES {
+        zk.delete(&format!("/us/joyent/types/{}", kind.replace('_', "-")));
+    }
+    for name in ["bad-json", "vestigial", "no-address"] {
+        zk.delete(&format!("/us/joyent/types/{name}"));
+    }
+    zk.delete("/us/joyent/types");
+    follows("a whole service deleted", &|| {
+        server.udp("types.joyent.us.", RecordType::A).response_code == ResponseCode::NXDomain
+    });
+    zk.put("/us/joyent/fresh", EXAMPLE_SERVICE);
+    zk.put_ephemeral(
+        "/us/joyent/fresh/f1",
+        &host_record("load_balancer", "10.3.0.1", &[8080], None),
+    );
+    follows("a new service with a host", &|| {
+        a(&server, "fresh.joyent.us.") == ips(&["10.3.0.1"])
+    });
+    let srv = server.udp("_http._tcp.fresh.joyent.us.", RecordType::SRV);
+    assert_eq!(srv.answers.len(), 1, "{srv}");
 }

@@ -32,6 +32,15 @@ pub fn parent(path: &str) -> Option<&str> {
     (path.len() > 1).then(|| if cut == 0 { "/" } else { &path[..cut] })
 }
 
+/// The path of child `name` of `parent`.
+pub fn child_path(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
 /// The last component of `path`.
 pub fn leaf(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
@@ -66,6 +75,8 @@ mod tests {
         assert_eq!(parent("/us"), Some("/"));
         assert_eq!(parent("/"), None);
         assert_eq!(leaf("/us/joyent"), "joyent");
+        assert_eq!(child_path("/", "us"), "/us");
+        assert_eq!(child_path("/us", "joyent"), "/us/joyent");
     }
 
     #[test]

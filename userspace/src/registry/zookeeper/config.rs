@@ -34,6 +34,22 @@ pub struct ZooKeeperConfig {
     /// does not empty it.
     #[serde(default)]
     pub hysteresis: bool,
+    /// How changes are followed: `persistent` recursive watches
+    /// (ZooKeeper 3.6 and later), `oneshot` child and data watches on
+    /// every node (older servers), or `auto`: persistent unless the
+    /// servers do not implement them.
+    #[serde(default)]
+    pub watches: WatchMode,
+}
+
+/// `registry.zookeeper.watches`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WatchMode {
+    #[default]
+    Auto,
+    Persistent,
+    Oneshot,
 }
 
 fn default_session_timeout_ms() -> u64 {

@@ -10,6 +10,7 @@
 //! written; meanwhile the last state read keeps serving, marked stale.
 
 pub mod config;
+mod oneshot;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -24,10 +25,11 @@ use zookeeper_client::{
 
 use super::projection::{Op, RegistryHandle, SourceStats};
 use super::RegistryError;
-use paths::domain_path;
+use oneshot::{Update, Watches};
+use paths::{child_path, domain_path};
 pub use xdpdns_core::registry::zookeeper::{paths, records, tree, Change, MirrorTree};
 
-pub use config::ZooKeeperConfig;
+pub use config::{WatchMode, ZooKeeperConfig};
 
 /// Node reads in flight at once after watch events.
 const READ_CONCURRENCY: usize = 256;
@@ -64,6 +66,7 @@ pub fn spawn(
         .store(tree.mirrored() as u64, Ordering::Relaxed);
     let roots = config.domains.iter().map(|d| domain_path(d)).collect();
     let source = Source {
+        oneshot: config.watches == WatchMode::Oneshot,
         config,
         digest,
         handle,
@@ -81,6 +84,8 @@ struct Source {
     tree: MirrorTree,
     roots: Vec<String>,
     log: Throttle,
+    /// The servers have no persistent watches: child and data watches.
+    oneshot: bool,
 }
 
 /// Why a session ended without an error.
@@ -146,31 +151,28 @@ impl Source {
         let mut states = client.state_watcher();
         let (tx, mut events) = mpsc::unbounded_channel();
         let mut forwarders = Vec::new();
-        for root in &self.roots {
-            let mut watcher = client
-                .watch(root, AddWatchMode::PersistentRecursive)
-                .await?;
-            let tx = tx.clone();
-            forwarders.push(tokio::spawn(async move {
-                loop {
-                    let event = watcher.changed().await;
-                    if event.event_type == EventType::Session {
-                        if event.session_state.is_terminated() {
-                            return;
-                        }
-                        continue;
-                    }
-                    if tx.send(event).is_err() {
-                        return;
-                    }
+        if !self.oneshot {
+            match self.persistent_watches(&client, &tx, &mut forwarders).await {
+                Ok(()) => {}
+                Err(zookeeper_client::Error::Unimplemented)
+                    if self.config.watches == WatchMode::Auto =>
+                {
+                    info!("zookeeper: the servers have no persistent watches (before 3.6); using child and data watches");
+                    self.oneshot = true;
                 }
-            }));
+                Err(e) => return Err(e),
+            }
         }
+        let mut watches = Watches::default();
         let _abort = AbortOnDrop(forwarders);
         let mut release = tokio::time::interval(RELEASE_EVERY);
         {
             let started = Instant::now();
-            let (nodes, denied) = self.read_all(&client).await?;
+            let (nodes, denied) = if self.oneshot {
+                split_full_read(watches.read(&client, self.roots.clone()).await?)
+            } else {
+                self.read_all(&client).await?
+            };
             for node in denied {
                 self.skipped(&node, NO_AUTH);
             }
@@ -212,7 +214,12 @@ impl Source {
                         while let Ok(e) = events.try_recv() {
                             batch.push(e);
                         }
-                        self.apply(&client, batch).await?;
+                        let updates = self.read_events(&client, batch).await?;
+                        self.apply(updates).await;
+                    }
+                    Some(event) = watches.next(), if !watches.is_empty() => {
+                        let updates = watches.follow(&client, event).await?;
+                        self.apply(updates).await;
                     }
                     _ = release.tick(), if self.tree.leaving() > 0 => {
                         let view = self.handle.view();
@@ -228,6 +235,37 @@ impl Source {
                 }
             }
         }
+    }
+
+    /// A persistent recursive watch on every root (ZooKeeper 3.6 and
+    /// later), each forwarded into `tx`.
+    async fn persistent_watches(
+        &self,
+        client: &Client,
+        tx: &mpsc::UnboundedSender<WatchedEvent>,
+        forwarders: &mut Vec<JoinHandle<()>>,
+    ) -> Result<(), zookeeper_client::Error> {
+        for root in &self.roots {
+            let mut watcher = client
+                .watch(root, AddWatchMode::PersistentRecursive)
+                .await?;
+            let tx = tx.clone();
+            forwarders.push(tokio::spawn(async move {
+                loop {
+                    let event = watcher.changed().await;
+                    if event.event_type == EventType::Session {
+                        if event.session_state.is_terminated() {
+                            return;
+                        }
+                        continue;
+                    }
+                    if tx.send(event).is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        Ok(())
     }
 
     /// Every node under the roots with its data, breadth first: each
@@ -262,7 +300,7 @@ impl Source {
             for (path, result) in multi_read(client, &parents, Read::Children).await? {
                 match result {
                     MultiReadResult::Children { children } => {
-                        frontier.extend(children.iter().map(|c| join(&path, c)))
+                        frontier.extend(children.iter().map(|c| child_path(&path, c)))
                     }
                     MultiReadResult::Error {
                         err: zookeeper_client::Error::NoNode | zookeeper_client::Error::NoAuth,
@@ -275,13 +313,13 @@ impl Source {
         Ok((out, denied))
     }
 
-    /// Node events, in order: created and changed nodes are read again
-    /// (all at once), deleted ones leave the tree.
-    async fn apply(
+    /// What persistent-watch events mean, in order: created and changed
+    /// nodes read again (all at once), deleted ones removed.
+    async fn read_events(
         &mut self,
         client: &Client,
         batch: Vec<WatchedEvent>,
-    ) -> Result<(), zookeeper_client::Error> {
+    ) -> Result<Vec<Update>, zookeeper_client::Error> {
         let read: Vec<_> = stream::iter(batch)
             .map(|event| {
                 let client = client.clone();
@@ -298,27 +336,42 @@ impl Source {
             .buffered(READ_CONCURRENCY)
             .collect()
             .await;
+        let mut updates = Vec::new();
         for (event, data) in read {
+            let path = event.path;
             match (event.event_type, data) {
-                (_, Some(Ok((bytes, _)))) => {
-                    if let Err(e) = self.tree.set(&event.path, &bytes) {
-                        self.skipped(&event.path, &e.to_string());
-                    }
-                }
+                (_, Some(Ok((bytes, _)))) => updates.push(Update::Set(path, bytes)),
                 (EventType::NodeDeleted, _) | (_, Some(Err(zookeeper_client::Error::NoNode))) => {
-                    self.tree.remove(&event.path)
+                    updates.push(Update::Removed(path))
                 }
                 (_, Some(Err(zookeeper_client::Error::NoAuth))) => {
-                    self.tree.remove(&event.path);
-                    self.skipped(&event.path, NO_AUTH);
+                    updates.push(Update::Denied(path))
                 }
                 (_, Some(Err(e))) => return Err(e),
                 _ => {}
             }
         }
+        Ok(updates)
+    }
+
+    /// Applies what was read to the tree and writes what changed.
+    async fn apply(&mut self, updates: Vec<Update>) {
+        for update in updates {
+            match update {
+                Update::Set(path, bytes) => {
+                    if let Err(e) = self.tree.set(&path, &bytes) {
+                        self.skipped(&path, &e.to_string());
+                    }
+                }
+                Update::Removed(path) => self.tree.remove(&path),
+                Update::Denied(path) => {
+                    self.tree.remove(&path);
+                    self.skipped(&path, NO_AUTH);
+                }
+            }
+        }
         let changes = self.tree.changes();
         self.write(changes).await;
-        Ok(())
     }
 
     /// Submits every change before waiting for any (the writer takes
@@ -437,12 +490,17 @@ async fn multi_read(
     Ok(out)
 }
 
-fn join(parent: &str, child: &str) -> String {
-    if parent == "/" {
-        format!("/{child}")
-    } else {
-        format!("{parent}/{child}")
+/// A full read from child and data watches, as the multi-read gives it.
+fn split_full_read(updates: Vec<Update>) -> FullRead {
+    let (mut nodes, mut denied) = (Vec::new(), Vec::new());
+    for u in updates {
+        match u {
+            Update::Set(path, bytes) => nodes.push((path, bytes)),
+            Update::Denied(path) => denied.push(path),
+            Update::Removed(_) => {}
+        }
     }
+    (nodes, denied)
 }
 
 /// At most `BURST` log lines per `WINDOW`; says how many it held back.
