@@ -82,6 +82,14 @@ impl Config {
             if let Some(e) = r.etcd.as_mut() {
                 e.resolve_paths(&config.base_dir);
             }
+            if let Some(f) = r
+                .zookeeper
+                .as_mut()
+                .and_then(|z| z.digest_file.as_mut())
+                .filter(|f| f.is_relative())
+            {
+                *f = config.base_dir.join(&*f);
+            }
         }
         config.validate()?;
         config.settings = Settings {
@@ -681,6 +689,57 @@ mod tests {
             PathBuf::from("/etc/xdpdns/tls/ca.pem")
         );
         assert_eq!(etcd.key_file.unwrap(), PathBuf::from("/k.pem"));
+    }
+
+    #[test]
+    fn a_bad_zookeeper_table_is_named_by_its_key() {
+        let registry = |backend: &str| {
+            format!(
+                "[registry]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"r\"\nns = [\"ns.example.\"]\n\
+                 hostmaster = \"h.example.\"\ntoken = \"t\"\n{backend}\
+                 [[registry.zone]]\nname = \"joyent.us.\"\n[registry.zookeeper]\n"
+            )
+        };
+        let cases = [
+            (
+                "servers = []\ndomains = [\"emy-10.joyent.us\"]\n",
+                "registry.zookeeper.servers",
+            ),
+            (
+                "servers = [\"zk:2181\"]\ndomains = [\"example.com\"]\n",
+                "registry.zookeeper.domains",
+            ),
+            (
+                "servers = [\"zk:2181\"]\ndomains = [\"a.joyent.us\"]\nwatches = \"sometimes\"\n",
+                "watches",
+            ),
+        ];
+        for (table, key) in cases {
+            let e = parse(&format!("{}{table}", registry("")))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{table}: {e}");
+        }
+        let etcd =
+            registry("backend = \"etcd\"\n[registry.etcd]\nendpoints = [\"http://a:2379\"]\n");
+        // The etcd table ends where [registry.zookeeper] begins.
+        let e = parse(&format!(
+            "{etcd}servers = [\"zk:2181\"]\ndomains = [\"a.joyent.us\"]\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("registry.zookeeper"), "{e}");
+        let c = parse(&format!(
+            "{}servers = [\"zk:2181\"]\ndomains = [\"a.joyent.us\"]\ndigest_file = \"zk.digest\"\n",
+            registry("")
+        ))
+        .unwrap();
+        let zk = c.registry.unwrap().zookeeper.unwrap();
+        assert_eq!(
+            zk.digest_file.unwrap(),
+            PathBuf::from("/etc/xdpdns/zk.digest")
+        );
+        assert_eq!(zk.watches, crate::registry::zookeeper::WatchMode::Auto);
     }
 
     #[test]
