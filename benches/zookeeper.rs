@@ -15,7 +15,9 @@
 //!    new address answers.
 //!
 //! `cargo bench --bench zookeeper` (`XDPDNS_ZK_HOSTS=N` for another
-//! size); under `cargo test` (CI) the same steps run small.
+//! size, `XDPDNS_ZK_WATCHES=oneshot` for the child and data watches used
+//! with ZooKeeper before 3.6); under `cargo test` (CI) the same steps run
+//! small.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
@@ -143,6 +145,7 @@ struct Server {
 
 fn start_server(dir: &Path, zk_port: u16) -> Server {
     std::fs::create_dir_all(dir).unwrap();
+    let watches = std::env::var("XDPDNS_ZK_WATCHES").unwrap_or_else(|_| "auto".into());
     let config = dir.join("xdpdns.toml");
     std::fs::write(
         &config,
@@ -152,6 +155,7 @@ fn start_server(dir: &Path, zk_port: u16) -> Server {
              require_opt_in = false\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
              [registry.limits]\nmax_instances = 2000000\n\
              [registry.zookeeper]\nservers = [\"127.0.0.1:{zk_port}\"]\ndomains = [\"joyent.us\"]\n\
+             watches = \"{watches}\"\n\
              [[registry.zone]]\nname = \"joyent.us.\"\n"
         ),
     )

@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
+use futures_util::FutureExt;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -31,6 +32,8 @@ pub use xdpdns_core::registry::zookeeper::{paths, records, tree, Change, MirrorT
 
 pub use config::{WatchMode, ZooKeeperConfig};
 
+/// Most node updates taken into one registry write.
+const MAX_BATCH: usize = 4096;
 /// Node reads in flight at once after watch events.
 const READ_CONCURRENCY: usize = 256;
 /// Multi-read requests in flight at once during a full read.
@@ -218,7 +221,15 @@ impl Source {
                         self.apply(updates).await;
                     }
                     Some(event) = watches.next(), if !watches.is_empty() => {
-                        let updates = watches.follow(&client, event).await?;
+                        // Every watch that has fired meanwhile goes into
+                        // the same registry write.
+                        let mut updates = watches.follow(&client, event).await?;
+                        while updates.len() < MAX_BATCH {
+                            let Some(Some(event)) = watches.next().now_or_never() else {
+                                break;
+                            };
+                            updates.extend(watches.follow(&client, event).await?);
+                        }
                         self.apply(updates).await;
                     }
                     _ = release.tick(), if self.tree.leaving() > 0 => {
