@@ -865,3 +865,33 @@ fn child_and_data_watches_follow_every_change() {
     let srv = server.udp("_http._tcp.fresh.joyent.us.", RecordType::SRV);
     assert_eq!(srv.answers.len(), 1, "{srv}");
 }
+
+/// Registrar agents that write below a chroot are read with the same
+/// chroot; nodes outside it are not mirrored.
+#[test]
+fn a_chroot_confines_what_is_mirrored() {
+    let ensemble = ZkEnsemble::start(1);
+    let root = Zk::connect(&ensemble.connect_string());
+    root.mkdirs("/binder");
+    root.put(AUTHCACHE, AUTHCACHE_SERVICE);
+    root.put(
+        &format!("{AUTHCACHE}/outside"),
+        &host_record("redis_host", "10.9.9.9", &[], None),
+    );
+    let zk = Zk::connect(&format!("{}/binder", ensemble.connect_string()));
+    zk.put(AUTHCACHE, AUTHCACHE_SERVICE);
+    zk.put(
+        &format!("{AUTHCACHE}/{HOST_62}"),
+        &host_record("redis_host", "172.27.10.62", &[], None),
+    );
+    let server = Server::start_example(
+        "",
+        &config(&ensemble.toml_servers(), "chroot = \"/binder\""),
+    );
+    wait_fresh(&server);
+    assert!(eventually(Duration::from_secs(5), || {
+        a(&server, "authcache.emy-10.joyent.us.") == ips(&["172.27.10.62"])
+    }));
+    let outside = server.udp("outside.authcache.emy-10.joyent.us.", RecordType::A);
+    assert_eq!(outside.response_code, ResponseCode::NXDomain);
+}
