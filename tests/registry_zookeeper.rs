@@ -895,3 +895,44 @@ fn a_chroot_confines_what_is_mirrored() {
     let outside = server.udp("outside.authcache.emy-10.joyent.us.", RecordType::A);
     assert_eq!(outside.response_code, ResponseCode::NXDomain);
 }
+
+/// A ZooKeeper source removed from the configuration takes its mirrored
+/// instances with it at the next start (they have no lease, and the API
+/// may not remove them).
+#[test]
+fn removing_the_source_removes_what_it_mirrored() {
+    let ensemble = ZkEnsemble::start(1);
+    let zk = Zk::connect(&ensemble.connect_string());
+    zk.put(AUTHCACHE, AUTHCACHE_SERVICE);
+    zk.put(
+        &format!("{AUTHCACHE}/{HOST_62}"),
+        &host_record("redis_host", "172.27.10.62", &[], None),
+    );
+    let mut server = Server::start_example("", &config(&ensemble.toml_servers(), ""));
+    wait_fresh(&server);
+    assert!(eventually(Duration::from_secs(5), || !a(
+        &server,
+        "authcache.emy-10.joyent.us."
+    )
+    .is_empty()));
+    let text = std::fs::read_to_string(&server.config).unwrap();
+    let start = text.find("[registry.zookeeper]").unwrap();
+    let end = start + text[start..].find("[[registry.zone]]").unwrap();
+    std::fs::write(
+        &server.config,
+        format!("{}{}", &text[..start], &text[end..]),
+    )
+    .unwrap();
+    server.restart_after("TERM");
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            server
+                .udp("authcache.emy-10.joyent.us.", RecordType::A)
+                .response_code
+                == ResponseCode::NXDomain
+        }),
+        "{}",
+        server.log()
+    );
+    assert!(server.wait_log("removing the instances it mirrored", Duration::from_secs(2)));
+}

@@ -252,6 +252,12 @@ pub(super) async fn start_registry(
             ),
         };
         crate::registry::zookeeper::spawn(zk.clone(), digest, started.handle.clone(), stop.clone());
+    } else {
+        // Instances mirrored while a ZooKeeper source was configured have
+        // no lease and no one left to remove them.
+        tokio::spawn(crate::registry::zookeeper::forget_mirrored(
+            started.handle.clone(),
+        ));
     }
     let listener = crate::api::bind(rc.listen).await.with_context(|| {
         format!(

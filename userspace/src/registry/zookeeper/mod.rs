@@ -70,6 +70,7 @@ pub fn spawn(
     let roots = config.domains.iter().map(|d| domain_path(d)).collect();
     let source = Source {
         oneshot: config.watches == WatchMode::Oneshot,
+        watch_failures: 0,
         config,
         digest,
         handle,
@@ -78,6 +79,35 @@ pub fn spawn(
         log: Throttle::default(),
     };
     tokio::spawn(source.run(stop))
+}
+
+/// Removes every mirrored instance (no ZooKeeper source is configured
+/// any more).
+pub async fn forget_mirrored(handle: RegistryHandle) {
+    let view = handle.view();
+    let ids: Vec<String> = view
+        .registry
+        .instances
+        .values()
+        .filter(|i| i.reg.mirrors.is_some())
+        .map(|i| i.id.clone())
+        .collect();
+    if ids.is_empty() {
+        return;
+    }
+    info!(
+        instances = ids.len(),
+        "no [registry.zookeeper]: removing the instances it mirrored"
+    );
+    let mut pending = Vec::new();
+    for id in ids {
+        if let Ok(rx) = handle.submit(Op::Unmirror { id }).await {
+            pending.push(rx);
+        }
+    }
+    for rx in pending {
+        let _ = rx.await;
+    }
 }
 
 struct Source {
@@ -89,6 +119,8 @@ struct Source {
     log: Throttle,
     /// The servers have no persistent watches: child and data watches.
     oneshot: bool,
+    /// Sessions in a row whose persistent watches failed.
+    watch_failures: u32,
 }
 
 /// Why a session ended without an error.
@@ -156,11 +188,19 @@ impl Source {
         let mut forwarders = Vec::new();
         if !self.oneshot {
             match self.persistent_watches(&client, &tx, &mut forwarders).await {
-                Ok(()) => {}
-                Err(zookeeper_client::Error::Unimplemented)
-                    if self.config.watches == WatchMode::Auto =>
-                {
-                    info!("zookeeper: the servers have no persistent watches (before 3.6); using child and data watches");
+                Ok(()) => self.watch_failures = 0,
+                Err(e) if self.config.watches == WatchMode::Auto => {
+                    // A server before 3.6 answers "unimplemented", or
+                    // may just drop the connection: twice in a row with a
+                    // session established, and persistent watches are
+                    // given up for this server.
+                    self.watch_failures += 1;
+                    if !matches!(e, zookeeper_client::Error::Unimplemented)
+                        && self.watch_failures < 2
+                    {
+                        return Err(e);
+                    }
+                    info!(error = %e, "zookeeper: the servers have no persistent watches (before 3.6); using child and data watches");
                     self.oneshot = true;
                 }
                 Err(e) => return Err(e),
