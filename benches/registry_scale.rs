@@ -99,8 +99,8 @@ fn main() {
         println!(
             "memory of node {}: PSS {} MB ({:.1} KB per instance)",
             k + 1,
-            pss_kb(node.child.0.id()) / 1024,
-            pss_kb(node.child.0.id()) as f64 / instances as f64
+            process::pss_kb(node.child.0.id()) / 1024,
+            process::pss_kb(node.child.0.id()) as f64 / instances as f64
         );
     }
 
@@ -290,13 +290,4 @@ fn answers(sock: &UdpSocket, dns: SocketAddr, name: &Name, id: &mut u16) -> bool
             Err(_) => return false,
         }
     }
-}
-
-fn pss_kb(pid: u32) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with("Pss:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }

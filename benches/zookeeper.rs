@@ -222,15 +222,6 @@ fn until(
     }
 }
 
-fn pss_kb(pid: u32) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with("Pss:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 fn socket() -> UdpSocket {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(500)))
@@ -329,7 +320,7 @@ fn main() {
         (answered - spawned).as_secs_f64()
     );
     std::thread::sleep(Duration::from_secs(4));
-    let pss = pss_kb(server.child.0.id());
+    let pss = process::pss_kb(server.child.0.id());
     println!(
         "(2) PSS: {:.1} MB, {} bytes per host record",
         pss as f64 / 1024.0,

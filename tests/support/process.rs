@@ -121,3 +121,13 @@ pub fn free_port() -> u16 {
     }
     panic!("no free loopback port");
 }
+
+/// The proportional set size of process `pid`, in KiB (0 if gone).
+pub fn pss_kb(pid: u32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with("Pss:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}

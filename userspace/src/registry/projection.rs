@@ -62,7 +62,7 @@ pub enum Op {
 
 pub type Reply = oneshot::Sender<Result<Option<Instance>, RegistryError>>;
 /// A submitted write's result, to come.
-pub type Pending = oneshot::Receiver<Result<Option<Instance>, RegistryError>>;
+type Pending = oneshot::Receiver<Result<Option<Instance>, RegistryError>>;
 
 /// What readers see: the state as of the last committed batch.
 pub struct View {
@@ -129,10 +129,26 @@ impl RegistryHandle {
         result
     }
 
-    /// Queues a write without waiting for it: many writes submitted at
-    /// once reach the writer as large groups (one journal sync and one
-    /// publish each). The returned receiver gets the result.
-    pub async fn submit(&self, op: Op) -> Result<Pending, RegistryError> {
+    /// Submits every write before waiting for any, so they reach the
+    /// writer as large groups (one journal sync and one publish each);
+    /// the results in the order of `ops`, once all are durable.
+    pub async fn write_all(&self, ops: Vec<Op>) -> Vec<Result<Option<Instance>, RegistryError>> {
+        let mut pending = Vec::with_capacity(ops.len());
+        for op in ops {
+            pending.push(self.submit(op).await);
+        }
+        let mut results = Vec::with_capacity(pending.len());
+        for submitted in pending {
+            results.push(match submitted {
+                Ok(rx) => rx.await.unwrap_or(Err(RegistryError::Unavailable)),
+                Err(e) => Err(e),
+            });
+        }
+        results
+    }
+
+    /// Queues a write without waiting for it.
+    async fn submit(&self, op: Op) -> Result<Pending, RegistryError> {
         let (tx, rx) = oneshot::channel();
         // Without yielding while there is room (an await would give the
         // runtime away every so often, and the writer would see the

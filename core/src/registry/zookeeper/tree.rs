@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::paths::{instance_id, leaf, parent, path_domain};
+use super::paths::{child_path, instance_id, leaf, parent, path_domain};
 use super::records::{parse, HostRecord, RecordError, ZkRecord};
 use crate::registry::model::{BinderService, BinderSpec, InstanceSpec, MAX_LEASE_SECS};
 use crate::registry::{Instance, Status};
@@ -120,29 +120,9 @@ impl MirrorTree {
 
     /// Nodes directly below `path`, known now or written before.
     fn children(&self, path: &str) -> Vec<String> {
-        let prefix = if path == "/" {
-            "/".to_string()
-        } else {
-            format!("{path}/")
-        };
-        let direct = |p: &&String| p.starts_with(&prefix) && !p[prefix.len()..].contains('/');
-        let below = |m: &BTreeMap<String, _>| -> Vec<String> {
-            m.range(prefix.clone()..)
-                .map(|(p, _)| p)
-                .take_while(|p| p.starts_with(&prefix))
-                .filter(direct)
-                .cloned()
-                .collect()
-        };
-        let mut out = below(&self.nodes);
-        out.extend(
-            self.written
-                .range(prefix.clone()..)
-                .map(|(p, _)| p)
-                .take_while(|p| p.starts_with(&prefix))
-                .filter(direct)
-                .cloned(),
-        );
+        let prefix = child_path(path, "");
+        let mut out = direct_children(&self.nodes, &prefix);
+        out.extend(direct_children(&self.written, &prefix));
         out
     }
 
@@ -264,6 +244,16 @@ impl MirrorTree {
     pub fn mirrored(&self) -> usize {
         self.written.len()
     }
+}
+
+/// Keys of `map` one level below `prefix` (which ends with `/`).
+fn direct_children<V>(map: &BTreeMap<String, V>, prefix: &str) -> Vec<String> {
+    map.range(prefix.to_string()..)
+        .map(|(p, _)| p)
+        .take_while(|p| p.starts_with(prefix))
+        .filter(|p| !p[prefix.len()..].contains('/'))
+        .cloned()
+        .collect()
 }
 
 /// A member still listed in its service's answers.

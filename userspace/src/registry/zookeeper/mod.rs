@@ -9,6 +9,7 @@
 //! lost session ends in a fresh full read, and only the difference is
 //! written; meanwhile the last state read keeps serving, marked stale.
 
+mod bounded;
 pub mod config;
 mod oneshot;
 
@@ -99,15 +100,9 @@ pub async fn forget_mirrored(handle: RegistryHandle) {
         instances = ids.len(),
         "no [registry.zookeeper]: removing the instances it mirrored"
     );
-    let mut pending = Vec::new();
-    for id in ids {
-        if let Ok(rx) = handle.submit(Op::Unmirror { id }).await {
-            pending.push(rx);
-        }
-    }
-    for rx in pending {
-        let _ = rx.await;
-    }
+    handle
+        .write_all(ids.into_iter().map(|id| Op::Unmirror { id }).collect())
+        .await;
 }
 
 struct Source {
@@ -425,35 +420,25 @@ impl Source {
         self.write(changes).await;
     }
 
-    /// Submits every change before waiting for any (the writer takes
-    /// them in large groups: one journal sync and one publish each) and
-    /// waits until all are durable.
+    /// Writes every change (submitted at once, so the writer takes them
+    /// in large groups) and waits until all are durable.
     async fn write(&mut self, changes: Vec<Change>) {
         if changes.is_empty() {
             return;
         }
-        let mut pending = Vec::with_capacity(changes.len());
-        for change in changes {
-            let op = match &change {
+        let ops = changes
+            .iter()
+            .map(|change| match change {
                 Change::Mirror { id, node, spec } => Op::Mirror {
                     id: id.clone(),
                     spec: spec.clone(),
                     node: node.clone(),
                 },
                 Change::Unmirror { id, .. } => Op::Unmirror { id: id.clone() },
-            };
-            let submitted = self.handle.submit(op).await;
-            pending.push((change, submitted));
-        }
-        let mut results = Vec::with_capacity(pending.len());
-        for (change, submitted) in pending {
-            let result = match submitted {
-                Ok(rx) => rx.await.unwrap_or(Err(RegistryError::Unavailable)),
-                Err(e) => Err(e),
-            };
-            results.push((change, result));
-        }
-        for (change, result) in results {
+            })
+            .collect();
+        let results = self.handle.write_all(ops).await;
+        for (change, result) in changes.into_iter().zip(results) {
             match (change, result) {
                 (_, Ok(_)) | (Change::Unmirror { .. }, Err(RegistryError::NotFound(_))) => {
                     self.stats().writes.fetch_add(1, Ordering::Relaxed);
@@ -512,31 +497,26 @@ async fn multi_read(
         Read::Data => 256,
         Read::Children => 16,
     };
-    let mut out = Vec::with_capacity(paths.len());
-    let mut chunks = paths.chunks(per_request);
-    let mut running = tokio::task::JoinSet::new();
-    loop {
-        while running.len() < READ_REQUESTS_IN_FLIGHT {
-            let Some(chunk) = chunks.next() else { break };
-            let chunk = chunk.to_vec();
-            let client = client.clone();
-            running.spawn(async move {
-                let mut reader = client.new_multi_reader();
-                for path in &chunk {
-                    match read {
-                        Read::Data => reader.add_get_data(path)?,
-                        Read::Children => reader.add_get_children(path)?,
-                    }
+    let chunks: Vec<Vec<String>> = paths.chunks(per_request).map(<[_]>::to_vec).collect();
+    let batches = bounded::each(chunks, READ_REQUESTS_IN_FLIGHT, |chunk| {
+        let client = client.clone();
+        async move {
+            let mut reader = client.new_multi_reader();
+            for path in &chunk {
+                match read {
+                    Read::Data => reader.add_get_data(path)?,
+                    Read::Children => reader.add_get_children(path)?,
                 }
-                let results = reader.commit().await?;
-                Ok::<_, zookeeper_client::Error>(chunk.into_iter().zip(results).collect::<Vec<_>>())
-            });
+            }
+            let results = reader.commit().await?;
+            Ok::<_, zookeeper_client::Error>(chunk.into_iter().zip(results).collect::<Vec<_>>())
         }
-        let Some(done) = running.join_next().await else {
-            break;
-        };
-        let batch = done.map_err(|e| zookeeper_client::Error::UnexpectedError(e.to_string()))??;
-        out.extend(batch);
+    })
+    .await
+    .map_err(|e| zookeeper_client::Error::UnexpectedError(e.to_string()))?;
+    let mut out = Vec::with_capacity(paths.len());
+    for batch in batches {
+        out.extend(batch?);
     }
     Ok(out)
 }

@@ -10,8 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::task::JoinSet;
-use zookeeper_client::{Client, Error, EventType, OneshotWatcher, Stat, WatchedEvent};
+use zookeeper_client::{Client, Error, EventType, OneshotWatcher, WatchedEvent};
 
 use xdpdns_core::registry::zookeeper::paths::child_path;
 
@@ -29,11 +28,6 @@ pub(super) enum Update {
 }
 
 type Fired = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
-type NodeRead = (
-    String,
-    Result<(Vec<u8>, Stat, OneshotWatcher), Error>,
-    Result<(Vec<String>, Stat, OneshotWatcher), Error>,
-);
 
 /// The watches set, and the children each node had when last listed.
 #[derive(Default)]
@@ -66,23 +60,17 @@ impl Watches {
         let mut frontier = roots;
         while !frontier.is_empty() {
             let mut next = Vec::new();
-            let mut pending = frontier.drain(..);
-            let mut running: JoinSet<NodeRead> = JoinSet::new();
-            loop {
-                while running.len() < IN_FLIGHT {
-                    let Some(path) = pending.next() else { break };
-                    let client = client.clone();
-                    running.spawn(async move {
-                        let data = client.get_and_watch_data(&path).await;
-                        let children = client.get_and_watch_children(&path).await;
-                        (path, data, children)
-                    });
+            let reads = super::bounded::each(std::mem::take(&mut frontier), IN_FLIGHT, |path| {
+                let client = client.clone();
+                async move {
+                    let data = client.get_and_watch_data(&path).await;
+                    let children = client.get_and_watch_children(&path).await;
+                    (path, data, children)
                 }
-                let Some(done) = running.join_next().await else {
-                    break;
-                };
-                let (path, data, children) =
-                    done.map_err(|e| Error::UnexpectedError(e.to_string()))?;
+            })
+            .await
+            .map_err(|e| Error::UnexpectedError(e.to_string()))?;
+            for (path, data, children) in reads {
                 match data {
                     Ok((bytes, _, watcher)) => {
                         self.watch(watcher);
@@ -105,7 +93,6 @@ impl Watches {
                     Err(e) => return Err(e),
                 }
             }
-            drop(pending);
             frontier = next;
         }
         Ok(out)
