@@ -208,6 +208,9 @@ impl Following {
                 }
             }
         }
+        // The list is kept before any zone is dropped or started, so a
+        // restart after what DNS shows follows the same list.
+        self.save();
         // What the removed and reset members served goes in one commit.
         if !dropped.is_empty() {
             self.store.replace_zones(Vec::new(), &dropped, unix_secs());
@@ -220,7 +223,6 @@ impl Following {
         for m in &restart {
             self.start(m);
         }
-        self.save();
     }
 
     fn save(&self) {
