@@ -9,6 +9,7 @@
 pub mod cookie;
 pub mod gaps;
 pub mod rrl;
+pub mod tap;
 
 const _: () = assert!(gaps::RECORDS_AT == gaps::TEMPLATE_AT + negative::TEMPLATE_LEN);
 
@@ -736,6 +737,9 @@ pub struct XdpConfig {
     /// Fingerprint of the zone versions the table holds, or 0 while a
     /// change is being written. Never read by the program.
     pub table_tag: u64,
+    /// dnstap sampling by [`tap::kind`]: a random u32 below the value
+    /// samples the outcome ([`tap::threshold`]; 0: never).
+    pub tap_thresholds: [u32; tap::kind::COUNT],
 }
 
 impl XdpConfig {
@@ -768,6 +772,7 @@ impl XdpConfig {
             },
             object_tag: 0,
             table_tag: 0,
+            tap_thresholds: [0; tap::kind::COUNT],
         }
     }
 }
@@ -805,6 +810,7 @@ mod pod {
     unsafe impl aya::Pod for super::XdpConfig {}
     unsafe impl aya::Pod for super::BenchFrame {}
     unsafe impl aya::Pod for super::rrl::Bucket {}
+    unsafe impl aya::Pod for super::tap::TapRecord {}
 }
 
 /// Per-CPU counter slots: answers by type, then one per [`PassReason`].
@@ -832,7 +838,11 @@ pub mod counter {
     pub const ANSWERED_OTHER: u32 = ANSWERED_NEGATIVE_OTHER + 2;
     /// Referrals, to A, AAAA and every other type.
     pub const REFERRALS: u32 = ANSWERED_OTHER + 1;
-    pub const COUNT: u32 = REFERRALS + 3;
+    /// dnstap samples written to the ring buffer, and those lost because
+    /// it was full.
+    pub const TAP_SAMPLED: u32 = REFERRALS + 3;
+    pub const TAP_LOST: u32 = TAP_SAMPLED + 1;
+    pub const COUNT: u32 = TAP_LOST + 1;
 }
 
 /// Why a packet was handed to the fallback server instead of being answered

@@ -20,6 +20,7 @@
 pub mod answers;
 pub mod anycast;
 pub mod cookies;
+pub mod dnstap;
 pub mod handler;
 pub mod metrics;
 pub mod registry;

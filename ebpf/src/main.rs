@@ -18,6 +18,7 @@ mod parsed;
 mod question;
 mod reply;
 mod rrl;
+mod tap;
 mod verdict;
 mod verifier;
 
@@ -26,6 +27,7 @@ use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::macros::xdp;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::rrl::class;
+use xdpdns_common::tap::{kind as tap_kind, limited as tap_limited};
 use xdpdns_common::{answer_flags, counter, qtype_slot, Answer, PassReason, XdpConfig};
 
 use maps::{count, Scratch, CONFIG, SCRATCH, ZONE_QUERIES};
@@ -87,6 +89,7 @@ pub fn handle(ctx: &XdpContext) -> u32 {
         Ok(Sent::Nothing) => XDP_DROP,
         Err(reason) => {
             count(counter::PASS_BASE + reason as u32);
+            tap::passed(ctx.ctx, reason);
             XDP_PASS
         }
     }
@@ -234,15 +237,34 @@ fn send(
         // the 512-byte stack together.
         unsafe { (*s).opt_len = edns::xdpdns_build_opt(s, cfg) };
     }
-    match rrl::xdpdns_rrl(s, cfg, class as u32) {
+    let limited = rrl::xdpdns_rrl(s, cfg, class as u32);
+    let kind = match (limited, class) {
+        (0, class::POSITIVE) => tap_kind::ANSWER,
+        (0, _) => tap_kind::NEGATIVE,
+        _ => tap_kind::LIMITED,
+    };
+    // The query is kept before the reply overwrites it.
+    let tapped = tap::draw(cfg, kind);
+    if tapped {
+        tap::xdpdns_tap_query(ctx.ctx);
+    }
+    match limited {
         0 => {}
         1 => {
             let kept = reply::form::RCODE | reply::form::NOT_AUTHORITATIVE;
             let slip = reply::form::SLIP | (form & kept);
             pass_code(xdpdns_reply(ctx.ctx, s, cfg, answer, slip))?;
+            if tapped {
+                tap::xdpdns_tap_send(ctx.ctx, kind, tap_limited::SLIPPED, 1);
+            }
             return Ok(Some(Sent::Slip));
         }
-        _ => return Ok(Some(Sent::Nothing)),
+        _ => {
+            if tapped {
+                tap::xdpdns_tap_send(ctx.ctx, kind, tap_limited::DROPPED, 0);
+            }
+            return Ok(Some(Sent::Nothing));
+        }
     }
     // Negative answers apart: their global function is not called from
     // `xdpdns_reply`, so their stack and the positive one's never add up.
@@ -251,6 +273,9 @@ fn send(
         _ => negative::xdpdns_reply_negative(ctx.ctx, s, cfg, answer, form),
     };
     pass_code(code)?;
+    if tapped {
+        tap::xdpdns_tap_send(ctx.ctx, kind, 0, 1);
+    }
     Ok(None)
 }
 

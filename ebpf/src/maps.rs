@@ -2,8 +2,9 @@
 //! loader resizes the name tables at load time.
 
 use aya_ebpf::macros::map;
-use aya_ebpf::maps::{Array, HashMap, PerCpuArray};
+use aya_ebpf::maps::{Array, HashMap, PerCpuArray, RingBuf};
 use xdpdns_common::rrl::Bucket;
+use xdpdns_common::tap::{TapRecord, RING_BYTES};
 use xdpdns_common::{
     counter, key_lead, key_tail, layer, Answer, AnswerBlock, LongKey, OverlayKey, ShortKey,
     SmallBlock, TinyKey, XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
@@ -66,6 +67,14 @@ pub static ZONE_QUERIES: PerCpuArray<u64> = PerCpuArray::with_max_entries(ZONES_
 /// to `[rrl] table_size`.
 #[map(name = "RRL_BUCKETS")]
 pub static RRL_BUCKETS: Array<Bucket> = Array::with_max_entries(1, 0);
+
+/// dnstap samples on their way to the controller (`tap`).
+#[map(name = "TAP_RING")]
+pub static TAP_RING: RingBuf = RingBuf::with_byte_size(RING_BYTES, 0);
+
+/// The sample being taken, per CPU (too big for the stack).
+#[map(name = "TAP_RECORD")]
+pub static TAP_RECORD: PerCpuArray<TapRecord> = PerCpuArray::with_max_entries(1, 0);
 
 /// Per-CPU working memory: the lookup keys are too big for the 512-byte
 /// BPF stack.

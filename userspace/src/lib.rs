@@ -18,6 +18,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod cookies;
+pub mod dnstap;
 pub mod durable;
 pub mod dynamic;
 pub mod frames;

@@ -62,6 +62,9 @@ pub struct Config {
     /// Anycast health coupling; absent = off.
     #[serde(default)]
     pub anycast: Option<AnycastConfig>,
+    /// dnstap from both paths; absent = off.
+    #[serde(default)]
+    pub dnstap: Option<super::dnstap::DnstapConfig>,
     /// Directory relative paths in this file are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,

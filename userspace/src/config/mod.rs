@@ -8,6 +8,7 @@ use hickory_proto::rr::Name;
 use serde::Deserialize;
 
 pub mod anycast;
+pub mod dnstap;
 mod error;
 mod file;
 pub mod signing;
@@ -201,6 +202,11 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.validate_anycast()?;
+        if let Some(d) = &self.dnstap {
+            if let Err((key, message)) = d.target(&self.base_dir).and(d.policy().map(drop)) {
+                return Err(self.invalid(key, message));
+            }
+        }
         if let Err((key, message)) = self.rrl.check() {
             return Err(self.invalid(key, message));
         }

@@ -46,6 +46,8 @@ pub(super) struct Live {
     pub anycast: std::sync::OnceLock<crate::anycast::Anycast>,
     /// Zones added and removed at runtime (`None`: no data directory).
     pub runtime: Option<Arc<crate::dynamic::RuntimeZones>>,
+    /// dnstap, on or off.
+    pub tap: Arc<crate::dnstap::Tap>,
 }
 
 impl Live {

@@ -171,6 +171,7 @@ fn render(live: &Live, kernel: Option<&KernelState>) -> String {
         registry(&mut reg, live, r);
     }
     transfers(&mut reg, live);
+    dnstap(&mut reg, live, kernel);
     let mut out = String::new();
     encode(&mut out, &reg).expect("writing to a String");
     out
@@ -238,6 +239,59 @@ fn queries(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
             "xdpdns_kernel_signed_answers",
             "Kernel answers with signatures (DO=1 in a signed zone), counted in queries too",
             signed,
+        );
+    }
+}
+
+/// dnstap: what was written, what was dropped and why, the kernel's
+/// samples by kind and those its ring buffer lost.
+fn dnstap(reg: &mut Registry, live: &Live, kernel: Option<&KernelState>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = &live.tap.stats;
+    counter(
+        reg,
+        "xdpdns_dnstap_written",
+        "dnstap messages written to the collector",
+        s.written.load(Relaxed),
+    );
+    let dropped = Family::<Labels, Counter>::default();
+    for (reason, v) in [
+        ("queue_full", &s.dropped_queue),
+        ("write_failed", &s.dropped_write),
+    ] {
+        dropped
+            .get_or_create(&vec![("reason", reason.into())])
+            .inc_by(v.load(Relaxed));
+    }
+    reg.register(
+        "xdpdns_dnstap_dropped",
+        "dnstap messages dropped: the queue was full (collector slow or gone), or the connection broke while they were written",
+        dropped,
+    );
+    gauge(
+        reg,
+        "xdpdns_dnstap_connected",
+        "1 while a dnstap collector is connected",
+        i64::from(s.connected.load(Relaxed)),
+    );
+    let samples = Family::<Labels, Counter>::default();
+    for (i, v) in s.kernel_samples.iter().enumerate() {
+        let kind = xdpdns_core::dnstap::Kind::from_u32(i as u32).map_or("other", |k| k.label());
+        samples
+            .get_or_create(&vec![("kind", kind.into())])
+            .inc_by(v.load(Relaxed));
+    }
+    reg.register(
+        "xdpdns_dnstap_kernel_samples",
+        "Samples of the kernel's outcomes read from its ring buffer, by kind",
+        samples,
+    );
+    if let Some(k) = kernel {
+        counter(
+            reg,
+            "xdpdns_dnstap_kernel_lost",
+            "Kernel samples lost because the ring buffer was full",
+            k.counters.tap_lost,
         );
     }
 }

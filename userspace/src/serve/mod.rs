@@ -35,9 +35,9 @@ pub use zone_files::{configured_origins, load_zones, reload};
 
 pub use start::STATUS_FILE;
 use start::{
-    drain_journal, drop_privileges, images_dir, log_counters, open_journal, secondary_dir,
-    start_anycast, start_control, start_fast_path, start_journal, start_metrics, start_notify,
-    start_registry, start_secondaries, wait_for,
+    dnstap_origin, dnstap_settings, dnstap_thresholds, drain_journal, drop_privileges, images_dir,
+    log_counters, open_journal, secondary_dir, start_anycast, start_control, start_fast_path,
+    start_journal, start_metrics, start_notify, start_registry, start_secondaries, wait_for,
 };
 use tasks::in_background;
 
@@ -267,6 +267,14 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             &configured,
         ));
     }
+    // dnstap's writer runs on the control runtime; the sockets and the
+    // kernel's sample reader hand it what they tap.
+    let tap = Arc::new(crate::dnstap::Tap::default());
+    tap.configure(
+        dnstap_settings(&config),
+        dnstap_origin(&config),
+        control.handle(),
+    );
     let mut bound_addrs = Vec::new();
     let mut udp_workers = Vec::new();
     for &addr in &config.server.listen {
@@ -283,6 +291,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             udp_workers.push(spawn_udp_worker(
                 sock,
                 router.clone(),
+                tap.clone(),
                 stop_rx.clone(),
                 name,
                 config.server.udp_coalesce(),
@@ -295,7 +304,11 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             max_pipelined: config.server.tcp_max_pipelined,
             shutdown_grace: config.server.shutdown_grace(),
         };
-        tasks.push(tokio::spawn(tcp.run(router.clone(), stop_rx.clone())));
+        tasks.push(tokio::spawn(tcp.run(
+            router.clone(),
+            tap.clone(),
+            stop_rx.clone(),
+        )));
     }
     let port = bound_addrs.first().map_or(0, |a| a.port());
     // The compiled answer table follows the store on the control runtime
@@ -303,7 +316,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     // workers answer from it once it has caught up.
     let (mut kernel, xdp_off_reason, _answers) = {
         let _in_control = control.enter();
-        match start_fast_path(&config, port, &store, &router) {
+        match start_fast_path(&config, port, &store, &router, &tap) {
             Ok(k) => (Some(k), None, None),
             Err(why) => {
                 let answers = crate::answers::follow::start(router.hot.clone(), &store);
@@ -433,6 +446,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         listen: bound_addrs.clone(),
         anycast: std::sync::OnceLock::new(),
         runtime: runtime.clone(),
+        tap: tap.clone(),
     });
     let metrics_addr = match config.metrics.listen {
         Some(addr) => Some(start_metrics(
@@ -497,7 +511,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                             // kernel answers with the fallback's settings.
                             k.set_edns(router.handler.load().edns.clone()).await;
                             k.set_destinations(next.xdp_destinations()).await;
+                            k.set_tap(dnstap_thresholds(&next)).await;
                         }
+                        tap.configure(dnstap_settings(&next), dnstap_origin(&next), control.handle());
                         current = next;
                     }
                     None => warn!("reload failed; still serving the previous configuration"),

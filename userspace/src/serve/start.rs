@@ -468,6 +468,7 @@ pub(super) fn start_fast_path(
     port: u16,
     store: &ZoneStore,
     router: &Router,
+    tap: &Arc<crate::dnstap::Tap>,
 ) -> Result<(KernelTable, JoinHandle<()>), String> {
     let x = &config.xdp;
     if x.interfaces.is_empty() {
@@ -503,6 +504,7 @@ pub(super) fn start_fast_path(
             },
         };
         fp.set_rrl(config.rrl.kernel_settings())?;
+        fp.set_tap(dnstap_thresholds(config))?;
         // The hot path's table is the loader's record of the kernel's.
         fp.use_table(router.hot.clone());
         let tag = table_tag(&snapshot);
@@ -532,7 +534,12 @@ pub(super) fn start_fast_path(
         Ok(fp)
     };
     match attempt() {
-        Ok(fp) => Ok(KernelTable::start(fp, snapshot, feed)),
+        Ok(mut fp) => {
+            if let Some(ring) = fp.take_tap_ring() {
+                crate::dnstap::kernel::start(ring, tap.clone());
+            }
+            Ok(KernelTable::start(fp, snapshot, feed))
+        }
         Err(e) => {
             warn!("XDP fast path unavailable, serving through the fallback only: {e}");
             // A pinned program adopted before the failure must not go on
@@ -565,5 +572,31 @@ pub(super) async fn log_counters(kernel: Option<&KernelTable>) {
         Some(Ok(c)) => info!("xdp counters {c}"),
         Some(Err(e)) => warn!("xdp counters unreadable: {e}"),
         None => {}
+    }
+}
+
+/// What `[dnstap]` asks of the tap (`None`: off); a section that does
+/// not validate never gets here.
+pub(super) fn dnstap_settings(
+    config: &Config,
+) -> Option<(crate::dnstap::Target, xdpdns_core::dnstap::Policy, usize)> {
+    let d = config.dnstap.as_ref()?;
+    Some((d.target(&config.base_dir).ok()?, d.policy().ok()?, d.queue))
+}
+
+/// The kernel's sampling thresholds under `[dnstap]` (none when off).
+pub(super) fn dnstap_thresholds(config: &Config) -> [u32; xdpdns_common::tap::kind::COUNT] {
+    dnstap_settings(config).map_or([0; xdpdns_common::tap::kind::COUNT], |(_, p, _)| {
+        p.kernel_thresholds()
+    })
+}
+
+/// The writer's `identity` and `version`: those `[identity]` answers
+/// CH TXT queries with.
+pub(super) fn dnstap_origin(config: &Config) -> xdpdns_core::dnstap::Origin {
+    let id = config.identity();
+    xdpdns_core::dnstap::Origin {
+        identity: id.server_id.map(String::into_bytes),
+        version: id.version.map(String::into_bytes),
     }
 }

@@ -17,10 +17,12 @@ use tracing::debug;
 
 use super::reuse::reuse_socket;
 use super::shutdown::ShutdownRx;
+use crate::dnstap::{wall_now, Tap};
 use crate::handler::Transport;
 use crate::metrics::QueryCounts;
 use crate::router::{Response, Router};
 use crate::wire::tcp_frame;
+use xdpdns_core::dnstap::Protocol;
 
 pub(crate) fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let sock = reuse_socket(addr, socket2::Type::STREAM)?;
@@ -40,7 +42,7 @@ pub struct TcpServer {
 impl TcpServer {
     /// Accepts until shutdown, then gives open connections `shutdown_grace`
     /// to finish their queries before closing them.
-    pub async fn run(self, shared: Arc<Router>, mut shutdown: ShutdownRx) {
+    pub async fn run(self, shared: Arc<Router>, tap: Arc<Tap>, mut shutdown: ShutdownRx) {
         let slots = Arc::new(Semaphore::new(self.max_connections));
         // One block of counters for every connection of this listener.
         let counts = shared.metrics.counts();
@@ -64,11 +66,17 @@ impl TcpServer {
             };
             tcp.accepted.fetch_add(1, Ordering::Relaxed);
             let open = OpenConnection::count(&shared);
-            let (shared, counts) = (shared.clone(), counts.clone());
+            let (shared, counts, tap) = (shared.clone(), counts.clone(), tap.clone());
             let shutdown = shutdown.clone();
             let (idle, depth) = (self.idle_timeout, self.max_pipelined);
             conns.spawn(async move {
-                serve_connection(stream, peer, &shared, counts, shutdown, idle, depth).await;
+                let conn = Connection {
+                    peer,
+                    tap,
+                    idle,
+                    depth,
+                };
+                serve_connection(stream, conn, &shared, counts, shutdown).await;
                 drop((open, permit));
             });
         }
@@ -111,13 +119,18 @@ impl Drop for OpenConnection {
 /// second wake-up (often of another thread) per answer.
 async fn serve_connection(
     stream: TcpStream,
-    peer: SocketAddr,
+    conn: Connection,
     shared: &Router,
     counts: Arc<QueryCounts>,
     mut shutdown: ShutdownRx,
-    idle: Duration,
-    depth: usize,
 ) {
+    let Connection {
+        peer,
+        tap,
+        idle,
+        depth,
+    } = conn;
+    let local = stream.local_addr().unwrap_or(peer);
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let mut buf = Vec::new();
@@ -143,7 +156,18 @@ async fn serve_connection(
             _ => break,
         }
         let read_at = std::time::Instant::now();
-        match shared.respond(&buf, Transport::Tcp, peer.ip(), crate::clock::now()) {
+        let tapped_at = tap.fallback_on().then(wall_now);
+        let response = shared.respond(&buf, Transport::Tcp, peer.ip(), crate::clock::now());
+        // A transfer's and an UPDATE's responses are tapped as they go.
+        let tapped = tapped_at.is_some_and(|at| {
+            let reply = match &response {
+                Response::One(r) => Some(r.as_slice()),
+                _ => None,
+            };
+            !matches!(response, Response::Transfer(_))
+                && tap.exchange(Protocol::Tcp, peer, local, &buf, at, reply)
+        });
+        match response {
             Response::Drop => {}
             Response::One(reply) => {
                 counts.count(Transport::Tcp, &reply);
@@ -159,6 +183,9 @@ async fn serve_connection(
                 let now = crate::clock::unix_secs();
                 shared.submit_update(pending, Box::new(move |b| drop(tx.send(b))), now);
                 if let Ok(reply) = rx.await {
+                    if let (true, Some(at)) = (tapped, tapped_at) {
+                        tap.response(Protocol::Tcp, peer, local, at, &reply);
+                    }
                     counts.count(Transport::Tcp, &reply);
                     out.extend_from_slice(&(reply.len() as u16).to_be_bytes());
                     out.extend_from_slice(&reply);
@@ -174,13 +201,24 @@ async fn serve_connection(
                 }
                 let (tx, mut rx) = mpsc::channel::<Vec<u8>>(depth);
                 let counts = counts.clone();
+                let tapping = tapped_at.map(|at| (tap.clone(), at, buf.clone()));
                 let job = tokio::task::spawn_blocking(move || {
                     let mut first = true;
+                    let mut tapped = false;
                     t.write(&mut |msg| {
                         // One transfer, one answer: counted by its first
                         // message (the question, the RCODE).
-                        if std::mem::take(&mut first) {
+                        let is_first = std::mem::take(&mut first);
+                        if is_first {
                             counts.count(Transport::Tcp, &msg);
+                        }
+                        if let Some((tap, at, query)) = &tapping {
+                            let p = Protocol::Tcp;
+                            if is_first {
+                                tapped = tap.exchange(p, peer, local, query, *at, Some(&msg));
+                            } else if tapped {
+                                tap.response(p, peer, local, *at, &msg);
+                            }
                         }
                         tx.blocking_send(tcp_frame(&msg)).is_ok()
                     })
@@ -207,6 +245,14 @@ async fn serve_connection(
     if flush(&mut wr, &mut out, idle).await {
         let _ = wr.shutdown().await;
     }
+}
+
+/// What a connection's task is given besides its stream.
+struct Connection {
+    peer: SocketAddr,
+    tap: Arc<Tap>,
+    idle: Duration,
+    depth: usize,
 }
 
 /// Bytes read from a connection at once: many pipelined queries.

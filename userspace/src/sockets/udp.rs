@@ -16,8 +16,10 @@ use tracing::{debug, warn};
 use super::mmsg::{RecvBatch, SendBatch};
 use super::reuse::reuse_socket;
 use super::shutdown::ShutdownRx;
+use crate::dnstap::{wall_now, Tap};
 use crate::handler::Transport;
 use crate::router::{Response, Router};
+use xdpdns_core::dnstap::Protocol;
 
 /// Socket buffer sizes, in bytes.
 #[derive(Clone, Copy, Debug)]
@@ -109,10 +111,12 @@ const IDLE_CHECK: Duration = Duration::from_millis(200);
 pub fn spawn_udp_worker(
     socket: UdpSocket,
     shared: Arc<Router>,
+    tap: Arc<Tap>,
     shutdown: ShutdownRx,
     name: String,
     coalesce: Duration,
 ) -> io::Result<std::thread::JoinHandle<()>> {
+    let local = socket.local_addr()?;
     socket.set_nonblocking(false)?;
     socket.set_read_timeout(Some(IDLE_CHECK))?;
     let replies = Arc::new(socket.try_clone()?);
@@ -144,9 +148,19 @@ pub fn spawn_udp_worker(
                 }
             };
             let now = crate::clock::now();
+            // One read of the wall clock per batch, only while tapping.
+            let tapped_at = tap.fallback_on().then(wall_now);
             let mut answered = 0;
             for (query, peer) in rx.datagrams(n) {
-                match shared.respond(query, Transport::Udp, peer.ip(), now) {
+                let response = shared.respond(query, Transport::Udp, peer.ip(), now);
+                let tapped = tapped_at.is_some_and(|at| {
+                    let reply = match &response {
+                        Response::One(r) => Some(r.as_slice()),
+                        _ => None,
+                    };
+                    tap.exchange(Protocol::Udp, peer, local, query, at, reply)
+                });
+                match response {
                     Response::One(reply) => {
                         counts.count(Transport::Udp, &reply);
                         tx.push(reply, peer);
@@ -156,7 +170,13 @@ pub fn spawn_udp_worker(
                         // Answered later, from the socket's other handle,
                         // once the change is durable.
                         let out = replies.clone();
-                        let send = move |reply: Vec<u8>| drop(out.send_to(&reply, peer));
+                        let (tap, at) = (tap.clone(), tapped_at.unwrap_or_default());
+                        let send = move |reply: Vec<u8>| {
+                            if tapped {
+                                tap.response(Protocol::Udp, peer, local, at, &reply);
+                            }
+                            drop(out.send_to(&reply, peer));
+                        };
                         shared.submit_update(pending, Box::new(send), now.unix_secs);
                     }
                     _ => {}

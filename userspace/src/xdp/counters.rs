@@ -26,6 +26,9 @@ pub struct Counters {
     pub nodata: [u64; 3],
     /// Referrals to A, AAAA and every other type.
     pub referrals: [u64; 3],
+    /// dnstap samples written to the ring buffer, and lost (it was full).
+    pub tap_sampled: u64,
+    pub tap_lost: u64,
 }
 
 impl Counters {
@@ -135,6 +138,8 @@ impl FastPath {
         for (i, v) in c.referrals.iter_mut().enumerate() {
             *v = sum(counter::REFERRALS + i as u32)?;
         }
+        c.tap_sampled = sum(counter::TAP_SAMPLED)?;
+        c.tap_lost = sum(counter::TAP_LOST)?;
         Ok(c)
     }
 }

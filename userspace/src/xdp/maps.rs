@@ -86,7 +86,7 @@ const fn overlay_size(share: u32) -> u32 {
 }
 
 /// Every map the controller reads or writes: what is pinned.
-pub(super) const MAPS: [&str; 13] = [
+pub(super) const MAPS: [&str; 14] = [
     "CONFIG",
     "RRL_BUCKETS",
     "TINY_NAMES",
@@ -100,6 +100,7 @@ pub(super) const MAPS: [&str; 13] = [
     "COUNTERS",
     "ZONE_QUERIES",
     "ADDRESSES",
+    "TAP_RING",
 ];
 
 /// The maps by name, taken from a loaded object or opened from pins.
@@ -117,6 +118,9 @@ pub(super) struct Maps {
     pub(super) zone_queries: PerCpuArray<MapData, u64>,
     pub(super) addresses: HashMap<MapData, AddressKey, u8>,
     pub(super) rrl_buckets: Array<MapData, Bucket>,
+    /// The ring buffer of the kernel's dnstap samples (read by
+    /// `crate::dnstap::kernel`).
+    pub(super) tap_ring: MapData,
 }
 
 impl Maps {
@@ -137,6 +141,10 @@ impl Maps {
             zone_queries: PerCpuArray::try_from(take("ZONE_QUERIES")?)?,
             addresses: HashMap::try_from(take("ADDRESSES")?)?,
             rrl_buckets: Array::try_from(take("RRL_BUCKETS")?)?,
+            tap_ring: match take("TAP_RING")? {
+                Map::RingBuf(data) => data,
+                _ => return Err(XdpError::MissingMap("TAP_RING")),
+            },
         })
     }
 
@@ -150,13 +158,14 @@ impl Maps {
             Ok(match name {
                 "CONFIG" | "RRL_BUCKETS" => Map::Array(data),
                 "COUNTERS" | "ZONE_QUERIES" => Map::PerCpuArray(data),
+                "TAP_RING" => Map::RingBuf(data),
                 _ => Map::HashMap(data),
             })
         };
         Self::new(open).map(Some)
     }
 
-    pub(super) fn each(&self) -> [(&'static str, &MapData); 13] {
+    pub(super) fn each(&self) -> [(&'static str, &MapData); 14] {
         [
             ("RRL_BUCKETS", self.rrl_buckets.map()),
             ("CONFIG", self.config.map()),
@@ -171,6 +180,7 @@ impl Maps {
             ("COUNTERS", self.counters.map()),
             ("ZONE_QUERIES", self.zone_queries.map()),
             ("ADDRESSES", self.addresses.map()),
+            ("TAP_RING", &self.tap_ring),
         ]
     }
 }

@@ -113,6 +113,8 @@ pub struct FastPath {
     /// reads and writes them).
     pub(super) _rrl_buckets: Array<MapData, Bucket>,
     pub(super) rrl_slots: u32,
+    /// The dnstap ring buffer, until the reader takes it.
+    pub(super) tap_ring: Option<MapData>,
     pub(super) grace_clock: GraceClock,
     pub(super) current: XdpConfig,
     /// The overlay tables' sizes (tiny, short, long).
@@ -236,6 +238,7 @@ impl FastPath {
             zone_queries,
             addresses,
             rrl_buckets,
+            tap_ring,
         } = maps;
         let room =
             |m: &MapData| -> Result<usize, XdpError> { Ok(m.info()?.max_entries() as usize) };
@@ -267,6 +270,7 @@ impl FastPath {
             addresses,
             rrl_slots: rrl_buckets.len(),
             _rrl_buckets: rrl_buckets,
+            tap_ring: Some(tap_ring),
             grace_clock: GraceClock::start().map_err(XdpError::Grace)?,
             current,
             port,
@@ -328,6 +332,13 @@ impl FastPath {
 
     /// The tag of the table the kernel holds (0: unknown or being
     /// changed); see `compile::table_tag`.
+    /// The ring buffer the kernel's dnstap samples arrive in, for its
+    /// one reader (`crate::dnstap::kernel`).
+    pub fn take_tap_ring(&mut self) -> Option<aya::maps::RingBuf<MapData>> {
+        let data = self.tap_ring.take()?;
+        aya::maps::RingBuf::try_from(aya::maps::Map::RingBuf(data)).ok()
+    }
+
     pub fn pinned_table_tag(&self) -> u64 {
         self.current.table_tag
     }

@@ -34,6 +34,17 @@ impl FastPath {
         Ok(())
     }
 
+    /// Sets the kernel's dnstap sampling ([`xdpdns_common::tap::threshold`]
+    /// per kind).
+    pub fn set_tap(
+        &mut self,
+        thresholds: [u32; xdpdns_common::tap::kind::COUNT],
+    ) -> Result<(), XdpError> {
+        self.current.tap_thresholds = thresholds;
+        self.config.set(0, self.current, 0)?;
+        Ok(())
+    }
+
     /// Takes the fallback's EDNS settings: payload size, NSID, cookie
     /// secrets (on reload).
     pub fn set_edns(&mut self, edns: &ServerEdns) -> Result<(), XdpError> {

@@ -86,6 +86,7 @@ enum Request {
     State(usize, oneshot::Sender<Result<KernelState, XdpError>>),
     Edns(Box<ServerEdns>),
     Destinations(Option<Vec<std::net::IpAddr>>),
+    Tap([u32; xdpdns_common::tap::kind::COUNT]),
     SelfCheck(Vec<u8>, oneshot::Sender<Result<SelfCheck, XdpError>>),
 }
 
@@ -205,6 +206,11 @@ impl KernelTable {
     /// The destination addresses answered (`None`: any), on reload.
     pub async fn set_destinations(&self, addresses: Option<Vec<std::net::IpAddr>>) {
         let _ = self.tx.send(Request::Destinations(addresses)).await;
+    }
+
+    /// The kernel's dnstap sampling thresholds, on reload.
+    pub async fn set_tap(&self, thresholds: [u32; xdpdns_common::tap::kind::COUNT]) {
+        let _ = self.tx.send(Request::Tap(thresholds)).await;
     }
 }
 
@@ -359,6 +365,11 @@ async fn run(
                     Request::Destinations(addresses) => {
                         if let Err(e) = fp.set_destinations(addresses.as_deref()) {
                             warn!("XDP: cannot set the destination addresses: {e}");
+                        }
+                    }
+                    Request::Tap(thresholds) => {
+                        if let Err(e) = fp.set_tap(thresholds) {
+                            warn!("XDP: cannot set the dnstap sampling: {e}");
                         }
                     }
                 }

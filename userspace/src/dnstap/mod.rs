@@ -1,0 +1,235 @@
+//! dnstap out of both paths: the fallback's sockets hand their exchanges
+//! to the [`Tap`], the kernel's samples come through its ring buffer
+//! (`kernel`), and one writer task per target sends them to a Frame
+//! Streams reader (`writer`). Serving never waits for it: the queue is
+//! bounded and what does not fit is dropped and counted.
+
+pub mod kernel;
+mod writer;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use tokio::sync::mpsc;
+use tracing::info;
+use xdpdns_core::dnstap::{Direction, Event, Origin, Policy, Protocol, WallTime};
+
+/// Where the messages go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Unix(p) => write!(f, "unix:{}", p.display()),
+            Target::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}
+
+/// The tap's counters (`/metrics`, `ctl status`).
+#[derive(Debug, Default)]
+pub struct TapStats {
+    /// Messages written to the collector.
+    pub written: AtomicU64,
+    /// Dropped because the queue was full (collector slow or gone).
+    pub dropped_queue: AtomicU64,
+    /// Lost with a connection that broke while they were being written.
+    pub dropped_write: AtomicU64,
+    /// Kernel samples received from the ring buffer, by kind.
+    pub kernel_samples: [AtomicU64; xdpdns_common::tap::kind::COUNT],
+    /// 1 while a collector is connected.
+    pub connected: AtomicBool,
+}
+
+struct State {
+    policy: Policy,
+    /// `None`: dnstap off.
+    queue: Option<mpsc::Sender<Event>>,
+    target: Option<Target>,
+}
+
+/// The running tap, shared by every socket and the kernel's reader.
+pub struct Tap {
+    /// Whether the fallback taps anything: one load per message when off.
+    fallback_on: AtomicBool,
+    state: ArcSwap<State>,
+    /// Fallback exchanges seen, for one-in-N sampling.
+    seq: AtomicU64,
+    pub stats: Arc<TapStats>,
+}
+
+impl Default for Tap {
+    fn default() -> Self {
+        Tap {
+            fallback_on: AtomicBool::new(false),
+            state: ArcSwap::from_pointee(State {
+                policy: Policy::default(),
+                queue: None,
+                target: None,
+            }),
+            seq: AtomicU64::new(0),
+            stats: Arc::default(),
+        }
+    }
+}
+
+/// The wall clock as dnstap wants it.
+pub fn wall_now() -> WallTime {
+    let d = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    WallTime {
+        secs: d.as_secs(),
+        nanos: d.subsec_nanos(),
+    }
+}
+
+impl Tap {
+    /// Applies `[dnstap]` (None: off): the policy at once; a new target
+    /// gets a writer of its own (spawned on `runtime`), and the old
+    /// writer ends once its queue is empty.
+    pub fn configure(
+        &self,
+        settings: Option<(Target, Policy, usize)>,
+        origin: Origin,
+        runtime: &tokio::runtime::Handle,
+    ) {
+        let old = self.state.load();
+        let Some((target, policy, capacity)) = settings else {
+            if old.queue.is_some() {
+                info!("dnstap off");
+            }
+            self.fallback_on.store(false, Ordering::Relaxed);
+            self.state.store(Arc::new(State {
+                policy: Policy::default(),
+                queue: None,
+                target: None,
+            }));
+            return;
+        };
+        let queue = match (&old.queue, old.target.as_ref() == Some(&target)) {
+            (Some(q), true) if q.max_capacity() == capacity => q.clone(),
+            _ => {
+                let (tx, rx) = mpsc::channel(capacity);
+                info!(%target, "dnstap on");
+                runtime.spawn(writer::run(rx, target.clone(), origin, self.stats.clone()));
+                tx
+            }
+        };
+        self.fallback_on
+            .store(policy.any_fallback(), Ordering::Relaxed);
+        self.state.store(Arc::new(State {
+            policy,
+            queue: Some(queue),
+            target: Some(target),
+        }));
+    }
+
+    /// Whether the fallback taps anything now.
+    #[inline]
+    pub fn fallback_on(&self) -> bool {
+        self.fallback_on.load(Ordering::Relaxed)
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Policy {
+        self.state.load().policy.clone()
+    }
+
+    /// One exchange of the fallback: the query received at `query_time`
+    /// and, when one was sent, its response. False when it is not
+    /// tapped (a transfer's later messages are then not either).
+    pub fn exchange(
+        &self,
+        protocol: Protocol,
+        client: SocketAddr,
+        server: SocketAddr,
+        query: &[u8],
+        query_time: WallTime,
+        response: Option<&[u8]>,
+    ) -> bool {
+        let state = self.state.load();
+        let p = &state.policy;
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        if !p.fallback_sampled(seq) || !p.zone_matches(query) {
+            return false;
+        }
+        let event = |direction, message: &[u8], response_time| Event {
+            direction,
+            protocol,
+            client,
+            server,
+            query_time,
+            response_time,
+            message: message.to_vec(),
+            extra: None,
+        };
+        if p.queries {
+            self.send(&state, event(Direction::Query, query, None));
+        }
+        if let (true, Some(r)) = (p.responses, response) {
+            self.send(&state, event(Direction::Response, r, Some(wall_now())));
+        }
+        true
+    }
+
+    /// The responses of a transfer after its first (each message is one
+    /// AUTH_RESPONSE).
+    pub fn response(
+        &self,
+        protocol: Protocol,
+        client: SocketAddr,
+        server: SocketAddr,
+        query_time: WallTime,
+        message: &[u8],
+    ) {
+        let state = self.state.load();
+        if !state.policy.responses {
+            return;
+        }
+        self.send(
+            &state,
+            Event {
+                direction: Direction::Response,
+                protocol,
+                client,
+                server,
+                query_time,
+                response_time: Some(wall_now()),
+                message: message.to_vec(),
+                extra: None,
+            },
+        );
+    }
+
+    /// A kernel sample's events, filtered by zone.
+    pub(crate) fn kernel_sample(&self, query: Event, response: Option<Event>) {
+        let state = self.state.load();
+        let p = &state.policy;
+        if !p.zone_matches(&query.message) {
+            return;
+        }
+        if p.queries {
+            self.send(&state, query);
+        }
+        if let (true, Some(r)) = (p.responses, response) {
+            self.send(&state, r);
+        }
+    }
+
+    fn send(&self, state: &State, event: Event) {
+        if let Some(q) = &state.queue {
+            if q.try_send(event).is_err() {
+                self.stats.dropped_queue.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
