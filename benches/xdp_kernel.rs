@@ -256,6 +256,13 @@ fn main() {
     let (rrl_off, rrl_under, rrl_drop, rrl_slip) =
         (rrl(0, 0), rrl(1_000_000, 2), rrl(1, 0), rrl(1, 1));
     let (mut rrl_hit_ns, mut rrl_drop_ns, mut rrl_slip_ns) = (vec![], vec![], vec![]);
+    // dnstap: hits with every kind sampled one in 100, and one in one
+    // (every answer copied into the ring buffer). Fewer repeats, so the
+    // samples of one run fit the 4 MiB ring, which is emptied after each.
+    let tap_every = |n: u32| [xdpdns_common::tap::threshold(n); xdpdns_common::tap::kind::COUNT];
+    let mut ring = fp.take_tap_ring().expect("the tap ring");
+    let tap_repeat = repeat.min(100_000);
+    let (mut tap_off_ns, mut tap_100_ns, mut tap_all_ns) = (vec![], vec![], vec![]);
     let (mut nxdomain_ns, mut nodata_ns) = (vec![], vec![]);
     let (mut srv_ns, mut https_nodata_ns, mut chain_nodata_ns) = (vec![], vec![], vec![]);
     let (mut hit_ns, mut miss_ns, mut other_ns, mut floor_ns) = (vec![], vec![], vec![], vec![]);
@@ -308,7 +315,21 @@ fn main() {
         fp.set_rrl(rrl_slip).unwrap();
         rrl_slip_ns.push(time(&mut fp, answer, &hit, 3) - base_hit);
         fp.set_rrl(rrl_off).unwrap();
+        let mut tap_time = |fp: &mut FastPath, every: u32| -> f64 {
+            fp.set_tap(tap_every(every)).unwrap();
+            fp.set_bench_frame(&hit).unwrap();
+            let r = test_run(answer, &hit, tap_repeat).unwrap();
+            assert_eq!(r.action, 3, "program verdict");
+            while ring.next().is_some() {}
+            r.duration_ns as f64 - base_hit
+        };
+        tap_off_ns.push(tap_time(&mut fp, 0));
+        tap_100_ns.push(tap_time(&mut fp, 100));
+        tap_all_ns.push(tap_time(&mut fp, 1));
+        fp.set_tap(tap_every(0)).unwrap();
     }
+    let tap_ratio = median(tap_100_ns.clone()) / median(tap_off_ns.clone());
+    let tap_all_ratio = median(tap_all_ns.clone()) / median(tap_off_ns.clone());
     let floor = median(floor_ns);
     let (hit_m, parse_m, lookup_m) = (median(hit_ns.clone()), median(parse_ns), median(lookup_ns));
     let rrl_ratio = median(rrl_hit_ns.clone()) / hit_m;
@@ -344,6 +365,15 @@ fn main() {
             "hit, RRL on, limited and slipped (TC=1, question only)",
             rrl_slip_ns,
         ),
+        (
+            "hit, dnstap off (same repeats as the two below)",
+            tap_off_ns,
+        ),
+        ("hit, dnstap sampling one in 100", tap_100_ns),
+        (
+            "hit, dnstap sampling every answer (both frames into the ring)",
+            tap_all_ns,
+        ),
         ("NXDOMAIN (a name below the apex)", nxdomain_ns),
         ("NODATA (AAAA at a name with an A only)", nodata_ns),
         (
@@ -377,4 +407,7 @@ fn main() {
     println!("| of which `bpf_xdp_adjust_tail` alone | {grow_m:.1} |");
     println!();
     println!("hit with RRL on / hit with RRL off: {rrl_ratio:.2} (goal <= 1.20)");
+    println!(
+        "hit with dnstap sampling 1 in 100 / dnstap off: {tap_ratio:.3} (goal <= 1.05); every answer: {tap_all_ratio:.2}"
+    );
 }

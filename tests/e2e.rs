@@ -10,6 +10,7 @@ mod catalog_following;
 mod catalog_zones;
 mod config_and_reload;
 mod dnssec;
+mod dnstap;
 mod dynamic_updates;
 mod fallback_server;
 mod fuzz;

@@ -69,6 +69,8 @@ def main():
     ap.add_argument("--attack", action="store_true",
                     help="instead: the front line under attack (attack.py), xdpdns, NSD and Knot with RRL")
     ap.add_argument("--legit-rate", type=int, default=10_000, help="legitimate q/s during --attack")
+    ap.add_argument("--dnstap", action="store_true",
+                    help="also run xdpdns with dnstap on (kernel sampling 1 in 100; fallback 1 in 1) into fstrm_capture")
     ap.add_argument("--metrics", action="store_true",
                     help="also run xdpdns (native XDP and fallback only) with /metrics served and scraped every second")
     a = ap.parse_args()
@@ -108,7 +110,7 @@ def main():
         if a.attack:
             links_up(a.xdpdns)
         chosen = attack_targets(workdir, zone, names, a.xdpdns) if a.attack else targets(
-            workdir, zone, names, a.xdpdns, a.metrics)
+            workdir, zone, names, a.xdpdns, a.metrics, a.dnstap)
         for t in chosen:
             if a.only and not any(o in t.label for o in a.only):
                 continue

@@ -28,14 +28,17 @@ METRICS_PORT = 9153
 TABLE_ENTRIES_PER_NAME = 5
 
 
-def xdpdns_config(workdir, zone, xdp_mode, names, metrics=False):
+def xdpdns_config(workdir, zone, xdp_mode, names, metrics=False, dnstap=None):
     text = f'[server]\nlisten = ["{SRV_IP}:53"]\ntcp_max_connections = {TCP_CLIENTS + 100}\n[log]\nlevel = "info"\n'
+    if dnstap:
+        # (socket, TOML lines): the collector listens on the socket.
+        text += f'[dnstap]\nsocket = "{dnstap[0]}"\n{dnstap[1]}'
     if metrics:
         text += f'[metrics]\nlisten = "{SRV_IP}:{METRICS_PORT}"\n'
     if xdp_mode:
         text += f'[xdp]\ninterfaces = ["{SRV_IF}"]\nmode = "{xdp_mode}"\ncapacity = {max(1 << 16, TABLE_ENTRIES_PER_NAME * names)}\n'
     text += f'[[zone]]\norigin = "{ORIGIN}."\nfile = "{zone}"\n'
-    tag = (xdp_mode or "fallback") + ("-metrics" if metrics else "")
+    tag = (xdp_mode or "fallback") + ("-metrics" if metrics else "") + ("-dnstap" if dnstap else "")
     cfg = write_file(os.path.join(workdir, f"xdpdns-{tag}.toml"), text)
     return ["serve", "--config", cfg, "--ready-file", cfg + ".ready"]
 
@@ -118,20 +121,43 @@ zone "{ORIGIN}" {{ type primary; file "{zone}"; }};
 
 
 class Target:
-    def __init__(self, label, cmd, native=False, floor=False, in_kernel=False, scrape=False):
+    def __init__(self, label, cmd, native=False, floor=False, in_kernel=False, scrape=False, collector=None):
         self.label, self.cmd, self.native = label, cmd, native
         self.floor, self.in_kernel = floor, in_kernel
         # Scraped once a second during every load, as Prometheus would.
         self.scrape = scrape
+        # A dnstap collector's Unix socket: fstrm_capture listens there
+        # (on the generator's CPU, as a collector elsewhere would cost the
+        # server nothing) and writes to /dev/null.
+        self.collector = collector
 
 
-def targets(workdir, zone, names, xdpdns, metrics=False):
+def dnstap_targets(workdir, zone, names, xdpdns):
+    """xdpdns beside itself with dnstap on: the kernel sampling one answer
+    in 100 of each kind, and the fallback tapping every exchange."""
+    sock = os.path.join(workdir, "dnstap.sock")
+    kernel = (sock, "fallback = 1\nkernel_answers = 100\nkernel_negatives = 100\n"
+                    "kernel_limited = 100\nkernel_passed = 100\n")
+    fallback = (sock, "fallback = 1\nkernel_answers = 0\nkernel_negatives = 0\n"
+                      "kernel_limited = 0\nkernel_passed = 0\n")
+    return [
+        Target("xdpdns XDP native, dnstap kernel 1 in 100",
+               [xdpdns, *xdpdns_config(workdir, zone, "driver", names, dnstap=kernel)],
+               native=True, in_kernel=True, collector=sock),
+        Target("xdpdns fallback only, dnstap 1 in 1",
+               [xdpdns, *xdpdns_config(workdir, zone, None, names, dnstap=fallback)], collector=sock),
+    ]
+
+
+def targets(workdir, zone, names, xdpdns, metrics=False, dnstap=False):
     scraped = [
         Target("xdpdns XDP native, /metrics scraped", [xdpdns, *xdpdns_config(workdir, zone, "driver", names, True)],
                native=True, in_kernel=True, scrape=True),
         Target("xdpdns fallback only, /metrics scraped", [xdpdns, *xdpdns_config(workdir, zone, None, names, True)],
                scrape=True),
     ] if metrics else []
+    if dnstap:
+        scraped += dnstap_targets(workdir, zone, names, xdpdns)
     return scraped + [
         Target("floor (XDP reflector), generic", [xdpdns, "xdp-reflect", SRV_IF, "--mode", "generic"], floor=True),
         Target("floor (XDP reflector), native", [xdpdns, "xdp-reflect", SRV_IF, "--mode", "driver"], native=True,
@@ -168,6 +194,17 @@ class Server:
         # a shared file offset would let our reads move its writes.
         fd, self.log_path = tempfile.mkstemp(prefix="xdpdns-bench-server-", suffix=".log")
         os.close(fd)
+        self.collector = None
+        if target.collector:
+            if os.path.exists(target.collector):
+                os.unlink(target.collector)
+            self.collector = subprocess.Popen(
+                ["taskset", "-c", str(GEN_CPU), "fstrm_capture", "-t", "protobuf:dnstap.Dnstap",
+                 "-u", target.collector, "-w", "/dev/null"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            end = time.time() + 10
+            while not os.path.exists(target.collector) and time.time() < end:
+                time.sleep(0.05)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(on_server(*target.cmd), stdout=log, stderr=log)
         end = time.time() + timeout
@@ -225,6 +262,7 @@ class Server:
 
     def stop(self):
         stop(self.proc)
+        stop(self.collector)
         if os.path.exists(self.log_path):
             os.unlink(self.log_path)
 

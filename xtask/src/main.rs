@@ -109,6 +109,10 @@ const APT_PACKAGES: &[&str] = &[
     // tests kill to see its session expire
     "zookeeper",
     "python3-kazoo",
+    // dnstap's real collector and reader: fstrm_capture takes the stream
+    // (tests, and the benchmark's dnstap targets), dnstap-ldns reads it
+    "fstrm-bin",
+    "dnstap-ldns",
     // The eBPF build (see docs/src/architecture.md): Debian's rustc with a
     // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
     "rustc-web",

@@ -162,6 +162,13 @@ impl Event {
     }
 }
 
+impl Dnstap {
+    /// A frame payload read back (`None`: not a `Dnstap` message).
+    pub fn decode_frame(payload: &[u8]) -> Option<Dnstap> {
+        Dnstap::decode(payload).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

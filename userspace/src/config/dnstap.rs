@@ -130,4 +130,26 @@ mod tests {
         assert_eq!(bad.policy().unwrap_err().0, "dnstap.zones");
         assert!(toml::from_str::<DnstapConfig>("sockett = \"x\"").is_err());
     }
+
+    /// The reference configuration shows the section commented out (it
+    /// is off by default): uncommented, it states the defaults.
+    #[test]
+    fn the_reference_section_states_the_defaults() {
+        let text = include_str!("../../../examples/reference.toml");
+        let section: String = text
+            .lines()
+            .skip_while(|l| !l.starts_with("# [dnstap]"))
+            .skip(1)
+            .take_while(|l| l.starts_with("# "))
+            .map(|l| format!("{}\n", &l[2..]))
+            .collect();
+        let c = parse(&section);
+        assert_eq!(
+            c,
+            DnstapConfig {
+                socket: Some("dnstap.sock".into()),
+                ..DnstapConfig::default()
+            }
+        );
+    }
 }
