@@ -259,7 +259,7 @@ fn main() {
     // dnstap: hits with every kind sampled one in 100, and one in one
     // (every answer copied into the ring buffer). Fewer repeats, so the
     // samples of one run fit the 4 MiB ring, which is emptied after each.
-    let tap_every = |n: u32| [xdpdns_common::tap::threshold(n); xdpdns_common::tap::kind::COUNT];
+    let tap_every = |n: u32| [n; xdpdns_common::tap::kind::COUNT];
     let mut ring = fp.take_tap_ring().expect("the tap ring");
     let tap_repeat = repeat.min(100_000);
     let (mut tap_off_ns, mut tap_100_ns, mut tap_all_ns) = (vec![], vec![], vec![]);

@@ -737,9 +737,9 @@ pub struct XdpConfig {
     /// Fingerprint of the zone versions the table holds, or 0 while a
     /// change is being written. Never read by the program.
     pub table_tag: u64,
-    /// dnstap sampling by [`tap::kind`]: a random u32 below the value
-    /// samples the outcome ([`tap::threshold`]; 0: never).
-    pub tap_thresholds: [u32; tap::kind::COUNT],
+    /// dnstap sampling by [`tap::kind`]: one outcome in this many on
+    /// average (0: none), the gaps drawn by [`tap::skip_after_sample`].
+    pub tap_every: [u32; tap::kind::COUNT],
 }
 
 impl XdpConfig {
@@ -772,7 +772,7 @@ impl XdpConfig {
             },
             object_tag: 0,
             table_tag: 0,
-            tap_thresholds: [0; tap::kind::COUNT],
+            tap_every: [0; tap::kind::COUNT],
         }
     }
 }

@@ -2,7 +2,7 @@
 //! often each kind is sampled, and the record the program writes into
 //! its ring buffer (the frame as received and the frame as sent).
 
-/// Outcomes sampled apart, indexing `XdpConfig::tap_thresholds`.
+/// Outcomes sampled apart, indexing `XdpConfig::tap_every`.
 pub mod kind {
     /// A positive answer (any type, signed or not).
     pub const ANSWER: u32 = 0;
@@ -50,13 +50,14 @@ pub const RECORD_HEADER: usize = 24;
 const _: () =
     assert!(core::mem::size_of::<TapRecord>() == RECORD_HEADER + QUERY_MAX + RESPONSE_MAX);
 
-/// The threshold that samples one outcome in `every` (0: none): the
-/// program samples when a random u32 is below it.
-pub const fn threshold(every: u32) -> u32 {
+/// The outcomes of one kind skipped after a sample of it, from a random
+/// `r`: uniform from 0 to 2N - 2, so one outcome in N is sampled on
+/// average and no periodic pattern in the traffic can line up with the
+/// samples. (The program draws a random number only when it samples.)
+pub const fn skip_after_sample(every: u32, r: u32) -> u32 {
     match every {
-        0 => 0,
-        1 => u32::MAX,
-        n => ((1u64 << 32) / n as u64) as u32,
+        0 | 1 => 0,
+        n => r % (2 * n - 1),
     }
 }
 

@@ -244,7 +244,7 @@ fn send(
         _ => tap_kind::LIMITED,
     };
     // The query is kept before the reply overwrites it.
-    let tapped = tap::draw(cfg, kind);
+    let tapped = tap::draw(unsafe { &mut (*s).tap_skip }, cfg, kind);
     if tapped {
         tap::xdpdns_tap_query(ctx.ctx);
     }

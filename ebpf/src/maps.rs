@@ -151,6 +151,8 @@ pub struct Scratch {
     pub tail_csum: u32,
     pub tail_len: u32,
     pub tail_count: u32,
+    /// dnstap: outcomes of each kind to skip before the next sample.
+    pub tap_skip: [u32; xdpdns_common::tap::kind::COUNT],
 }
 
 const _: () = assert!(TINY_NAME_MAX < SHORT_NAME_MAX && SHORT_NAME_MAX < LONG_NAME_BUF);

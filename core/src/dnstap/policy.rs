@@ -51,11 +51,6 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The kernel's sampling thresholds (`XdpConfig::tap_thresholds`).
-    pub fn kernel_thresholds(&self) -> [u32; kind::COUNT] {
-        self.kernel_every.map(xdpdns_common::tap::threshold)
-    }
-
     /// Whether exchange number `seq` of the fallback is tapped (before
     /// the zone filter).
     pub fn fallback_sampled(&self, seq: u64) -> bool {
@@ -139,11 +134,13 @@ mod tests {
         assert!((0..10).all(|s| p.fallback_sampled(s)));
         p.fallback_every = 4;
         assert_eq!((0..100).filter(|s| p.fallback_sampled(*s)).count(), 25);
-        p.kernel_every = [1, 0, 2, 100];
-        assert_eq!(
-            p.kernel_thresholds(),
-            [u32::MAX, 0, 1 << 31, (((1u64 << 32) / 100) as u32)]
-        );
+        // The kernel's gaps: uniform from 0 to 2N - 2, mean N - 1.
+        use xdpdns_common::tap::skip_after_sample;
+        assert_eq!(skip_after_sample(0, 7), 0);
+        assert_eq!(skip_after_sample(1, 7), 0);
+        let gaps: Vec<u32> = (0..199u32).map(|r| skip_after_sample(100, r)).collect();
+        assert_eq!(gaps.iter().max(), Some(&198));
+        assert_eq!(gaps.iter().sum::<u32>() / 199, 99);
         assert_eq!(Kind::from_u32(kind::PASSED), Some(Kind::Passed));
         assert_eq!(Kind::from_u32(9), None);
     }

@@ -16,6 +16,7 @@ pub mod images;
 mod live;
 mod metrics_http;
 mod start;
+mod status_page;
 mod systemd;
 mod tasks;
 mod zone_files;
@@ -35,9 +36,10 @@ pub use zone_files::{configured_origins, load_zones, reload};
 
 pub use start::STATUS_FILE;
 use start::{
-    dnstap_origin, dnstap_settings, dnstap_thresholds, drain_journal, drop_privileges, images_dir,
-    log_counters, open_journal, secondary_dir, start_anycast, start_control, start_fast_path,
-    start_journal, start_metrics, start_notify, start_registry, start_secondaries, wait_for,
+    dnstap_kernel_every, dnstap_origin, dnstap_settings, drain_journal, drop_privileges,
+    images_dir, log_counters, open_journal, secondary_dir, start_anycast, start_control,
+    start_fast_path, start_journal, start_metrics, start_notify, start_registry, start_secondaries,
+    wait_for,
 };
 use tasks::in_background;
 
@@ -353,8 +355,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     let mut registry_task = None;
     let mut api_addr = None;
     let mut registry = None;
+    let mut status_hook = None;
     if let Some(rc) = &config.registry {
-        let (addr, api, writer, handle) = start_registry(
+        let (addr, api, writer, handle, hook) = start_registry(
             &config,
             rc,
             &store,
@@ -368,6 +371,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         registry_task = Some(writer);
         api_addr = Some(addr);
         registry = Some(handle);
+        status_hook = Some(hook);
         // Recovering the registry builds and drops a lot on the way.
         crate::memory::release_freed();
     }
@@ -448,6 +452,10 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         runtime: runtime.clone(),
         tap: tap.clone(),
     });
+    // The API's status page reads the counters from here on.
+    if let Some(hook) = &status_hook {
+        hook.set(Arc::new(status_page::LiveStatus(live.clone())));
+    }
     let metrics_addr = match config.metrics.listen {
         Some(addr) => Some(start_metrics(
             &config,
@@ -511,7 +519,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
                             // kernel answers with the fallback's settings.
                             k.set_edns(router.handler.load().edns.clone()).await;
                             k.set_destinations(next.xdp_destinations()).await;
-                            k.set_tap(dnstap_thresholds(&next)).await;
+                            k.set_tap(dnstap_kernel_every(&next)).await;
                         }
                         tap.configure(dnstap_settings(&next), dnstap_origin(&next), control.handle());
                         current = next;

@@ -210,6 +210,7 @@ pub(super) async fn start_registry(
     JoinHandle<()>,
     JoinHandle<Result<(), crate::registry::service::WriterError>>,
     RegistryHandle,
+    crate::api::StatusHook,
 )> {
     let token = crate::config::read_token(&rc.token, &rc.token_file, "registry.token")
         .map_err(|e| anyhow::anyhow!("{}: {e}", config.file.display()))?;
@@ -277,7 +278,10 @@ pub(super) async fn start_registry(
         token: token.into(),
         public_reads: rc.public_reads,
         limits: rc.limits,
+        // Filled in once the server's counters exist (after the API).
+        status: crate::api::StatusHook::default(),
     };
+    let status = state.status.clone();
     // Moved to the control runtime's reactor, not served from the DNS one.
     let listener = listener.into_std()?;
     let api = control.spawn(async move {
@@ -289,7 +293,7 @@ pub(super) async fn start_registry(
             error!("registry API stopped: {e}");
         }
     });
-    Ok((api_addr, api, started.task, handle))
+    Ok((api_addr, api, started.task, handle, status))
 }
 
 /// Binds `[metrics] listen` and serves `/metrics` on the control runtime.
@@ -504,7 +508,7 @@ pub(super) fn start_fast_path(
             },
         };
         fp.set_rrl(config.rrl.kernel_settings())?;
-        fp.set_tap(dnstap_thresholds(config))?;
+        fp.set_tap(dnstap_kernel_every(config))?;
         // The hot path's table is the loader's record of the kernel's.
         fp.use_table(router.hot.clone());
         let tag = table_tag(&snapshot);
@@ -584,10 +588,11 @@ pub(super) fn dnstap_settings(
     Some((d.target(&config.base_dir).ok()?, d.policy().ok()?, d.queue))
 }
 
-/// The kernel's sampling thresholds under `[dnstap]` (none when off).
-pub(super) fn dnstap_thresholds(config: &Config) -> [u32; xdpdns_common::tap::kind::COUNT] {
+/// The kernel's sampling, one in N per kind, under `[dnstap]` (none
+/// when off).
+pub(super) fn dnstap_kernel_every(config: &Config) -> [u32; xdpdns_common::tap::kind::COUNT] {
     dnstap_settings(config).map_or([0; xdpdns_common::tap::kind::COUNT], |(_, p, _)| {
-        p.kernel_thresholds()
+        p.kernel_every
     })
 }
 

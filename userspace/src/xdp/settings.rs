@@ -34,13 +34,12 @@ impl FastPath {
         Ok(())
     }
 
-    /// Sets the kernel's dnstap sampling ([`xdpdns_common::tap::threshold`]
-    /// per kind).
+    /// Sets the kernel's dnstap sampling: one outcome in N per kind.
     pub fn set_tap(
         &mut self,
-        thresholds: [u32; xdpdns_common::tap::kind::COUNT],
+        every: [u32; xdpdns_common::tap::kind::COUNT],
     ) -> Result<(), XdpError> {
-        self.current.tap_thresholds = thresholds;
+        self.current.tap_every = every;
         self.config.set(0, self.current, 0)?;
         Ok(())
     }

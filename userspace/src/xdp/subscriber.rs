@@ -208,9 +208,9 @@ impl KernelTable {
         let _ = self.tx.send(Request::Destinations(addresses)).await;
     }
 
-    /// The kernel's dnstap sampling thresholds, on reload.
-    pub async fn set_tap(&self, thresholds: [u32; xdpdns_common::tap::kind::COUNT]) {
-        let _ = self.tx.send(Request::Tap(thresholds)).await;
+    /// The kernel's dnstap sampling (one in N per kind), on reload.
+    pub async fn set_tap(&self, every: [u32; xdpdns_common::tap::kind::COUNT]) {
+        let _ = self.tx.send(Request::Tap(every)).await;
     }
 }
 
@@ -367,8 +367,8 @@ async fn run(
                             warn!("XDP: cannot set the destination addresses: {e}");
                         }
                     }
-                    Request::Tap(thresholds) => {
-                        if let Err(e) = fp.set_tap(thresholds) {
+                    Request::Tap(every) => {
+                        if let Err(e) = fp.set_tap(every) {
                             warn!("XDP: cannot set the dnstap sampling: {e}");
                         }
                     }
