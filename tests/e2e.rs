@@ -23,6 +23,7 @@ mod registry_api;
 mod registry_etcd;
 mod registry_zookeeper;
 mod rrl;
+mod status_page;
 mod transfer_interop;
 mod xdp_differential;
 mod xdp_front_line;

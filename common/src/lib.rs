@@ -737,8 +737,7 @@ pub struct XdpConfig {
     /// Fingerprint of the zone versions the table holds, or 0 while a
     /// change is being written. Never read by the program.
     pub table_tag: u64,
-    /// dnstap sampling by [`tap::kind`]: one outcome in this many on
-    /// average (0: none), the gaps drawn by [`tap::skip_after_sample`].
+    /// dnstap: one outcome in this many per [`tap::kind`] (0: none).
     pub tap_every: [u32; tap::kind::COUNT],
 }
 
@@ -838,8 +837,7 @@ pub mod counter {
     pub const ANSWERED_OTHER: u32 = ANSWERED_NEGATIVE_OTHER + 2;
     /// Referrals, to A, AAAA and every other type.
     pub const REFERRALS: u32 = ANSWERED_OTHER + 1;
-    /// dnstap samples written to the ring buffer, and those lost because
-    /// it was full.
+    /// dnstap samples written to the ring buffer, and lost (it was full).
     pub const TAP_SAMPLED: u32 = REFERRALS + 3;
     pub const TAP_LOST: u32 = TAP_SAMPLED + 1;
     pub const COUNT: u32 = TAP_LOST + 1;

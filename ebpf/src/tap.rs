@@ -9,7 +9,8 @@
 use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::helpers::{bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_xdp_load_bytes};
 use aya_ebpf::programs::XdpContext;
-use xdpdns_common::tap::{kind, skip_after_sample, TapRecord, QUERY_MAX, RESPONSE_MAX};
+use aya_ebpf::bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP};
+use xdpdns_common::tap::{kind, skip_after_sample, TapRecord, QUERY_MAX, RESPONSE_MAX, RING_BYTES};
 use xdpdns_common::{counter, PassReason, XdpConfig};
 
 use crate::maps::{count, CONFIG, SCRATCH, TAP_RECORD, TAP_RING};
@@ -80,7 +81,15 @@ pub extern "C" fn xdpdns_tap_send(ctx: *mut xdp_md, kind: u32, detail: u32, sent
         r.response_len = len;
         copy(ctx, len, r.response.as_mut_ptr(), RESPONSE_MAX);
     }
-    match TAP_RING.output::<TapRecord>(&*r, 0) {
+    // The reader is woken only once a quarter of the ring is waiting (it
+    // also reads on a timer): one wake-up per sample cost the server more
+    // than the samples under a flood.
+    let waiting = TAP_RING.query(BPF_RB_AVAIL_DATA as u64);
+    let wake = match waiting >= u64::from(RING_BYTES / 4) {
+        true => BPF_RB_FORCE_WAKEUP,
+        false => BPF_RB_NO_WAKEUP,
+    };
+    match TAP_RING.output::<TapRecord>(&*r, wake as u64) {
         Ok(()) => count(counter::TAP_SAMPLED),
         Err(_) => count(counter::TAP_LOST),
     }

@@ -2,6 +2,7 @@
 //! port with a given zone and config, and talk DNS to it.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod frames;
 pub mod mutate;
 pub mod peers;

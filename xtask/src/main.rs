@@ -113,6 +113,9 @@ const APT_PACKAGES: &[&str] = &[
     // (tests, and the benchmark's dnstap targets), dnstap-ldns reads it
     "fstrm-bin",
     "dnstap-ldns",
+    // Headless Chromium: the status page's test opens it as a browser
+    // would (DOM, live updates, the manual's screenshot)
+    "chromium",
     // The eBPF build (see docs/src/architecture.md): Debian's rustc with a
     // precompiled core for bpfel-unknown-none, and LLVM 22 for bpf-linker.
     "rustc-web",

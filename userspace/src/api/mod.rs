@@ -4,9 +4,11 @@
 //! the status that fits: 400 unreadable or unknown input, 401 no or wrong
 //! token, 404 unknown instance, 422 a field that parses but is not
 //! acceptable, 503 shutting down. The API is described in `openapi.json`,
-//! served at `/v1/openapi.json`.
+//! served at `/v1/openapi.json`. The same listener serves the status
+//! page at `/` (`status`), which reads through the same filters
+//! (`views`) as the JSON reads.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -16,22 +18,29 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 
 mod listener;
 mod state;
+mod status;
+mod views;
 mod zones;
 
 pub use listener::ConnectionLimits;
 use state::{authorize, parse, TimedBody};
 pub use state::{ApiError, ApiState};
+pub use status::model::{
+    Answers, AnycastState, Attached, Attacks, KernelPath, RrlCounts, ServerStatus, StatusHook,
+    StatusSource, ZoneExtra,
+};
+use views::{instance_view, reader, shows, InstanceView};
 
-use crate::registry::model::{BinderSpec, InstanceSpec, Membership};
+use crate::registry::model::InstanceSpec;
 use crate::registry::naming::Networks;
-use crate::registry::service::{now_ms, Op, View};
-use crate::registry::{Instance, RegistryError, Status};
+use crate::registry::service::Op;
+use crate::registry::{RegistryError, Status};
 
 /// The OpenAPI 3 description of this API.
 pub const OPENAPI: &str = include_str!("../../openapi.json");
@@ -53,6 +62,13 @@ pub fn router(state: ApiState) -> Router {
             get(zones::get_zone).delete(zones::remove_zone),
         )
         .route("/v1/openapi.json", get(openapi))
+        .route("/v1/status", get(status::counters))
+        // The status page (HTML, for browsers; see status/mod.rs).
+        .route("/", get(status::page))
+        .route("/ui/tables", get(status::tables))
+        .route("/ui/counters", get(status::page_counters))
+        .route("/ui/app.js", get(status::script))
+        .route("/ui/style.css", get(status::style))
         .fallback(|| async {
             (
                 StatusCode::NOT_FOUND,
@@ -81,67 +97,6 @@ pub async fn serve(
 
 pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await
-}
-
-/// Who reads: with the token, everything; anonymously (public reads),
-/// only what DNS shows.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Reader {
-    Token,
-    Public,
-}
-
-fn reader(state: &ApiState, headers: &HeaderMap) -> Result<Reader, ApiError> {
-    match authorize(state, headers, true) {
-        Ok(()) => Ok(Reader::Token),
-        Err(_) if state.public_reads => Ok(Reader::Public),
-        Err(e) => Err(e),
-    }
-}
-
-/// Whether `reader` may see `inst`.
-fn shows(view: &View, reader: Reader, inst: &Instance) -> bool {
-    reader == Reader::Token || view.naming.in_dns(&view.registry, inst)
-}
-
-#[derive(Serialize)]
-struct InstanceView {
-    id: String,
-    owner: Option<String>,
-    addresses: Vec<IpAddr>,
-    services: Vec<Membership>,
-    status: Status,
-    /// Services the instance is withdrawn from by its own `down` report.
-    withdrawn_from: Vec<String>,
-    lease_secs: u32,
-    /// Absent when etcd keeps the lease (`backend = "etcd"`): its expiry
-    /// is etcd's, not known here.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    expires_in_ms: Option<u64>,
-    disabled: bool,
-    binder: Option<BinderSpec>,
-    /// The ZooKeeper node the instance mirrors (changed there only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mirrors: Option<String>,
-    dns_names: Vec<String>,
-}
-
-fn instance_view(view: &View, inst: &Instance) -> InstanceView {
-    InstanceView {
-        id: inst.id.clone(),
-        owner: inst.reg.owner.clone(),
-        addresses: inst.reg.addresses.clone(),
-        services: inst.reg.services.clone(),
-        status: inst.status,
-        withdrawn_from: inst.withdrawn.keys().cloned().collect(),
-        lease_secs: inst.reg.lease_secs,
-        expires_in_ms: (inst.expires_at != u64::MAX)
-            .then(|| inst.expires_at.saturating_sub(now_ms())),
-        disabled: inst.reg.disabled,
-        binder: inst.reg.binder.clone(),
-        mirrors: inst.reg.mirrors.clone(),
-        dns_names: view.naming.names_of(&view.registry, inst),
-    }
 }
 
 async fn written(state: &ApiState, op: Op) -> Result<Response, ApiError> {
@@ -312,15 +267,8 @@ async fn list_services(
 ) -> Result<Response, ApiError> {
     let reader = reader(&s, &headers)?;
     let view = s.registry.view();
-    let services: Vec<_> = view
-        .registry
-        .services()
+    let services: Vec<_> = views::services(&view, reader)
         .into_iter()
-        .map(|(key, mut members)| {
-            members.retain(|m| shows(&view, reader, m));
-            (key, members)
-        })
-        .filter(|(_, members)| !members.is_empty())
         .map(|(key, members)| {
             let listed = members.iter().filter(|m| m.listed_in(&key)).count();
             json!({
@@ -383,8 +331,9 @@ async fn openapi() -> Response {
 mod tests {
     use super::*;
 
-    /// Every route the router serves is described in openapi.json, and
-    /// nothing else is.
+    /// Every API route the router serves is described in openapi.json,
+    /// and nothing else is (the status page's `/` and `/ui/…` are HTML
+    /// for browsers, described in the manual).
     #[test]
     fn openapi_describes_every_route() {
         let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
@@ -409,6 +358,7 @@ mod tests {
             "GET /v1/zones/{name}",
             "DELETE /v1/zones/{name}",
             "GET /v1/openapi.json",
+            "GET /v1/status",
         ];
         served.sort();
         assert_eq!(described, served);

@@ -14,6 +14,7 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::status::model::StatusHook;
 use crate::registry::model::Limits;
 use crate::registry::service::RegistryHandle;
 use crate::registry::RegistryError;
@@ -30,6 +31,9 @@ pub struct ApiState {
     pub token: Arc<str>,
     pub public_reads: bool,
     pub limits: Limits,
+    /// The running server's counters and zone details, for `/v1/status`
+    /// and the status page (filled in once the server has them).
+    pub status: StatusHook,
 }
 
 #[derive(Debug)]
@@ -158,18 +162,20 @@ pub(super) fn authorize(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    // Constant-time comparison: the token must not leak by timing.
-    let want = state.token.as_bytes();
-    let got = given.as_bytes();
-    let diff = want
-        .iter()
-        .zip(got.iter().chain(std::iter::repeat(&0)))
-        .fold((want.len() != got.len()) as u8, |acc, (a, b)| acc | (a ^ b));
-    if diff == 0 {
+    if same_secret(state.token.as_bytes(), given.as_bytes()) {
         Ok(())
     } else {
         Err(ApiError::Unauthorized)
     }
+}
+
+/// Constant-time comparison: a secret must not leak by timing.
+pub(super) fn same_secret(want: &[u8], got: &[u8]) -> bool {
+    let diff = want
+        .iter()
+        .zip(got.iter().chain(std::iter::repeat(&0)))
+        .fold((want.len() != got.len()) as u8, |acc, (a, b)| acc | (a ^ b));
+    diff == 0
 }
 
 /// Parses a JSON body; errors name the offending field by its path.

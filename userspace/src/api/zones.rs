@@ -4,11 +4,14 @@
 //! /v1/zones/{name}` shows any served zone. Writes need the token; each
 //! returns once the change is served and durable.
 
+use std::collections::HashMap;
+
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hickory_proto::rr::{LowerName, Name};
+use serde::Serialize;
 use serde_json::json;
 
 use super::state::{authorize, parse, ApiError, ApiState, TimedBody};
@@ -71,38 +74,51 @@ fn no_runtime() -> ApiError {
     })
 }
 
+/// One secondary of a zone: the serial it serves and whether the change
+/// is live there (Designate's worker model).
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct SecondaryView {
+    pub(super) secondary: String,
+    #[serde(rename = "serial")]
+    pub(super) serial_seen: Option<u32>,
+    /// `live`, `pending` or `error`.
+    pub(super) state: &'static str,
+    pub(super) lag_ms: Option<u64>,
+    pub(super) error: Option<String>,
+}
+
+/// The secondaries of every zone, by origin in lower case.
+pub(super) fn secondaries(s: &ApiState) -> HashMap<LowerName, Vec<SecondaryView>> {
+    let mut out: HashMap<LowerName, Vec<SecondaryView>> = HashMap::new();
+    for p in s.propagation.iter().flat_map(|p| p.statuses()) {
+        let Ok(zone) = Name::from_ascii(&p.zone) else {
+            continue;
+        };
+        let state = match (p.in_sync, p.failures) {
+            (true, _) => "live",
+            (false, 0) => "pending",
+            (false, _) => "error",
+        };
+        out.entry(LowerName::new(&zone))
+            .or_default()
+            .push(SecondaryView {
+                secondary: p.secondary,
+                serial_seen: p.serial_seen,
+                state,
+                lag_ms: p.lag_ms,
+                error: p.last_error,
+            });
+    }
+    out
+}
+
 fn zone_view(s: &ApiState, name: &str, source: &str) -> serde_json::Value {
     let snapshot = s.store.snapshot();
-    let origin = Name::from_ascii(name).ok();
-    let zone = origin
-        .as_ref()
-        .and_then(|n| snapshot.zone(&LowerName::new(n)).cloned());
-    // Each secondary: the serial it serves and whether the change is
-    // live there (Designate's worker model).
-    let secondaries: Vec<_> = s
-        .propagation
-        .iter()
-        .flat_map(|p| p.statuses())
-        .filter(|p| {
-            origin.as_ref().is_some_and(|o| {
-                Name::from_ascii(&p.zone).is_ok_and(|z| LowerName::new(&z) == LowerName::new(o))
-            })
-        })
-        .map(|p| {
-            let state = match (p.in_sync, p.failures) {
-                (true, _) => "live",
-                (false, 0) => "pending",
-                (false, _) => "error",
-            };
-            json!({
-                "secondary": p.secondary,
-                "serial": p.serial_seen,
-                "state": state,
-                "lag_ms": p.lag_ms,
-                "error": p.last_error,
-            })
-        })
-        .collect();
+    let origin = Name::from_ascii(name).ok().map(|n| LowerName::new(&n));
+    let zone = origin.as_ref().and_then(|n| snapshot.zone(n).cloned());
+    let secondaries = origin
+        .and_then(|o| secondaries(s).remove(&o))
+        .unwrap_or_default();
     json!({
         "name": name,
         "source": source,

@@ -123,6 +123,20 @@ pub fn status_text(s: &Status) -> String {
     if let Some(zk) = &s.zookeeper {
         out += &source_text(zk);
     }
+    if let Some(d) = &s.dnstap {
+        out += &format!(
+            "dnstap: {} ({}); {} written, {} dropped, {} kernel samples\n",
+            d.target,
+            if d.connected {
+                "connected"
+            } else {
+                "NOT CONNECTED"
+            },
+            d.written,
+            d.dropped,
+            d.kernel_samples
+        );
+    }
     out
 }
 

@@ -89,6 +89,18 @@ pub struct Status {
     /// The registry's ZooKeeper source, when configured.
     #[serde(default)]
     pub zookeeper: Option<SourceInfo>,
+    /// dnstap, when on.
+    #[serde(default)]
+    pub dnstap: Option<DnstapStatus>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DnstapStatus {
+    pub target: String,
+    pub connected: bool,
+    pub written: u64,
+    pub dropped: u64,
+    pub kernel_samples: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

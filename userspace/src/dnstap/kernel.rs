@@ -13,6 +13,9 @@ use xdpdns_core::dnstap::WallTime;
 
 use super::{wall_now, Tap};
 
+/// How often the ring is read besides the kernel's wake-ups.
+const READ_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// CLOCK_MONOTONIC in nanoseconds: what `bpf_ktime_get_ns` reads.
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -46,12 +49,22 @@ pub fn start(ring: RingBuf<MapData>, tap: Arc<Tap>) -> tokio::task::JoinHandle<(
                 return;
             }
         };
+        // The kernel wakes this task only when a quarter of the ring is
+        // waiting; the rest is read on this beat.
+        let mut beat = tokio::time::interval(READ_EVERY);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let Ok(mut guard) = fd.readable_mut().await else {
-                return;
-            };
+            // Readiness cleared before reading: what arrives meanwhile
+            // wakes the task again.
+            tokio::select! {
+                ready = fd.readable_mut() => match ready {
+                    Ok(mut g) => g.clear_ready(),
+                    Err(_) => return,
+                },
+                _ = beat.tick() => {}
+            }
             let (mono, wall) = (monotonic_ns(), wall_now());
-            let ring = guard.get_inner_mut();
+            let ring = fd.get_mut();
             while let Some(item) = ring.next() {
                 let Some((kind, query, response)) =
                     sample_events(&item, |ns| to_wall(ns, mono, wall))
@@ -63,7 +76,6 @@ pub fn start(ring: RingBuf<MapData>, tap: Arc<Tap>) -> tokio::task::JoinHandle<(
                 }
                 tap.kernel_sample(query, response);
             }
-            guard.clear_ready();
         }
     })
 }

@@ -5,10 +5,12 @@
 //! bounded and what does not fit is dropped and counted.
 
 pub mod kernel;
+mod target;
 mod writer;
 
+pub use target::{TapStats, TapStatus, Target};
+
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -17,37 +19,6 @@ use arc_swap::ArcSwap;
 use tokio::sync::mpsc;
 use tracing::info;
 use xdpdns_core::dnstap::{Direction, Event, Origin, Policy, Protocol, WallTime};
-
-/// Where the messages go.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
-    Unix(PathBuf),
-    Tcp(SocketAddr),
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Target::Unix(p) => write!(f, "unix:{}", p.display()),
-            Target::Tcp(a) => write!(f, "tcp:{a}"),
-        }
-    }
-}
-
-/// The tap's counters (`/metrics`, `ctl status`).
-#[derive(Debug, Default)]
-pub struct TapStats {
-    /// Messages written to the collector.
-    pub written: AtomicU64,
-    /// Dropped because the queue was full (collector slow or gone).
-    pub dropped_queue: AtomicU64,
-    /// Lost with a connection that broke while they were being written.
-    pub dropped_write: AtomicU64,
-    /// Kernel samples received from the ring buffer, by kind.
-    pub kernel_samples: [AtomicU64; xdpdns_common::tap::kind::COUNT],
-    /// 1 while a collector is connected.
-    pub connected: AtomicBool,
-}
 
 struct State {
     policy: Policy,
@@ -131,6 +102,20 @@ impl Tap {
             queue: Some(queue),
             target: Some(target),
         }));
+    }
+
+    /// Where it writes and how it goes (`None`: dnstap off).
+    pub fn status(&self) -> Option<TapStatus> {
+        let target = self.state.load().target.clone()?;
+        let s = &self.stats;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Some(TapStatus {
+            target: target.to_string(),
+            connected: s.connected.load(Ordering::Relaxed),
+            written: get(&s.written),
+            dropped: get(&s.dropped_queue) + get(&s.dropped_write),
+            kernel_samples: s.kernel_samples.iter().map(get).sum(),
+        })
     }
 
     /// Whether the fallback taps anything now.

@@ -122,6 +122,16 @@ impl Live {
             zones: snapshot.zones().count(),
             records: snapshot.zones().map(|z| z.record_count()).sum(),
             zookeeper: self.registry.as_ref().and_then(source_info),
+            dnstap: self
+                .tap
+                .status()
+                .map(|t| crate::control::protocol::DnstapStatus {
+                    target: t.target,
+                    connected: t.connected,
+                    written: t.written,
+                    dropped: t.dropped,
+                    kernel_samples: t.kernel_samples,
+                }),
         }
     }
 
