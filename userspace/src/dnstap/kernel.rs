@@ -65,6 +65,7 @@ pub fn start(ring: RingBuf<MapData>, tap: Arc<Tap>) -> tokio::task::JoinHandle<(
             }
             let (mono, wall) = (monotonic_ns(), wall_now());
             let ring = fd.get_mut();
+            let mut batch = Vec::new();
             while let Some(item) = ring.next() {
                 let Some((kind, query, response)) =
                     sample_events(&item, |ns| to_wall(ns, mono, wall))
@@ -74,8 +75,9 @@ pub fn start(ring: RingBuf<MapData>, tap: Arc<Tap>) -> tokio::task::JoinHandle<(
                 if let Some(c) = tap.stats.kernel_samples.get(kind as usize) {
                     c.fetch_add(1, Ordering::Relaxed);
                 }
-                tap.kernel_sample(query, response);
+                tap.kernel_sample(query, response, &mut batch);
             }
+            tap.flush(&mut batch);
         }
     })
 }

@@ -5,6 +5,7 @@
 //! bounded and what does not fit is dropped and counted.
 
 pub mod kernel;
+mod queue;
 mod target;
 mod writer;
 
@@ -16,14 +17,13 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use tokio::sync::mpsc;
 use tracing::info;
 use xdpdns_core::dnstap::{Direction, Event, Origin, Policy, Protocol, WallTime};
 
 struct State {
     policy: Policy,
     /// `None`: dnstap off.
-    queue: Option<mpsc::Sender<Event>>,
+    queue: Option<queue::Queue>,
     target: Option<Target>,
 }
 
@@ -87,9 +87,9 @@ impl Tap {
             return;
         };
         let queue = match (&old.queue, old.target.as_ref() == Some(&target)) {
-            (Some(q), true) if q.max_capacity() == capacity => q.clone(),
+            (Some(q), true) if q.capacity() == capacity => q.clone(),
             _ => {
-                let (tx, rx) = mpsc::channel(capacity);
+                let (tx, rx) = queue::queue(capacity);
                 info!(%target, "dnstap on");
                 runtime.spawn(writer::run(rx, target.clone(), origin, self.stats.clone()));
                 tx
@@ -130,8 +130,10 @@ impl Tap {
     }
 
     /// One exchange of the fallback: the query received at `query_time`
-    /// and, when one was sent, its response. False when it is not
-    /// tapped (a transfer's later messages are then not either).
+    /// and, when one was sent, its response, added to `batch` (sent by
+    /// [`Tap::flush`]). False when it is not tapped (a transfer's later
+    /// messages are then not either).
+    #[allow(clippy::too_many_arguments)]
     pub fn exchange(
         &self,
         protocol: Protocol,
@@ -140,6 +142,7 @@ impl Tap {
         query: &[u8],
         query_time: WallTime,
         response: Option<&[u8]>,
+        batch: &mut Vec<Event>,
     ) -> bool {
         let state = self.state.load();
         let p = &state.policy;
@@ -158,12 +161,31 @@ impl Tap {
             extra: None,
         };
         if p.queries {
-            self.send(&state, event(Direction::Query, query, None));
+            batch.push(event(Direction::Query, query, None));
         }
         if let (true, Some(r)) = (p.responses, response) {
-            self.send(&state, event(Direction::Response, r, Some(wall_now())));
+            batch.push(event(Direction::Response, r, Some(wall_now())));
         }
         true
+    }
+
+    /// Queues what `batch` gathered (one wake-up of the writer), or
+    /// counts it dropped when the queue is full.
+    pub fn flush(&self, batch: &mut Vec<Event>) {
+        if batch.is_empty() {
+            return;
+        }
+        let events = std::mem::take(batch);
+        let state = self.state.load();
+        let refused = match &state.queue {
+            Some(q) => q.push(events).err().unwrap_or(0),
+            None => 0,
+        };
+        if refused > 0 {
+            self.stats
+                .dropped_queue
+                .fetch_add(refused as u64, Ordering::Relaxed);
+        }
     }
 
     /// The responses of a transfer after its first (each message is one
@@ -176,45 +198,38 @@ impl Tap {
         query_time: WallTime,
         message: &[u8],
     ) {
-        let state = self.state.load();
-        if !state.policy.responses {
+        if !self.state.load().policy.responses {
             return;
         }
-        self.send(
-            &state,
-            Event {
-                direction: Direction::Response,
-                protocol,
-                client,
-                server,
-                query_time,
-                response_time: Some(wall_now()),
-                message: message.to_vec(),
-                extra: None,
-            },
-        );
+        self.flush(&mut vec![Event {
+            direction: Direction::Response,
+            protocol,
+            client,
+            server,
+            query_time,
+            response_time: Some(wall_now()),
+            message: message.to_vec(),
+            extra: None,
+        }]);
     }
 
-    /// A kernel sample's events, filtered by zone.
-    pub(crate) fn kernel_sample(&self, query: Event, response: Option<Event>) {
+    /// A kernel sample's events, filtered by zone, added to `batch`.
+    pub(crate) fn kernel_sample(
+        &self,
+        query: Event,
+        response: Option<Event>,
+        batch: &mut Vec<Event>,
+    ) {
         let state = self.state.load();
         let p = &state.policy;
         if !p.zone_matches(&query.message) {
             return;
         }
         if p.queries {
-            self.send(&state, query);
+            batch.push(query);
         }
         if let (true, Some(r)) = (p.responses, response) {
-            self.send(&state, r);
-        }
-    }
-
-    fn send(&self, state: &State, event: Event) {
-        if let Some(q) = &state.queue {
-            if q.try_send(event).is_err() {
-                self.stats.dropped_queue.fetch_add(1, Ordering::Relaxed);
-            }
+            batch.push(r);
         }
     }
 }

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
 use tracing::{info, warn};
 use xdpdns_core::dnstap::backoff::Backoff;
 use xdpdns_core::dnstap::frames::{check_accept, control, push_data, take_frame, ControlType};
 use xdpdns_core::dnstap::{Event, Origin};
 
-use super::{TapStats, Target};
+use super::queue::QueueReader;
+use super::target::{TapStats, Target};
 
 /// Waits between connection attempts.
 const RETRY_MIN: Duration = Duration::from_millis(100);
@@ -83,7 +83,7 @@ enum End {
 
 async fn stream_events(
     s: &mut Box<dyn Stream>,
-    rx: &mut mpsc::Receiver<Event>,
+    rx: &mut QueueReader,
     origin: &Origin,
     stats: &TapStats,
 ) -> End {
@@ -93,15 +93,18 @@ async fn stream_events(
             return End::Closed;
         };
         buf.clear();
-        push_data(&mut buf, &first.encode(origin));
-        let mut count = 1;
+        let mut count = 0;
+        let mut add = |events: Vec<Event>, buf: &mut Vec<u8>| {
+            for e in events {
+                push_data(buf, &e.encode(origin));
+                count += 1;
+            }
+        };
+        add(first, &mut buf);
         while buf.len() < BATCH_BYTES {
             match rx.try_recv() {
-                Ok(e) => {
-                    push_data(&mut buf, &e.encode(origin));
-                    count += 1;
-                }
-                Err(_) => break,
+                Some(more) => add(more, &mut buf),
+                None => break,
             }
         }
         if let Err(e) = s.write_all(&buf).await {
@@ -112,13 +115,8 @@ async fn stream_events(
     }
 }
 
-/// Runs until the tap drops `rx`'s sender.
-pub(super) async fn run(
-    mut rx: mpsc::Receiver<Event>,
-    target: Target,
-    origin: Origin,
-    stats: Arc<TapStats>,
-) {
+/// Runs until the tap drops the queue.
+pub(super) async fn run(mut rx: QueueReader, target: Target, origin: Origin, stats: Arc<TapStats>) {
     let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
     let mut logged: Option<Instant> = None;
     let mut fail = |why: String, backoff: &mut Backoff| {
@@ -129,7 +127,7 @@ pub(super) async fn run(
         backoff.failed(Instant::now())
     };
     loop {
-        if rx.is_closed() && rx.is_empty() {
+        if rx.finished() {
             return;
         }
         let attempt = async {

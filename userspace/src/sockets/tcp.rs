@@ -164,8 +164,11 @@ async fn serve_connection(
                 Response::One(r) => Some(r.as_slice()),
                 _ => None,
             };
-            !matches!(response, Response::Transfer(_))
-                && tap.exchange(Protocol::Tcp, peer, local, &buf, at, reply)
+            let mut events = Vec::new();
+            let tapped = !matches!(response, Response::Transfer(_))
+                && tap.exchange(Protocol::Tcp, peer, local, &buf, at, reply, &mut events);
+            tap.flush(&mut events);
+            tapped
         });
         match response {
             Response::Drop => {}
@@ -215,7 +218,10 @@ async fn serve_connection(
                         if let Some((tap, at, query)) = &tapping {
                             let p = Protocol::Tcp;
                             if is_first {
-                                tapped = tap.exchange(p, peer, local, query, *at, Some(&msg));
+                                let mut events = Vec::new();
+                                let (q, m) = (query.as_slice(), Some(msg.as_slice()));
+                                tapped = tap.exchange(p, peer, local, q, *at, m, &mut events);
+                                tap.flush(&mut events);
                             } else if tapped {
                                 tap.response(p, peer, local, *at, &msg);
                             }

@@ -150,6 +150,7 @@ pub fn spawn_udp_worker(
             let now = crate::clock::now();
             // One read of the wall clock per batch, only while tapping.
             let tapped_at = tap.fallback_on().then(wall_now);
+            let mut tapped_events = Vec::new();
             let mut answered = 0;
             for (query, peer) in rx.datagrams(n) {
                 let response = shared.respond(query, Transport::Udp, peer.ip(), now);
@@ -158,7 +159,8 @@ pub fn spawn_udp_worker(
                         Response::One(r) => Some(r.as_slice()),
                         _ => None,
                     };
-                    tap.exchange(Protocol::Udp, peer, local, query, at, reply)
+                    let events = &mut tapped_events;
+                    tap.exchange(Protocol::Udp, peer, local, query, at, reply, events)
                 });
                 match response {
                     Response::One(reply) => {
@@ -183,6 +185,7 @@ pub fn spawn_udp_worker(
                 }
             }
             send_all_blocking(fd, &mut tx);
+            tap.flush(&mut tapped_events);
             // Every answer of a batch is written by one sendmmsg: each
             // waited as long as the batch took.
             counts.answered_in(Transport::Udp, read_at.elapsed(), answered);
