@@ -22,6 +22,8 @@ const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(10);
 /// How long the reader has to answer READY and STOP.
 const HANDSHAKE: Duration = Duration::from_secs(5);
+/// How long the writer lets messages gather after a write.
+const GATHER: Duration = Duration::from_millis(10);
 /// Bytes gathered into one write.
 const BATCH_BYTES: usize = 64 * 1024;
 /// Least time between two log lines about a failing collector.
@@ -112,6 +114,11 @@ async fn stream_events(
             return End::Failed(e);
         }
         stats.written.fetch_add(count, Ordering::Relaxed);
+        // What arrives meanwhile waits for the next write: one wake-up
+        // and one write per GATHER under load, not one per batch.
+        if buf.len() < BATCH_BYTES {
+            tokio::time::sleep(GATHER).await;
+        }
     }
 }
 
