@@ -902,7 +902,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
         assert_eq!(core::mem::size_of::<LongKey>(), 256);
         assert_eq!(core::mem::size_of::<Answer>(), 40, "no padding");
-        assert_eq!(core::mem::size_of::<XdpConfig>(), 176, "no padding");
+        assert_eq!(core::mem::size_of::<XdpConfig>(), 192, "no padding");
     }
 
     #[test]
