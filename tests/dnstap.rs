@@ -61,6 +61,15 @@ fn capture_messages(file: &std::path::Path) -> Vec<Dnstap> {
     out
 }
 
+/// `fstrm_capture` taking dnstap where `listen` says, into `file`.
+fn fstrm_capture(listen: &[&str], file: &std::path::Path) -> Proc {
+    let dir = TempDir::new("fstrm");
+    let conf = dir.0.join("none");
+    let mut args = vec!["-t", "protobuf:dnstap.Dnstap", "-w", file.to_str().unwrap()];
+    args.extend_from_slice(listen);
+    Proc::spawn("fstrm_capture", dir, conf, "fstrm_capture", &args)
+}
+
 fn with_id(mut packet: Vec<u8>, id: u16) -> Vec<u8> {
     packet[..2].copy_from_slice(&id.to_be_bytes());
     packet
@@ -90,20 +99,7 @@ fn both_paths_reach_fstrm_capture_and_dnstap_ldns_reads_them() {
     dir.write("zone.db", ZONE);
     let socket = dir.0.join("tap.sock");
     let capture = dir.0.join("capture.fstrm");
-    let mut collector = Proc::spawn(
-        "fstrm_capture",
-        TempDir::new("fstrm"),
-        dir.0.join("none"),
-        "fstrm_capture",
-        &[
-            "-t",
-            "protobuf:dnstap.Dnstap",
-            "-u",
-            socket.to_str().unwrap(),
-            "-w",
-            capture.to_str().unwrap(),
-        ],
-    );
+    let mut collector = fstrm_capture(&["-u", socket.to_str().unwrap()], &capture);
     assert!(
         eventually(Duration::from_secs(5), || socket.exists()),
         "{}",
@@ -416,22 +412,8 @@ fn a_collector_over_tcp_that_starts_late_is_reached_by_the_back_off() {
         server.log()
     );
     let capture = server.dir.0.join("tcp.fstrm");
-    let mut collector = Proc::spawn(
-        "fstrm_capture",
-        TempDir::new("fstrm-tcp"),
-        server.dir.0.join("none"),
-        "fstrm_capture",
-        &[
-            "-t",
-            "protobuf:dnstap.Dnstap",
-            "-a",
-            "127.0.0.1",
-            "-p",
-            &tap_port.to_string(),
-            "-w",
-            capture.to_str().unwrap(),
-        ],
-    );
+    let port_arg = tap_port.to_string();
+    let mut collector = fstrm_capture(&["-a", "127.0.0.1", "-p", &port_arg], &capture);
     assert!(
         server.wait_log("dnstap: collector connected", Duration::from_secs(15)),
         "{}\n{}",
