@@ -118,7 +118,7 @@ fn address(ip: IpAddr) -> Vec<u8> {
 
 impl Event {
     /// The `Dnstap` protobuf of this event.
-    pub fn to_dnstap(&self, origin: &Origin) -> Dnstap {
+    pub fn into_dnstap(self, origin: &Origin) -> Dnstap {
         let family = match self.client.ip() {
             IpAddr::V4(_) => INET,
             IpAddr::V6(_) => INET6,
@@ -137,28 +137,28 @@ impl Event {
         match self.direction {
             Direction::Query => {
                 m.r#type = AUTH_QUERY;
-                m.query_message = Some(self.message.clone());
+                m.query_message = Some(self.message);
             }
             Direction::Response => {
                 m.r#type = AUTH_RESPONSE;
                 let t = self.response_time.unwrap_or(self.query_time);
                 m.response_time_sec = Some(t.secs);
                 m.response_time_nsec = Some(t.nanos);
-                m.response_message = Some(self.message.clone());
+                m.response_message = Some(self.message);
             }
         }
         Dnstap {
             identity: origin.identity.clone(),
             version: origin.version.clone(),
-            extra: self.extra.clone(),
+            extra: self.extra,
             message: Some(m),
             r#type: DNSTAP_MESSAGE,
         }
     }
 
     /// The frame payload: the encoded `Dnstap` message.
-    pub fn encode(&self, origin: &Origin) -> Vec<u8> {
-        self.to_dnstap(origin).encode_to_vec()
+    pub fn encode(self, origin: &Origin) -> Vec<u8> {
+        self.into_dnstap(origin).encode_to_vec()
     }
 }
 
