@@ -1489,7 +1489,9 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
     // does): the adoption finds it and writes it again.
     {
         use aya::maps::{HashMap as BpfMap, Map, MapData};
-        use xdpdns_common::{key_lead, layer, qtype_slot, Answer, TinyKey, TINY_NAME_MAX};
+        use xdpdns_common::{
+            key_lead, key_tail, layer, qtype_slot, Answer, TinyKey, TINY_NAME_MAX,
+        };
         let data = MapData::from_pin(pins.map("TINY_NAMES")).unwrap();
         let mut tiny: BpfMap<MapData, TinyKey, Answer> =
             BpfMap::try_from(Map::HashMap(data)).unwrap();
@@ -1499,6 +1501,7 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
         };
         k.name[..wire.len()].copy_from_slice(wire);
         k.name[0] = key_lead(wire[0], qtype_slot::A, layer::BASE);
+        k.name[TINY_NAME_MAX - 1] = key_tail(qtype_slot::A);
         tiny.remove(&k).unwrap();
     }
 

@@ -12,7 +12,7 @@
 use aya_ebpf::bindings::xdp_md;
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::negative::{
-    exist_flags, relocate, template_at, EXIST_HEAD, EXIST_TYPES_MAX, FIXUPS_MAX, NO_FIXUP,
+    exist_flags, fold, relocate, template_at, EXIST_HEAD, EXIST_TYPES_MAX, FIXUPS_MAX, NO_FIXUP,
     TEMPLATE_LEN,
 };
 use xdpdns_common::{
@@ -66,38 +66,48 @@ struct ExistFound {
     listed: bool,
 }
 
-/// Looks up the EXIST entry of the name of `len` bytes in its key buffer:
-/// 0 when there is none, else `1 << 31 | listed << 17 | signed << 16 |
-/// flags << 8 | zone_len`, where `listed` says the entry lists `qtype`.
+/// Looks up what the name of `len` bytes in its key buffer is: its EXIST
+/// entry, or the facts folded into its A entry. 0 when there are none,
+/// else `1 << 31 | listed << 17 | signed << 16 | flags << 8 | zone_len`,
+/// where `listed` says the facts list `qtype`.
 #[inline(never)]
 #[no_mangle]
 pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, overlay: u32, qtype: u32) -> u32 {
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 0;
     };
-    match lookup(s, len, qtype_slot::EXIST, overlay) {
-        None => 0,
-        Some(e) => {
-            let signed = (e.flags() & answer_flags::SIGNED != 0) as u32;
-            // Only a NODATA question reads the list (qtype 0: an
-            // encloser's lookup, or A/AAAA, which the flags speak for).
-            let count = match qtype {
-                0 => 0,
-                _ => e.data[2] as usize,
-            };
-            let mut listed = 0u32;
-            for i in 0..EXIST_TYPES_MAX {
-                if i >= count {
-                    break;
-                }
-                let at = EXIST_HEAD + 2 * i;
-                if u16::from_le_bytes([e.data[at], e.data[at + 1]]) as u32 == qtype {
-                    listed = 1;
-                }
-            }
-            1 << 31 | listed << 17 | signed << 16 | (e.data[1] as u32) << 8 | e.data[0] as u32
+    if let Some(e) = lookup(s, len, qtype_slot::EXIST, overlay) {
+        return exist_word(e, 0, EXIST_TYPES_MAX, qtype);
+    }
+    // A name with an address keeps its facts in its A entry.
+    match lookup(s, len, qtype_slot::A, overlay) {
+        Some(e) if e.holds_exist() => exist_word(e, fold::AT, fold::TYPES_MAX, qtype),
+        _ => 0,
+    }
+}
+
+/// [`xdpdns_exist`]'s word for the facts at `data[at..]` of `e`, which
+/// list at most `max` types.
+#[inline(always)]
+fn exist_word(e: &Answer, at: usize, max: usize, qtype: u32) -> u32 {
+    let signed = (e.flags() & answer_flags::SIGNED != 0) as u32;
+    // Only a NODATA question reads the list (qtype 0: an encloser's
+    // lookup, or A/AAAA, which the flags speak for).
+    let count = match qtype {
+        0 => 0,
+        _ => e.data[at + 2] as usize,
+    };
+    let mut listed = 0u32;
+    for i in 0..EXIST_TYPES_MAX {
+        if i >= count || i >= max {
+            break;
+        }
+        let t = at + EXIST_HEAD + 2 * i;
+        if t + 1 < INLINE_MAX && u16::from_le_bytes([e.data[t], e.data[t + 1]]) as u32 == qtype {
+            listed = 1;
         }
     }
+    1 << 31 | listed << 17 | signed << 16 | (e.data[at + 1] as u32) << 8 | e.data[at] as u32
 }
 
 #[inline(always)]

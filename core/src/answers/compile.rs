@@ -532,8 +532,10 @@ fn compile_node(
     }
     // At a delegation: its referral, for queries at and below it.
     let referral = referral_template(zone, key, node, mark.id);
-    // Every name that exists has an EXIST entry: a name without one does
-    // not exist, which is how the kernel tells NXDOMAIN.
+    // Every name that exists has an EXIST entry, or its facts folded into
+    // its A entry: a name without either does not exist, which is how the
+    // kernel tells NXDOMAIN.
+    let mut exist_entry = None;
     if !node.is_nsec3_only() {
         if let Some(mut exist) =
             negatives::exist_entry(zone, &mark.facts, key, &wire, node, mark.flags, mark.id)
@@ -544,7 +546,7 @@ fn compile_node(
             // A signed zone's DNSSEC NODATA: the name's NSEC after the
             // zone's signed SOA.
             let flags = exist.head.data[1];
-            table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
+            exist_entry = Some(exist);
             if let Some(d) = signed_negatives::denial_entry(zone, key, node, flags, mark.id) {
                 table.extend(std::iter::once((entry(qtype_slot::DENIAL_SIGNED), d)));
             }
@@ -575,6 +577,7 @@ fn compile_node(
     // The root has no label to point to: the fallback writes its owner as
     // one zero byte, not as a pointer, so the kernel cannot match it.
     if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
+        table.extend(exist_entry.map(|e| (entry(qtype_slot::EXIST), e)));
         return;
     }
     let mut depends = Vec::new();
@@ -586,8 +589,16 @@ fn compile_node(
         table.extend(std::iter::once((entry(qtype_slot::REFERRAL), e)));
         depends.extend(on.iter().map(shared_wire));
     }
-    compile_addresses(zone, mark, key, node, &wire, table, skipped);
-    depends.extend(compile_types(zone, mark, key, node, &wire, table));
+    let mut entries = Vec::new();
+    compile_addresses(zone, mark, key, node, &wire, &mut entries, skipped);
+    depends.extend(compile_types(zone, mark, key, node, &wire, &mut entries));
+    if let Some(exist) = exist_entry {
+        let a = entries.iter_mut().find(|(k, _)| k.qtype == qtype_slot::A);
+        if !a.is_some_and(|(_, a)| a.head.fold_exist(&exist.head)) {
+            table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
+        }
+    }
+    table.extend(entries);
     if !depends.is_empty() {
         sink.noted.push((wire.clone(), depends));
     }
@@ -770,12 +781,21 @@ mod tests {
         assert_eq!(names, want, "no synthesis or glue below the cut");
         assert_eq!(skipped.below_cut, 1, "ns.sub is glue");
         // Every name that exists says so, glue and empty non-terminals
-        // included: a name without an EXIST entry is NXDOMAIN to the kernel.
+        // included, in an EXIST entry or folded into its A entry: a name
+        // without either is NXDOMAIN to the kernel.
         let mut exist: Vec<_> = table
-            .keys()
-            .filter(|k| k.qtype == qtype_slot::EXIST)
-            .cloned()
+            .iter()
+            .filter(|(k, c)| k.qtype == qtype_slot::EXIST || c.head.holds_exist())
+            .map(|(k, _)| EntryKey {
+                name: k.name.clone(),
+                qtype: qtype_slot::EXIST,
+            })
             .collect();
+        let folded: Vec<_> = table.iter().filter(|(_, c)| c.head.holds_exist()).collect();
+        assert!(
+            folded.len() >= 3 && folded.iter().all(|(k, _)| k.qtype == qtype_slot::A),
+            "names with one address keep their facts in their A entry: {folded:?}"
+        );
         exist.sort();
         let mut want: Vec<_> = [
             "example.com.",

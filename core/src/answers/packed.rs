@@ -1,6 +1,7 @@
 //! Compiled entries kept in userspace, packed: entries end to end in one
 //! byte arena (name length, query-type slot, name, the kernel entry's
-//! 12-byte head, the section) with an index of arena offsets by hash.
+//! 16-byte head, the section, and for an A entry the EXIST facts it may
+//! hold) with an index of arena offsets by hash.
 //! About 60 bytes for a service name's A entry where a map of
 //! `EntryKey → Compiled` took 150–200. A replaced or deleted entry leaves
 //! garbage in the arena until it is compacted (once more than half).
@@ -12,7 +13,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
-use xdpdns_common::{Answer, INLINE_MAX};
+use xdpdns_common::negative::fold;
+use xdpdns_common::{qtype_slot, Answer, INLINE_MAX};
 
 use super::compile::{Compiled, EntryKey};
 
@@ -20,6 +22,15 @@ use super::compile::{Compiled, EntryKey};
 const LEAD: usize = 2;
 /// The kernel entry's head ([`Answer::head`]).
 pub const HEAD: usize = xdpdns_common::ANSWER_HEAD;
+
+/// Bytes stored after the section: an A entry's last inline bytes, where
+/// a name's EXIST facts may be folded (`fold`).
+fn tail_len(qtype: u8) -> usize {
+    match qtype {
+        qtype_slot::A => fold::LEN,
+        _ => 0,
+    }
+}
 
 /// The hasher of a packed table (a random seed: names come from clients).
 pub struct KeyHasher(foldhash::fast::FixedState);
@@ -60,17 +71,29 @@ pub struct Stored<'a> {
     pub qtype: u8,
     pub head: [u8; HEAD],
     pub section: &'a [u8],
+    /// The entry's last inline bytes, for an A entry (else empty).
+    pub tail: &'a [u8],
 }
 
 impl Stored<'_> {
     fn len(&self) -> usize {
-        LEAD + self.name.len() + HEAD + self.section.len()
+        LEAD + self.name.len() + HEAD + self.section.len() + self.tail.len()
+    }
+
+    /// The kernel entry this was made from.
+    pub fn answer(&self) -> Answer {
+        let mut a = Answer::from_head(self.head, self.section);
+        // (Where the section reaches into them, the tail is its last bytes.)
+        if self.tail.len() == fold::LEN {
+            a.data[fold::AT..].copy_from_slice(self.tail);
+        }
+        a
     }
 
     /// The [`Compiled`] entry this was made from.
     pub fn compiled(&self) -> Compiled {
         Compiled {
-            head: Answer::from_head(self.head, self.section),
+            head: self.answer(),
             block: (self.section.len() > INLINE_MAX).then(|| Arc::from(self.section)),
         }
     }
@@ -81,7 +104,7 @@ impl Packed {
     pub fn build<'a>(entries: &[(u64, &'a EntryKey, &'a Compiled)], hasher: &KeyHasher) -> Packed {
         let bytes = entries
             .iter()
-            .map(|(_, k, c)| LEAD + k.name.len() + HEAD + c.section().len())
+            .map(|(_, k, c)| LEAD + k.name.len() + HEAD + c.section().len() + tail_len(k.qtype))
             .sum();
         let mut p = Packed {
             index: HashTable::with_capacity(entries.len()),
@@ -111,11 +134,13 @@ impl Packed {
         let head: [u8; HEAD] = a[LEAD + len..LEAD + len + HEAD].try_into().expect("a head");
         let section_len = (u16::from_le_bytes([head[0], head[1]]) & 0x0fff) as usize;
         let start = LEAD + len + HEAD;
+        let end = start + section_len;
         Stored {
             name: &a[LEAD..LEAD + len],
             qtype: a[1],
             head,
-            section: &a[start..start + section_len],
+            section: &a[start..end],
+            tail: &a[end..end + tail_len(a[1])],
         }
     }
 
@@ -141,6 +166,9 @@ impl Packed {
         self.arena.extend_from_slice(name);
         self.arena.extend_from_slice(&c.head.head());
         self.arena.extend_from_slice(c.section());
+        if tail_len(qtype) > 0 {
+            self.arena.extend_from_slice(&c.head.data[fold::AT..]);
+        }
         at
     }
 

@@ -35,6 +35,8 @@ const SHARDS: usize = 16;
 pub struct HotEntry<'a> {
     head: [u8; HEAD],
     pub section: &'a [u8],
+    /// An A entry's last inline bytes (`Stored::tail`).
+    tail: &'a [u8],
 }
 
 impl HotEntry<'_> {
@@ -70,6 +72,19 @@ impl HotEntry<'_> {
     /// zone whose SOA follows the section.
     pub fn soa_after(&self) -> Option<u32> {
         Answer::from_head(self.head, &[]).soa_after()
+    }
+
+    /// The EXIST facts folded into this (A) entry, laid out as an EXIST
+    /// entry's section ([`Answer::folded_exist`]).
+    pub fn folded_exist(&self) -> Option<Vec<u8>> {
+        let stored = Stored {
+            name: &[],
+            qtype: 0,
+            head: self.head,
+            section: self.section,
+            tail: self.tail,
+        };
+        stored.answer().folded_exist().map(<[u8]>::to_vec)
     }
 }
 
@@ -131,6 +146,7 @@ impl AnswerTable {
         let out = f(&HotEntry {
             head: e.head,
             section: e.section,
+            tail: e.tail,
         });
         drop(shard);
         // The entry was read under the shard's lock: if the writer had

@@ -270,7 +270,12 @@ impl FastPath {
     /// Turns the kernel's negative answers back on once every EXIST entry
     /// a full table refused has been written (or deleted) since.
     pub(super) fn negatives_if_whole(&mut self) -> Result<(), XdpError> {
-        let missing = self.refused.iter().any(|k| k.qtype == qtype_slot::EXIST);
+        let installed = &self.installed;
+        let missing = self.refused.iter().any(|k| {
+            k.qtype == qtype_slot::EXIST
+                || k.qtype == qtype_slot::A
+                    && installed.entry(k).is_some_and(|c| c.head.holds_exist())
+        });
         if self.current.negative_answers == 0 && !missing {
             tracing::info!(
                 "XDP table: every name is in the kernel again; negative answers back on"
@@ -536,7 +541,8 @@ impl FastPath {
             Err(e) if table_full(&e) => {
                 self.left_out += 1;
                 self.refused.insert(key.clone());
-                if key.qtype == qtype_slot::EXIST && self.current.negative_answers != 0 {
+                let says_it_exists = key.qtype == qtype_slot::EXIST || c.head.holds_exist();
+                if says_it_exists && self.current.negative_answers != 0 {
                     // A name that exists would look missing to the kernel.
                     tracing::warn!("XDP table full: negative answers go to the fallback until a rebuild with room (raise [xdp] capacity)");
                     self.current.negative_answers = 0;

@@ -236,9 +236,8 @@ fn referral(
         return None;
     }
     let exist = |at: &[u8]| {
-        table.read(version, at, qtype_slot::EXIST, |e| {
-            let flags = e.section.get(1).copied().unwrap_or(0);
-            (flags, e.flags() & answer_flags::SIGNED != 0)
+        exist_facts(table, version, at, |facts, signed| {
+            Some((facts.get(1).copied().unwrap_or(0), signed))
         })
     };
     let mut cut = name;
@@ -274,6 +273,29 @@ fn referral(
             zone: e.zone(),
         })
     })?
+}
+
+/// Calls `f` with the facts the kernel reads for `name` (lower-cased wire
+/// form): its EXIST entry's section or the facts folded into its A entry,
+/// and whether it is in a signed zone; `None` when it has neither (it
+/// does not exist) or the table is not at `version`.
+fn exist_facts<R>(
+    table: &AnswerTable,
+    version: u64,
+    name: &[u8],
+    f: impl Fn(&[u8], bool) -> Option<R>,
+) -> Option<R> {
+    let signed = |e: &HotEntry<'_>| e.flags() & answer_flags::SIGNED != 0;
+    match table.read(version, name, qtype_slot::EXIST, |e| {
+        f(e.section, signed(e))
+    }) {
+        Some(found) => found,
+        None => table
+            .read(version, name, qtype_slot::A, |e| {
+                f(&e.folded_exist()?, signed(e))
+            })
+            .flatten(),
+    }
 }
 
 /// A negative answer the table's entries decide: its RCODE, the zone's
@@ -314,8 +336,7 @@ fn negative_from_table(
         t => t,
     };
     let exist = |at: &[u8], qtype: u16| {
-        table.read(version, at, qtype_slot::EXIST, |e| {
-            let d = e.section;
+        exist_facts(table, version, at, |d, signed| {
             let count = if qtype == 0 { 0 } else { *d.get(2)? as usize };
             let listed = (0..count.min(EXIST_TYPES_MAX)).any(|i| {
                 let at = EXIST_HEAD + 2 * i;
@@ -324,11 +345,11 @@ fn negative_from_table(
             });
             Some(ExistRead {
                 flags: *d.get(1)?,
-                signed: e.flags() & answer_flags::SIGNED != 0,
+                signed,
                 zone_len: *d.first()? as usize,
                 listed,
             })
-        })?
+        })
     };
     let nodata_bit = match qtype {
         rtype::A => exist_flags::NODATA_A,
