@@ -589,23 +589,33 @@ fn compile_node(
         table.extend(std::iter::once((entry(qtype_slot::REFERRAL), e)));
         depends.extend(on.iter().map(shared_wire));
     }
-    let mut entries = Vec::new();
-    compile_addresses(zone, mark, key, node, &wire, &mut entries, skipped);
-    depends.extend(compile_types(zone, mark, key, node, &wire, &mut entries));
-    if let Some(exist) = exist_entry {
-        let a = entries.iter_mut().find(|(k, _)| k.qtype == qtype_slot::A);
-        if !a.is_some_and(|(_, a)| a.head.fold_exist(&exist.head)) {
-            table.extend(std::iter::once((entry(qtype_slot::EXIST), exist)));
-        }
-    }
-    table.extend(entries);
+    let mut exist = exist_entry;
+    compile_addresses(zone, mark, key, node, &wire, table, &mut exist, skipped);
+    depends.extend(compile_types(zone, mark, key, node, &wire, table, &mut exist));
+    table.extend(exist.map(|e| (entry(qtype_slot::EXIST), e)));
     if !depends.is_empty() {
         sink.noted.push((wire.clone(), depends));
     }
 }
 
+/// Adds the name's entry `c` under `slot`, with the name's EXIST facts
+/// (taken from `exist`) folded into it when it is the A entry and has
+/// room for them.
+fn add_entry(
+    table: &mut impl Extend<(EntryKey, Compiled)>,
+    key: EntryKey,
+    mut c: Compiled,
+    exist: &mut Option<Compiled>,
+) {
+    if key.qtype == qtype_slot::A && exist.as_ref().is_some_and(|e| c.head.fold_exist(&e.head)) {
+        *exist = None;
+    }
+    table.extend(std::iter::once((key, c)));
+}
+
 /// The name's A and AAAA entries, written directly (fixed-size records,
 /// rotated by the kernel where the zone rotates).
+#[allow(clippy::too_many_arguments)]
 fn compile_addresses(
     zone: &Zone,
     mark: ZoneMark,
@@ -613,6 +623,7 @@ fn compile_addresses(
     node: &Node,
     wire: &Arc<[u8]>,
     table: &mut impl Extend<(EntryKey, Compiled)>,
+    exist: &mut Option<Compiled>,
     skipped: &mut Skipped,
 ) {
     let entry = |qtype| EntryKey {
@@ -636,7 +647,7 @@ fn compile_addresses(
             continue;
         };
         answer.head.set_zone(mark.id);
-        table.extend(std::iter::once((entry(slot), answer)));
+        add_entry(table, entry(slot), answer, exist);
         // In a signed zone, the variant for DO=1: the RRset and its
         // RRSIGs, as the fallback answers it.
         if mark.flags & answer_flags::SIGNED == 0 {
@@ -662,6 +673,7 @@ fn compile_types(
     node: &Node,
     wire: &Arc<[u8]>,
     table: &mut impl Extend<(EntryKey, Compiled)>,
+    exist: &mut Option<Compiled>,
 ) -> Vec<Arc<[u8]>> {
     let mut depends = Vec::new();
     let mut types = Vec::new();
@@ -680,7 +692,7 @@ fn compile_types(
                     name: wire.clone(),
                     qtype: slot,
                 };
-                table.extend(std::iter::once((key, c)));
+                add_entry(table, key, c, exist);
             }
         }
     }
