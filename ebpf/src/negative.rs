@@ -69,17 +69,27 @@ struct ExistFound {
 /// Looks up what the name of `len` bytes in its key buffer is: its EXIST
 /// entry, or the facts folded into its A entry. 0 when there are none,
 /// else `1 << 31 | listed << 17 | signed << 16 | flags << 8 | zone_len`,
-/// where `listed` says the facts list `qtype`.
+/// where `listed` says the facts list `qtype`. `a_missing`: the name is
+/// known to have no A entry (the query asked for A and found none).
 #[inline(never)]
 #[no_mangle]
-pub extern "C" fn xdpdns_exist(s: *mut Scratch, len: u32, overlay: u32, qtype: u32) -> u32 {
+pub extern "C" fn xdpdns_exist(
+    s: *mut Scratch,
+    len: u32,
+    overlay: u32,
+    qtype: u32,
+    a_missing: u32,
+) -> u32 {
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 0;
     };
     if let Some(e) = lookup(s, len, qtype_slot::EXIST, overlay) {
         return exist_word(e, 0, EXIST_TYPES_MAX, qtype);
     }
-    // A name with an address keeps its facts in its A entry.
+    if a_missing != 0 {
+        return 0;
+    }
+    // A leaf with an address keeps its facts in its A entry.
     match lookup(s, len, qtype_slot::A, overlay) {
         Some(e) if e.holds_exist() => exist_word(e, fold::AT, fold::TYPES_MAX, qtype),
         _ => 0,
@@ -111,8 +121,8 @@ fn exist_word(e: &Answer, at: usize, max: usize, qtype: u32) -> u32 {
 }
 
 #[inline(always)]
-fn exist(s: &mut Scratch, len: u32, overlay: u32, qtype: u16) -> Option<ExistFound> {
-    let v = xdpdns_exist(s, len, overlay, qtype as u32);
+fn exist(s: &mut Scratch, len: u32, overlay: u32, qtype: u16, a_missing: bool) -> Option<ExistFound> {
+    let v = xdpdns_exist(s, len, overlay, qtype as u32, a_missing as u32);
     (v != 0).then_some(ExistFound {
         zone_len: v & 0xff,
         flags: (v >> 8) as u8,
@@ -156,7 +166,7 @@ fn decide(ctx: &XdpContext, s: &mut Scratch, cfg: &XdpConfig) -> Result<(), Pass
     s.tail_count = 0;
     // (rcode, the entry, the label to check, the template's name length
     // and slot)
-    let (rcode, e, risky_at, at_len, slot) = match exist(s, n, overlay, listed_type) {
+    let (rcode, e, risky_at, at_len, slot) = match exist(s, n, overlay, listed_type, qn.qtype == qtype_slot::A) {
         // A delegation: its referral to every type but its own DS.
         Some(e) if e.flags & exist_flags::REFERRAL != 0 && !ds => {
             (0, e, 0, n, qtype_slot::REFERRAL)
@@ -279,7 +289,7 @@ fn closest_encloser(
         }
         let parent_len = n - skip;
         copy_suffix(ctx, s, qstart + skip, parent_len)?;
-        if let Some(e) = exist(s, parent_len, overlay, 0) {
+        if let Some(e) = exist(s, parent_len, overlay, 0, false) {
             return Ok((e, label, parent_len));
         }
     }

@@ -589,9 +589,20 @@ fn compile_node(
         table.extend(std::iter::once((entry(qtype_slot::REFERRAL), e)));
         depends.extend(on.iter().map(shared_wire));
     }
-    let mut exist = exist_entry;
+    // Only a leaf's facts fold: a name with children is the closest
+    // encloser NXDOMAIN answers look up, which then finds its EXIST
+    // entry at the first lookup.
+    let mut exist = match node.has_children() {
+        false => exist_entry,
+        true => {
+            table.extend(exist_entry.map(|e| (entry(qtype_slot::EXIST), e)));
+            None
+        }
+    };
     compile_addresses(zone, mark, key, node, &wire, table, &mut exist, skipped);
-    depends.extend(compile_types(zone, mark, key, node, &wire, table, &mut exist));
+    depends.extend(compile_types(
+        zone, mark, key, node, &wire, table, &mut exist,
+    ));
     table.extend(exist.map(|e| (entry(qtype_slot::EXIST), e)));
     if !depends.is_empty() {
         sink.noted.push((wire.clone(), depends));
