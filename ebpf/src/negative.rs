@@ -83,17 +83,16 @@ pub extern "C" fn xdpdns_exist(
     let Some(s) = (unsafe { s.as_mut() }) else {
         return 0;
     };
-    if let Some(e) = lookup(s, len, qtype_slot::EXIST, overlay) {
-        return exist_word(e, 0, EXIST_TYPES_MAX, qtype);
-    }
-    if a_missing != 0 {
-        return 0;
-    }
-    // A leaf with an address keeps its facts in its A entry.
-    match lookup(s, len, qtype_slot::A, overlay) {
-        Some(e) if e.holds_exist() => exist_word(e, fold::AT, fold::TYPES_MAX, qtype),
-        _ => 0,
-    }
+    let (e, at, max) = match lookup(s, len, qtype_slot::EXIST, overlay) {
+        Some(e) => (e, 0, EXIST_TYPES_MAX),
+        None if a_missing != 0 => return 0,
+        // A leaf with an address keeps its facts in its A entry.
+        None => match lookup(s, len, qtype_slot::A, overlay) {
+            Some(e) if e.holds_exist() => (e, fold::AT, fold::TYPES_MAX),
+            _ => return 0,
+        },
+    };
+    exist_word(e, at, max, qtype)
 }
 
 /// [`xdpdns_exist`]'s word for the facts at `data[at..]` of `e`, which
