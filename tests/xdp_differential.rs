@@ -946,9 +946,12 @@ fn table_changes_under_a_query_stream_never_mix_versions() {
 
     let fd = r.fast.program_fd();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Replies of each version so far, for the swaps to wait on.
+    let live: std::sync::Arc<[std::sync::atomic::AtomicU32; 2]> = Default::default();
     let stream = {
         let stop = stop.clone();
         let want = want.clone();
+        let live = live.clone();
         std::thread::spawn(move || {
             let mut seen = [0u32; 2];
             // Bounded: at most 200 000 queries.
@@ -966,7 +969,10 @@ fn table_changes_under_a_query_stream_never_mix_versions() {
                 );
                 let got = check_reply(Family::V4, 0, &f, &out.frame);
                 match want[n].iter().position(|w| *w == got) {
-                    Some(v) => seen[v] += 1,
+                    Some(v) => {
+                        seen[v] += 1;
+                        live[v].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     None => panic!("reply {i} for {} matches neither version", names[n]),
                 }
             }
@@ -988,6 +994,16 @@ fn table_changes_under_a_query_stream_never_mix_versions() {
                     ..Default::default()
                 })
                 .unwrap();
+        }
+        // Let the stream see the version just made live (bounded), so
+        // both are served however the writes' durations fall.
+        let version = (swap + 1) % 2;
+        let before = live[version].load(std::sync::atomic::Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
+        while live[version].load(std::sync::atomic::Ordering::Relaxed) == before
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::yield_now();
         }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
