@@ -1620,9 +1620,8 @@ fn a_full_table_leaves_the_rest_to_the_fallback() {
 #[test]
 fn a_full_block_table_leaves_its_entries_to_the_fallback() {
     // 200 names of three A records (48 bytes each: small blocks, all
-    // different) and 150 of one; capacity 360 gives the small-block
-    // table 112 slots and the name table 450 (its share and the
-    // overlay's room).
+    // different, each entry holding its name's EXIST facts) and 150 of
+    // one; capacity 360 gives the small-block table 112 slots.
     let names: String = (0..200)
         .map(|i| format!("n{i} A 10.1.{i}.1\nn{i} A 10.1.{i}.2\nn{i} A 10.1.{i}.3\n"))
         .collect();
@@ -1640,9 +1639,21 @@ fn a_full_block_table_leaves_its_entries_to_the_fallback() {
     // The compiled table (the hot path's) holds every entry all the same;
     // the kernel's lacks those left out.
     assert_eq!(fast.installed().to_table(), compile(&snap).0);
-    // The name tables filled too, leaving EXIST entries out: the kernel
+    // Entries saying names exist were left out too (A entries holding
+    // their names' EXIST facts, whose blocks found no room): the kernel
     // cannot tell a missing name from one left out, so it answers no
-    // negative at all.
+    // negative at all, and no name that exists is ever NXDOMAIN.
+    for i in 0..200 {
+        let aaaa = query(
+            &Name::from_ascii(format!("n{i}.example.com.")).unwrap(),
+            RecordType::AAAA,
+            None,
+            1,
+        );
+        let f = frame(Family::V4, 0, &aaaa, Quirks::default());
+        let out = test_run(fast.program_fd(), &f, 1).unwrap();
+        assert_eq!(out.action, XDP_PASS, "n{i} AAAA goes to the fallback");
+    }
     let nope = query(
         &Name::from_ascii("nope.example.com.").unwrap(),
         RecordType::A,

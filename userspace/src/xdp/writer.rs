@@ -267,11 +267,24 @@ impl FastPath {
         }
     }
 
-    /// Turns the kernel's negative answers back on once every EXIST entry
-    /// a full table refused has been written (or deleted) since.
+    /// Turns the kernel's negative answers off while an entry that tells
+    /// it a name exists is left out: the name would look missing.
+    fn negatives_off(&mut self, why: &str) -> Result<(), XdpError> {
+        if self.current.negative_answers != 0 {
+            tracing::warn!("{why}: negative answers go to the fallback until a rebuild with room (raise [xdp] capacity)");
+            self.current.negative_answers = 0;
+            self.config.set(0, self.current, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Turns the kernel's negative answers back on once every entry
+    /// saying a name exists (an EXIST entry, or an A entry holding the
+    /// facts) that a full table left out has been written (or deleted)
+    /// since.
     pub(super) fn negatives_if_whole(&mut self) -> Result<(), XdpError> {
         let installed = &self.installed;
-        let missing = self.refused.iter().any(|k| {
+        let missing = self.refused.iter().chain(&self.absent).any(|k| {
             k.qtype == qtype_slot::EXIST
                 || k.qtype == qtype_slot::A
                     && installed.entry(k).is_some_and(|c| c.head.holds_exist())
@@ -393,6 +406,9 @@ impl FastPath {
                     ids.recycle(id);
                     self.left_out += 1;
                     full.insert(key.clone());
+                    if c.head.holds_exist() {
+                        self.negatives_off("XDP block table full")?;
+                    }
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -541,12 +557,8 @@ impl FastPath {
             Err(e) if table_full(&e) => {
                 self.left_out += 1;
                 self.refused.insert(key.clone());
-                let says_it_exists = key.qtype == qtype_slot::EXIST || c.head.holds_exist();
-                if says_it_exists && self.current.negative_answers != 0 {
-                    // A name that exists would look missing to the kernel.
-                    tracing::warn!("XDP table full: negative answers go to the fallback until a rebuild with room (raise [xdp] capacity)");
-                    self.current.negative_answers = 0;
-                    self.config.set(0, self.current, 0)?;
+                if key.qtype == qtype_slot::EXIST || c.head.holds_exist() {
+                    self.negatives_off("XDP table full")?;
                 }
                 Ok(())
             }
