@@ -165,13 +165,33 @@ pub mod fold {
 
     const _: () = assert!(AT + LEN == INLINE_MAX && TYPES_MAX >= 1);
 
+    /// Whether an entry whose section is `section_len` bytes leaves its
+    /// last [`LEN`] inline bytes free: a short inline section, or one in
+    /// a block (an absent marker's length is longer than any section,
+    /// and its data all zero).
+    #[inline(always)]
+    pub const fn leaves_room(section_len: usize) -> bool {
+        section_len <= AT || section_len > INLINE_MAX
+    }
+
+    /// The facts in `tail`, an entry's last [`LEN`] inline bytes, beside
+    /// a section of `section_len` bytes, laid out as an EXIST entry's
+    /// section; none when the section reaches into them or they are not
+    /// marked. What the hot path reads from its packed copy of an entry.
+    pub fn facts(section_len: usize, tail: &[u8]) -> Option<&[u8]> {
+        if !leaves_room(section_len) || tail.len() != LEN || tail[3] != MARK {
+            return None;
+        }
+        let count = (tail[2] as usize).min(TYPES_MAX);
+        Some(&tail[..EXIST_HEAD + 2 * count])
+    }
+
     impl Answer {
         /// Whether the entry holds a name's folded EXIST facts at
-        /// `data[AT..]`.
+        /// `data[AT..]` ([`facts`], as the kernel tests it).
         #[inline(always)]
         pub const fn holds_exist(&self) -> bool {
-            let len = self.section_len() as usize;
-            (len <= AT || (len > INLINE_MAX && !self.is_absent())) && self.data[AT + 3] == MARK
+            leaves_room(self.section_len() as usize) && self.data[AT + 3] == MARK
         }
 
         /// Folds the facts of `exist` (an EXIST entry) into this entry;
@@ -179,10 +199,12 @@ pub mod fold {
         /// types, or a different signed flag).
         pub fn fold_exist(&mut self, exist: &Answer) -> bool {
             let facts = &exist.data[..exist.section_len() as usize];
-            let len = self.section_len() as usize;
-            let room = len <= AT || len > INLINE_MAX;
             let same_signing = (self.flags() ^ exist.flags()) & crate::answer_flags::SIGNED == 0;
-            if !room || facts.len() > LEN || facts.len() < EXIST_HEAD || !same_signing {
+            if !leaves_room(self.section_len() as usize)
+                || facts.len() > LEN
+                || facts.len() < EXIST_HEAD
+                || !same_signing
+            {
                 return false;
             }
             self.data[AT..].fill(0);
@@ -193,10 +215,7 @@ pub mod fold {
 
         /// The folded facts, laid out as an EXIST entry's section.
         pub fn folded_exist(&self) -> Option<&[u8]> {
-            self.holds_exist().then(|| {
-                let count = (self.data[AT + 2] as usize).min(TYPES_MAX);
-                &self.data[AT..AT + EXIST_HEAD + 2 * count]
-            })
+            facts(self.section_len() as usize, &self.data[AT..])
         }
     }
 }

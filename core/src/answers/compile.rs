@@ -534,19 +534,24 @@ fn compile_node(
     let referral = referral_template(zone, key, node, mark.id);
     // Every name that exists has an EXIST entry, or its facts folded into
     // its A entry: a name without either does not exist, which is how the
-    // kernel tells NXDOMAIN.
-    let mut exist_entry = None;
+    // kernel tells NXDOMAIN. Only a leaf's facts may fold (`exist` holds
+    // them until its A entry is made): a name with children is the
+    // closest encloser NXDOMAIN answers look up, found at the first lookup.
+    let mut exist = None;
     if !node.is_nsec3_only() {
-        if let Some(mut exist) =
+        if let Some(mut facts) =
             negatives::exist_entry(zone, &mark.facts, key, &wire, node, mark.flags, mark.id)
         {
             if referral.is_some() {
-                exist.head.data[1] |= exist_flags::REFERRAL;
+                facts.head.data[1] |= exist_flags::REFERRAL;
             }
             // A signed zone's DNSSEC NODATA: the name's NSEC after the
             // zone's signed SOA.
-            let flags = exist.head.data[1];
-            exist_entry = Some(exist);
+            let flags = facts.head.data[1];
+            match node.has_children() {
+                true => table.extend(std::iter::once((entry(qtype_slot::EXIST), facts))),
+                false => exist = Some(facts),
+            }
             if let Some(d) = signed_negatives::denial_entry(zone, key, node, flags, mark.id) {
                 table.extend(std::iter::once((entry(qtype_slot::DENIAL_SIGNED), d)));
             }
@@ -577,7 +582,7 @@ fn compile_node(
     // The root has no label to point to: the fallback writes its owner as
     // one zero byte, not as a pointer, so the kernel cannot match it.
     if key.is_root() || wire.len() > MAX_NAME_WIRE_LEN {
-        table.extend(exist_entry.map(|e| (entry(qtype_slot::EXIST), e)));
+        table.extend(exist.map(|e| (entry(qtype_slot::EXIST), e)));
         return;
     }
     let mut depends = Vec::new();
@@ -589,16 +594,6 @@ fn compile_node(
         table.extend(std::iter::once((entry(qtype_slot::REFERRAL), e)));
         depends.extend(on.iter().map(shared_wire));
     }
-    // Only a leaf's facts fold: a name with children is the closest
-    // encloser NXDOMAIN answers look up, which then finds its EXIST
-    // entry at the first lookup.
-    let mut exist = match node.has_children() {
-        false => exist_entry,
-        true => {
-            table.extend(exist_entry.map(|e| (entry(qtype_slot::EXIST), e)));
-            None
-        }
-    };
     compile_addresses(zone, mark, key, node, &wire, table, &mut exist, skipped);
     depends.extend(compile_types(
         zone, mark, key, node, &wire, table, &mut exist,

@@ -17,6 +17,7 @@
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use xdpdns_common::negative::fold;
 use xdpdns_common::{Answer, INLINE_MAX};
 
 use super::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
@@ -76,15 +77,8 @@ impl HotEntry<'_> {
 
     /// The EXIST facts folded into this (A) entry, laid out as an EXIST
     /// entry's section ([`Answer::folded_exist`]).
-    pub fn folded_exist(&self) -> Option<Vec<u8>> {
-        let stored = Stored {
-            name: &[],
-            qtype: 0,
-            head: self.head,
-            section: self.section,
-            tail: self.tail,
-        };
-        stored.answer().folded_exist().map(<[u8]>::to_vec)
+    pub fn folded_exist(&self) -> Option<&[u8]> {
+        fold::facts(self.section.len(), self.tail)
     }
 }
 
@@ -169,6 +163,12 @@ impl AnswerTable {
             (e.section.len() > INLINE_MAX).then(|| Arc::from(e.section))
         })
         .flatten()
+    }
+
+    /// Whether `key`'s entry holds its name's folded EXIST facts.
+    pub fn holds_exist(&self, key: &EntryKey) -> bool {
+        self.stored(key, |e| fold::facts(e.section.len(), e.tail).is_some())
+            .unwrap_or(false)
     }
 
     /// Whether `key`'s entry holds its section in a block.

@@ -285,9 +285,7 @@ impl FastPath {
     pub(super) fn negatives_if_whole(&mut self) -> Result<(), XdpError> {
         let installed = &self.installed;
         let missing = self.refused.iter().chain(&self.absent).any(|k| {
-            k.qtype == qtype_slot::EXIST
-                || k.qtype == qtype_slot::A
-                    && installed.entry(k).is_some_and(|c| c.head.holds_exist())
+            k.qtype == qtype_slot::EXIST || k.qtype == qtype_slot::A && installed.holds_exist(k)
         });
         if self.current.negative_answers == 0 && !missing {
             tracing::info!(

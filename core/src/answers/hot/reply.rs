@@ -292,7 +292,7 @@ fn exist_facts<R>(
         Some(found) => found,
         None => table
             .read(version, name, qtype_slot::A, |e| {
-                f(&e.folded_exist()?, signed(e))
+                f(e.folded_exist()?, signed(e))
             })
             .flatten(),
     }
