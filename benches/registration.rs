@@ -197,6 +197,8 @@ fn main() {
     drop(server);
     signed_case(&dir, n);
     etcd_case(&dir, n);
+    // The etcd cluster's data (its WAL preallocates tens of MB a member).
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// (e): the registry zone signed online (a KSK and a ZSK): registration
