@@ -155,7 +155,8 @@ fn compile_in_parallel(
                     let mut out = Vec::with_capacity(part.len() * 2);
                     let mut skipped = Skipped::default();
                     let mut noted = Noted::new();
-                    for &(zone, mark, key, node) in part {
+                    for (i, &(zone, mark, key, node)) in part.iter().enumerate() {
+                        prefetch(part, i);
                         let mut sink = Sink {
                             entries: &mut out,
                             skipped: &mut skipped,
@@ -173,18 +174,56 @@ fn compile_in_parallel(
             .map(|w| w.join().expect("compile thread"))
             .collect()
     });
-    let entries = parts.iter().map(|(e, _, _)| e.len()).sum();
-    let mut table = Table::with_capacity_and_hasher(entries, Default::default());
     let mut skipped = Skipped::default();
-    let mut dependents = Dependents::default();
-    for (part, s, noted) in parts {
-        table.extend(part);
+    let mut entries = Vec::with_capacity(parts.len());
+    let mut noted = Vec::with_capacity(parts.len());
+    for (part, s, links) in parts {
         skipped.add(s);
-        for (name, targets) in &noted {
-            dependents.add(name, targets);
+        entries.push(part);
+        noted.push(links);
+    }
+    // The table and the index of dependents are built side by side.
+    let (table, dependents) = std::thread::scope(|scope| {
+        let index = scope.spawn(move || {
+            let mut dependents = Dependents::default();
+            for (name, targets) in noted.iter().flatten() {
+                dependents.add(name, targets);
+            }
+            dependents
+        });
+        let len = entries.iter().map(Vec::len).sum();
+        let mut table = Table::with_capacity_and_hasher(len, Default::default());
+        entries.into_iter().for_each(|part| table.extend(part));
+        (table, index.join().expect("dependents thread"))
+    });
+    (table, skipped, dependents)
+}
+
+/// Asks the CPU for the nodes a few places ahead: a zone's nodes are
+/// scattered over the heap, and waiting for each in turn was a large part
+/// of a million-name compile.
+fn prefetch(part: &[(&Zone, ZoneMark, &LowerName, &Node)], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let hint = |p: *const u8| {
+            // SAFETY: SSE is in every x86-64 CPU, and a prefetch is a hint
+            // that neither reads nor faults.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+        };
+        if let Some(&(_, _, key, node)) = part.get(i + 8) {
+            hint((node as *const Node).cast());
+            hint((key as *const LowerName).cast());
+        }
+        if let Some(&(_, _, _, node)) = part.get(i + 4) {
+            let sets = node.rrsets();
+            hint(sets.as_ptr().cast());
+            if let Some(set) = sets.first() {
+                hint(set.packed().as_bytes().as_ptr());
+            }
         }
     }
-    (table, skipped, dependents)
+    let _ = (part, i);
 }
 
 /// Where [`compile_node`] puts what it compiles.
@@ -685,6 +724,11 @@ fn compile_types(
     let mut types = Vec::new();
     typed::types_at(zone, node, &mut types);
     let name = Name::from(key);
+    let owner = typed::Owner {
+        key,
+        name: &name,
+        wire,
+    };
     let signed = mark.flags & answer_flags::SIGNED != 0;
     for t in types {
         let slot = qtype_slot::of(u16::from(t));
@@ -693,7 +737,7 @@ fn compile_types(
             // As the A/AAAA variants: only the plain one sends DO=1
             // queries on to the signed one.
             let how = (if dnssec { 0 } else { mark.flags }, mark.id);
-            if let Some(c) = typed::compile_type(zone, &name, t, dnssec, how, &mut depends) {
+            if let Some(c) = typed::compile_type(zone, &owner, node, t, dnssec, how, &mut depends) {
                 let key = EntryKey {
                     name: wire.clone(),
                     qtype: slot,

@@ -27,6 +27,10 @@ use crate::wire::encode::{Header, Section, Writer};
 use crate::wire::Reply;
 use crate::zone::{Node, Zone};
 
+mod direct;
+use direct::Direct;
+pub(super) use direct::Owner;
+
 /// The types a CNAME's owner is compiled for besides those its chain's
 /// target has: what clients ask of any name they connect to.
 const CNAME_OWNER_TYPES: [RecordType; 3] = [RecordType::A, RecordType::AAAA, RecordType::HTTPS];
@@ -71,17 +75,51 @@ fn compiled_type(t: RecordType) -> bool {
     (xdpdns_common::plain_type(code) || code == rtype::DS) && qtype_slot::keyed(code)
 }
 
-/// The entry answering `qtype` at `name` (lower-cased) in `zone`, with
-/// `flags` and zone id `zone_id`, the DNSSEC variant when `dnssec`; and
-/// the other names it was built from (a CNAME chain's, the targets of
-/// SRV, MX and NS records), whose changes change it. `None` when the
-/// answer is not one the table can hold.
+/// The entry answering `qtype` at `owner` (whose node is `node`) in
+/// `zone`, with `flags` and zone id `zone_id`, the DNSSEC variant when
+/// `dnssec`; and the other names it was built from (a CNAME chain's, the
+/// targets of SRV, MX and NS records), whose changes change it. `None`
+/// when the answer is not one the table can hold.
 pub(super) fn compile_type(
+    zone: &Zone,
+    owner: &Owner<'_>,
+    node: &Node,
+    qtype: RecordType,
+    dnssec: bool,
+    how: (u16, u32),
+    depends: &mut Vec<Arc<[u8]>>,
+) -> Option<Compiled> {
+    let direct = direct::answer(zone, owner, node, qtype, dnssec, MAX_RECORDS, depends);
+    let compiled = match direct {
+        Direct::Written(w) => finish(zone, owner.name, &w, (Shape::Answer, 0), how),
+        Direct::NoEntry => None,
+        Direct::Handler => return via_handler(zone, owner.name, qtype, dnssec, how, depends),
+    };
+    #[cfg(debug_assertions)]
+    {
+        let mut handler_depends = Vec::new();
+        let handler = via_handler(zone, owner.name, qtype, dnssec, how, &mut handler_depends);
+        debug_assert_eq!(
+            compiled, handler,
+            "{} {qtype}: direct != handler",
+            owner.name
+        );
+        debug_assert!(
+            handler_depends.iter().all(|d| depends.contains(d)),
+            "{} {qtype}: direct depends on fewer names",
+            owner.name
+        );
+    }
+    compiled
+}
+
+/// [`compile_type`] through the full handler's answer.
+fn via_handler(
     zone: &Zone,
     name: &Name,
     qtype: RecordType,
     dnssec: bool,
-    (flags, zone_id): (u16, u32),
+    how: (u16, u32),
     depends: &mut Vec<Arc<[u8]>>,
 ) -> Option<Compiled> {
     let reply = resolve(zone, name, qtype, MAX_RECORDS, dnssec, 0);
@@ -90,26 +128,40 @@ pub(super) fn compile_type(
     let shape = shape(zone, &reply, qtype)?;
     let mut w = Writer::new(Header::default(), name, u16::from(qtype), 1, BLOCK_MAX);
     w.records(Section::Answer, &reply.answers).ok()?;
+    let answer_len = w.sections().0.len();
+    match shape {
+        Shape::Answer => w.records(Section::Additional, &reply.additional).ok()?,
+        Shape::ChainNoData => w.records(Section::Authority, &reply.authority).ok()?,
+    }
+    finish(zone, name, &w, (shape, answer_len), how)
+}
+
+/// The entry of the answer written in `w` (of `shape`, its answer
+/// section `answer_len` bytes), with `flags` and `zone_id`.
+fn finish(
+    zone: &Zone,
+    name: &Name,
+    w: &Writer,
+    (shape, answer_len): (Shape, usize),
+    (flags, zone_id): (u16, u32),
+) -> Option<Compiled> {
+    let (all, [ancount, _, arcount]) = w.sections();
     let (prefix_len, flags) = match shape {
-        Shape::Answer => {
-            w.records(Section::Additional, &reply.additional).ok()?;
-            (w.sections().0.len(), flags)
-        }
+        Shape::Answer => (all.len(), flags),
         Shape::ChainNoData => {
-            let prefix_len = w.sections().0.len();
-            w.records(Section::Authority, &reply.authority).ok()?;
-            // The kernel appends the zone's SOA template: only where that
-            // is these very bytes (the SOA's names compress against the
-            // question's apex and themselves, not the chain's names).
+            // The answer section alone: the kernel appends the zone's SOA
+            // template, only where that is these very bytes (the SOA's
+            // names compress against the question's apex and themselves,
+            // not the chain's names).
+            let prefix_len = answer_len;
             let qname_len = WireName::new(name).bytes().len();
             let soa = negatives::soa_relocated(zone, qname_len, prefix_len)?;
-            if w.sections().0[prefix_len..] != soa[..] {
+            if all[prefix_len..] != soa[..] {
                 return None;
             }
             (prefix_len, flags | answer_flags::SOA_AFTER)
         }
     };
-    let (all, [ancount, _, arcount]) = w.sections();
     let section = &all[..prefix_len];
     if section.is_empty() || section.len() > BLOCK_MAX || ancount > 0xff {
         return None;

@@ -138,6 +138,66 @@ impl Writer {
         Ok(())
     }
 
+    /// Appends one record given as the zone store keeps it: `owner` and
+    /// `rdata` in wire form, names uncompressed. The bytes are those of
+    /// [`Writer::record`] for the same record (the store's RDATA is
+    /// hickory's encoding, which is what `record` writes of every type
+    /// whose names it does not compress); `None` when `rdata` is not
+    /// framed as its type says.
+    pub fn record_wire(
+        &mut self,
+        section: Section,
+        owner: &[u8],
+        rtype: u16,
+        ttl: u32,
+        rdata: &[u8],
+    ) -> Option<()> {
+        self.names.write(&mut self.out, owner);
+        self.out.extend_from_slice(&rtype.to_be_bytes());
+        self.out.extend_from_slice(&1u16.to_be_bytes());
+        self.out.extend_from_slice(&ttl.to_be_bytes());
+        let rdlength_at = self.out.len();
+        self.out.extend_from_slice(&[0, 0]);
+        let name_at = |at: usize| Some(&rdata[at..at + name_len(rdata.get(at..)?)?]);
+        match RecordType::from(rtype) {
+            RecordType::NS | RecordType::CNAME | RecordType::PTR => {
+                let name = name_at(0).filter(|n| n.len() == rdata.len())?;
+                self.names.write(&mut self.out, name);
+            }
+            RecordType::MX => {
+                let name = name_at(2).filter(|n| n.len() + 2 == rdata.len())?;
+                self.out.extend_from_slice(&rdata[..2]);
+                self.names.write(&mut self.out, name);
+            }
+            RecordType::SOA => {
+                let mname = name_at(0)?;
+                let rname = name_at(mname.len())?;
+                let fixed = rdata
+                    .get(mname.len() + rname.len()..)
+                    .filter(|f| f.len() == 20)?;
+                self.names.write(&mut self.out, mname);
+                self.names.write(&mut self.out, rname);
+                self.out.extend_from_slice(fixed);
+            }
+            t => {
+                let start = self.out.len();
+                self.out.extend_from_slice(rdata);
+                let target = match t {
+                    RecordType::SRV => Some(6),
+                    RecordType::SVCB | RecordType::HTTPS => Some(2),
+                    _ => None,
+                };
+                if let Some(at) = target {
+                    self.names.written(start + at, name_at(at)?);
+                }
+            }
+        }
+        let rdlength = u16::try_from(self.out.len() - rdlength_at - 2).ok()?;
+        self.out[rdlength_at..rdlength_at + 2].copy_from_slice(&rdlength.to_be_bytes());
+        self.count(section);
+        Some(())
+    }
+
     fn name(&mut self, name: &Name) {
         let w = WireName::new(name);
         self.names.write(&mut self.out, w.bytes());
@@ -223,5 +283,20 @@ impl Writer {
             end += 1 + o[end] as usize;
         }
         (&o[end + 5..], [count(6), count(8), count(10)])
+    }
+}
+
+/// The length of the uncompressed wire name at the start of `wire`.
+fn name_len(wire: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let len = *wire.get(at)? as usize;
+        if len > 63 {
+            return None;
+        }
+        at += 1 + len;
+        if len == 0 {
+            return Some(at);
+        }
     }
 }
