@@ -85,7 +85,9 @@ pub(super) fn answer(
             let Some(target) = name_of(rdata) else {
                 return Direct::Handler;
             };
-            note(&target);
+            for other in cname.wire().filter_map(name_of) {
+                note(&other);
+            }
             let own = [(cname, sigs(signed, node, RecordType::CNAME))];
             if !budget.take(&own) || push(&mut w, Section::Answer, owner.wire, &own).is_none() {
                 return Direct::NoEntry;
