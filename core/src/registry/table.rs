@@ -16,20 +16,110 @@ use crate::zone::{Change, Zone};
 
 pub type SetKey = (Name, RecordType);
 
+/// A record's data as the sets keep it, each record twice (in its
+/// contributor's list and in the counts): addresses inline, anything else
+/// boxed, where hickory's `RData` is 184 bytes by value. Equal and hashed
+/// as the `RData` it stands for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Rec {
+    V4([u8; 4]),
+    V6([u8; 16]),
+    Other(Box<RData>),
+}
+
+impl Rec {
+    fn new(d: RData) -> Rec {
+        match d {
+            RData::A(a) => Rec::V4(a.0.octets()),
+            RData::AAAA(a) => Rec::V6(a.0.octets()),
+            other => Rec::Other(Box::new(other)),
+        }
+    }
+
+    fn data(&self) -> RData {
+        use hickory_proto::rr::rdata::{A, AAAA};
+        match self {
+            Rec::V4(b) => RData::A(A::from(std::net::Ipv4Addr::from(*b))),
+            Rec::V6(b) => RData::AAAA(AAAA::from(std::net::Ipv6Addr::from(*b))),
+            Rec::Other(d) => (**d).clone(),
+        }
+    }
+}
+
+/// One contributor's records (TTL, data).
+type Recs = Box<[(u32, Rec)]>;
+
+/// Contributing instance → its records, in id order. Most sets have one
+/// contributor (an instance's own names): that one is kept without a map.
+#[derive(Default)]
+enum Contributors {
+    #[default]
+    None,
+    One(String, Recs),
+    Many(BTreeMap<String, Recs>),
+}
+
+impl Contributors {
+    fn insert(&mut self, id: String, recs: Recs) {
+        *self = match std::mem::take(self) {
+            Contributors::None => Contributors::One(id, recs),
+            Contributors::One(only, _) if only == id => Contributors::One(id, recs),
+            Contributors::One(only, theirs) => {
+                Contributors::Many(BTreeMap::from([(only, theirs), (id, recs)]))
+            }
+            Contributors::Many(mut all) => {
+                all.insert(id, recs);
+                Contributors::Many(all)
+            }
+        };
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Recs> {
+        match std::mem::take(self) {
+            Contributors::One(only, recs) if only == id => Some(recs),
+            Contributors::Many(mut all) => {
+                let recs = all.remove(id);
+                *self = match all.len() {
+                    0 => Contributors::None,
+                    _ => Contributors::Many(all),
+                };
+                recs
+            }
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        matches!(self, Contributors::None)
+    }
+
+    /// Every contributor's records, in id order.
+    fn records(&self) -> Box<dyn Iterator<Item = &(u32, Rec)> + '_> {
+        match self {
+            Contributors::None => Box::new(std::iter::empty()),
+            Contributors::One(_, recs) => Box::new(recs.iter()),
+            Contributors::Many(all) => Box::new(all.values().flat_map(|r| r.iter())),
+        }
+    }
+}
+
 /// One generated RRset: who contributes what, and the union's bookkeeping.
 #[derive(Default)]
 struct Set {
-    /// Contributing instance → its records (TTL, data).
-    by: BTreeMap<String, Vec<(u32, RData)>>,
+    by: Contributors,
     /// How many contributions give each record data.
-    counts: HashMap<RData, u32>,
-    /// How many contributions carry each TTL (the set's TTL is the least).
-    ttls: BTreeMap<u32, u32>,
+    counts: HashMap<Rec, u32>,
+    /// How many contributions carry each TTL, by TTL (the set's TTL is
+    /// the least; a set has one or a few).
+    ttls: Vec<(u32, u32)>,
 }
 
 impl Set {
     fn ttl(&self) -> Option<u32> {
-        self.ttls.keys().next().copied()
+        self.ttls.first().map(|&(ttl, _)| ttl)
     }
 
     fn is_empty(&self) -> bool {
@@ -37,9 +127,12 @@ impl Set {
     }
 
     /// Adds `id`'s records; what appears goes into `delta` when tracked.
-    fn add(&mut self, id: String, recs: Vec<(u32, RData)>, mut delta: Option<&mut Delta>) {
-        for (ttl, d) in &recs {
-            *self.ttls.entry(*ttl).or_default() += 1;
+    fn add(&mut self, id: String, recs: Recs, mut delta: Option<&mut Delta>) {
+        for (ttl, d) in recs.iter() {
+            match self.ttls.binary_search_by_key(ttl, |&(t, _)| t) {
+                Ok(i) => self.ttls[i].1 += 1,
+                Err(i) => self.ttls.insert(i, (*ttl, 1)),
+            }
             let n = self.counts.entry(d.clone()).or_default();
             *n += 1;
             if *n == 1 {
@@ -53,10 +146,10 @@ impl Set {
 
     fn remove(&mut self, id: &str, mut delta: Option<&mut Delta>) {
         for (ttl, d) in self.by.remove(id).unwrap_or_default() {
-            if let Some(n) = self.ttls.get_mut(&ttl) {
-                *n -= 1;
-                if *n == 0 {
-                    self.ttls.remove(&ttl);
+            if let Ok(i) = self.ttls.binary_search_by_key(&ttl, |&(t, _)| t) {
+                self.ttls[i].1 -= 1;
+                if self.ttls[i].1 == 0 {
+                    self.ttls.remove(i);
                 }
             }
             if let Some(n) = self.counts.get_mut(&d) {
@@ -73,11 +166,11 @@ impl Set {
 
     /// The union of the contributions, in contributor order, each data once.
     fn data(&self) -> Vec<RData> {
-        let mut seen: HashSet<&RData> = HashSet::new();
+        let mut seen: HashSet<&Rec> = HashSet::new();
         let mut data: Vec<RData> = Vec::new();
-        for (_, d) in self.by.values().flatten() {
+        for (_, d) in self.by.records() {
             if seen.insert(d) {
-                data.push(d.clone());
+                data.push(d.data());
             }
         }
         data
@@ -88,12 +181,12 @@ impl Set {
 #[derive(Default)]
 struct Delta {
     ttl_before: Option<u32>,
-    gone: Vec<RData>,
-    new: Vec<RData>,
+    gone: Vec<Rec>,
+    new: Vec<Rec>,
 }
 
 impl Delta {
-    fn appeared(&mut self, d: &RData) {
+    fn appeared(&mut self, d: &Rec) {
         match self.gone.iter().position(|g| g == d) {
             Some(i) => {
                 self.gone.swap_remove(i);
@@ -102,7 +195,7 @@ impl Delta {
         }
     }
 
-    fn vanished(&mut self, d: RData) {
+    fn vanished(&mut self, d: Rec) {
         match self.new.iter().position(|n| *n == d) {
             Some(i) => {
                 self.new.swap_remove(i);
@@ -122,10 +215,11 @@ pub enum SetChange {
 
 #[derive(Default)]
 pub struct Table {
-    /// RRset → its contributions.
-    sets: HashMap<SetKey, Set>,
+    /// RRset → its contributions (boxed: the map's spare slots then
+    /// cost a pointer, not a set).
+    sets: HashMap<SetKey, Box<Set>>,
     /// Instance → the RRsets it contributes to.
-    by_instance: HashMap<String, Vec<SetKey>>,
+    by_instance: HashMap<String, Box<[SetKey]>>,
     /// Instance → its Binder domain, and each domain's service definition
     /// as last computed (a change re-derives every member of the domain).
     binder_domain: HashMap<String, String>,
@@ -212,7 +306,7 @@ impl Table {
         let mut deltas: BTreeMap<SetKey, Delta> = BTreeMap::new();
         let sets = &mut self.sets;
         for id in ids {
-            for key in self.by_instance.remove(&id).unwrap_or_default() {
+            for key in self.by_instance.remove(&id).unwrap_or_default().into_vec() {
                 let delta = tracked.then(|| track(&mut deltas, sets, &key));
                 if let Some(set) = sets.get_mut(&key) {
                     set.remove(&id, delta);
@@ -229,15 +323,16 @@ impl Table {
                 .binder
                 .as_ref()
                 .and_then(|b| self.binder_defs.get(&b.domain)?.as_ref());
-            let mut mine: BTreeMap<SetKey, Vec<(u32, RData)>> = BTreeMap::new();
+            let mut mine: BTreeMap<SetKey, Vec<(u32, Rec)>> = BTreeMap::new();
             for Contribution { name, ttl, data } in naming.contributions_in(reg, inst, service) {
                 mine.entry((name, data.record_type()))
                     .or_default()
-                    .push((ttl, data));
+                    .push((ttl, Rec::new(data)));
             }
-            let keys: Vec<SetKey> = mine.keys().cloned().collect();
+            let keys: Box<[SetKey]> = mine.keys().cloned().collect();
             for (key, recs) in mine {
                 let delta = tracked.then(|| track(&mut deltas, sets, &key));
+                let recs = recs.into_boxed_slice();
                 sets.entry(key).or_default().add(id.clone(), recs, delta);
             }
             self.by_instance.insert(id, keys);
@@ -258,8 +353,8 @@ impl Table {
             return SetChange::Recompute;
         }
         let set = self.sets.get(key);
-        let ttl_after = set.and_then(Set::ttl);
-        let record = |ttl: u32, d: RData| Record::from_rdata(key.0.clone(), ttl, d);
+        let ttl_after = set.and_then(|s| s.ttl());
+        let record = |ttl: u32, d: Rec| Record::from_rdata(key.0.clone(), ttl, d.data());
         let mut out = Vec::new();
         if let Some(before) = delta.ttl_before {
             out.extend(
@@ -271,8 +366,9 @@ impl Table {
         }
         if let Some(after) = ttl_after {
             if delta.ttl_before.is_some_and(|b| b != after) {
-                let all = set.map(Set::data).unwrap_or_default();
-                out.extend(all.into_iter().map(|d| Change::Add(record(after, d))));
+                let all = set.map(|s| s.data()).unwrap_or_default();
+                let add = |d| Change::Add(Record::from_rdata(key.0.clone(), after, d));
+                out.extend(all.into_iter().map(add));
             } else {
                 out.extend(delta.new.into_iter().map(|d| Change::Add(record(after, d))));
             }
@@ -322,11 +418,11 @@ impl Table {
 /// was before the update touched it.
 fn track<'d>(
     deltas: &'d mut BTreeMap<SetKey, Delta>,
-    sets: &HashMap<SetKey, Set>,
+    sets: &HashMap<SetKey, Box<Set>>,
     key: &SetKey,
 ) -> &'d mut Delta {
     deltas.entry(key.clone()).or_insert_with(|| Delta {
-        ttl_before: sets.get(key).and_then(Set::ttl),
+        ttl_before: sets.get(key).and_then(|s| s.ttl()),
         ..Delta::default()
     })
 }
@@ -335,6 +431,44 @@ fn track<'d>(
 mod tests {
     use super::*;
     use crate::registry::model::InstanceSpec;
+
+    /// One contributor is kept without a map; the second makes one; ids
+    /// stay in order, a second insert of an id replaces its records, and
+    /// the last removal leaves the set empty.
+    #[test]
+    fn contributors_keep_id_order_from_one_to_many_and_back() {
+        let recs = |n: u8| -> Recs { Box::new([(30, Rec::V4([10, 0, 0, n]))]) };
+        let listed = |c: &Contributors| c.records().map(|(_, r)| r.clone()).collect::<Vec<_>>();
+        let mut c = Contributors::default();
+        c.insert("b".into(), recs(2));
+        c.insert("b".into(), recs(3));
+        assert!(matches!(c, Contributors::One(..)));
+        assert_eq!(listed(&c), [Rec::V4([10, 0, 0, 3])]);
+        c.insert("a".into(), recs(1));
+        assert_eq!(listed(&c), [Rec::V4([10, 0, 0, 1]), Rec::V4([10, 0, 0, 3])]);
+        assert!(c.remove("zz").is_none(), "not a contributor");
+        assert_eq!(c.remove("b").as_deref(), Some(&recs(3)[..]));
+        assert!(c.remove("b").is_none());
+        assert_eq!(c.remove("a").as_deref(), Some(&recs(1)[..]));
+        assert!(c.is_empty());
+        assert!(c.remove("a").is_none());
+    }
+
+    /// Addresses are kept inline and read back as the records they were.
+    #[test]
+    fn records_read_back_as_they_went_in() {
+        for text in ["192.0.2.1", "2001:db8::1"] {
+            let ip: std::net::IpAddr = text.parse().unwrap();
+            let d = RData::from(ip);
+            assert!(
+                !matches!(Rec::new(d.clone()), Rec::Other(_)),
+                "{text} inline"
+            );
+            assert_eq!(Rec::new(d.clone()).data(), d);
+        }
+        let txt = RData::TXT(hickory_proto::rr::rdata::TXT::new(vec!["id=x".into()]));
+        assert_eq!(Rec::new(txt.clone()).data(), txt);
+    }
 
     /// Incremental updates end where a full rebuild does.
     #[test]
