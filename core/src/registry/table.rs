@@ -12,18 +12,21 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use super::model::BinderService;
 use super::naming::{Contribution, Naming};
 use super::state::Registry;
-use crate::zone::{Change, Zone};
+use crate::zone::{packed, Change, Zone};
 
 pub type SetKey = (Name, RecordType);
 
 /// A record's data as the sets keep it, each record twice (in its
 /// contributor's list and in the counts): addresses inline, anything else
-/// boxed, where hickory's `RData` is 184 bytes by value. Equal and hashed
-/// as the `RData` it stands for.
+/// in wire form, where hickory's `RData` is 184 bytes by value. The wire
+/// form compares as the `RData` does because the names the registry
+/// writes are lower-cased when registered (`model::label`, `domain`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Rec {
     V4([u8; 4]),
     V6([u8; 16]),
+    Wire(Box<[u8]>),
+    /// What does not encode (never, for the registry's records).
     Other(Box<RData>),
 }
 
@@ -32,15 +35,20 @@ impl Rec {
         match d {
             RData::A(a) => Rec::V4(a.0.octets()),
             RData::AAAA(a) => Rec::V6(a.0.octets()),
-            other => Rec::Other(Box::new(other)),
+            other => match packed::encode(&other) {
+                Ok(wire) => Rec::Wire(wire.as_slice().into()),
+                Err(_) => Rec::Other(Box::new(other)),
+            },
         }
     }
 
-    fn data(&self) -> RData {
+    /// The record data, of type `rtype`.
+    fn data(&self, rtype: RecordType) -> RData {
         use hickory_proto::rr::rdata::{A, AAAA};
         match self {
             Rec::V4(b) => RData::A(A::from(std::net::Ipv4Addr::from(*b))),
             Rec::V6(b) => RData::AAAA(AAAA::from(std::net::Ipv6Addr::from(*b))),
+            Rec::Wire(wire) => packed::decode(rtype, wire),
             Rec::Other(d) => (**d).clone(),
         }
     }
@@ -164,13 +172,14 @@ impl Set {
         }
     }
 
-    /// The union of the contributions, in contributor order, each data once.
-    fn data(&self) -> Vec<RData> {
+    /// The union of the contributions (of type `rtype`), in contributor
+    /// order, each data once.
+    fn data(&self, rtype: RecordType) -> Vec<RData> {
         let mut seen: HashSet<&Rec> = HashSet::new();
         let mut data: Vec<RData> = Vec::new();
         for (_, d) in self.by.records() {
             if seen.insert(d) {
-                data.push(d.data());
+                data.push(d.data(rtype));
             }
         }
         data
@@ -354,7 +363,7 @@ impl Table {
         }
         let set = self.sets.get(key);
         let ttl_after = set.and_then(|s| s.ttl());
-        let record = |ttl: u32, d: Rec| Record::from_rdata(key.0.clone(), ttl, d.data());
+        let record = |ttl: u32, d: Rec| Record::from_rdata(key.0.clone(), ttl, d.data(key.1));
         let mut out = Vec::new();
         if let Some(before) = delta.ttl_before {
             out.extend(
@@ -366,7 +375,7 @@ impl Table {
         }
         if let Some(after) = ttl_after {
             if delta.ttl_before.is_some_and(|b| b != after) {
-                let all = set.map(|s| s.data()).unwrap_or_default();
+                let all = set.map(|s| s.data(key.1)).unwrap_or_default();
                 let add = |d| Change::Add(Record::from_rdata(key.0.clone(), after, d));
                 out.extend(all.into_iter().map(add));
             } else {
@@ -382,7 +391,7 @@ impl Table {
     pub fn rrset(&self, key: &SetKey) -> Option<(u32, Vec<RData>)> {
         let set = self.sets.get(key)?;
         let ttl = set.ttl()?;
-        let mut data = set.data();
+        let mut data = set.data(key.1);
         if key.1 == RecordType::PTR {
             data.sort_by_key(|d| match d {
                 RData::PTR(p) => (p.0.len(), p.0.to_string()),
@@ -461,13 +470,21 @@ mod tests {
             let ip: std::net::IpAddr = text.parse().unwrap();
             let d = RData::from(ip);
             assert!(
-                !matches!(Rec::new(d.clone()), Rec::Other(_)),
+                matches!(Rec::new(d.clone()), Rec::V4(_) | Rec::V6(_)),
                 "{text} inline"
             );
-            assert_eq!(Rec::new(d.clone()).data(), d);
+            assert_eq!(Rec::new(d.clone()).data(d.record_type()), d);
         }
         let txt = RData::TXT(hickory_proto::rr::rdata::TXT::new(vec!["id=x".into()]));
-        assert_eq!(Rec::new(txt.clone()).data(), txt);
+        assert!(matches!(Rec::new(txt.clone()), Rec::Wire(_)));
+        assert_eq!(Rec::new(txt.clone()).data(RecordType::TXT), txt);
+        let srv = RData::SRV(hickory_proto::rr::rdata::SRV::new(
+            0,
+            10,
+            80,
+            Name::from_ascii("a.inst.acme.sd.example.").unwrap(),
+        ));
+        assert_eq!(Rec::new(srv.clone()).data(RecordType::SRV), srv);
     }
 
     /// Incremental updates end where a full rebuild does.

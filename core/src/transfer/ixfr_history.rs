@@ -6,8 +6,10 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use hickory_proto::rr::{LowerName, Record, RecordType};
-use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+use hickory_proto::rr::{LowerName, Name, Record, RecordType};
+use hickory_proto::serialize::binary::{
+    BinDecodable, BinDecoder, BinEncodable, BinEncoder, NameEncoding,
+};
 use serde::Deserialize;
 
 use crate::zone::serial::is_newer;
@@ -34,16 +36,84 @@ impl Default for JournalLimits {
     }
 }
 
-/// One journalled change, with when it was made (unix seconds).
+/// One journalled change, with when it was made (unix seconds). Its
+/// records are kept in wire form, names uncompressed (about 30 bytes a
+/// record, where a hickory `Record` is some 250): a registry's history
+/// holds a few records for every registration.
 #[derive(Clone, Debug)]
 pub struct Change {
-    pub diff: ZoneDiff,
+    origin: Name,
+    old_serial: Option<u32>,
+    new_serial: Option<u32>,
+    whole_zone: bool,
+    /// How many of `records` are removed, then how many added.
+    counts: (u32, u32),
+    records: Box<[u8]>,
     pub at: u64,
 }
 
 impl Change {
+    pub fn new(diff: &ZoneDiff, at: u64) -> Change {
+        let mut records = Vec::new();
+        let mut tmp = Vec::with_capacity(128);
+        let mut pack = |section: &[Record]| {
+            let mut count = 0;
+            for r in section {
+                tmp.clear();
+                let encoded = {
+                    let mut enc = BinEncoder::new(&mut tmp);
+                    let mut enc = enc.with_name_encoding(NameEncoding::Uncompressed);
+                    r.emit(&mut enc).is_ok()
+                };
+                // A zone's record always encodes (it was read or built as
+                // one); one that did not would be left out, and counted so.
+                if encoded {
+                    records.extend_from_slice(&tmp);
+                    count += 1;
+                }
+            }
+            count
+        };
+        let counts = (pack(&diff.removed), pack(&diff.added));
+        Change {
+            origin: diff.origin.clone(),
+            old_serial: diff.old_serial,
+            new_serial: diff.new_serial,
+            whole_zone: diff.whole_zone,
+            counts,
+            records: records.into_boxed_slice(),
+            at,
+        }
+    }
+
+    /// The diff, decoded.
+    pub fn diff(&self) -> ZoneDiff {
+        let mut d = BinDecoder::new(&self.records);
+        let mut read =
+            |n: u32| -> Vec<Record> { (0..n).filter_map(|_| Record::read(&mut d).ok()).collect() };
+        let removed = read(self.counts.0);
+        let added = read(self.counts.1);
+        ZoneDiff {
+            origin: self.origin.clone(),
+            old_serial: self.old_serial,
+            new_serial: self.new_serial,
+            removed,
+            added,
+            whole_zone: self.whole_zone,
+        }
+    }
+
+    pub fn old_serial(&self) -> Option<u32> {
+        self.old_serial
+    }
+
+    pub fn new_serial(&self) -> Option<u32> {
+        self.new_serial
+    }
+
+    /// Records removed and added.
     pub fn size(&self) -> usize {
-        self.diff.removed.len() + self.diff.added.len()
+        (self.counts.0 + self.counts.1) as usize
     }
 }
 
@@ -73,7 +143,7 @@ pub enum Persist {
 impl History {
     /// The serial the history ends at.
     pub fn last_serial(&self) -> Option<u32> {
-        self.changes.back().and_then(|c| c.diff.new_serial)
+        self.changes.back().and_then(|c| c.new_serial)
     }
 
     pub fn changes(&self) -> impl Iterator<Item = &Change> {
@@ -104,7 +174,7 @@ impl History {
         limits: &JournalLimits,
     ) -> Persist {
         let continues = match (diff.old_serial, self.changes.back()) {
-            (Some(old), Some(last)) => last.diff.new_serial == Some(old),
+            (Some(old), Some(last)) => last.new_serial == Some(old),
             (Some(_), None) => true,
             (None, _) => false,
         };
@@ -116,10 +186,7 @@ impl History {
             self.restart();
             return Persist::Rewrite;
         }
-        self.restored(Change {
-            diff: diff.clone(),
-            at: now,
-        });
+        self.restored(Change::new(diff, now));
         self.trim(limits, now);
         // A diff larger than the zone is better stored as a snapshot.
         let big = diff.removed.len() + diff.added.len() > zone_records.max(1024);
@@ -139,19 +206,16 @@ impl History {
         if self.last_serial() != Some(current) {
             return Ixfr::Unavailable;
         }
-        let Some(start) = self
-            .changes
-            .iter()
-            .position(|c| c.diff.old_serial == Some(from))
-        else {
+        let Some(start) = self.changes.iter().position(|c| c.old_serial == Some(from)) else {
             return Ixfr::Unavailable;
         };
-        Ixfr::Diff(condense(self.changes.iter().skip(start).map(|c| &c.diff)))
+        let diffs: Vec<ZoneDiff> = self.changes.iter().skip(start).map(Change::diff).collect();
+        Ixfr::Diff(condense(diffs.iter()))
     }
 
     /// Oldest serial IXFR can start from, and the number of diffs held.
     pub fn span(&self) -> Option<(u32, usize)> {
-        let first = self.changes.front()?.diff.old_serial?;
+        let first = self.changes.front()?.old_serial?;
         Some((first, self.changes.len()))
     }
 
@@ -304,6 +368,32 @@ mod tests {
             ],
             whole_zone: false,
         }
+    }
+
+    /// A change keeps its records in wire form and gives back the diff
+    /// it was made from, names' case and every type included.
+    #[test]
+    fn a_change_gives_back_the_diff_it_was_made_from() {
+        use hickory_proto::rr::rdata::{SRV, TXT};
+        let mut d = diff(4, 5);
+        let n = Name::from_ascii("_x._tcp.Example.").unwrap();
+        let target = Name::from_ascii("H5.example.").unwrap();
+        d.added.push(Record::from_rdata(
+            n.clone(),
+            30,
+            RData::SRV(SRV::new(0, 1, 80, target)),
+        ));
+        d.removed.push(Record::from_rdata(
+            n,
+            30,
+            RData::TXT(TXT::new(vec!["id=a".into()])),
+        ));
+        let c = Change::new(&d, 77);
+        assert_eq!(c.diff(), d);
+        assert_eq!(
+            (c.old_serial(), c.new_serial(), c.size(), c.at),
+            (Some(4), Some(5), 5, 77)
+        );
     }
 
     const DAY: u64 = 86_400;

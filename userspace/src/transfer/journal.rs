@@ -256,7 +256,7 @@ impl IxfrJournal {
         };
         let result = crate::durable::replace_with(&path, 0o644, |f| {
             for c in history.changes() {
-                f.write_all(&frame(&encode_diff(&c.diff, c.at)))?;
+                f.write_all(&frame(&encode_diff(&c.diff(), c.at)))?;
             }
             f.write_all(&frame(&encode_snapshot(zone)))
         });
@@ -413,17 +413,15 @@ fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {
             let (old, new, nr, na) = (u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?);
             let removed = records(&mut d, nr)?;
             let added = records(&mut d, na)?;
-            Some(Frame::Diff(Change {
-                diff: ZoneDiff {
-                    origin,
-                    old_serial: Some(old),
-                    new_serial: Some(new),
-                    removed,
-                    added,
-                    whole_zone: false,
-                },
-                at,
-            }))
+            let diff = ZoneDiff {
+                origin,
+                old_serial: Some(old),
+                new_serial: Some(new),
+                removed,
+                added,
+                whole_zone: false,
+            };
+            Some(Frame::Diff(Change::new(&diff, at)))
         }
         _ => None,
     }
@@ -463,9 +461,9 @@ fn read_zone_file(
             }
             Some(Frame::Diff(c)) => {
                 let follows = match (&zone, &base, after.last()) {
-                    (_, _, Some(last)) => last.new_serial == c.diff.old_serial,
-                    (Some(z), _, None) => z.serial() == c.diff.old_serial,
-                    (None, Some((_, serial, _)), None) => Some(*serial) == c.diff.old_serial,
+                    (_, _, Some(last)) => last.new_serial == c.old_serial(),
+                    (Some(z), _, None) => z.serial() == c.old_serial(),
+                    (None, Some((_, serial, _)), None) => Some(*serial) == c.old_serial(),
                     (None, None, None) => true,
                 };
                 if !follows {
@@ -473,7 +471,7 @@ fn read_zone_file(
                     break;
                 }
                 if zone.is_some() || base.is_some() {
-                    after.push(c.diff.clone());
+                    after.push(c.diff());
                     history.file_diffs += 1;
                 }
                 history.restored(c);

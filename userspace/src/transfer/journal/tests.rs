@@ -292,13 +292,13 @@ fn limits_bound_count_size_and_age() {
     assert!(held < 10, "record budget trims old diffs: {held} kept");
 
     let mut h = History::default();
-    let diff = |n: u32| crate::transfer::ixfr_history::Change {
-        diff: ZoneDiff {
+    let diff = |n: u32| {
+        let diff = ZoneDiff {
             old_serial: Some(n),
             new_serial: Some(n + 1),
             ..ZoneDiff::default()
-        },
-        at: u64::from(n) * 100,
+        };
+        crate::transfer::ixfr_history::Change::new(&diff, u64::from(n) * 100)
     };
     for n in 0..10 {
         h.restored(diff(n));
