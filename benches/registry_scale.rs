@@ -1,6 +1,10 @@
-//! The registry in etcd at scale: 100,000 instances in a three-member etcd
-//! cluster on loopback, shared by two xdpdns nodes.
+//! The registry at scale: 100,000 instances, first in one node with the
+//! local backend (its journal), then in a three-member etcd cluster on
+//! loopback, shared by two xdpdns nodes.
 //!
+//! 0. **Local backend**: one node takes the registrations from 32
+//!    writers at once, each acknowledged once its journal entry is
+//!    synced; its PSS 4 s after it answers the last one.
 //! 1. **Fill**: node 1 takes the registrations through its API from 32
 //!    writers at once (each instance with its own etcd lease; 1,000
 //!    services of 100 members).
@@ -60,6 +64,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("xdpdns-bench-scale-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    local_backend(&dir, instances);
     let etcd = EtcdCluster::start(&dir.join("etcd"), 3);
     println!("registry scale bench: {instances} instances, 3 etcd members, 2 nodes");
 
@@ -169,15 +174,60 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Step 0: the fill and the memory of one node with the local backend.
+fn local_backend(dir: &Path, instances: usize) {
+    let node_dir = dir.join("local");
+    std::fs::create_dir_all(&node_dir).unwrap();
+    let config = node_dir.join("xdpdns.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn\"\n\
+             [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\n\
+             require_opt_in = false\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
+             {LIMITS}[[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n"
+        ),
+    )
+    .unwrap();
+    let node = launch(&config);
+    let started = Instant::now();
+    fill(&node, instances);
+    let filled = started.elapsed();
+    let (sock, mut id) = (udp(), 0u16);
+    while !answers(&sock, node.dns, &instance_name(instances - 1), &mut id) {
+        assert!(started.elapsed() < Duration::from_secs(600), "never served");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    println!(
+        "local backend: {instances} registrations from {WRITERS} writers in {:.1} s ({:.0}/s)",
+        filled.as_secs_f64(),
+        instances as f64 / filled.as_secs_f64()
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    let pss = process::pss_kb(node.child.0.id());
+    println!(
+        "memory of the local node: PSS {} MB ({:.1} KB per instance)",
+        pss / 1024,
+        pss as f64 / instances as f64
+    );
+}
+
+/// Room for the full-scale run in every node.
+const LIMITS: &str =
+    "[registry.limits]\nmax_instances = 200000\nmax_instances_per_owner = 200000\n";
+
 fn start_node(dir: &Path, etcd: &EtcdCluster, k: usize) -> Node {
     let node_dir: PathBuf = dir.join(format!("node{k}"));
     std::fs::create_dir_all(&node_dir).unwrap();
     let config = node_dir.join("xdpdns.toml");
-    let limits = "[registry.limits]\nmax_instances = 200000\nmax_instances_per_owner = 200000\n";
-    std::fs::write(&config, etcd.node_config("/scale/", "info", limits)).unwrap();
+    std::fs::write(&config, etcd.node_config("/scale/", "info", LIMITS)).unwrap();
+    launch(&config)
+}
+
+fn launch(config: &Path) -> Node {
     let l = process::launch(
         &[],
-        &config,
+        config,
         process::bench_stderr(),
         Duration::from_secs(300),
     )
