@@ -55,35 +55,26 @@ pub struct Change {
 impl Change {
     pub fn new(diff: &ZoneDiff, at: u64) -> Change {
         let mut records = Vec::new();
-        let mut tmp = Vec::with_capacity(128);
-        let mut pack = |section: &[Record]| {
-            let mut count = 0;
-            for r in section {
-                tmp.clear();
-                let encoded = {
-                    let mut enc = BinEncoder::new(&mut tmp);
-                    let mut enc = enc.with_name_encoding(NameEncoding::Uncompressed);
-                    r.emit(&mut enc).is_ok()
-                };
-                // A zone's record always encodes (it was read or built as
-                // one); one that did not would be left out, and counted so.
-                if encoded {
-                    records.extend_from_slice(&tmp);
-                    count += 1;
-                }
-            }
-            count
-        };
-        let counts = (pack(&diff.removed), pack(&diff.added));
+        emit_records(&mut records, diff.removed.iter().chain(&diff.added));
         Change {
             origin: diff.origin.clone(),
             old_serial: diff.old_serial,
             new_serial: diff.new_serial,
             whole_zone: diff.whole_zone,
-            counts,
+            counts: (diff.removed.len() as u32, diff.added.len() as u32),
             records: records.into_boxed_slice(),
             at,
         }
+    }
+
+    pub fn origin(&self) -> &Name {
+        &self.origin
+    }
+
+    /// The removed then the added records as [`emit_records`] wrote
+    /// them, and how many of each.
+    pub fn records(&self) -> (&[u8], (u32, u32)) {
+        (&self.records, self.counts)
     }
 
     /// The diff, decoded.
@@ -114,6 +105,26 @@ impl Change {
     /// Records removed and added.
     pub fn size(&self) -> usize {
         (self.counts.0 + self.counts.1) as usize
+    }
+}
+
+/// Appends `records` uncompressed, one encoder each: a zone's snapshot is
+/// far larger than the 64 KiB one encoder can address, and without
+/// compression every record decodes on its own. The journal's files and
+/// the history in memory share this form.
+pub fn emit_records<R: std::borrow::Borrow<Record>>(
+    out: &mut Vec<u8>,
+    records: impl Iterator<Item = R>,
+) {
+    let mut tmp = Vec::with_capacity(128);
+    for r in records {
+        tmp.clear();
+        {
+            let mut enc = BinEncoder::new(&mut tmp);
+            let mut enc = enc.with_name_encoding(NameEncoding::Uncompressed);
+            r.borrow().emit(&mut enc).expect("zone records encode");
+        }
+        out.extend_from_slice(&tmp);
     }
 }
 

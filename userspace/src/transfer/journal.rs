@@ -17,13 +17,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
-use hickory_proto::serialize::binary::{
-    BinDecodable, BinDecoder, BinEncodable, BinEncoder, NameEncoding,
-};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 use tracing::{info, warn};
 
 pub use super::ixfr_history::{condense, Ixfr, JournalLimits};
-use super::ixfr_history::{without_history, Change, History, IxfrSource, Persist};
+use super::ixfr_history::{emit_records, without_history, Change, History, IxfrSource, Persist};
 use crate::frames::frame;
 use crate::zone::{Snapshot, Zone, ZoneDiff};
 
@@ -219,7 +217,7 @@ impl IxfrJournal {
         let Some(path) = self.path_of(zone.origin()) else {
             return true;
         };
-        let frame = frame(&encode_diff(diff, now));
+        let frame = frame(&encode_diff(&Change::new(diff, now)));
         let wrote = OpenOptions::new()
             .append(true)
             .open(&path)
@@ -256,7 +254,7 @@ impl IxfrJournal {
         };
         let result = crate::durable::replace_with(&path, 0o644, |f| {
             for c in history.changes() {
-                f.write_all(&frame(&encode_diff(&c.diff(), c.at)))?;
+                f.write_all(&frame(&encode_diff(c)))?;
             }
             f.write_all(&frame(&encode_snapshot(zone)))
         });
@@ -283,39 +281,20 @@ impl IxfrJournal {
 const TAG_SNAPSHOT: u8 = 1;
 const TAG_DIFF: u8 = 2;
 
-/// Appends records uncompressed, one encoder each: a snapshot is far
-/// larger than the 64 KiB one encoder can address, and without compression
-/// every record decodes on its own.
-fn emit_records<R: std::borrow::Borrow<Record>>(
-    out: &mut Vec<u8>,
-    records: impl Iterator<Item = R>,
-) {
-    let mut tmp = Vec::with_capacity(128);
-    for r in records {
-        tmp.clear();
-        {
-            let mut enc = BinEncoder::new(&mut tmp);
-            let mut enc = enc.with_name_encoding(NameEncoding::Uncompressed);
-            r.borrow().emit(&mut enc).expect("zone records encode");
-        }
-        out.extend_from_slice(&tmp);
-    }
-}
-
-fn encode_diff(d: &ZoneDiff, at: u64) -> Vec<u8> {
+fn encode_diff(c: &Change) -> Vec<u8> {
+    let (records, (removed, added)) = c.records();
     let mut buf = vec![TAG_DIFF];
-    buf.extend_from_slice(&at.to_be_bytes());
-    buf.extend_from_slice(&origin_bytes(&d.origin));
+    buf.extend_from_slice(&c.at.to_be_bytes());
+    buf.extend_from_slice(&origin_bytes(c.origin()));
     for n in [
-        d.old_serial.unwrap_or(0),
-        d.new_serial.unwrap_or(0),
-        d.removed.len() as u32,
-        d.added.len() as u32,
+        c.old_serial().unwrap_or(0),
+        c.new_serial().unwrap_or(0),
+        removed,
+        added,
     ] {
         buf.extend_from_slice(&n.to_be_bytes());
     }
-    emit_records(&mut buf, d.removed.iter());
-    emit_records(&mut buf, d.added.iter());
+    buf.extend_from_slice(records);
     buf
 }
 
