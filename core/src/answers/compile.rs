@@ -240,6 +240,19 @@ struct Sink<'a, E> {
 pub trait Installed {
     /// The entry under `key`, if any.
     fn entry(&self, key: &EntryKey) -> Option<Compiled>;
+    /// The query-type slots `name` (lower-cased wire form) has entries
+    /// under, in order.
+    fn slots_of(&self, name: &[u8]) -> Vec<u8> {
+        qtype_slot::all()
+            .filter(|&qtype| {
+                let key = EntryKey {
+                    name: name.into(),
+                    qtype,
+                };
+                self.entry(&key).is_some()
+            })
+            .collect()
+    }
     /// Calls `f` with every key.
     fn each_key(&self, f: &mut dyn FnMut(&EntryKey));
     /// The names whose entries may hold `target`'s records.
@@ -302,7 +315,9 @@ pub fn compile_diffs(
     diffs: &[ZoneDiff],
     installed: &dyn Installed,
 ) -> TableDelta {
-    let mut touched: Vec<LowerName> = Vec::new();
+    // A set: a burst of registrations touches thousands of names, most
+    // of them under the same few ancestors.
+    let mut touched: std::collections::HashSet<LowerName> = std::collections::HashSet::new();
     let mut subtrees: Vec<LowerName> = Vec::new();
     for d in diffs {
         let zone_gone = d.new_serial.is_none();
@@ -323,8 +338,7 @@ pub fn compile_diffs(
             // ancestors' EXIST entries (empty non-terminals come and go).
             let origin = LowerName::new(&d.origin);
             let mut up = key.base_name();
-            while origin.zone_of(&up) && !touched.contains(&up) {
-                touched.push(up.clone());
+            while origin.zone_of(&up) && touched.insert(up.clone()) {
                 if up.is_root() {
                     break;
                 }
@@ -335,12 +349,11 @@ pub fn compile_diffs(
             // the owner's ancestors): they change with it.
             if let RData::DNSSEC(DNSSECRData::NSEC(nsec)) = &r.data {
                 let mut up = LowerName::new(nsec.next_domain_name()).base_name();
-                while origin.zone_of(&up) && !up.zone_of(&key) && !touched.contains(&up) {
-                    touched.push(up.clone());
+                while origin.zone_of(&up) && !up.zone_of(&key) && touched.insert(up.clone()) {
                     up = up.base_name();
                 }
             }
-            touched.push(key);
+            touched.insert(key);
         }
         // MNAME and RNAME decide which names' negative answers the
         // kernel may send (`negatives`): a change of either, every name.
@@ -354,7 +367,7 @@ pub fn compile_diffs(
     let mut fresh = Table::default();
     let mut skipped = Skipped::default();
     let mut noted = Noted::new();
-    let mut names: Vec<LowerName> = touched;
+    let mut names: Vec<LowerName> = touched.into_iter().collect();
     for top in &subtrees {
         installed.each_key(&mut |k| {
             // Gap entries are their encloser's.
@@ -445,13 +458,20 @@ pub fn compile_diffs(
             };
             diff_entry(key, &mut fresh, installed, &mut delta);
         }
-        for slot in qtype_slot::all() {
+        // The slots the name had or has: the fresh table holds only this
+        // name's entries now (the gap entries were taken above).
+        let mut slots = installed.slots_of(&wire);
+        slots.extend(fresh.keys().map(|k| k.qtype));
+        slots.sort_unstable();
+        slots.dedup();
+        for slot in slots {
             let key = EntryKey {
                 name: wire.clone(),
                 qtype: slot,
             };
             diff_entry(key, &mut fresh, installed, &mut delta);
         }
+        debug_assert!(fresh.is_empty(), "entries of names not recompiled");
     }
     // A target's list now: the names that still depend on it.
     for (target, dependents) in &mut rechecked {

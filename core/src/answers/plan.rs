@@ -8,10 +8,18 @@ use super::compile::compile_all;
 use super::table::AnswerTable;
 use crate::zone::{FeedItem, Snapshot, ZoneDiff, ZoneEvent};
 
-/// Changes up to this many records are compiled from the diffs alone;
-/// larger ones recompile the whole table (either way the kernel switches
-/// generations once).
+/// Changes up to this many records are always compiled from the diffs
+/// alone.
 pub const SMALL_DIFF: usize = 1_000;
+
+/// Beyond [`SMALL_DIFF`], a burst is compiled from its diffs while it
+/// touches at most this fraction (1/n) of the served records: a rebuild
+/// costs the whole table however small the change, so under a steady
+/// stream of registrations (bursts of a few thousand records against a
+/// table of a hundred thousand) rebuilding every burst would spend most
+/// of the time recompiling names that did not change. Either way the
+/// kernel switches generations once.
+pub const REBUILD_FRACTION: usize = 4;
 
 /// What to do with the kernel table after a burst of feed items.
 #[derive(Debug, PartialEq, Eq)]
@@ -23,11 +31,16 @@ pub enum Update {
 }
 
 /// Merges a burst of feed items (in feed order) into one update against
-/// the newest snapshot among them: a resync, an expiry change or a large
-/// change rebuilds; otherwise the diffs are compiled together.
+/// the newest snapshot among them: a resync, an expiry change or a change
+/// large beside the served records (see [`REBUILD_FRACTION`]) rebuilds;
+/// otherwise the diffs are compiled together.
 pub fn plan(items: &[FeedItem]) -> Update {
     let mut diffs = Vec::new();
     let mut records = 0;
+    let limit = items.last().map_or(SMALL_DIFF, |last| {
+        let served: usize = last.snapshot().zones().map(|z| z.record_count()).sum();
+        SMALL_DIFF.max(served / REBUILD_FRACTION)
+    });
     for item in items {
         let FeedItem::Commit(c) = item else {
             return Update::Rebuild;
@@ -48,7 +61,7 @@ pub fn plan(items: &[FeedItem]) -> Update {
                 }
             }
         }
-        if records > SMALL_DIFF {
+        if records > limit {
             return Update::Rebuild;
         }
     }
@@ -126,5 +139,31 @@ mod tests {
             commit(2, vec![ZoneEvent::Published(diff(SMALL_DIFF / 2 + 1))]),
         ];
         assert_eq!(plan(&big), Update::Rebuild, "the burst as a whole is large");
+    }
+
+    #[test]
+    fn bursts_small_beside_the_served_records_stay_deltas() {
+        use crate::zone::{load_zone_str, ZoneStore};
+        let mut text = String::from(
+            "$ORIGIN example.\n$TTL 60\n@ SOA ns h 1 1 1 1 1\n@ NS ns\nns A 10.9.9.9\n",
+        );
+        for i in 0..8_000 {
+            text += &format!("h{i} A 10.0.{}.{}\n", i >> 8, i & 255);
+        }
+        let origin = Name::from_ascii("example.").unwrap();
+        let zone = load_zone_str(&text, &origin, std::path::Path::new("t.zone")).unwrap();
+        let served = ZoneStore::with_zones(vec![zone]).snapshot();
+        let commit = |version, records| {
+            FeedItem::Commit(Arc::new(Commit {
+                version,
+                snapshot: served.clone(),
+                events: vec![ZoneEvent::Published(diff(records))],
+            }))
+        };
+        // 8,003 records served: up to a quarter of them is a delta.
+        let over_floor = [commit(1, 1_500), commit(2, 400)];
+        assert!(matches!(plan(&over_floor), Update::Delta(d) if d.len() == 2));
+        let a_third = [commit(1, 1_500), commit(2, 1_200)];
+        assert_eq!(plan(&a_third), Update::Rebuild);
     }
 }

@@ -18,11 +18,11 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use xdpdns_common::negative::fold;
-use xdpdns_common::{Answer, INLINE_MAX};
+use xdpdns_common::{qtype_slot, Answer, INLINE_MAX};
 
 use super::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
 use super::depends::Dependents;
-use super::packed::{KeyHasher, Packed, Stored, HEAD};
+use super::packed::{with_slot, KeyHasher, Packed, Stored, HEAD};
 
 /// The version of a table being changed, or not yet filled.
 const UNSETTLED: u64 = u64::MAX;
@@ -289,6 +289,16 @@ impl Installed for AnswerTable {
         self.stored(key, |e| e.compiled())
     }
 
+    /// One hash and one lock for every slot: a name's slots share their
+    /// bucket and shard (`packed::with_slot`).
+    fn slots_of(&self, name: &[u8]) -> Vec<u8> {
+        let base = self.hasher.name_hash(name);
+        let shard = self.read_shard(base);
+        qtype_slot::all()
+            .filter(|&slot| shard.has(with_slot(base, slot), name, slot))
+            .collect()
+    }
+
     fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
         for shard in &self.shards {
             let s = shard.read().unwrap_or_else(|p| p.into_inner());
@@ -386,6 +396,45 @@ mod tests {
         // The writer begins a change while the reader holds the entry.
         let got = t.read(1, name, qtype_slot::A, |_| t.unsettle());
         assert_eq!(got, None);
+    }
+
+    #[test]
+    fn a_names_slots_are_found_together_and_told_apart() {
+        // Many names with many slots each: every slot of a name probes from
+        // one bucket, so their tags alone tell them apart.
+        let names: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| format!("\x04n{i:03}\x07example\x00").into_bytes())
+            .collect();
+        let slots_of = |i: usize| -> Vec<u8> {
+            qtype_slot::all()
+                .filter(|s| (usize::from(*s) * 7 + i).is_multiple_of(11))
+                .collect()
+        };
+        let mut table = Table::default();
+        for (i, name) in names.iter().enumerate() {
+            for (k, slot) in slots_of(i).into_iter().enumerate() {
+                let key = EntryKey {
+                    name: name.as_slice().into(),
+                    qtype: slot,
+                };
+                table.insert(key, entry(k as u8));
+            }
+        }
+        let t = AnswerTable::default();
+        t.replace(&table);
+        assert_eq!(t.len(), table.len());
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(t.slots_of(name), slots_of(i), "{i}");
+            assert_eq!(t.slots_of(name), table.slots_of(name), "{i}");
+            for (k, slot) in slots_of(i).into_iter().enumerate() {
+                let key = EntryKey {
+                    name: name.as_slice().into(),
+                    qtype: slot,
+                };
+                assert_eq!(t.entry(&key), Some(entry(k as u8)), "{i} {slot}");
+            }
+        }
+        assert!(t.slots_of(b"\x04none\x07example\x00").is_empty());
     }
 
     #[test]
