@@ -4,7 +4,10 @@
 //!
 //! 0. **Local backend**: one node takes the registrations from 32
 //!    writers at once, each acknowledged once its journal entry is
-//!    synced; its PSS 4 s after it answers the last one.
+//!    synced; its PSS 4 s after it answers the last one; then 20,000
+//!    heartbeats a second for 60 s (paced, from 64 connections, to
+//!    random instances, each acknowledged once synced) while DNS
+//!    queries for random instances are timed beside them.
 //! 1. **Fill**: node 1 takes the registrations through its API from 32
 //!    writers at once (each instance with its own etcd lease; 1,000
 //!    services of 100 members).
@@ -40,6 +43,10 @@ use etcd::EtcdCluster;
 
 #[path = "support/samples.rs"]
 mod samples;
+
+#[path = "support/http.rs"]
+mod http;
+use http::Connection;
 use samples::report;
 
 const WRITERS: usize = 32;
@@ -54,6 +61,16 @@ struct Node {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
+    let sustained = match full {
+        true => Sustained {
+            rate: 20_000,
+            secs: 60,
+        },
+        false => Sustained {
+            rate: 2_000,
+            secs: 2,
+        },
+    };
     let (mut instances, registrations) = if full { (100_000, 1000) } else { (2_000, 50) };
     if let Some(n) = std::env::var("XDPDNS_SCALE_INSTANCES")
         .ok()
@@ -64,7 +81,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("xdpdns-bench-scale-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    local_backend(&dir, instances);
+    local_backend(&dir, instances, sustained);
     let etcd = EtcdCluster::start(&dir.join("etcd"), 3);
     println!("registry scale bench: {instances} instances, 3 etcd members, 2 nodes");
 
@@ -122,11 +139,11 @@ fn main() {
         })
         .collect();
     let started = Instant::now();
-    let http = agent();
+    let mut conn = Connection::open(&node2.api);
     let mut answered: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
     for i in 0..registrations {
         let t = Instant::now();
-        register(&http, &node2.api, &format!("fresh{i}"), i);
+        register(&mut conn, &format!("fresh{i}"), i);
         let name = Name::from_ascii(format!("fresh{i}.inst.acme.sd.example.")).unwrap();
         let mut waiting = vec![0usize, 1];
         let deadline = t + Duration::from_secs(10);
@@ -174,8 +191,9 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Step 0: the fill and the memory of one node with the local backend.
-fn local_backend(dir: &Path, instances: usize) {
+/// Step 0: the fill, the memory and sustained heartbeats of one node
+/// with the local backend.
+fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
     let node_dir = dir.join("local");
     std::fs::create_dir_all(&node_dir).unwrap();
     let config = node_dir.join("xdpdns.toml");
@@ -210,6 +228,86 @@ fn local_backend(dir: &Path, instances: usize) {
         pss / 1024,
         pss as f64 / instances as f64
     );
+    sustained_heartbeats(&node, instances, sustained);
+}
+
+/// A paced heartbeat load: `rate` a second for `secs`.
+#[derive(Clone, Copy)]
+struct Sustained {
+    rate: usize,
+    secs: u64,
+}
+
+const SUSTAINED_CONNECTIONS: usize = 64;
+
+/// Heartbeats at `load.rate` from [`SUSTAINED_CONNECTIONS`] threads, each
+/// paced to its share (sent at once when behind, so the rate reached is
+/// printed beside the target), while one thread asks for random
+/// instances' A records 1,000 times a second.
+fn sustained_heartbeats(node: &Node, instances: usize, load: Sustained) {
+    let running = AtomicBool::new(true);
+    let sent = AtomicUsize::new(0);
+    let beats = Mutex::new(Vec::new());
+    let mut dns = Vec::new();
+    let started = Instant::now();
+    let until = started + Duration::from_secs(load.secs);
+    std::thread::scope(|scope| {
+        for t in 0..SUSTAINED_CONNECTIONS {
+            let (running, sent, beats) = (&running, &sent, &beats);
+            scope.spawn(move || {
+                let mut conn = Connection::open(&node.api);
+                let every =
+                    Duration::from_secs(1) * SUSTAINED_CONNECTIONS as u32 / load.rate as u32;
+                let mut rng = 0x2545_f491_4f6c_dd1du64 ^ (t as u64) << 17;
+                let mut next = Instant::now() + every * t as u32 / SUSTAINED_CONNECTIONS as u32;
+                let mut mine = Vec::new();
+                while running.load(Ordering::Relaxed) {
+                    std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let i = rng as usize % instances;
+                    let t0 = Instant::now();
+                    heartbeat(&mut conn, i);
+                    mine.push(t0.elapsed());
+                    sent.fetch_add(1, Ordering::Relaxed);
+                    next += every;
+                }
+                beats.lock().unwrap().extend(mine);
+            });
+        }
+        let (sock, mut id, mut rng) = (udp(), 0u16, 0x9e37_79b9u64);
+        while Instant::now() < until {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let t0 = Instant::now();
+            assert!(
+                answers(
+                    &sock,
+                    node.dns,
+                    &instance_name(rng as usize % instances),
+                    &mut id
+                ),
+                "an instance went unanswered during heartbeats"
+            );
+            dns.push(t0.elapsed());
+            std::thread::sleep(Duration::from_millis(1).saturating_sub(t0.elapsed()));
+        }
+        running.store(false, Ordering::Relaxed);
+    });
+    let spent = started.elapsed().as_secs_f64();
+    let sent = sent.load(Ordering::Relaxed);
+    println!(
+        "local backend, sustained heartbeats: {sent} in {spent:.1} s ({:.0}/s, target {}/s, {SUSTAINED_CONNECTIONS} connections)",
+        sent as f64 / spent,
+        load.rate
+    );
+    report(
+        "  heartbeat acknowledged (synced)",
+        &mut beats.lock().unwrap(),
+    );
+    report("  DNS answer during heartbeats", &mut dns);
 }
 
 /// Room for the full-scale run in every node.
@@ -246,13 +344,13 @@ fn fill(node: &Node, n: usize) {
         for _ in 0..WRITERS {
             let next = next.clone();
             scope.spawn(move || {
-                let http = agent();
+                let mut conn = Connection::open(&node.api);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= n {
                         break;
                     }
-                    register(&http, &node.api, &format!("i{i}"), i);
+                    register(&mut conn, &format!("i{i}"), i);
                 }
             });
         }
@@ -268,7 +366,7 @@ fn heartbeats(
     sent: &AtomicUsize,
     latency: &Mutex<Vec<Duration>>,
 ) {
-    let http = agent();
+    let mut conn = Connection::open(api);
     let every = Duration::from_secs(1) * HEARTBEAT_THREADS as u32 / HEARTBEATS_PER_SEC as u32;
     let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ t as u64;
     let mut next = Instant::now();
@@ -279,10 +377,7 @@ fn heartbeats(
         rng ^= rng << 17;
         let i = rng as usize % instances;
         let start = Instant::now();
-        http.post(&format!("{api}/v1/instances/i{i}/heartbeat"))
-            .set("Authorization", "Bearer t")
-            .call()
-            .expect("heartbeat");
+        heartbeat(&mut conn, i);
         mine.push(start.elapsed());
         sent.fetch_add(1, Ordering::Relaxed);
         next += every;
@@ -291,10 +386,10 @@ fn heartbeats(
     latency.lock().unwrap().extend(mine);
 }
 
-fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(10))
-        .build()
+/// Renews instance `i`'s lease through `conn`.
+fn heartbeat(conn: &mut Connection, i: usize) {
+    let status = conn.call("POST", &format!("/v1/instances/i{i}/heartbeat"), "t", "");
+    assert_eq!(status, 200, "heartbeat of i{i}");
 }
 
 fn instance_name(i: usize) -> Name {
@@ -302,18 +397,17 @@ fn instance_name(i: usize) -> Name {
 }
 
 /// Registers instance `id` (address from `i`, one of 1,000 services of
-/// 100 members each at full scale) through the API at `api`.
-fn register(http: &ureq::Agent, api: &str, id: &str, i: usize) {
-    http.put(&format!("{api}/v1/instances/{id}"))
-        .set("Authorization", "Bearer t")
-        .send_string(&format!(
-            r#"{{"owner":"acme","addresses":["10.{}.{}.{}"],"services":["s{}"],"lease_secs":3600}}"#,
-            i >> 16 & 255,
-            i >> 8 & 255,
-            i & 255,
-            i % 1000
-        ))
-        .expect("registration");
+/// 100 members each at full scale) through `conn`.
+fn register(conn: &mut Connection, id: &str, i: usize) {
+    let body = format!(
+        r#"{{"owner":"acme","addresses":["10.{}.{}.{}"],"services":["s{}"],"lease_secs":3600}}"#,
+        i >> 16 & 255,
+        i >> 8 & 255,
+        i & 255,
+        i % 1000
+    );
+    let status = conn.call("PUT", &format!("/v1/instances/{id}"), "t", &body);
+    assert_eq!(status, 200, "registration of {id}");
 }
 
 fn udp() -> UdpSocket {

@@ -47,7 +47,7 @@ impl Census {
             });
         }
         let Some(o) = owner(next) else { return Ok(()) };
-        let moves_in = before.and_then(owner) != Some(o);
+        let moves_in = before.and_then(|b| owner(b)) != Some(o);
         let held = self.by_owner.get(o).copied().unwrap_or(0);
         if moves_in && held >= limits.max_instances_per_owner {
             return Err(RegistryError::Invalid {

@@ -84,7 +84,7 @@ impl Deadlines {
                     .get(&key)
                     .into_iter()
                     .flatten()
-                    .filter_map(|id| reg.instances.get(id))
+                    .filter_map(|id| reg.instances.get(id).map(|i| &**i))
                     .collect();
                 (key, members)
             })
@@ -120,7 +120,7 @@ impl Deadlines {
         for (service, id) in health::withdrawals(self.pending(&live), now, policy) {
             let inst = changed
                 .entry(id.clone())
-                .or_insert_with(|| live.instances[&id].clone());
+                .or_insert_with(|| (*live.instances[&id]).clone());
             inst.withdrawn.insert(service, now);
         }
         let mut out = expired;
@@ -207,7 +207,7 @@ mod tests {
                 let before = id.as_ref().and_then(|id| r.instances.get(id).cloned());
                 r.apply(e);
                 let after = id.as_ref().and_then(|id| r.instances.get(id));
-                d.record(before.as_ref(), after);
+                d.record(before.as_deref(), after.map(|a| &**a));
             }
             let scratch = Deadlines::of(&r);
             assert_eq!(d, scratch, "step {step}");

@@ -376,7 +376,7 @@ fn address(a: IpAddr) -> RData {
 }
 
 fn fqdn(s: &str) -> Result<Name, RegistryError> {
-    let mut n = Name::from_str(s).map_err(|e| RegistryError::Invalid {
+    let mut n = parse(s).map_err(|e| RegistryError::Invalid {
         field: "name".into(),
         message: format!("{s:?}: {e}"),
     })?;
@@ -385,7 +385,7 @@ fn fqdn(s: &str) -> Result<Name, RegistryError> {
 }
 
 fn child(labels: &str, parent: &Name) -> Result<Name, RegistryError> {
-    let rel = Name::from_str(labels).map_err(|e| RegistryError::Invalid {
+    let rel = parse(labels).map_err(|e| RegistryError::Invalid {
         field: "name".into(),
         message: format!("{labels:?}: {e}"),
     })?;
@@ -394,6 +394,24 @@ fn child(labels: &str, parent: &Name) -> Result<Name, RegistryError> {
             field: "name".into(),
             message: format!("{labels}.{parent}: {e}"),
         })
+}
+
+/// `text` as a name, as `Name::from_str` reads it. Registry labels are
+/// lower-case letters, digits and hyphens already, which IDNA processing
+/// would return unchanged: those skip it (it is most of the cost of
+/// naming an instance, done for every API reply that shows its names).
+fn parse(text: &str) -> Result<Name, hickory_proto::ProtoError> {
+    let plain_label = |l: &str| {
+        l.starts_with('_')
+            || (!l.starts_with("xn--")
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+    };
+    let labels = text.strip_suffix('.').unwrap_or(text);
+    match !labels.is_empty() && labels.split('.').all(plain_label) {
+        true => Name::from_ascii(text),
+        false => Name::from_str(text),
+    }
 }
 
 /// `in-addr.arpa` / `ip6.arpa` name of an address.
@@ -411,7 +429,7 @@ pub fn reverse_name(addr: IpAddr) -> Name {
             s + "ip6.arpa."
         }
     };
-    Name::from_str(&text).expect("well-formed reverse name")
+    Name::from_ascii(&text).expect("well-formed reverse name")
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! a parameter (unix milliseconds), never read here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -94,17 +95,20 @@ pub enum RemovalReason {
 }
 
 /// Persistent maps: readers get a copy of the whole registry after every
-/// commit, and `tick` works on a scratch copy; both cost O(1).
+/// commit, and `tick` works on a scratch copy; both cost O(1). Instances
+/// are shared between the copies: the first change after a copy copies
+/// the path to it, 64 entries a node, so an entry must be cheap to clone
+/// (a heartbeat changes one lease).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Registry {
-    pub instances: imbl::OrdMap<String, Instance>,
+    pub instances: imbl::OrdMap<String, Arc<Instance>>,
     /// Per-owner opt-in flags (CNS `triton_cns_enabled`).
     pub owners: imbl::OrdMap<String, bool>,
 }
 
 impl Registry {
     pub fn get(&self, id: &str) -> Option<&Instance> {
-        self.instances.get(&id.to_ascii_lowercase())
+        self.instances.get(&id.to_ascii_lowercase()).map(|i| &**i)
     }
 
     /// Register or replace instance `id`. A re-registration keeps the
@@ -160,11 +164,11 @@ impl Registry {
         let known: Vec<String> = self
             .instances
             .get(&id)
-            .map(Instance::service_keys)
+            .map(|i| i.service_keys())
             .unwrap_or_default();
         let mut instance = match self.instances.get(&id) {
             Some(old) => {
-                let mut next = old.clone();
+                let mut next = (**old).clone();
                 next.reg = reg;
                 next.expires_at = expires_at;
                 set_status(&mut next, status, now);
@@ -243,14 +247,14 @@ impl Registry {
         match entry {
             Entry::Put { instance } => {
                 self.instances
-                    .insert(instance.id.clone(), (**instance).clone());
+                    .insert(instance.id.clone(), Arc::new((**instance).clone()));
             }
             Entry::Delete { id, .. } => {
                 self.instances.remove(id);
             }
             Entry::Renew { id, expires_at } => {
                 if let Some(i) = self.instances.get_mut(id) {
-                    i.expires_at = *expires_at;
+                    Arc::make_mut(i).expires_at = *expires_at;
                 }
             }
             Entry::Owner { owner, enabled } => {

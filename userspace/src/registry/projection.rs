@@ -60,9 +60,12 @@ pub enum Op {
     },
 }
 
-pub type Reply = oneshot::Sender<Result<Option<Instance>, RegistryError>>;
+/// What a write answers: the instance as written (shared with the
+/// registry), none for a removal, or why it was refused.
+pub type WriteResult = Result<Option<Arc<Instance>>, RegistryError>;
+pub type Reply = oneshot::Sender<WriteResult>;
 /// A submitted write's result, to come.
-type Pending = oneshot::Receiver<Result<Option<Instance>, RegistryError>>;
+type Pending = oneshot::Receiver<WriteResult>;
 
 /// What readers see: the state as of the last committed batch.
 pub struct View {
@@ -117,7 +120,7 @@ pub struct SourceStats {
 impl RegistryHandle {
     /// Submits a write and waits until it is durable. Returns the
     /// instance as it now stands (`None` for deletions and owner flags).
-    pub async fn write(&self, op: Op) -> Result<Option<Instance>, RegistryError> {
+    pub async fn write(&self, op: Op) -> WriteResult {
         let started = std::time::Instant::now();
         let (tx, rx) = oneshot::channel();
         self.tx
@@ -132,7 +135,7 @@ impl RegistryHandle {
     /// Submits every write before waiting for any, so they reach the
     /// writer as large groups (one journal sync and one publish each);
     /// the results in the order of `ops`, once all are durable.
-    pub async fn write_all(&self, ops: Vec<Op>) -> Vec<Result<Option<Instance>, RegistryError>> {
+    pub async fn write_all(&self, ops: Vec<Op>) -> Vec<WriteResult> {
         let mut pending = Vec::with_capacity(ops.len());
         for op in ops {
             pending.push(self.submit(op).await);
@@ -312,8 +315,9 @@ impl Projection {
         let before = id.and_then(|id| self.registry.instances.get(id).cloned());
         self.registry.apply(entry);
         let after = id.and_then(|id| self.registry.instances.get(id));
-        self.deadlines.record(before.as_ref(), after);
-        self.census.record(before.as_ref(), entry);
+        self.deadlines
+            .record(before.as_deref(), after.map(|a| &**a));
+        self.census.record(before.as_deref(), entry);
         self.mark_dirty(entry);
     }
 

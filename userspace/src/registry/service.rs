@@ -194,7 +194,10 @@ impl Writer {
                 Ok(entry) => {
                     self.proj.apply(&entry);
                     let result = match &entry {
-                        Entry::Put { instance } => Some((**instance).clone()),
+                        // As applied, shared with the registry.
+                        Entry::Put { instance: i } => {
+                            self.proj.registry.instances.get(&i.id).cloned()
+                        }
                         Entry::Renew { id, .. } => self.proj.registry.instances.get(id).cloned(),
                         _ => None,
                     };

@@ -335,3 +335,25 @@ fn ipv6_reverse_names() {
         "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."
     );
 }
+
+#[test]
+fn names_skip_idna_only_where_it_would_change_nothing() {
+    for text in [
+        "i1.inst.acme",
+        "web-1.svc.acme.sd.example.",
+        "_http._tcp",
+        "Web.Inst",
+        "xn--bcher-kva",
+        "bücher",
+        "a_b",
+        "1.2.3.10.in-addr.arpa.",
+        "a..b",
+        "",
+        ".",
+        "-lead.trail-",
+    ] {
+        let fast = super::parse(text).map(|n| (n.to_string(), n.is_fqdn()));
+        let idna = Name::from_str(text).map(|n| (n.to_string(), n.is_fqdn()));
+        assert_eq!(fast.ok(), idna.ok(), "{text:?}");
+    }
+}

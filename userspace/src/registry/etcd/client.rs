@@ -67,7 +67,7 @@ pub(super) fn difference(old: &Registry, new: &Registry) -> Vec<Entry> {
     for (id, instance) in &new.instances {
         if old.instances.get(id) != Some(instance) {
             out.push(Entry::Put {
-                instance: Box::new(instance.clone()),
+                instance: Box::new((**instance).clone()),
             });
         }
     }

@@ -29,6 +29,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
@@ -42,7 +43,8 @@ use tracing::{error, info, warn};
 
 use super::model::Limits;
 use super::projection::{
-    group_after, now_ms, sleep_until, Op, Projection, Reply, Serials, Started, WriterError,
+    group_after, now_ms, sleep_until, Op, Projection, Reply, Serials, Started, WriteResult,
+    WriterError,
 };
 use super::service::{log_tick_entry, spawn_writer};
 use super::state::{Entry, Instance, RemovalReason};
@@ -183,7 +185,7 @@ struct EtcdWriter {
     ahead: i64,
     serial_base: u32,
     /// Acknowledgements waiting for the state to reach their revision.
-    waiting: Vec<(i64, Reply, Result<Option<Instance>, RegistryError>)>,
+    waiting: Vec<(i64, Reply, WriteResult)>,
     deferred: Vec<Deferred>,
     reconnect_at: Option<Instant>,
     tick_not_before: Instant,
@@ -359,7 +361,9 @@ impl EtcdWriter {
                             lease: kv.lease(),
                         },
                     );
-                    registry.instances.insert(instance.id.clone(), *instance);
+                    registry
+                        .instances
+                        .insert(instance.id.clone(), Arc::new(*instance));
                 }
                 Some(Entry::Owner { owner, enabled }) => {
                     registry.owners.insert(owner, enabled);
@@ -787,7 +791,7 @@ impl EtcdWriter {
             match result.expect("every write answered") {
                 Ok((Written::At(revision), lease)) => {
                     let result = match &p.entry {
-                        Entry::Put { instance } => Some((**instance).clone()),
+                        Entry::Put { instance } => Some(Arc::new((**instance).clone())),
                         _ => None,
                     };
                     self.wrote(&p.entry, p.seen, lease, revision);

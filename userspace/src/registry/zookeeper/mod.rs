@@ -60,7 +60,8 @@ pub fn spawn(
         .registry
         .instances
         .values()
-        .filter(|i| i.reg.mirrors.is_some());
+        .filter(|i| i.reg.mirrors.is_some())
+        .map(|i| &**i);
     let tree = MirrorTree::resume(config.hysteresis, mirrored);
     let stats = &handle.stats().zookeeper;
     stats.enabled.store(true, Ordering::Relaxed);

@@ -122,7 +122,7 @@ fn resuming_from_the_registry_rewrites_nothing_that_still_holds() {
         };
         reg.apply(&reg.mirror(&id, &spec, &node, 0).unwrap());
     }
-    let mut again = MirrorTree::resume(false, reg.instances.values());
+    let mut again = MirrorTree::resume(false, reg.instances.values().map(|i| &**i));
     let read = vec![
         (AUTHCACHE.to_string(), SERVICE.as_bytes().to_vec()),
         (member(1), host("10.0.0.1").into_bytes()),
