@@ -31,6 +31,20 @@ impl Deadlines {
 
     /// Follows one instance's change (`None`: absent before or after).
     pub fn record(&mut self, before: Option<&Instance>, after: Option<&Instance>) {
+        if let (Some(b), Some(a)) = (before, after) {
+            if b.id == a.id && b.status == a.status && b.reg == a.reg {
+                // A renewal: only the lease moved (the common write, at a
+                // heartbeat per instance and lease third).
+                if b.expires_at != a.expires_at {
+                    let id = a.id.clone();
+                    self.expiries.remove(&(b.expires_at, id.clone()));
+                    if a.expires_at != u64::MAX {
+                        self.expiries.insert((a.expires_at, id));
+                    }
+                }
+                return;
+            }
+        }
         if let Some(b) = before {
             self.remove(b);
         }
