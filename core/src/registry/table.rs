@@ -7,11 +7,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use hickory_proto::rr::{Name, RData, Record, RecordType};
+/// The derivation table's maps, hashed with foldhash (seeded per map):
+/// SipHash over every name and record was a tenth of rebuilding the table
+/// for a million instances.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
 use super::model::BinderService;
 use super::naming::{Contribution, Naming};
-use super::state::Registry;
+use super::state::{Instance, Registry};
 use crate::zone::{packed, Change, Zone};
 
 pub type SetKey = (Name, RecordType);
@@ -119,7 +124,7 @@ impl Contributors {
 struct Set {
     by: Contributors,
     /// How many contributions give each record data.
-    counts: HashMap<Rec, u32>,
+    counts: FastMap<Rec, u32>,
     /// How many contributions carry each TTL, by TTL (the set's TTL is
     /// the least; a set has one or a few).
     ttls: Vec<(u32, u32)>,
@@ -175,7 +180,7 @@ impl Set {
     /// The union of the contributions (of type `rtype`), in contributor
     /// order, each data once.
     fn data(&self, rtype: RecordType) -> Vec<RData> {
-        let mut seen: HashSet<&Rec> = HashSet::new();
+        let mut seen: HashSet<&Rec, foldhash::fast::RandomState> = HashSet::default();
         let mut data: Vec<RData> = Vec::new();
         for (_, d) in self.by.records() {
             if seen.insert(d) {
@@ -226,9 +231,9 @@ pub enum SetChange {
 pub struct Table {
     /// RRset → its contributions (boxed: the map's spare slots then
     /// cost a pointer, not a set).
-    sets: HashMap<SetKey, Box<Set>>,
+    sets: FastMap<SetKey, Box<Set>>,
     /// Instance → the RRsets it contributes to.
-    by_instance: HashMap<String, Box<[SetKey]>>,
+    by_instance: FastMap<String, Box<[SetKey]>>,
     /// Instance → its Binder domain, and each domain's service definition
     /// as last computed (a change re-derives every member of the domain).
     binder_domain: HashMap<String, String>,
@@ -241,9 +246,20 @@ pub struct Table {
 impl Table {
     pub fn build(naming: &Naming, reg: &Registry) -> Table {
         let mut t = Table::default();
-        // Nothing is served before: no per-RRset changes to track (for
-        // 100k instances they were most of the build).
-        t.derive(naming, reg, reg.instances.keys().cloned(), false);
+        // Binder domains first (their members' records depend on them),
+        // then every instance in map order: nothing is served before, so
+        // there are no per-RRset changes to track (for 100k instances
+        // they were most of the build), and no instance is looked up by
+        // id (at a million, those lookups alone took seconds).
+        let binder = reg
+            .instances
+            .iter()
+            .filter(|(_, i)| i.reg.binder.is_some())
+            .map(|(id, _)| id.clone());
+        t.derive_domains(reg, binder.collect());
+        for (id, inst) in reg.instances.iter() {
+            t.contribute(naming, reg, id, inst, None);
+        }
         t
     }
 
@@ -266,7 +282,37 @@ impl Table {
         changed: impl IntoIterator<Item = String>,
         tracked: bool,
     ) -> Vec<(SetKey, SetChange)> {
-        let mut ids: HashSet<String> = changed.into_iter().collect();
+        let ids: HashSet<String> = changed.into_iter().collect();
+        let ids = self.derive_domains(reg, ids);
+        let mut deltas: BTreeMap<SetKey, Delta> = BTreeMap::new();
+        for id in ids {
+            for key in self.by_instance.remove(&id).unwrap_or_default().into_vec() {
+                let delta = tracked.then(|| track(&mut deltas, &self.sets, &key));
+                if let Some(set) = self.sets.get_mut(&key) {
+                    set.remove(&id, delta);
+                    if set.is_empty() {
+                        self.sets.remove(&key);
+                    }
+                }
+            }
+            if let Some(inst) = reg.instances.get(&id) {
+                let deltas = tracked.then_some(&mut deltas);
+                self.contribute(naming, reg, &id, inst, deltas);
+            }
+        }
+        deltas
+            .into_iter()
+            .map(|(key, delta)| {
+                let change = self.changes(&key, delta);
+                (key, change)
+            })
+            .collect()
+    }
+
+    /// Follows the Binder domain membership of `ids` and returns them with
+    /// every member of a domain whose service definition changed (its
+    /// members' SRV and A records depend on it).
+    fn derive_domains(&mut self, reg: &Registry, mut ids: HashSet<String>) -> HashSet<String> {
         // Domain membership first: the service definitions below depend
         // on who is in each domain now.
         let mut domains: HashSet<String> = HashSet::new();
@@ -312,47 +358,40 @@ impl Table {
                 }
             }
         }
-        let mut deltas: BTreeMap<SetKey, Delta> = BTreeMap::new();
-        let sets = &mut self.sets;
-        for id in ids {
-            for key in self.by_instance.remove(&id).unwrap_or_default().into_vec() {
-                let delta = tracked.then(|| track(&mut deltas, sets, &key));
-                if let Some(set) = sets.get_mut(&key) {
-                    set.remove(&id, delta);
-                    if set.is_empty() {
-                        sets.remove(&key);
-                    }
-                }
-            }
-            let Some(inst) = reg.instances.get(&id) else {
-                continue;
-            };
-            let service = inst
-                .reg
-                .binder
-                .as_ref()
-                .and_then(|b| self.binder_defs.get(&b.domain)?.as_ref());
-            let mut mine: BTreeMap<SetKey, Vec<(u32, Rec)>> = BTreeMap::new();
-            for Contribution { name, ttl, data } in naming.contributions_in(reg, inst, service) {
-                mine.entry((name, data.record_type()))
-                    .or_default()
-                    .push((ttl, Rec::new(data)));
-            }
-            let keys: Box<[SetKey]> = mine.keys().cloned().collect();
-            for (key, recs) in mine {
-                let delta = tracked.then(|| track(&mut deltas, sets, &key));
-                let recs = recs.into_boxed_slice();
-                sets.entry(key).or_default().add(id.clone(), recs, delta);
-            }
-            self.by_instance.insert(id, keys);
+        ids
+    }
+
+    /// Adds `inst`'s records to the sets (none of them there yet), noting
+    /// what appears in `deltas` when given.
+    fn contribute(
+        &mut self,
+        naming: &Naming,
+        reg: &Registry,
+        id: &str,
+        inst: &Instance,
+        mut deltas: Option<&mut BTreeMap<SetKey, Delta>>,
+    ) {
+        let service = inst
+            .reg
+            .binder
+            .as_ref()
+            .and_then(|b| self.binder_defs.get(&b.domain)?.as_ref());
+        let mut mine: BTreeMap<SetKey, Vec<(u32, Rec)>> = BTreeMap::new();
+        for Contribution { name, ttl, data } in naming.contributions_in(reg, inst, service) {
+            mine.entry((name, data.record_type()))
+                .or_default()
+                .push((ttl, Rec::new(data)));
         }
-        deltas
-            .into_iter()
-            .map(|(key, delta)| {
-                let change = self.changes(&key, delta);
-                (key, change)
-            })
-            .collect()
+        let keys: Box<[SetKey]> = mine.keys().cloned().collect();
+        for (key, recs) in mine {
+            let delta = deltas.as_mut().map(|d| track(d, &self.sets, &key));
+            let recs = recs.into_boxed_slice();
+            self.sets
+                .entry(key)
+                .or_default()
+                .add(id.to_string(), recs, delta);
+        }
+        self.by_instance.insert(id.to_string(), keys);
     }
 
     /// The record changes `delta` made to the RRset `key`. A changed TTL
@@ -415,9 +454,7 @@ impl Table {
                 continue;
             };
             let zone = zones.get_mut(origin).expect("configured zone");
-            for d in data {
-                let _ = zone.insert(Record::from_rdata(key.0.clone(), ttl, d));
-            }
+            let _ = zone.insert_set(&LowerName::new(&key.0), key.1, ttl, &data);
         }
         zones.into_values().collect()
     }
@@ -427,7 +464,7 @@ impl Table {
 /// was before the update touched it.
 fn track<'d>(
     deltas: &'d mut BTreeMap<SetKey, Delta>,
-    sets: &HashMap<SetKey, Box<Set>>,
+    sets: &FastMap<SetKey, Box<Set>>,
     key: &SetKey,
 ) -> &'d mut Delta {
     deltas.entry(key.clone()).or_insert_with(|| Delta {

@@ -150,3 +150,63 @@ fn nsec3_lookups_stay_in_their_chain_and_wrap() {
     assert!(z.remove(&rec[0].record.name, &rec[0].record.data));
     assert_eq!(z.nsec3_covering(&a, &[0x50; 20]), Some(&owner(0x80)));
 }
+
+#[test]
+fn a_set_added_whole_is_its_records_added_one_by_one() {
+    use hickory_proto::rr::rdata::{NS, TXT};
+    let origin = name("example.com.");
+    let sets: Vec<(Name, RecordType, Vec<RData>)> = vec![
+        (
+            name("svc.a.example.com."),
+            RecordType::A,
+            (0..50u8).map(|i| RData::A(A::new(10, 0, 0, i))).collect(),
+        ),
+        (
+            name("svc.a.example.com."),
+            RecordType::TXT,
+            vec![RData::TXT(TXT::new(vec!["id-1".into()]))],
+        ),
+        (
+            name("deleg.example.com."),
+            RecordType::NS,
+            vec![RData::NS(NS(name("ns.elsewhere.")))],
+        ),
+        // A name that has the type already: merged.
+        (
+            name("www.example.com."),
+            RecordType::A,
+            vec![
+                RData::A(A::new(192, 0, 2, 1)),
+                RData::A(A::new(192, 0, 2, 2)),
+            ],
+        ),
+    ];
+    let mut one_by_one = Zone::new(&origin);
+    let mut whole = Zone::new(&origin);
+    for z in [&mut one_by_one, &mut whole] {
+        z.insert(a("www.example.com.", [192, 0, 2, 1])).unwrap();
+    }
+    for (owner, rtype, rdatas) in &sets {
+        for d in rdatas {
+            one_by_one
+                .insert(Record::from_rdata(owner.clone(), 60, d.clone()))
+                .unwrap();
+        }
+        whole
+            .insert_set(&LowerName::new(owner), *rtype, 60, rdatas)
+            .unwrap();
+    }
+    let sorted = |z: &Zone| {
+        let mut r: Vec<String> = z.records().map(|r| r.to_string()).collect();
+        r.sort();
+        r
+    };
+    assert_eq!(sorted(&whole), sorted(&one_by_one));
+    assert_eq!(whole.record_count(), one_by_one.record_count());
+    assert_eq!(
+        whole.node_count(),
+        one_by_one.node_count(),
+        "empty non-terminals"
+    );
+    assert!(whole.has_cuts() && whole.below_cut(&LowerName::new(&name("x.deleg.example.com."))));
+}

@@ -373,6 +373,53 @@ impl Zone {
         })
     }
 
+    /// Adds the RRset `rdatas` (distinct, the caller's promise) of type
+    /// `rtype` at `key`, packed at once: a generated zone is built set by
+    /// set, and adding a set of thousands record by record searched and
+    /// copied the set once per record. Where the name already has records
+    /// of the type, or for the types the zone indexes (SOA, NSEC, NSEC3,
+    /// RRSIG), the records go through [`Zone::insert_at`].
+    pub fn insert_set(
+        &mut self,
+        key: &LowerName,
+        rtype: RecordType,
+        ttl: u32,
+        rdatas: &[RData],
+    ) -> Result<usize, ZoneError> {
+        let Some(first) = rdatas.first() else {
+            return Ok(0);
+        };
+        let indexed = matches!(
+            rtype,
+            RecordType::SOA | RecordType::NSEC | RecordType::NSEC3 | RecordType::RRSIG
+        );
+        let present = self
+            .nodes
+            .get(key)
+            .is_some_and(|n| n.rrsets.iter().any(|s| s.same_set(rtype, Some(first))));
+        if indexed || present || !self.origin_key.zone_of(key) {
+            let name = Name::from(key);
+            let records = rdatas
+                .iter()
+                .map(|d| Record::from_rdata(name.clone(), ttl, d.clone()));
+            return Ok(self.insert_at(key, records)?.added);
+        }
+        let set = RRset::from_packed(rtype, ttl, PackedRdatas::pack(rdatas)?);
+        self.ensure_node(key);
+        let node = self.nodes.get_mut(key).expect("ensured");
+        let rrsets = Arc::make_mut(&mut node.rrsets);
+        rrsets.push(set);
+        rrsets.shrink_to_fit();
+        if rtype == RecordType::NS && *key != self.origin_key {
+            self.cut_count += 1;
+        }
+        if rtype == RecordType::DNAME {
+            self.dname_count += 1;
+        }
+        self.record_count += rdatas.len();
+        Ok(rdatas.len())
+    }
+
     /// Removes one record (matched by owner, type and data; TTL ignored).
     /// Returns whether it was present.
     pub fn remove(&mut self, name: &Name, rdata: &RData) -> bool {
