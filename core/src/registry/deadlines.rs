@@ -36,10 +36,11 @@ impl Deadlines {
                 // A renewal: only the lease moved (the common write, at a
                 // heartbeat per instance and lease third).
                 if b.expires_at != a.expires_at {
-                    let id = a.id.clone();
-                    self.expiries.remove(&(b.expires_at, id.clone()));
+                    let mut key = (b.expires_at, a.id.clone());
+                    self.expiries.remove(&key);
                     if a.expires_at != u64::MAX {
-                        self.expiries.insert((a.expires_at, id));
+                        key.0 = a.expires_at;
+                        self.expiries.insert(key);
                     }
                 }
                 return;

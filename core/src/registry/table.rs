@@ -7,17 +7,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-/// The derivation table's maps, hashed with foldhash (seeded per map):
-/// SipHash over every name and record was a tenth of rebuilding the table
-/// for a million instances.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
 use super::model::BinderService;
 use super::naming::{Contribution, Naming};
 use super::state::{Instance, Registry};
 use crate::zone::{packed, Change, Zone};
+
+/// The derivation table's maps, hashed with foldhash (seeded per map):
+/// SipHash over every name and record was a tenth of rebuilding the table
+/// for a million instances.
+type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 pub type SetKey = (Name, RecordType);
 
@@ -124,7 +124,7 @@ impl Contributors {
 struct Set {
     by: Contributors,
     /// How many contributions give each record data.
-    counts: FastMap<Rec, u32>,
+    counts: FoldMap<Rec, u32>,
     /// How many contributions carry each TTL, by TTL (the set's TTL is
     /// the least; a set has one or a few).
     ttls: Vec<(u32, u32)>,
@@ -231,9 +231,9 @@ pub enum SetChange {
 pub struct Table {
     /// RRset → its contributions (boxed: the map's spare slots then
     /// cost a pointer, not a set).
-    sets: FastMap<SetKey, Box<Set>>,
+    sets: FoldMap<SetKey, Box<Set>>,
     /// Instance → the RRsets it contributes to.
-    by_instance: FastMap<String, Box<[SetKey]>>,
+    by_instance: FoldMap<String, Box<[SetKey]>>,
     /// Instance → its Binder domain, and each domain's service definition
     /// as last computed (a change re-derives every member of the domain).
     binder_domain: HashMap<String, String>,
@@ -464,7 +464,7 @@ impl Table {
 /// was before the update touched it.
 fn track<'d>(
     deltas: &'d mut BTreeMap<SetKey, Delta>,
-    sets: &FastMap<SetKey, Box<Set>>,
+    sets: &FoldMap<SetKey, Box<Set>>,
     key: &SetKey,
 ) -> &'d mut Delta {
     deltas.entry(key.clone()).or_insert_with(|| Delta {
