@@ -2,14 +2,19 @@
 //! local backend (its journal), then in a three-member etcd cluster on
 //! loopback, shared by two xdpdns nodes.
 //!
-//! 0. **Local backend**: one node takes the registrations from 32
-//!    writers at once, each acknowledged once its journal entry is
-//!    synced; its PSS 4 s after it answers the last one; then 20,000
-//!    heartbeats a second for 60 s (paced, from 64 connections, to
-//!    random instances, each acknowledged once synced) while DNS
-//!    queries for random instances are timed beside them; then it is
-//!    killed (SIGKILL) and started again on its journal, timed until it
-//!    answers the last instance.
+//! 0. **Local backend**: one node takes the first 1,000 registrations,
+//!    then times single registrations until each is answered (register
+//!    -> answered at 1,000 instances); takes the rest from 32 writers at
+//!    once, each acknowledged once its journal entry is synced; its PSS
+//!    4 s after it answers the last one; register -> answered again at
+//!    full size; then 20,000 heartbeats a second for 60 s (paced, from 64
+//!    connections, to random instances, each acknowledged once synced)
+//!    while DNS queries for random instances are timed beside them; then
+//!    NSD becomes its secondary (one AXFR of the whole zone, timed) and
+//!    follows fresh registrations by NOTIFY and IXFR (each timed until
+//!    NSD answers it, and the transfers the node sent read from its
+//!    log); then it is killed (SIGKILL) and started again on its
+//!    journal, timed until it answers the last instance.
 //! 1. **Fill**: node 1 takes the registrations through its API from 32
 //!    writers at once (each instance with its own etcd lease; 1,000
 //!    services of 100 members).
@@ -52,6 +57,12 @@ use http::Connection;
 use samples::report;
 
 const WRITERS: usize = 32;
+/// The registry's size for the small figure of register -> answered.
+const FIRST_INSTANCES: usize = 1_000;
+/// Registrations timed one at a time until answered, at each size.
+const PROBES: usize = 200;
+/// Registrations NSD follows by NOTIFY and IXFR, each timed.
+const FOLLOWED: usize = 50;
 const HEARTBEATS_PER_SEC: usize = 1000;
 const HEARTBEAT_THREADS: usize = 8;
 
@@ -89,7 +100,7 @@ fn main() {
 
     let node1 = start_node(&dir, &etcd, 1, instances);
     let started = Instant::now();
-    fill(&node1, instances);
+    fill(&node1, 0..instances);
     let filled = started.elapsed();
     println!(
         "fill through node 1: {instances} registrations from {WRITERS} writers in {:.1} s ({:.0}/s)",
@@ -204,21 +215,29 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
     let node_dir = dir.join("local");
     std::fs::create_dir_all(&node_dir).unwrap();
     let config = node_dir.join("xdpdns.toml");
+    let nsd_port = process::free_port();
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n[log]\nlevel = \"warn\"\n\
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n\
+             [log]\nlevel = \"warn,xdpdns_core::router=info\"\n\
              [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\n\
              require_opt_in = false\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
              {}[[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n\
+             notify = [\"127.0.0.1:{nsd_port}\"]\n\
              [transfer]\ndata_dir = \"state\"\n",
             limits(instances)
         ),
     )
     .unwrap();
-    let node = launch(&config);
+    // Its log holds the transfers it sends (the NSD step reads them).
+    let log = node_dir.join("xdpdns.log");
+    let node = launch_logged(&config, &log);
+    let first = FIRST_INSTANCES.min(instances);
+    fill(&node, 0..first);
+    let mut small = register_to_answer(&node, "small", PROBES);
     let started = Instant::now();
-    fill(&node, instances);
+    fill(&node, first..instances);
     let filled = started.elapsed();
     let (sock, mut id) = (udp(), 0u16);
     while !answers(&sock, node.dns, &instance_name(instances - 1), &mut id) {
@@ -226,9 +245,10 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
         std::thread::sleep(Duration::from_millis(5));
     }
     println!(
-        "local backend: {instances} registrations from {WRITERS} writers in {:.1} s ({:.0}/s)",
+        "local backend: {} registrations from {WRITERS} writers in {:.1} s ({:.0}/s)",
+        instances - first,
         filled.as_secs_f64(),
-        instances as f64 / filled.as_secs_f64()
+        (instances - first) as f64 / filled.as_secs_f64()
     );
     std::thread::sleep(Duration::from_secs(4));
     let pss = process::pss_kb(node.child.0.id());
@@ -237,7 +257,22 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
         pss / 1024,
         pss as f64 / instances as f64
     );
+    let mut large = register_to_answer(&node, "large", PROBES);
+    let (p99_small, p99_large) = (p99(&mut small), p99(&mut large));
+    report(
+        &format!("register -> answered, one writer, at {first} instances"),
+        &mut small,
+    );
+    report(
+        &format!("register -> answered, one writer, at {instances} instances"),
+        &mut large,
+    );
+    println!(
+        "  p99 at {instances} instances / p99 at {first}: {:.2}x",
+        p99_large.as_secs_f64() / p99_small.as_secs_f64()
+    );
     sustained_heartbeats(&node, instances, sustained);
+    nsd_follows(&node, &node_dir, nsd_port, instances, &log);
 
     // Killed (SIGKILL) and started again on its journal and zone image,
     // on the same addresses: DNS is timed while the start goes on.
@@ -387,13 +422,16 @@ fn start_node(dir: &Path, etcd: &EtcdCluster, k: usize, instances: usize) -> Nod
 }
 
 fn launch(config: &Path) -> Node {
-    let l = process::launch(
-        &[],
-        config,
-        process::bench_stderr(),
-        Duration::from_secs(300),
-    )
-    .expect("xdpdns starts");
+    started(config, process::bench_stderr())
+}
+
+/// Starts the node of `config` with its log written to `log`.
+fn launch_logged(config: &Path, log: &Path) -> Node {
+    started(config, std::fs::File::create(log).unwrap().into())
+}
+
+fn started(config: &Path, stderr: std::process::Stdio) -> Node {
+    let l = process::launch(&[], config, stderr, Duration::from_secs(300)).expect("xdpdns starts");
     Node {
         child: process::KillOnDrop(l.child),
         dns: l.dns[0],
@@ -401,9 +439,129 @@ fn launch(config: &Path) -> Node {
     }
 }
 
-/// `n` registrations through `node`, from [`WRITERS`] threads at once.
-fn fill(node: &Node, n: usize) {
-    let next = Arc::new(AtomicUsize::new(0));
+/// `n` registrations (`probe-{tag}-N`) through `node`, one at a time,
+/// each timed from its request until `node` answers its name.
+fn register_to_answer(node: &Node, tag: &str, n: usize) -> Vec<Duration> {
+    let mut conn = Connection::open(&node.api);
+    let (sock, mut id) = (udp(), 0u16);
+    (0..n)
+        .map(|i| {
+            let id_text = format!("probe-{tag}-{i}");
+            let name = Name::from_ascii(format!("{id_text}.inst.acme.sd.example.")).unwrap();
+            let t = Instant::now();
+            register(&mut conn, &id_text, i);
+            while !answers(&sock, node.dns, &name, &mut id) {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "{name} never answered"
+                );
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            let took = t.elapsed();
+            // Apart, so each is the only change in flight.
+            std::thread::sleep(Duration::from_millis(5));
+            took
+        })
+        .collect()
+}
+
+fn p99(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[(samples.len() * 99).div_ceil(100) - 1]
+}
+
+/// NSD as the node's secondary (NOTIFY is already aimed at `port`): the
+/// first AXFR of the whole zone timed until NSD answers the last
+/// instance, then [`FOLLOWED`] registrations each timed until NSD
+/// answers them, and the transfers the node logged.
+fn nsd_follows(node: &Node, dir: &Path, port: u16, instances: usize, log: &Path) {
+    let started = Instant::now();
+    let _nsd = nsd_secondary(&dir.join("nsd"), port, node.dns);
+    let nsd = SocketAddr::from(([127, 0, 0, 1], port));
+    let (sock, mut id) = (udp(), 0u16);
+    while !answers(&sock, nsd, &instance_name(instances - 1), &mut id) {
+        assert!(
+            started.elapsed() < Duration::from_secs(900),
+            "NSD never loaded the zone"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!(
+        "NSD secondary: the first transfer of the zone ({instances} instances) answered in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let mut conn = Connection::open(&node.api);
+    let mut followed = Vec::new();
+    for i in 0..FOLLOWED {
+        let id_text = format!("followed-{i}");
+        let name = Name::from_ascii(format!("{id_text}.inst.acme.sd.example.")).unwrap();
+        let t = Instant::now();
+        register(&mut conn, &id_text, i);
+        while !answers(&sock, nsd, &name, &mut id) {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "NSD never answered {name}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        followed.push(t.elapsed());
+    }
+    let text = std::fs::read_to_string(log).unwrap();
+    let sent = |kind: &str| {
+        text.lines()
+            .filter(|l| l.contains("outgoing transfer") && l.contains(kind))
+            .count()
+    };
+    let (axfr, ixfr) = (sent("kind=\"AXFR\""), sent("kind=\"IXFR\""));
+    println!("  transfers the node sent NSD: {axfr} AXFR, {ixfr} IXFR");
+    report(
+        "  registration -> answered by NSD (NOTIFY, IXFR)",
+        &mut followed,
+    );
+    assert!(
+        ixfr > 0 && axfr == 1,
+        "NSD did not follow by IXFR after its one AXFR ({axfr} AXFR, {ixfr} IXFR)"
+    );
+}
+
+/// NSD as secondary of `sd.example.` from `primary`, on loopback `port`.
+fn nsd_secondary(dir: &Path, port: u16, primary: SocketAddr) -> process::KillOnDrop {
+    std::fs::create_dir_all(dir).unwrap();
+    let d = dir.display();
+    let conf = dir.join("nsd.conf");
+    // xfrd-reload-timeout 0: NSD otherwise serves a transfer at most once
+    // a second, which would hide the primary's own latency.
+    std::fs::write(
+        &conf,
+        format!(
+            "server:\n    ip-address: 127.0.0.1@{port}\n    do-ip6: no\n    username: \"\"\n\
+             \x20   chroot: \"\"\n    zonesdir: \"{d}\"\n    database: \"\"\n\
+             \x20   pidfile: \"{d}/nsd.pid\"\n    xfrdfile: \"{d}/xfrd.state\"\n    xfrdir: \"{d}\"\n\
+             \x20   zonelistfile: \"{d}/zone.list\"\n    server-count: 1\n    verbosity: 1\n\
+             \x20   xfrd-reload-timeout: 0\n\
+             remote-control:\n    control-enable: no\n\
+             zone:\n    name: sd.example.\n    zonefile: sd.example.zone\n\
+             \x20   request-xfr: {}@{} NOKEY\n    allow-notify: 127.0.0.1 NOKEY\n",
+            primary.ip(),
+            primary.port()
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new("nsd")
+        .args(["-d", "-c"])
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(process::bench_stderr())
+        .spawn()
+        .expect("nsd (installed by cargo xtask test) starts");
+    process::KillOnDrop(child)
+}
+
+/// Registrations of instances `range` through `node`, from [`WRITERS`]
+/// threads at once.
+fn fill(node: &Node, range: std::ops::Range<usize>) {
+    let n = range.end;
+    let next = Arc::new(AtomicUsize::new(range.start));
     std::thread::scope(|scope| {
         for _ in 0..WRITERS {
             let next = next.clone();
