@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::health::{self, HealthPolicy};
 use super::model::Status;
 use super::state::{Entry, Instance, Registry, RemovalReason};
+use super::Expiry;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Deadlines {
@@ -29,20 +30,29 @@ impl Deadlines {
         d
     }
 
-    /// Follows one instance's change (`None`: absent before or after).
+    /// Follows a renewal of `id`'s lease from `from` to `to`, recorded
+    /// before it is applied: the lease moves in place (see
+    /// [`Expiry`](super::Expiry)), so afterwards no version of the
+    /// instance holds the old expiry.
+    pub fn renewed(&mut self, id: &str, from: u64, to: u64) {
+        if from == to {
+            return;
+        }
+        let mut key = (from, id.to_string());
+        self.expiries.remove(&key);
+        if to != Expiry::NEVER {
+            key.0 = to;
+            self.expiries.insert(key);
+        }
+    }
+
+    /// Follows one instance's change (`None`: absent before or after);
+    /// renewals go through [`renewed`](Self::renewed).
     pub fn record(&mut self, before: Option<&Instance>, after: Option<&Instance>) {
         if let (Some(b), Some(a)) = (before, after) {
             if b.id == a.id && b.status == a.status && b.reg == a.reg {
-                // A renewal: only the lease moved (the common write, at a
-                // heartbeat per instance and lease third).
-                if b.expires_at != a.expires_at {
-                    let mut key = (b.expires_at, a.id.clone());
-                    self.expiries.remove(&key);
-                    if a.expires_at != u64::MAX {
-                        key.0 = a.expires_at;
-                        self.expiries.insert(key);
-                    }
-                }
+                // Registered again as it was: only the lease moved.
+                self.renewed(&a.id, b.expires_at.get(), a.expires_at.get());
                 return;
             }
         }
@@ -55,8 +65,9 @@ impl Deadlines {
     }
 
     fn add(&mut self, inst: &Instance) {
-        if inst.expires_at != u64::MAX {
-            self.expiries.insert((inst.expires_at, inst.id.clone()));
+        if inst.expires_at.is_finite() {
+            self.expiries
+                .insert((inst.expires_at.get(), inst.id.clone()));
         }
         if inst.reg.disabled {
             return;
@@ -70,7 +81,8 @@ impl Deadlines {
     }
 
     fn remove(&mut self, inst: &Instance) {
-        self.expiries.remove(&(inst.expires_at, inst.id.clone()));
+        self.expiries
+            .remove(&(inst.expires_at.get(), inst.id.clone()));
         self.down.remove(&inst.id);
         for key in inst.service_keys() {
             if let Some(ids) = self.members.get_mut(&key) {
@@ -214,6 +226,13 @@ mod tests {
                 entries.push(e);
             }
             for e in &entries {
+                if let Entry::Renew { id, expires_at } = e {
+                    if let Some(inst) = r.instances.get(id) {
+                        d.renewed(id, inst.expires_at.get(), *expires_at);
+                    }
+                    r.apply(e);
+                    continue;
+                }
                 let id = match e {
                     Entry::Put { instance } => Some(instance.id.clone()),
                     Entry::Delete { id, .. } | Entry::Renew { id, .. } => Some(id.clone()),

@@ -1,5 +1,5 @@
 //! Service discovery, the pure half: instances and their leases (`model`,
-//! `state`, `census`, `deadlines`), health hysteresis (`health`), and the
+//! `state`, `expiry`, `census`, `deadlines`), health hysteresis (`health`), and the
 //! naming rules and generated records (`naming`, `table`). The journal,
 //! etcd and the tokio service that ties them to the zone store are in the
 //! `xdpdns` crate. `zookeeper` reads the records Registrar writes.
@@ -7,6 +7,7 @@
 pub mod census;
 pub mod deadlines;
 pub mod error;
+pub mod expiry;
 pub mod health;
 pub mod model;
 pub mod naming;
@@ -15,6 +16,7 @@ pub mod table;
 pub mod zookeeper;
 
 pub use error::RegistryError;
+pub use expiry::Expiry;
 pub use health::HealthPolicy;
 pub use model::{InstanceSpec, Status};
 pub use naming::Naming;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::error::RegistryError;
+use super::expiry::Expiry;
 use super::model::{label, InstanceSpec, Registration, Status};
 
 /// One registered instance and its health bookkeeping.
@@ -19,7 +20,8 @@ pub struct Instance {
     pub status: Status,
     /// When `status` last changed (self-report time, for hysteresis).
     pub status_at: u64,
-    pub expires_at: u64,
+    /// When the lease runs out (renewed in place, see [`Expiry`]).
+    pub expires_at: Expiry,
     /// Services this instance has been withdrawn from by its own `down`
     /// report, with the time each withdrawal took effect.
     #[serde(default)]
@@ -170,7 +172,7 @@ impl Registry {
             Some(old) => {
                 let mut next = (**old).clone();
                 next.reg = reg;
-                next.expires_at = expires_at;
+                next.expires_at = Expiry::new(expires_at);
                 set_status(&mut next, status, now);
                 // Memberships that were dropped leave no withdrawal behind.
                 let keys = next.service_keys();
@@ -182,7 +184,7 @@ impl Registry {
                 reg,
                 status,
                 status_at: now,
-                expires_at,
+                expires_at: Expiry::new(expires_at),
                 withdrawn: BTreeMap::new(),
             },
         };
@@ -253,8 +255,8 @@ impl Registry {
                 self.instances.remove(id);
             }
             Entry::Renew { id, expires_at } => {
-                if let Some(i) = self.instances.get_mut(id) {
-                    Arc::make_mut(i).expires_at = *expires_at;
+                if let Some(i) = self.instances.get(id) {
+                    i.expires_at.set(*expires_at);
                 }
             }
             Entry::Owner { owner, enabled } => {
@@ -308,7 +310,7 @@ mod tests {
             )
             .unwrap();
         r.apply(&e);
-        assert_eq!(r.get("web-1").unwrap().expires_at, 11_000);
+        assert_eq!(r.get("web-1").unwrap().expires_at.get(), 11_000);
         assert!(r.tick(10_999, &policy).is_empty());
         r.apply(&r.heartbeat("WEB-1", 5_000).unwrap());
         assert!(r.tick(11_000, &policy).is_empty(), "renewed");

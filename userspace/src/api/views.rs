@@ -79,8 +79,10 @@ pub(super) fn instance_view(view: &View, inst: &Instance) -> InstanceView {
         status: inst.status,
         withdrawn_from: inst.withdrawn.keys().cloned().collect(),
         lease_secs: inst.reg.lease_secs,
-        expires_in_ms: (inst.expires_at != u64::MAX)
-            .then(|| inst.expires_at.saturating_sub(now_ms())),
+        expires_in_ms: inst
+            .expires_at
+            .is_finite()
+            .then(|| inst.expires_at.get().saturating_sub(now_ms())),
         disabled: inst.reg.disabled,
         binder: inst.reg.binder.clone(),
         mirrors: inst.reg.mirrors.clone(),

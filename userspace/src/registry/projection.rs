@@ -307,6 +307,15 @@ impl Projection {
 
     /// Applies `entry` to the state, the census and the pending publish.
     pub fn apply(&mut self, entry: &Entry) {
+        if let Entry::Renew { id, expires_at } = entry {
+            // Only the lease moves: no census, records or publish.
+            if let Some(inst) = self.registry.instances.get(id) {
+                self.deadlines
+                    .renewed(id, inst.expires_at.get(), *expires_at);
+            }
+            self.registry.apply(entry);
+            return;
+        }
         let id = match entry {
             Entry::Put { instance } => Some(&instance.id),
             Entry::Delete { id, .. } | Entry::Renew { id, .. } => Some(id),

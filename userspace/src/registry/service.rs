@@ -51,10 +51,10 @@ pub fn start(
     let renewals: Vec<Entry> = registry
         .instances
         .values()
-        .filter(|i| i.expires_at != u64::MAX)
+        .filter(|i| i.expires_at.is_finite())
         .map(|i| Entry::Renew {
             id: i.id.clone(),
-            expires_at: now + i.expires_at.saturating_sub(rec.last_ts),
+            expires_at: now + i.expires_at.get().saturating_sub(rec.last_ts),
         })
         .collect();
     for e in &renewals {
@@ -208,11 +208,16 @@ impl Writer {
             }
         }
         if !entries.is_empty() {
+            // Renewals move leases in place: readers already see them, and
+            // no record changes.
+            let renewals_only = entries.iter().all(|e| matches!(e, Entry::Renew { .. }));
             // On failure the replies are dropped unsent: callers see
             // `Unavailable`, and nothing unsynced is acknowledged.
             self.durable(Batch { ts: now, entries })?;
-            self.proj.schedule_publish();
-            self.proj.refresh_view();
+            if !renewals_only {
+                self.proj.schedule_publish();
+                self.proj.refresh_view();
+            }
         }
         for (reply, result) in replies {
             let _ = reply.send(result);

@@ -226,7 +226,7 @@ fn instance_row(i: &Instance) -> InstanceRow {
         status: i.status,
         disabled: i.reg.disabled,
         lease_secs: i.reg.lease_secs,
-        expires_at_ms: (i.expires_at != u64::MAX).then_some(i.expires_at),
+        expires_at_ms: i.expires_at.is_finite().then(|| i.expires_at.get()),
         mirrors: i.reg.mirrors.clone(),
     }
 }

@@ -48,7 +48,7 @@ use super::projection::{
 };
 use super::service::{log_tick_entry, spawn_writer};
 use super::state::{Entry, Instance, RemovalReason};
-use super::{HealthPolicy, Naming, Registry, RegistryError};
+use super::{Expiry, HealthPolicy, Naming, Registry, RegistryError};
 use crate::zone::ZoneStore;
 
 mod client;
@@ -468,7 +468,7 @@ impl EtcdWriter {
         match self.parse_key(kv.key()) {
             Key::Instance(id) => match serde_json::from_slice::<Instance>(kv.value()) {
                 Ok(mut instance) => {
-                    instance.expires_at = u64::MAX;
+                    instance.expires_at = Expiry::new(Expiry::NEVER);
                     Some(Entry::Put {
                         instance: Box::new(instance),
                     })
@@ -848,7 +848,7 @@ impl EtcdWriter {
                 self.seen
                     .insert(instance.id.clone(), Seen { revision, lease });
                 let mut instance = instance.clone();
-                instance.expires_at = u64::MAX;
+                instance.expires_at = Expiry::new(Expiry::NEVER);
                 self.proj.apply(&Entry::Put { instance });
             }
             Entry::Delete { id, .. } => {

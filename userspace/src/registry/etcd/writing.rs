@@ -7,6 +7,7 @@ use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 
 use super::client::{bounded, keep_alive};
 use crate::registry::state::Entry;
+use crate::registry::Expiry;
 
 /// What this node last saw of an instance's key.
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +90,7 @@ impl Writing {
                     }
                 };
                 let mut stored = (**instance).clone();
-                stored.expires_at = u64::MAX;
+                stored.expires_at = Expiry::new(Expiry::NEVER);
                 let value = serde_json::to_vec(&stored).expect("an instance serializes");
                 let txn = Txn::new()
                     .when([Compare::mod_revision(
