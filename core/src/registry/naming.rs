@@ -14,10 +14,13 @@
 //! at the service name = the minimum of the SRV TTL and the members' host
 //! TTLs; unset TTLs take the configured default.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::str::FromStr;
 
+use foldhash::fast::FixedState;
+use hashbrown::hash_table::{self, HashTable};
 use hickory_proto::rr::rdata::{A, AAAA, NS, PTR, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use ipnet::IpNet;
@@ -177,7 +180,7 @@ impl Naming {
         let mut out = Records::default();
         self.instance_records(reg, inst, &mut out);
         self.binder_member_records(inst, service, &mut out);
-        out.0
+        out.list
     }
 
     /// The zone with only its SOA (serial 0) and NS records.
@@ -349,11 +352,16 @@ pub struct Contribution {
     pub data: RData,
 }
 
-/// An instance's records in the order first contributed, each once (a
-/// set beside the list: an instance at every limit contributes thousands,
-/// and a linear search per record was quadratic).
+/// An instance's records in the order first contributed, each once: a
+/// table of positions in the list beside it (an instance at every limit
+/// contributes thousands, and a linear search per record was quadratic;
+/// positions, unlike a set of the records, cost no copy of each).
 #[derive(Default)]
-struct Records(Vec<Contribution>, HashSet<Contribution>);
+struct Records {
+    list: Vec<Contribution>,
+    seen: HashTable<usize>,
+    hasher: FixedState,
+}
 
 impl Records {
     fn add(&mut self, name: &Name, ttl: u32, data: RData) {
@@ -362,8 +370,18 @@ impl Records {
             ttl,
             data,
         };
-        if self.1.insert(c.clone()) {
-            self.0.push(c);
+        let (list, hasher) = (&self.list, &self.hasher);
+        let hash = hasher.hash_one(&c);
+        match self.seen.entry(
+            hash,
+            |&i| list[i] == c,
+            |&i| hasher.hash_one(&list[i]),
+        ) {
+            hash_table::Entry::Occupied(_) => {}
+            hash_table::Entry::Vacant(slot) => {
+                slot.insert(list.len());
+                self.list.push(c);
+            }
         }
     }
 }
