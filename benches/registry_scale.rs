@@ -60,7 +60,7 @@ const WRITERS: usize = 32;
 /// The registry's size for the small figure of register -> answered.
 const FIRST_INSTANCES: usize = 1_000;
 /// Registrations timed one at a time until answered, at each size.
-const PROBES: usize = 200;
+const PROBES: usize = 1_000;
 /// Registrations NSD follows by NOTIFY and IXFR, each timed.
 const FOLLOWED: usize = 50;
 const HEARTBEATS_PER_SEC: usize = 1000;

@@ -372,11 +372,10 @@ impl Records {
         };
         let (list, hasher) = (&self.list, &self.hasher);
         let hash = hasher.hash_one(&c);
-        match self.seen.entry(
-            hash,
-            |&i| list[i] == c,
-            |&i| hasher.hash_one(&list[i]),
-        ) {
+        match self
+            .seen
+            .entry(hash, |&i| list[i] == c, |&i| hasher.hash_one(&list[i]))
+        {
             hash_table::Entry::Occupied(_) => {}
             hash_table::Entry::Vacant(slot) => {
                 slot.insert(list.len());

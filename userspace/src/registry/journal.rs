@@ -8,6 +8,14 @@
 //! Every entry carries the full resulting state of what it touches, so
 //! replaying any prefix of the journal on top of the snapshot it was
 //! compacted into gives the same state: a crash during compaction is safe.
+//!
+//! Compaction runs beside the writer: [`Journal::rotate`] sets the
+//! journal aside (`registry.journal.compacting`) and starts an empty one,
+//! and a [`Compaction`] writes the registry as it stood at that moment as
+//! the new snapshot, then removes the file set aside. Writes go on
+//! meanwhile (with a million instances the snapshot takes seconds). A
+//! start replays the snapshot, then the file set aside if it is still
+//! there, then the journal.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -19,10 +27,14 @@ use tracing::warn;
 use super::state::{Entry, Registry};
 
 const JOURNAL: &str = "registry.journal";
+/// The journal set aside while its compaction into the snapshot runs.
+const COMPACTING: &str = "registry.journal.compacting";
 const SNAPSHOT: &str = "registry.snapshot";
 /// Larger than any batch the writer makes (at most 1,024 entries).
 const MAX_BATCH_BYTES: u32 = 64 << 20;
-/// Compact once the journal holds this many bytes.
+/// Compact once the journal holds this many bytes, or as many as the
+/// snapshot if that is more: the cost of compacting stays a constant
+/// share of what is written, however large the registry.
 const COMPACT_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +80,14 @@ pub struct Journal {
     file: File,
     bytes: u64,
     pending: Vec<u8>,
+    /// Size of the newest snapshot (see [`COMPACT_BYTES`]).
+    snapshot_bytes: u64,
+}
+
+/// A compaction that may run on another thread: the journal it replaces
+/// is already set aside (see [`Journal::rotate`]).
+pub struct Compaction {
+    dir: PathBuf,
 }
 
 /// What was on disk.
@@ -87,18 +107,44 @@ impl Journal {
     pub fn open(dir: &Path) -> Result<(Journal, Recovered), JournalError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let snap_path = dir.join(SNAPSHOT);
-        let (mut registry, mut last_ts) = match std::fs::read(&snap_path) {
+        let (mut registry, mut last_ts, snapshot_bytes) = match std::fs::read(&snap_path) {
             Ok(bytes) => {
                 let s: SnapshotFile =
                     serde_json::from_slice(&bytes).map_err(|e| JournalError::Snapshot {
                         path: snap_path.clone(),
                         message: e.to_string(),
                     })?;
-                (s.registry, s.ts)
+                (s.registry, s.ts, bytes.len() as u64)
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (Registry::default(), 0),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (Registry::default(), 0, 0),
             Err(e) => return Err(io_err(&snap_path)(e).into()),
         };
+        // A compaction that did not finish: what it set aside comes before
+        // the journal (replayed again if the snapshot already has it).
+        let compacting = dir.join(COMPACTING);
+        let mut count = 0;
+        match std::fs::read(&compacting) {
+            Ok(bytes) => {
+                let (batches, good) = decode(&bytes);
+                if good != bytes.len() {
+                    // Synced before it was set aside: any damage is real.
+                    return Err(JournalError::Corrupt {
+                        path: compacting,
+                        offset: good as u64,
+                        after: (bytes.len() - good) as u64,
+                    });
+                }
+                count += batches.len();
+                for b in batches {
+                    last_ts = last_ts.max(b.ts);
+                    for e in &b.entries {
+                        registry.apply(e);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&compacting)(e).into()),
+        }
         let path = dir.join(JOURNAL);
         let existed = path.exists();
         let mut file = OpenOptions::new()
@@ -128,19 +174,25 @@ impl Journal {
             file.set_len(good as u64).map_err(io_err(&path))?;
             file.sync_data().map_err(io_err(&path))?;
         }
-        let count = batches.len();
+        count += batches.len();
         for b in batches {
             last_ts = last_ts.max(b.ts);
             for e in &b.entries {
                 registry.apply(e);
             }
         }
-        let journal = Journal {
+        let mut journal = Journal {
             dir: dir.to_path_buf(),
             file,
             bytes: good as u64,
             pending: Vec::new(),
+            snapshot_bytes,
         };
+        if compacting.exists() {
+            // Finished here, so the next compaction can set the journal
+            // aside again.
+            journal.compact(&registry, last_ts)?;
+        }
         Ok((
             journal,
             Recovered {
@@ -177,26 +229,103 @@ impl Journal {
     }
 
     pub fn wants_compaction(&self) -> bool {
-        self.bytes >= COMPACT_BYTES
+        self.bytes >= COMPACT_BYTES.max(self.snapshot_bytes)
     }
 
     /// Writes `registry` as the new snapshot (atomically, by rename) and
-    /// empties the journal.
+    /// empties the journal and whatever was set aside, on this thread.
     pub fn compact(&mut self, registry: &Registry, ts: u64) -> Result<(), JournalError> {
         self.sync()?;
-        let snap = self.dir.join(SNAPSHOT);
-        let body = serde_json::to_vec(&SnapshotFile {
-            ts,
-            registry: registry.clone(),
-        })
-        .expect("registry always serialises");
-        crate::durable::replace_with(&snap, 0o644, |w| w.write_all(&body))
-            .map_err(io_err(&snap))?;
+        self.snapshot_bytes = write_snapshot(&self.dir, registry, ts)?;
         let path = self.dir.join(JOURNAL);
         self.file.set_len(0).map_err(io_err(&path))?;
         self.file.sync_all().map_err(io_err(&path))?;
         self.bytes = 0;
+        remove_compacting(&self.dir)
+    }
+
+    /// Sets the journal aside for a [`Compaction`] of the registry as it
+    /// stands now, and goes on in an empty one; `None` while an earlier
+    /// compaction has not finished (the journal then grows on).
+    pub fn rotate(&mut self) -> Result<Option<Compaction>, JournalError> {
+        let aside = self.dir.join(COMPACTING);
+        if aside.exists() {
+            return Ok(None);
+        }
+        self.sync()?;
+        let path = self.dir.join(JOURNAL);
+        std::fs::rename(&path, &aside).map_err(io_err(&path))?;
+        self.file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        // Both names durable before a write lands in the new file.
+        sync_dir(&self.dir)?;
+        self.bytes = 0;
+        Ok(Some(Compaction {
+            dir: self.dir.clone(),
+        }))
+    }
+
+    /// A finished [`Compaction`]'s snapshot size.
+    pub fn compacted(&mut self, snapshot_bytes: u64) {
+        self.snapshot_bytes = snapshot_bytes;
+    }
+}
+
+impl Compaction {
+    /// Writes `registry` (the state when the journal was set aside) as
+    /// the new snapshot, then removes the journal set aside; returns the
+    /// snapshot's size. A crash at any point leaves a start that replays
+    /// the same state.
+    pub fn run(self, registry: &Registry, ts: u64) -> Result<u64, JournalError> {
+        let bytes = write_snapshot(&self.dir, registry, ts)?;
+        remove_compacting(&self.dir)?;
+        Ok(bytes)
+    }
+}
+
+/// Writes the snapshot, streamed (a million instances make hundreds of
+/// megabytes of JSON); returns its size.
+fn write_snapshot(dir: &Path, registry: &Registry, ts: u64) -> Result<u64, JournalError> {
+    struct Counted<'a> {
+        out: &'a mut dyn Write,
+        bytes: u64,
+    }
+    impl Write for Counted<'_> {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = self.out.write(buf)?;
+            self.bytes += n as u64;
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            self.out.flush()
+        }
+    }
+    let snap = dir.join(SNAPSHOT);
+    let mut bytes = 0;
+    crate::durable::replace_with(&snap, 0o644, |out| {
+        let mut counted = Counted { out, bytes: 0 };
+        let file = SnapshotFile {
+            ts,
+            registry: registry.clone(),
+        };
+        serde_json::to_writer(&mut counted, &file)?;
+        bytes = counted.bytes;
         Ok(())
+    })
+    .map_err(io_err(&snap))?;
+    Ok(bytes)
+}
+
+fn remove_compacting(dir: &Path) -> Result<(), JournalError> {
+    let aside = dir.join(COMPACTING);
+    match std::fs::remove_file(&aside) {
+        Ok(()) => sync_dir(dir),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(&aside)(e).into()),
     }
 }
 
@@ -351,6 +480,7 @@ mod tests {
                 .unwrap(),
             bytes: 0,
             pending: Vec::new(),
+            snapshot_bytes: 0,
         };
         half.append(&Batch {
             ts: 9,
@@ -406,6 +536,62 @@ mod tests {
         let (_, rec) = Journal::open(&dir).unwrap();
         assert_eq!(rec.registry, reg);
         assert_eq!(rec.last_ts, 6);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A compaction beside the writer: the journal set aside, writes going
+    /// on in a new one, the snapshot of the state at the rotation. A start
+    /// after a crash at each step (before the snapshot, before the file
+    /// set aside is removed) recovers the same registry, and finishes the
+    /// compaction so the next can start.
+    #[test]
+    fn a_compaction_beside_the_writer_recovers_the_same_state_after_a_crash_at_any_step() {
+        let dir = tmpdir("rotate");
+        let (mut j, _) = Journal::open(&dir).unwrap();
+        let (mut reg, _) = three_batches(&mut j);
+        let compaction = j.rotate().unwrap().expect("nothing set aside yet");
+        assert!(j.rotate().unwrap().is_none(), "one compaction at a time");
+        let at_rotation = reg.clone();
+        let set_aside = std::fs::read(dir.join(COMPACTING)).unwrap();
+        // Writes go on in the new journal, deleting one of the first.
+        for e in [put(&reg, "d"), reg.deregister("a").unwrap()] {
+            reg.apply(&e);
+            j.append(&Batch {
+                ts: 7,
+                entries: vec![e],
+            });
+            j.sync().unwrap();
+        }
+        let journal = std::fs::read(dir.join(JOURNAL)).unwrap();
+
+        // A crash before the snapshot: the old snapshot (none), the file
+        // set aside, then the journal.
+        drop(j);
+        let (j, rec) = Journal::open(&dir).unwrap();
+        assert_eq!(rec.registry, reg);
+        assert_eq!(rec.last_ts, 7);
+        assert!(!dir.join(COMPACTING).exists(), "finished at the start");
+        drop(j);
+
+        // The compaction runs to its end: the state is the same, nothing
+        // is left aside, and the next compaction may start.
+        std::fs::write(dir.join(COMPACTING), &set_aside).unwrap();
+        std::fs::write(dir.join(JOURNAL), &journal).unwrap();
+        std::fs::remove_file(dir.join(SNAPSHOT)).unwrap();
+        let bytes = compaction.run(&at_rotation, 3).unwrap();
+        assert!(bytes > 0);
+        assert!(!dir.join(COMPACTING).exists());
+        let (mut j, rec) = Journal::open(&dir).unwrap();
+        assert_eq!(rec.registry, reg);
+        assert!(j.rotate().unwrap().is_some());
+        drop(j);
+
+        // A crash after the snapshot, before the file set aside is
+        // removed: it replays again on top of the snapshot, harmlessly.
+        std::fs::write(dir.join(COMPACTING), &set_aside).unwrap();
+        std::fs::write(dir.join(JOURNAL), &journal).unwrap();
+        let (_, rec) = Journal::open(&dir).unwrap();
+        assert_eq!(rec.registry, reg);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

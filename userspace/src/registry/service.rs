@@ -91,6 +91,7 @@ pub fn start(
         serial_file,
         serial_floor,
         serial_reserved: None,
+        compacting: None,
     };
     let diffs = writer.proj.publish_all(Serials::Policy {
         floor: writer.serial_floor,
@@ -144,6 +145,8 @@ struct Writer {
     serial_floor: Option<u32>,
     /// What the serial file holds now.
     serial_reserved: Option<u32>,
+    /// The snapshot being written beside the writer, if any.
+    compacting: Option<std::thread::JoinHandle<Result<u64, JournalError>>>,
 }
 
 /// Serials reserved ahead in the serial file (see `remember_serial`).
@@ -182,6 +185,8 @@ impl Writer {
         if self.proj.publish_at.is_some() {
             self.publish();
         }
+        // A compaction in flight is finished, not left half-written.
+        self.join_compaction();
         Ok(())
     }
 
@@ -234,17 +239,56 @@ impl Writer {
             error!("registry journal write failed; stopping without acknowledging: {e}");
             return Err(e);
         }
-        if self.journal.wants_compaction() {
-            if let Err(e) = self.journal.compact(&self.proj.registry, batch.ts) {
-                error!("registry journal compaction failed; stopping: {e}");
-                return Err(e);
-            }
+        self.compaction_finished();
+        if self.journal.wants_compaction() && self.compacting.is_none() {
+            self.start_compaction(batch.ts)?;
         }
         self.proj
             .stats
             .journal_bytes
             .store(self.journal.bytes(), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Sets the journal aside and snapshots the registry as it stands on
+    /// a thread of its own (a clone of the persistent map costs nothing),
+    /// so writes go on meanwhile.
+    fn start_compaction(&mut self, ts: u64) -> Result<(), JournalError> {
+        let Some(compaction) = self.journal.rotate()? else {
+            return Ok(());
+        };
+        let registry = self.proj.registry.clone();
+        let thread = std::thread::Builder::new()
+            .name("registry-compaction".into())
+            .spawn(move || {
+                // Answers and acknowledgements come first.
+                crate::serve::tasks::lower_priority();
+                compaction.run(&registry, ts)
+            })
+            .map_err(JournalError::Writer)?;
+        self.compacting = Some(thread);
+        Ok(())
+    }
+
+    /// Collects a finished compaction. One that failed leaves the journal
+    /// set aside, which a start replays, and none is started again until
+    /// a restart finishes it (said once, as an error).
+    fn compaction_finished(&mut self) {
+        if !self.compacting.as_ref().is_some_and(|t| t.is_finished()) {
+            return;
+        }
+        self.join_compaction();
+    }
+
+    fn join_compaction(&mut self) {
+        let Some(thread) = self.compacting.take() else {
+            return;
+        };
+        match thread.join() {
+            Ok(Ok(bytes)) => self.journal.compacted(bytes),
+            Ok(Err(e)) => error!("registry journal compaction failed; the journal grows until a restart compacts it: {e}"),
+            Err(_) => error!("registry journal compaction panicked; the journal grows until a restart compacts it"),
+        }
     }
 
     fn tick(&mut self) -> Result<(), JournalError> {

@@ -18,7 +18,7 @@ mod metrics_http;
 mod start;
 mod status_page;
 mod systemd;
-mod tasks;
+pub(crate) mod tasks;
 mod zone_files;
 
 use std::net::SocketAddr;
