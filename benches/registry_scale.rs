@@ -292,8 +292,9 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
         );
     std::fs::write(&config, text).unwrap();
     let started = Instant::now();
+    let restart_log = node_dir.join("restart.log");
     let starting = std::thread::spawn(move || {
-        let node = launch(&config);
+        let node = launch_logged(&config, &restart_log);
         (node, started.elapsed())
     });
     let (sock, mut id) = (udp(), 0u16);
@@ -403,9 +404,10 @@ fn sustained_heartbeats(node: &Node, instances: usize, load: Sustained) {
     report("  DNS answer during heartbeats", &mut dns);
 }
 
-/// Room for the full-scale run in every node.
+/// Room for the full-scale run in every node, the timed registrations
+/// beside it included.
 fn limits(instances: usize) -> String {
-    let most = instances.max(200_000);
+    let most = (instances + 2 * PROBES + FOLLOWED).max(200_000);
     format!("[registry.limits]\nmax_instances = {most}\nmax_instances_per_owner = {most}\n")
 }
 

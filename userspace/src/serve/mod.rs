@@ -100,10 +100,10 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         zone_files::record_loaded(&loads, z);
     }
     // The journal decodes only the zones it has other versions of than
-    // the images just read.
-    let held = imaged
-        .iter()
-        .filter_map(|z| Some((z.origin_key().clone(), z.serial()?)))
+    // the images just read, and brings images that lag it forward.
+    let mut held: std::collections::HashMap<LowerName, Zone> = imaged
+        .into_iter()
+        .map(|z| (z.origin_key().clone(), z))
         .collect();
     // Zones added at runtime come back from the journal too.
     let runtime_dir = config.transfer.data_dir.as_ref().map(|d| d.join("dynamic"));
@@ -130,7 +130,8 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         .cloned()
         .chain(kept_members)
         .collect();
-    let (journal, mut recovered) = open_journal(&config, &held, &runtime_names)?;
+    let (journal, mut recovered) = open_journal(&config, &mut held, &runtime_names)?;
+    let imaged: Vec<Zone> = held.into_values().collect();
     // A zone both in an image and (at another serial) in the journal: the
     // newer serial wins. Usually the journal's (written at every commit,
     // the image after a pause); its file is then read again.

@@ -62,7 +62,7 @@ pub(super) async fn wait_for<T>(
 /// recovered that is still configured.
 pub(super) fn open_journal(
     config: &Config,
-    held: &HashMap<LowerName, u32>,
+    held: &mut HashMap<LowerName, Zone>,
     runtime: &[hickory_proto::rr::Name],
 ) -> anyhow::Result<(IxfrJournal, Vec<Zone>)> {
     let limits = config.transfer.journal;

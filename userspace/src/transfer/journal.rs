@@ -59,18 +59,21 @@ impl IxfrJournal {
         dir: &Path,
         limits: JournalLimits,
     ) -> Result<(IxfrJournal, Vec<Zone>), JournalError> {
-        Self::open_holding(dir, limits, &HashMap::new())
+        Self::open_holding(dir, limits, &mut HashMap::new())
     }
 
     /// [`IxfrJournal::open`] when the caller already holds some zones
-    /// (from their images), by origin and serial: a zone whose newest
-    /// version in the journal has that serial is not decoded again (its
-    /// history is); only zones the journal has newer or other versions
-    /// of are returned.
+    /// (from their images), by origin: a held zone at the journal's newest
+    /// serial is not decoded again (its history is), and one at an older
+    /// serial of the journal's chain is brought forward by the diffs after
+    /// it, in place (an image lags the journal by the changes of its last
+    /// pause; decoding the journal's own copy of a large zone instead took
+    /// seconds). Only zones the journal has other versions of are
+    /// returned.
     pub fn open_holding(
         dir: &Path,
         limits: JournalLimits,
-        held: &HashMap<LowerName, u32>,
+        held: &mut HashMap<LowerName, Zone>,
     ) -> Result<(IxfrJournal, Vec<Zone>), JournalError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut zones = HashMap::new();
@@ -411,7 +414,7 @@ fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {
 /// file ends with, its snapshot is not decoded nor its diffs applied.
 fn read_zone_file(
     path: &Path,
-    held: &HashMap<LowerName, u32>,
+    held: &mut HashMap<LowerName, Zone>,
 ) -> Result<Option<Recovered>, JournalError> {
     let file = File::open(path).map_err(io_err(path))?;
     // SAFETY: only this process writes the journal, and not while it is
@@ -469,10 +472,11 @@ fn read_zone_file(
         f.sync_all().map_err(io_err(path))?;
     }
     if let Some((origin, serial, payload)) = base {
-        let newest = after.last().and_then(|d| d.new_serial).unwrap_or(serial);
         let key = LowerName::new(&origin);
-        if held.get(&key) == Some(&newest) {
-            return Ok(Some(Recovered::Held(key, history)));
+        if let Some(held) = held.get_mut(&key) {
+            if catch_up(held, serial, &after) {
+                return Ok(Some(Recovered::Held(key, history)));
+            }
         }
         zone = decode_snapshot(payload);
         if zone.is_none() {
@@ -492,6 +496,33 @@ fn read_zone_file(
         }
     }
     Ok(Some(Recovered::Zone(Box::new(zone), history)))
+}
+
+/// Brings `held` forward to the end of the chain that starts at
+/// `serial` and goes on through `after`, when it is at one of the chain's
+/// serials; false (and `held` untouched) when it is not, or a diff does
+/// not apply.
+fn catch_up(held: &mut Zone, serial: u32, after: &[ZoneDiff]) -> bool {
+    let Some(at) = held.serial() else {
+        return false;
+    };
+    let from = if at == serial {
+        0
+    } else {
+        match after.iter().position(|d| d.new_serial == Some(at)) {
+            Some(k) => k + 1,
+            None => return false,
+        }
+    };
+    if from == after.len() {
+        return true;
+    }
+    let mut zone = held.clone();
+    if after[from..].iter().all(|d| apply(&mut zone, d)) {
+        *held = zone;
+        return true;
+    }
+    false
 }
 
 /// Applies a diff to a zone; false if the zone is not at its old serial.

@@ -417,33 +417,91 @@ fn after_a_failed_append_and_rewrite_the_next_change_is_not_lost() {
     drop(fs);
 }
 
+/// Every record of `zone`, as [`key`]s, sorted.
+fn all_records(zone: &Zone) -> Vec<String> {
+    let mut out: Vec<String> = zone.records().map(|r| key(&r)).collect();
+    out.sort();
+    out
+}
+
 /// A caller holding the zone at the journal's newest serial (from its
-/// image) gets the history without the zone decoded again; at any other
-/// serial it gets the journal's zone. Both keep IXFR working.
+/// image) gets the history without the zone decoded again; one holding it
+/// at an older serial of the journal's chain has it brought forward by the
+/// diffs after that serial, to exactly the journal's version; at a serial
+/// outside the chain it gets the journal's zone. All keep IXFR working.
 #[test]
-fn an_open_holding_the_newest_version_skips_the_zone_but_keeps_the_history() {
+fn an_open_holding_a_version_of_the_chain_skips_the_zone_but_keeps_the_history() {
     let dir = tmpdir("holding");
     let limits = JournalLimits::default();
     let origin = name("example.com.");
+    let mut versions = Vec::new();
     {
         let (journal, _) = IxfrJournal::open(&dir, limits).unwrap();
         let store = store_with(Arc::new(journal));
         store.replace_zones(vec![base_zone()], &[]);
+        versions.push(
+            store
+                .snapshot()
+                .zone(&LowerName::new(&origin))
+                .unwrap()
+                .as_ref()
+                .clone(),
+        );
         for i in 0..5 {
             store.update(&origin, &change(i)).unwrap();
+            versions.push(
+                store
+                    .snapshot()
+                    .zone(&LowerName::new(&origin))
+                    .unwrap()
+                    .as_ref()
+                    .clone(),
+            );
         }
     }
-    let newest = 6u32;
+    let newest = versions.last().unwrap().clone();
+    assert_eq!(newest.serial(), Some(6));
     let key = LowerName::new(&origin);
-    let held = HashMap::from([(key.clone(), newest)]);
-    let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &held).unwrap();
+    let mut held = HashMap::from([(key.clone(), newest.clone())]);
+    let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
     assert!(recovered.is_empty(), "the held zone is not decoded again");
     assert!(journal.has_zone(&key));
     assert_eq!(journal.span(&origin).map(|(_, n)| n), Some(5));
-    let (journal, recovered) =
-        IxfrJournal::open_holding(&dir, limits, &HashMap::from([(key.clone(), 3)])).unwrap();
+    assert_eq!(held[&key].serial(), Some(6));
+
+    // An image two commits behind: brought forward, not replaced.
+    let behind = versions[3].clone();
+    assert_eq!(behind.serial(), Some(4));
+    let mut held = HashMap::from([(key.clone(), behind)]);
+    let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
+    assert!(recovered.is_empty(), "caught up from the held version");
+    let caught_up = &held[&key];
+    assert_eq!(caught_up.serial(), Some(6));
+    assert_eq!(
+        all_records(caught_up),
+        all_records(&newest),
+        "exactly the journal's newest version"
+    );
+    assert!(matches!(journal.ixfr(caught_up, 2), Ixfr::Diff(_)));
+
+    // A version the journal never had: the journal's zone is returned.
+    let mut stranger = Zone::new(&origin);
+    let soa = SOA::new(
+        name("ns1.example.com."),
+        name("h.example.com."),
+        99,
+        3600,
+        600,
+        86400,
+        60,
+    );
+    stranger
+        .insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa)))
+        .unwrap();
+    let mut held = HashMap::from([(key.clone(), stranger)]);
+    let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
     assert_eq!(recovered.len(), 1);
-    assert_eq!(recovered[0].serial(), Some(newest));
+    assert_eq!(recovered[0].serial(), Some(6));
     assert!(matches!(journal.ixfr(&recovered[0], 2), Ixfr::Diff(_)));
     let _ = std::fs::remove_dir_all(&dir);
 }
