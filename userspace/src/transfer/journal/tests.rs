@@ -438,25 +438,19 @@ fn an_open_holding_a_version_of_the_chain_skips_the_zone_but_keeps_the_history()
     {
         let (journal, _) = IxfrJournal::open(&dir, limits).unwrap();
         let store = store_with(Arc::new(journal));
-        store.replace_zones(vec![base_zone()], &[]);
-        versions.push(
-            store
-                .snapshot()
+        let current = || {
+            let snapshot = store.snapshot();
+            snapshot
                 .zone(&LowerName::new(&origin))
                 .unwrap()
                 .as_ref()
-                .clone(),
-        );
+                .clone()
+        };
+        store.replace_zones(vec![base_zone()], &[]);
+        versions.push(current());
         for i in 0..5 {
             store.update(&origin, &change(i)).unwrap();
-            versions.push(
-                store
-                    .snapshot()
-                    .zone(&LowerName::new(&origin))
-                    .unwrap()
-                    .as_ref()
-                    .clone(),
-            );
+            versions.push(current());
         }
     }
     let newest = versions.last().unwrap().clone();
