@@ -549,7 +549,12 @@ fn nsd_secondary(dir: &Path, port: u16, primary: SocketAddr) -> process::KillOnD
         ),
     )
     .unwrap();
-    let child = std::process::Command::new("nsd")
+    // Debian installs it in /usr/sbin, which a user's PATH may lack.
+    let nsd = ["/usr/sbin/nsd", "nsd"]
+        .into_iter()
+        .find(|p| !p.starts_with('/') || Path::new(p).is_file())
+        .unwrap();
+    let child = std::process::Command::new(nsd)
         .args(["-d", "-c"])
         .arg(&conf)
         .stdout(std::process::Stdio::null())

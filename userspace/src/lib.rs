@@ -14,6 +14,7 @@ pub mod agent;
 pub mod answers;
 pub mod anycast;
 pub mod api;
+pub mod background;
 pub mod clock;
 pub mod config;
 pub mod control;

@@ -262,7 +262,7 @@ impl Writer {
             .name("registry-compaction".into())
             .spawn(move || {
                 // Answers and acknowledgements come first.
-                crate::serve::tasks::lower_priority();
+                crate::background::lower_priority();
                 compaction.run(&registry, ts)
             })
             .map_err(JournalError::Writer)?;

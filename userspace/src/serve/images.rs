@@ -150,7 +150,7 @@ pub fn start(
         .spawn(move || {
             // Encoding and writing a large zone takes a while; serving
             // comes first.
-            super::tasks::lower_priority();
+            crate::background::lower_priority();
             // Zones served from elsewhere than a current image (a file
             // parsed, a journal's newer version) get theirs now.
             writer.flush(&snapshot);

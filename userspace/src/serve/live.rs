@@ -247,7 +247,7 @@ impl Live {
         };
         let live = self.clone();
         let origin = name.clone();
-        super::tasks::in_background("zone-reload", move || live.load_file(&origin, &file))
+        crate::background::in_background("zone-reload", move || live.load_file(&origin, &file))
             .await
             .map_err(|e| e.to_string())?
             .map(|detail| Reloaded {

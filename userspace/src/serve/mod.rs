@@ -18,7 +18,6 @@ mod metrics_http;
 mod start;
 mod status_page;
 mod systemd;
-pub(crate) mod tasks;
 mod zone_files;
 
 use std::net::SocketAddr;
@@ -34,6 +33,7 @@ use tracing::{error, info, warn};
 pub use handler::handler_for;
 pub use zone_files::{configured_origins, load_zones, reload};
 
+use crate::background::in_background;
 pub use start::STATUS_FILE;
 use start::{
     dnstap_kernel_every, dnstap_origin, dnstap_settings, drain_journal, drop_privileges,
@@ -41,7 +41,6 @@ use start::{
     start_fast_path, start_journal, start_metrics, start_notify, start_registry, start_secondaries,
     wait_for,
 };
-use tasks::in_background;
 
 use crate::clock::unix_secs;
 use crate::config::Config;

@@ -10,7 +10,7 @@ use tracing::warn;
 /// from it at once (a nice value does not: measured, a nice-10 spinner
 /// raised registration p99 from 3 to 7 ms, a `SCHED_IDLE` one did not).
 /// On a machine saturated by serving, the reload waits for spare CPU.
-pub(super) async fn in_background<T: Send + 'static>(
+pub(crate) async fn in_background<T: Send + 'static>(
     name: &str,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> anyhow::Result<T> {
