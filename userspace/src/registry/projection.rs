@@ -288,6 +288,22 @@ impl Projection {
         Ok(entry)
     }
 
+    /// A heartbeat for `id` at `now`, applied: its journal entry and the
+    /// instance as renewed. One lookup where [`entry_for`](Self::entry_for)
+    /// and [`apply`](Self::apply) would take three.
+    pub fn renew(&mut self, id: &str, now: u64) -> Result<(Entry, Arc<Instance>), RegistryError> {
+        let (inst, expires_at) = self.registry.renewal(id, now)?;
+        let inst = inst.clone();
+        self.deadlines
+            .renewed(&inst.id, inst.expires_at.get(), expires_at);
+        inst.expires_at.set(expires_at);
+        let entry = Entry::Renew {
+            id: inst.id.clone(),
+            expires_at,
+        };
+        Ok((entry, inst))
+    }
+
     /// How many more instances the limits let in: in all, or for CNS
     /// owner `owner`.
     pub fn room(&self, owner: Option<&str>) -> usize {

@@ -195,6 +195,16 @@ impl Writer {
         let mut entries = Vec::new();
         let mut replies = Vec::new();
         for (op, reply) in group {
+            if let Op::Heartbeat { id } = &op {
+                match self.proj.renew(id, now) {
+                    Ok((entry, inst)) => {
+                        entries.push(entry);
+                        replies.push((reply, Ok(Some(inst))));
+                    }
+                    Err(e) => replies.push((reply, Err(e))),
+                }
+                continue;
+            }
             match self.proj.entry_for(op, now) {
                 Ok(entry) => {
                     self.proj.apply(&entry);
