@@ -115,14 +115,12 @@ fn main() {
     let last = instance_name(instances - 1);
     let sock = udp();
     let mut id = 0u16;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while !answers(&sock, node2.dns, &last, &mut id) {
-        assert!(
-            Instant::now() < deadline,
-            "node 2 never served the registry"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (since, limit, poll) = (
+        Instant::now(),
+        Duration::from_secs(300),
+        Duration::from_millis(5),
+    );
+    await_answer(&sock, &mut id, node2.dns, &last, since, limit, poll);
     let serving = started.elapsed();
     println!(
         "start of node 2 (range read -> serving): ready file {:.2} s, answers the last instance {:.2} s",
@@ -240,10 +238,9 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
     fill(&node, first..instances);
     let filled = started.elapsed();
     let (sock, mut id) = (udp(), 0u16);
-    while !answers(&sock, node.dns, &instance_name(instances - 1), &mut id) {
-        assert!(started.elapsed() < Duration::from_secs(600), "never served");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (limit, poll) = (Duration::from_secs(600), Duration::from_millis(5));
+    let last = instance_name(instances - 1);
+    await_answer(&sock, &mut id, node.dns, &last, started, limit, poll);
     println!(
         "local backend: {} registrations from {WRITERS} writers in {:.1} s ({:.0}/s)",
         instances - first,
@@ -298,13 +295,9 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
         (node, started.elapsed())
     });
     let (sock, mut id) = (udp(), 0u16);
-    while !answers(&sock, dns, &instance_name(instances - 1), &mut id) {
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "never served again"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let (limit, poll) = (Duration::from_secs(600), Duration::from_millis(2));
+    let last = instance_name(instances - 1);
+    await_answer(&sock, &mut id, dns, &last, started, limit, poll);
     let serving = started.elapsed();
     let (node, ready) = starting.join().expect("the restarted node starts");
     let mut rng = 0x1234_5678u64;
@@ -481,13 +474,9 @@ fn nsd_follows(node: &Node, dir: &Path, port: u16, instances: usize, log: &Path)
     let _nsd = nsd_secondary(&dir.join("nsd"), port, node.dns);
     let nsd = SocketAddr::from(([127, 0, 0, 1], port));
     let (sock, mut id) = (udp(), 0u16);
-    while !answers(&sock, nsd, &instance_name(instances - 1), &mut id) {
-        assert!(
-            started.elapsed() < Duration::from_secs(900),
-            "NSD never loaded the zone"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (limit, poll) = (Duration::from_secs(900), Duration::from_millis(20));
+    let last = instance_name(instances - 1);
+    await_answer(&sock, &mut id, nsd, &last, started, limit, poll);
     println!(
         "NSD secondary: the first transfer of the zone ({instances} instances) answered in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -499,13 +488,8 @@ fn nsd_follows(node: &Node, dir: &Path, port: u16, instances: usize, log: &Path)
         let name = Name::from_ascii(format!("{id_text}.inst.acme.sd.example.")).unwrap();
         let t = Instant::now();
         register(&mut conn, &id_text, i);
-        while !answers(&sock, nsd, &name, &mut id) {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "NSD never answered {name}"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let (limit, poll) = (Duration::from_secs(60), Duration::from_millis(1));
+        await_answer(&sock, &mut id, nsd, &name, t, limit, poll);
         followed.push(t.elapsed());
     }
     let text = std::fs::read_to_string(log).unwrap();
@@ -655,6 +639,23 @@ fn udp() -> UdpSocket {
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     sock
+}
+
+/// Asks `dns` for `name` every `poll` until it answers; fails once
+/// `limit` has passed since `since`.
+fn await_answer(
+    sock: &UdpSocket,
+    id: &mut u16,
+    dns: SocketAddr,
+    name: &Name,
+    since: Instant,
+    limit: Duration,
+    poll: Duration,
+) {
+    while !answers(sock, dns, name, id) {
+        assert!(since.elapsed() < limit, "{dns} never answered {name}");
+        std::thread::sleep(poll);
+    }
 }
 
 /// Whether `dns` answers an A query for `name` with a record.

@@ -30,11 +30,17 @@ impl Deadlines {
         d
     }
 
-    /// Follows a renewal of `id`'s lease from `from` to `to`, recorded
-    /// before it is applied: the lease moves in place (see
-    /// [`Expiry`](super::Expiry)), so afterwards no version of the
-    /// instance holds the old expiry.
-    pub fn renewed(&mut self, id: &str, from: u64, to: u64) {
+    /// Renews `inst`'s lease to `to`: moves it here, then in place in
+    /// every version of the registry that holds the instance (see
+    /// [`Expiry`](super::Expiry)); in that order, since afterwards no
+    /// version holds the old expiry.
+    pub fn renew(&mut self, inst: &Instance, to: u64) {
+        self.renewed(&inst.id, inst.expires_at.get(), to);
+        inst.expires_at.set(to);
+    }
+
+    /// Follows a lease of `id` moved from `from` to `to`.
+    fn renewed(&mut self, id: &str, from: u64, to: u64) {
         if from == to {
             return;
         }
@@ -47,7 +53,7 @@ impl Deadlines {
     }
 
     /// Follows one instance's change (`None`: absent before or after);
-    /// renewals go through [`renewed`](Self::renewed).
+    /// renewals go through [`renew`](Self::renew).
     pub fn record(&mut self, before: Option<&Instance>, after: Option<&Instance>) {
         if let (Some(b), Some(a)) = (before, after) {
             if b.id == a.id && b.status == a.status && b.reg == a.reg {
@@ -228,9 +234,8 @@ mod tests {
             for e in &entries {
                 if let Entry::Renew { id, expires_at } = e {
                     if let Some(inst) = r.instances.get(id) {
-                        d.renewed(id, inst.expires_at.get(), *expires_at);
+                        d.renew(inst, *expires_at);
                     }
-                    r.apply(e);
                     continue;
                 }
                 let id = match e {

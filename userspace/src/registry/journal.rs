@@ -135,12 +135,7 @@ impl Journal {
                     });
                 }
                 count += batches.len();
-                for b in batches {
-                    last_ts = last_ts.max(b.ts);
-                    for e in &b.entries {
-                        registry.apply(e);
-                    }
-                }
+                replay(batches, &mut registry, &mut last_ts);
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&compacting)(e).into()),
@@ -175,12 +170,7 @@ impl Journal {
             file.sync_data().map_err(io_err(&path))?;
         }
         count += batches.len();
-        for b in batches {
-            last_ts = last_ts.max(b.ts);
-            for e in &b.entries {
-                registry.apply(e);
-            }
-        }
+        replay(batches, &mut registry, &mut last_ts);
         let mut journal = Journal {
             dir: dir.to_path_buf(),
             file,
@@ -326,6 +316,16 @@ fn remove_compacting(dir: &Path) -> Result<(), JournalError> {
         Ok(()) => sync_dir(dir),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io_err(&aside)(e).into()),
+    }
+}
+
+/// Applies `batches` to `registry`, keeping the newest batch time.
+fn replay(batches: Vec<Batch>, registry: &mut Registry, last_ts: &mut u64) {
+    for b in batches {
+        *last_ts = (*last_ts).max(b.ts);
+        for e in &b.entries {
+            registry.apply(e);
+        }
     }
 }
 

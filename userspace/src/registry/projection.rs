@@ -294,9 +294,7 @@ impl Projection {
     pub fn renew(&mut self, id: &str, now: u64) -> Result<(Entry, Arc<Instance>), RegistryError> {
         let (inst, expires_at) = self.registry.renewal(id, now)?;
         let inst = inst.clone();
-        self.deadlines
-            .renewed(&inst.id, inst.expires_at.get(), expires_at);
-        inst.expires_at.set(expires_at);
+        self.deadlines.renew(&inst, expires_at);
         let entry = Entry::Renew {
             id: inst.id.clone(),
             expires_at,
@@ -326,10 +324,8 @@ impl Projection {
         if let Entry::Renew { id, expires_at } = entry {
             // Only the lease moves: no census, records or publish.
             if let Some(inst) = self.registry.instances.get(id) {
-                self.deadlines
-                    .renewed(id, inst.expires_at.get(), *expires_at);
+                self.deadlines.renew(inst, *expires_at);
             }
-            self.registry.apply(entry);
             return;
         }
         let id = match entry {

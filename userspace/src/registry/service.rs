@@ -213,7 +213,6 @@ impl Writer {
                         Entry::Put { instance: i } => {
                             self.proj.registry.instances.get(&i.id).cloned()
                         }
-                        Entry::Renew { id, .. } => self.proj.registry.instances.get(id).cloned(),
                         _ => None,
                     };
                     entries.push(entry);
