@@ -20,6 +20,7 @@ use super::negative::entries as negatives;
 use super::negative::referral::{referral_template, Referral};
 use super::negative::signed as signed_negatives;
 use super::typed;
+use crate::zone::key::NodeKey;
 use crate::zone::{Node, Snapshot, Zone, ZoneDiff};
 
 /// Lower-cased wire-form name plus query-type slot: the table key before
@@ -140,7 +141,10 @@ fn compile_in_parallel(
     let mut nodes = Vec::new();
     for zone in snapshot.zones() {
         let mark = ZoneMark::of(snapshot, zone);
-        nodes.extend(zone.nodes().map(|(key, node)| (&**zone, mark, key, node)));
+        nodes.extend(
+            zone.node_keys()
+                .map(|(key, node)| (&**zone, mark, key, node)),
+        );
     }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -163,7 +167,8 @@ fn compile_in_parallel(
                             noted: &mut noted,
                             reuse: None,
                         };
-                        compile_node(snapshot, zone, mark, key, node, &mut sink);
+                        let name = zone.name_of(key);
+                        compile_node(snapshot, zone, mark, &name, node, &mut sink);
                     }
                     (out, skipped, noted)
                 })
@@ -202,7 +207,7 @@ fn compile_in_parallel(
 /// Asks the CPU for the nodes a few places ahead: a zone's nodes are
 /// scattered over the heap, and waiting for each in turn was a large part
 /// of a million-name compile.
-fn prefetch(part: &[(&Zone, ZoneMark, &LowerName, &Node)], i: usize) {
+fn prefetch(part: &[(&Zone, ZoneMark, &NodeKey, &Node)], i: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -213,7 +218,7 @@ fn prefetch(part: &[(&Zone, ZoneMark, &LowerName, &Node)], i: usize) {
         };
         if let Some(&(_, _, key, node)) = part.get(i + 8) {
             hint((node as *const Node).cast());
-            hint((key as *const LowerName).cast());
+            hint((key as *const NodeKey).cast());
         }
         if let Some(&(_, _, _, node)) = part.get(i + 4) {
             let sets = node.rrsets();
@@ -381,11 +386,7 @@ pub fn compile_diffs(
             }
         });
         for zone in snapshot.zones() {
-            names.extend(
-                zone.nodes()
-                    .map(|(k, _)| k.clone())
-                    .filter(|k| top.zone_of(k)),
-            );
+            names.extend(zone.nodes().map(|(k, _)| k).filter(|k| top.zone_of(k)));
         }
     }
     names.sort();

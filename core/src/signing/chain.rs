@@ -28,14 +28,14 @@ pub(super) fn owners(zone: &Zone) -> Vec<Owner> {
             .rrsets()
             .iter()
             .all(|s| crate::zone::signer_managed(s.rtype))
-            && *key != apex
+            && key != apex
         {
             continue;
         }
-        if *key != apex && (zone.below_cut(&key.base_name()) || zone.below_dname(key)) {
+        if key != apex && (zone.below_cut(&key.base_name()) || zone.below_dname(&key)) {
             continue;
         }
-        keys.insert(key.clone());
+        keys.insert(key);
     }
     keys.into_iter()
         .map(|key| {

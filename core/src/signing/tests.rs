@@ -315,10 +315,10 @@ fn consistent(z: &Zone, signer: &ZoneSigner) -> Result<(), String> {
             .filter(|s| s.rtype != RecordType::RRSIG)
         {
             let wanted = whole
-                .node(key)
+                .node(&key)
                 .and_then(|n| n.signatures(set.rtype))
                 .map_or(0, |s| s.len());
-            let owner = Name::from(key).to_string();
+            let owner = Name::from(&key).to_string();
             let sigs = sigs_of(z, &owner, set.rtype);
             let valid = sigs
                 .iter()

@@ -7,6 +7,8 @@ pub mod check;
 pub mod dump;
 pub mod feed;
 pub mod ids;
+mod inline;
+pub mod key;
 mod node;
 pub mod packed;
 pub mod parser;

@@ -7,6 +7,8 @@
 //! when a reply needs them as `RData`; the answer encoders copy the bytes.
 
 use hickory_proto::rr::{RData, RecordType};
+
+use super::inline::InlineBytes;
 use hickory_proto::serialize::binary::{
     BinDecoder, BinEncodable, BinEncoder, NameEncoding, Restrict,
 };
@@ -14,7 +16,7 @@ use hickory_proto::serialize::binary::{
 /// Records of one type: `[count: u16] ([len: u16] [rdata])*`, empty when
 /// there are none.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub struct PackedRdatas(Box<[u8]>);
+pub struct PackedRdatas(InlineBytes);
 
 /// Why a record cannot be kept (its wire form is longer than RDATA allows).
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
@@ -39,7 +41,7 @@ impl PackedRdatas {
             return Ok(PackedRdatas::default());
         }
         out[..2].copy_from_slice(&count.to_be_bytes());
-        Ok(PackedRdatas(out.into_boxed_slice()))
+        Ok(PackedRdatas(InlineBytes::from_vec(out)))
     }
 
     /// Takes already packed bytes (a snapshot's), checking their framing.
@@ -53,29 +55,29 @@ impl PackedRdatas {
             let len = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize;
             rest = rest.get(2 + len..)?;
         }
-        (count > 0 && rest.is_empty()).then(|| PackedRdatas(bytes.into()))
+        (count > 0 && rest.is_empty()).then(|| PackedRdatas(InlineBytes::from_vec(bytes.to_vec())))
     }
 
     /// The packed bytes, as [`PackedRdatas::from_packed`] takes them.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        self.0.as_slice()
     }
 
     pub fn len(&self) -> usize {
-        match self.0.get(..2) {
+        match self.0.as_slice().get(..2) {
             Some(c) => u16::from_be_bytes([c[0], c[1]]) as usize,
             None => 0,
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.as_slice().is_empty()
     }
 
     /// Each record's RDATA as it goes on the wire.
     pub fn wire(&self) -> WireRdatas<'_> {
         WireRdatas {
-            rest: self.0.get(2..).unwrap_or_default(),
+            rest: self.0.as_slice().get(2..).unwrap_or_default(),
         }
     }
 
@@ -111,15 +113,15 @@ impl PackedRdatas {
         let count = self.len();
         let count = u16::try_from(count + 1).map_err(|_| PackError { rtype })?;
         let len = u16::try_from(wire.len()).map_err(|_| PackError { rtype })?;
-        let mut out = Vec::with_capacity(self.0.len().max(2) + 2 + wire.len());
-        match self.0.is_empty() {
+        let mut out = Vec::with_capacity(self.0.as_slice().len().max(2) + 2 + wire.len());
+        match self.0.as_slice().is_empty() {
             true => out.extend_from_slice(&[0, 0]),
-            false => out.extend_from_slice(&self.0),
+            false => out.extend_from_slice(self.0.as_slice()),
         }
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(wire);
         out[..2].copy_from_slice(&count.to_be_bytes());
-        self.0 = out.into_boxed_slice();
+        self.0 = InlineBytes::from_vec(out);
         Ok(())
     }
 
@@ -130,10 +132,10 @@ impl PackedRdatas {
             return;
         }
         if count == 1 {
-            self.0 = Box::default();
+            self.0 = InlineBytes::default();
             return;
         }
-        let mut out = Vec::with_capacity(self.0.len());
+        let mut out = Vec::with_capacity(self.0.as_slice().len());
         out.extend_from_slice(&((count - 1) as u16).to_be_bytes());
         for (i, w) in self.wire().enumerate() {
             if i != index {
@@ -141,7 +143,7 @@ impl PackedRdatas {
                 out.extend_from_slice(w);
             }
         }
-        self.0 = out.into_boxed_slice();
+        self.0 = InlineBytes::from_vec(out);
     }
 }
 

@@ -15,6 +15,7 @@ use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
+use super::key::{self, NodeKey, Origin};
 use super::node::Node;
 use super::packed::{self, PackError, PackedRdatas};
 use super::rrset::{fqdn_lower, label_count, nsec3_chain, RRset};
@@ -61,7 +62,9 @@ pub(crate) fn random_seed() -> u64 {
 pub struct Zone {
     origin: Name,
     origin_key: LowerName,
-    nodes: FastMap<LowerName, Node>,
+    /// The origin as keys of `nodes` are made from names.
+    keys: Origin,
+    nodes: FastMap<NodeKey, Node>,
     /// The seed of `nodes`' hasher.
     seed: u64,
     /// Names this version of the zone's contents: new for every zone
@@ -105,9 +108,10 @@ impl Zone {
         let origin = fqdn_lower(origin);
         let origin_key = LowerName::new(&origin);
         let mut nodes = FastMap::with_hasher(foldhash::fast::FixedState::with_seed(seed));
-        nodes.insert(origin_key.clone(), Node::default());
+        nodes.insert(NodeKey::new(b""), Node::default());
         Zone {
             origin,
+            keys: Origin::new(&origin_key),
             origin_key,
             nodes,
             seed,
@@ -147,10 +151,9 @@ impl Zone {
     ) -> Option<Self> {
         let mut zone = Zone::with_seed(origin, seed);
         zone.nodes.clear();
+        let mut buf = [0; 256];
         for (key, node) in nodes {
-            if !zone.origin_key.zone_of(&key) {
-                return None;
-            }
+            let relative = NodeKey::new(zone.keys.relative(&key, &mut buf)?);
             for set in node.rrsets() {
                 match set.rtype {
                     RecordType::NS if key != zone.origin_key => zone.cut_count += 1,
@@ -163,9 +166,9 @@ impl Zone {
                     _ => {}
                 }
             }
-            zone.nodes.insert(key, node);
+            zone.nodes.insert(relative, node);
         }
-        if !zone.nodes.contains_key(&zone.origin_key) {
+        if !zone.nodes.contains_key(&b""[..]) {
             return None;
         }
         zone.record_count = record_count;
@@ -236,13 +239,12 @@ impl Zone {
     }
 
     pub fn node(&self, name: &LowerName) -> Option<&Node> {
-        self.nodes.get(name)
+        let mut buf = [0; 256];
+        self.nodes.get(self.keys.relative(name, &mut buf)?)
     }
 
     pub fn apex(&self) -> &Node {
-        self.nodes
-            .get(&self.origin_key)
-            .expect("apex node always exists")
+        self.nodes.get(&b""[..]).expect("apex node always exists")
     }
 
     /// The apex SOA and its TTL, if the zone has one.
@@ -292,14 +294,16 @@ impl Zone {
                 origin: Box::new(self.origin.clone()),
             });
         }
-        let node = match self.nodes.get_mut(key) {
+        let mut buf = [0; 256];
+        let relative = self.keys.relative(key, &mut buf).expect("inside the zone");
+        let node = match self.nodes.get_mut(relative) {
             Some(node) => node,
             None => {
-                self.ensure_node(key);
-                self.nodes.get_mut(key).expect("ensured")
+                ensure_node(&mut self.nodes, relative);
+                self.nodes.get_mut(relative).expect("ensured")
             }
         };
-        let rrsets = Arc::make_mut(&mut node.rrsets);
+        let mut rrsets = node.rrsets().to_vec();
         let mut indexed = Vec::new();
         let mut added = 0;
         let mut soa = false;
@@ -347,9 +351,6 @@ impl Zone {
                 }
             }
         }
-        // A pushed-to vector keeps room for four sets; most names have
-        // one to three, and a million of them kept 18 MB of spare room.
-        rrsets.shrink_to_fit();
         // RFC 2181 §10.1, RFC 4035 §2.5: a CNAME stands alone, but for
         // the DNSSEC records that sign or deny it.
         let cname = rrsets.iter().find(|s| s.rtype == RecordType::CNAME);
@@ -360,6 +361,7 @@ impl Zone {
             )
         });
         let cname_conflict = cname.is_some_and(|c| beside || c.len() > 1);
+        node.set_rrsets(rrsets);
         self.record_count += added;
         for (rtype, chain) in indexed {
             self.index_denial(rtype, key, chain, true);
@@ -394,9 +396,8 @@ impl Zone {
             RecordType::SOA | RecordType::NSEC | RecordType::NSEC3 | RecordType::RRSIG
         );
         let present = self
-            .nodes
-            .get(key)
-            .is_some_and(|n| n.rrsets.iter().any(|s| s.same_set(rtype, Some(first))));
+            .node(key)
+            .is_some_and(|n| n.rrsets().iter().any(|s| s.same_set(rtype, Some(first))));
         if indexed || present || !self.origin_key.zone_of(key) {
             let name = Name::from(key);
             let records = rdatas
@@ -405,11 +406,13 @@ impl Zone {
             return Ok(self.insert_at(key, records)?.added);
         }
         let set = RRset::from_packed(rtype, ttl, PackedRdatas::pack(rdatas)?);
-        self.ensure_node(key);
-        let node = self.nodes.get_mut(key).expect("ensured");
-        let rrsets = Arc::make_mut(&mut node.rrsets);
+        let mut buf = [0; 256];
+        let relative = self.keys.relative(key, &mut buf).expect("inside the zone");
+        ensure_node(&mut self.nodes, relative);
+        let node = self.nodes.get_mut(relative).expect("ensured");
+        let mut rrsets = node.rrsets().to_vec();
         rrsets.push(set);
-        rrsets.shrink_to_fit();
+        node.set_rrsets(rrsets);
         if rtype == RecordType::NS && *key != self.origin_key {
             self.cut_count += 1;
         }
@@ -424,20 +427,32 @@ impl Zone {
     /// Returns whether it was present.
     pub fn remove(&mut self, name: &Name, rdata: &RData) -> bool {
         let key = LowerName::new(name);
-        let Some(node) = self.nodes.get_mut(&key) else {
+        let mut buf = [0; 256];
+        let Some(relative) = self.keys.relative(&key, &mut buf) else {
+            return false;
+        };
+        let Some(node) = self.nodes.get_mut(relative) else {
             return false;
         };
         let rtype = rdata.record_type();
-        let rrsets = Arc::make_mut(&mut node.rrsets);
-        let Some(pos) = rrsets.iter().position(|s| s.same_set(rtype, Some(rdata))) else {
+        let Some(pos) = node
+            .rrsets()
+            .iter()
+            .position(|s| s.same_set(rtype, Some(rdata)))
+        else {
             return false;
         };
-        let Some(i) = rrsets[pos].rdatas.position(rdata) else {
+        let Some(i) = node.rrsets()[pos].rdatas.position(rdata) else {
             return false;
         };
+        let mut rrsets = node.rrsets().to_vec();
         rrsets[pos].rdatas.remove(i);
-        if rrsets[pos].is_empty() {
+        let emptied = rrsets[pos].is_empty();
+        if emptied {
             rrsets.remove(pos);
+        }
+        node.set_rrsets(rrsets);
+        if emptied {
             if rtype == RecordType::NS && key != self.origin_key {
                 self.cut_count -= 1;
             }
@@ -447,7 +462,7 @@ impl Zone {
             self.index_denial(rtype, &key, nsec3_chain(rdata), false);
         }
         self.record_count -= 1;
-        self.prune(key);
+        prune(&mut self.nodes, relative);
         if rtype == RecordType::SOA {
             self.refresh_soa();
         }
@@ -621,10 +636,14 @@ impl Zone {
         let managed: Vec<(Name, RData)> = self
             .nodes()
             .flat_map(|(key, node)| {
+                let name = Name::from(key);
                 node.rrsets()
                     .iter()
                     .filter(|s| super::signer_managed(s.rtype))
-                    .flat_map(move |s| s.rdatas().map(move |d| (Name::from(key), d)))
+                    .flat_map(move |s| {
+                        let name = name.clone();
+                        s.rdatas().map(move |d| (name.clone(), d))
+                    })
             })
             .collect();
         for (name, rdata) in managed {
@@ -635,8 +654,8 @@ impl Zone {
     /// Every record, node by node (order unspecified, RRset order kept).
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
         self.nodes.iter().flat_map(|(key, node)| {
-            let name = Name::from(key);
-            node.rrsets.iter().flat_map(move |set| {
+            let name = Name::from(self.keys.name_of(key.as_wire()));
+            node.rrsets().iter().flat_map(move |set| {
                 let name = name.clone();
                 set.rdatas()
                     .map(move |d| Record::from_rdata(name.clone(), set.ttl, d))
@@ -645,43 +664,66 @@ impl Zone {
     }
 
     /// Owner names with their nodes.
-    pub fn nodes(&self) -> impl Iterator<Item = (&LowerName, &Node)> {
+    pub fn nodes(&self) -> impl Iterator<Item = (LowerName, &Node)> {
+        self.nodes
+            .iter()
+            .map(|(key, node)| (self.keys.name_of(key.as_wire()), node))
+    }
+
+    /// The map's keys with their nodes: [`Zone::name_of`] makes the
+    /// names (a compile spreads that over its threads).
+    pub fn node_keys(&self) -> impl Iterator<Item = (&NodeKey, &Node)> {
         self.nodes.iter()
     }
 
-    /// Creates `key` and any missing ancestors up to the apex, keeping the
-    /// child counts that decide empty non-terminals.
-    fn ensure_node(&mut self, key: &LowerName) {
-        if self.nodes.contains_key(key) {
-            return;
-        }
-        self.nodes.insert(key.clone(), Node::default());
-        let mut child = key.clone();
-        loop {
-            let parent = child.base_name();
-            let existed = self.nodes.contains_key(&parent);
-            let node = self.nodes.entry(parent.clone()).or_default();
-            node.children += 1;
-            if existed || parent == self.origin_key {
-                return;
-            }
-            child = parent;
-        }
+    /// The node at a key of [`Zone::node_keys`] of this zone or of another
+    /// version of it (the same origin).
+    pub fn node_at(&self, key: &NodeKey) -> Option<&Node> {
+        self.nodes.get(key)
     }
 
-    /// Removes `key` if it is now empty and childless, then walks upwards.
-    fn prune(&mut self, mut key: LowerName) {
-        while key != self.origin_key {
-            match self.nodes.get(&key) {
-                Some(n) if n.rrsets.is_empty() && n.children == 0 => {}
-                _ => return,
+    /// The owner name of a key of [`Zone::node_keys`].
+    pub fn name_of(&self, key: &NodeKey) -> LowerName {
+        self.keys.name_of(key.as_wire())
+    }
+}
+
+/// Creates `relative` and any missing ancestors up to the apex, keeping
+/// the child counts that decide empty non-terminals.
+fn ensure_node(nodes: &mut FastMap<NodeKey, Node>, relative: &[u8]) {
+    if nodes.contains_key(relative) {
+        return;
+    }
+    nodes.insert(NodeKey::new(relative), Node::default());
+    let mut child = relative;
+    while let Some(parent) = key::parent(child) {
+        let existed = nodes.contains_key(parent);
+        match nodes.get_mut(parent) {
+            Some(node) => node.children += 1,
+            None => {
+                nodes.insert(NodeKey::new(parent), Node::from_parts(Vec::new(), 1));
             }
-            self.nodes.remove(&key);
-            let parent = key.base_name();
-            if let Some(p) = self.nodes.get_mut(&parent) {
-                p.children -= 1;
-            }
-            key = parent;
         }
+        if existed {
+            return;
+        }
+        child = parent;
+    }
+}
+
+/// Removes `relative` if it is now empty and childless, then walks
+/// upwards (the apex stays).
+fn prune(nodes: &mut FastMap<NodeKey, Node>, relative: &[u8]) {
+    let mut key = relative;
+    while let Some(parent) = key::parent(key) {
+        match nodes.get(key) {
+            Some(n) if n.is_empty() && n.children == 0 => {}
+            _ => return,
+        }
+        nodes.remove(key);
+        if let Some(p) = nodes.get_mut(parent) {
+            p.children -= 1;
+        }
+        key = parent;
     }
 }

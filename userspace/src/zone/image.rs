@@ -92,8 +92,14 @@ pub fn encode(zone: &Zone, stamp: &SourceStamp) -> Vec<u8> {
         out.extend_from_slice(&f.modified_ns.to_le_bytes());
     }
     out.extend_from_slice(&(zone.node_count() as u64).to_le_bytes());
-    for (key, node) in zone.nodes() {
-        put_name(&mut out, key);
+    // A name is its key's labels, then the origin's (with the root).
+    let mut origin = Vec::with_capacity(64);
+    let _ = zone.origin_key().emit(&mut BinEncoder::new(&mut origin));
+    for (key, node) in zone.node_keys() {
+        let relative = key.as_wire();
+        out.push((relative.len() + origin.len()) as u8);
+        out.extend_from_slice(relative);
+        out.extend_from_slice(&origin);
         out.extend_from_slice(&node.children().to_le_bytes());
         out.extend_from_slice(&(node.rrsets().len() as u16).to_le_bytes());
         for set in node.rrsets() {
@@ -348,7 +354,7 @@ mod tests {
             )
         );
         for (key, node) in zone.nodes() {
-            let other = z.node(key).unwrap_or_else(|| panic!("{key} missing"));
+            let other = z.node(&key).unwrap_or_else(|| panic!("{key} missing"));
             assert_eq!(other.rrsets(), node.rrsets(), "{key}");
             assert_eq!(other.has_children(), node.has_children(), "{key}");
         }

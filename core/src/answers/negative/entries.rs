@@ -493,8 +493,8 @@ mod tests {
             let zone = s.zones().next().unwrap();
             let facts = ZoneFacts::of(zone);
             for (key, node) in zone.nodes().filter(|(_, n)| !n.is_nsec3_only()) {
-                let got = negative_flags(zone, &facts, key, &lower_wire(key), node);
-                assert_eq!(got, decided(&s, zone, key), "{key}");
+                let got = negative_flags(zone, &facts, &key, &lower_wire(&key), node);
+                assert_eq!(got, decided(&s, zone, &key), "{key}");
             }
         }
     }

@@ -467,9 +467,9 @@ mod tests {
         let mut compiled = 0;
         let facts = ZoneFacts::of(&zone);
         for (key, node) in zone.nodes() {
-            let exist = exist_entry(&zone, &facts, key, &lower_wire(key), node, 0, 1).unwrap();
+            let exist = exist_entry(&zone, &facts, &key, &lower_wire(&key), node, 0, 1).unwrap();
             let flags = exist.head.data[1];
-            let Some(entry) = denial_entry(&zone, key, node, flags, 1) else {
+            let Some(entry) = denial_entry(&zone, &key, node, flags, 1) else {
                 assert!(
                     node.rrset(RecordType::NSEC).is_none() || flags == 0,
                     "{key}: every NSEC owner the kernel answers NODATA at has a denial"
@@ -477,8 +477,8 @@ mod tests {
                 continue;
             };
             compiled += 1;
-            let name = Name::from(key);
-            let cut = key != zone.origin_key() && node.rrset(RecordType::NS).is_some();
+            let name = Name::from(&key);
+            let cut = key != *zone.origin_key() && node.rrset(RecordType::NS).is_some();
             let probes = match cut {
                 true => vec![RecordType::DS],
                 false => vec![RecordType::NULL, RecordType::CAA, RecordType::HTTPS],
@@ -519,8 +519,8 @@ mod tests {
         let lists: std::collections::HashMap<LowerName, Vec<Compiled>> = zone
             .nodes()
             .filter_map(|(key, node)| {
-                let exist = exist_entry(&zone, &facts, key, &lower_wire(key), node, 0, 1)?;
-                let (head, gaps) = gap_entries(&zone, key, exist.head.data[1], 1, None)?;
+                let exist = exist_entry(&zone, &facts, &key, &lower_wire(&key), node, 0, 1)?;
+                let (head, gaps) = gap_entries(&zone, &key, exist.head.data[1], 1, None)?;
                 assert_eq!(gap_count(&head) as usize, gaps.len());
                 Some((key.clone(), gaps))
             })

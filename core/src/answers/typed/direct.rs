@@ -291,10 +291,10 @@ mod tests {
     fn both_ways(zone: &Zone) -> (Vec<String>, Vec<String>) {
         let (mut written, mut none) = (Vec::new(), Vec::new());
         for (key, node) in zone.nodes() {
-            let name = Name::from(key);
-            let wire = lower_wire(key);
+            let name = Name::from(&key);
+            let wire = lower_wire(&key);
             let owner = Owner {
-                key,
+                key: &key,
                 name: &name,
                 wire: &wire,
             };

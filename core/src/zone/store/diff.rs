@@ -64,16 +64,15 @@ pub(super) fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) 
     if diff.whole_zone {
         return diff;
     }
-    if let Some(new) = new {
-        for (key, node) in new.nodes() {
-            let before = old.and_then(|o| o.node(key));
-            push_node_delta(&mut diff.added, key, node, before);
+    // Both versions have the same origin, so the same keys.
+    if let (Some(old), Some(new)) = (old, new) {
+        for (key, node) in new.node_keys() {
+            let owner = || Name::from(new.name_of(key));
+            push_node_delta(&mut diff.added, &owner, node, old.node_at(key));
         }
-    }
-    if let Some(old) = old {
-        for (key, node) in old.nodes() {
-            let after = new.and_then(|n| n.node(key));
-            push_node_delta(&mut diff.removed, key, node, after);
+        for (key, node) in old.node_keys() {
+            let owner = || Name::from(old.name_of(key));
+            push_node_delta(&mut diff.removed, &owner, node, new.node_at(key));
         }
     }
     // IXFR wants the SOA first in each half.
@@ -94,13 +93,14 @@ pub(super) fn diff_unsigned(old: &Zone, new: &Zone) -> ZoneDiff {
         ..ZoneDiff::default()
     };
     let unsigned = crate::zone::signer_managed;
-    for (key, node) in new.nodes() {
-        push_sets_delta(&mut diff.added, key, node, old.node(key), &|t| !unsigned(t));
+    let signs = |t| !unsigned(t);
+    for (key, node) in new.node_keys() {
+        let owner = || Name::from(new.name_of(key));
+        push_sets_delta(&mut diff.added, &owner, node, old.node_at(key), &signs);
     }
-    for (key, node) in old.nodes() {
-        push_sets_delta(&mut diff.removed, key, node, new.node(key), &|t| {
-            !unsigned(t)
-        });
+    for (key, node) in old.node_keys() {
+        let owner = || Name::from(old.name_of(key));
+        push_sets_delta(&mut diff.removed, &owner, node, new.node_at(key), &signs);
     }
     diff
 }
@@ -114,11 +114,12 @@ pub(super) fn diff_names(old: &Zone, new: &Zone, names: &BTreeSet<LowerName>) ->
         ..ZoneDiff::default()
     };
     for key in names {
+        let owner = || Name::from(key);
         if let Some(node) = new.node(key) {
-            push_node_delta(&mut diff.added, key, node, old.node(key));
+            push_node_delta(&mut diff.added, &owner, node, old.node(key));
         }
         if let Some(node) = old.node(key) {
-            push_node_delta(&mut diff.removed, key, node, new.node(key));
+            push_node_delta(&mut diff.removed, &owner, node, new.node(key));
         }
     }
     let soa_first = |v: &mut Vec<Record>| v.sort_by_key(|r| r.record_type() != RecordType::SOA);
@@ -127,19 +128,28 @@ pub(super) fn diff_names(old: &Zone, new: &Zone, names: &BTreeSet<LowerName>) ->
     diff
 }
 
-/// Pushes the records of `node` that `other` lacks (same data and TTL).
-fn push_node_delta(out: &mut Vec<Record>, key: &LowerName, node: &Node, other: Option<&Node>) {
-    push_sets_delta(out, key, node, other, &|_| true);
+/// Pushes the records of `node`, whose name `owner` makes, that `other`
+/// lacks (same data and TTL).
+fn push_node_delta(
+    out: &mut Vec<Record>,
+    owner: &dyn Fn() -> Name,
+    node: &Node,
+    other: Option<&Node>,
+) {
+    push_sets_delta(out, owner, node, other, &|_| true);
 }
 
 /// [`push_node_delta`] for the sets whose type `keep` accepts.
 fn push_sets_delta(
     out: &mut Vec<Record>,
-    key: &LowerName,
+    owner: &dyn Fn() -> Name,
     node: &Node,
     other: Option<&Node>,
     keep: &dyn Fn(RecordType) -> bool,
 ) {
+    if other.is_some_and(|o| o.shares_sets(node)) {
+        return;
+    }
     for set in node.rrsets().iter().filter(|s| keep(s.rtype)) {
         let other_set = other.and_then(|o| o.set_like(set));
         if other_set == Some(set) {
@@ -155,7 +165,7 @@ fn push_sets_delta(
         for w in set.wire() {
             if !others.contains(w) {
                 let d = crate::zone::packed::decode(set.rtype, w);
-                out.push(Record::from_rdata(Name::from(key), set.ttl, d));
+                out.push(Record::from_rdata(owner(), set.ttl, d));
             }
         }
     }

@@ -1,0 +1,166 @@
+//! Names as keys of a zone's map: the labels below the zone's origin, in
+//! wire form and lower case. A hickory `Name` took 80 bytes in every
+//! entry of the map; a key is 24, and most names of a large zone are
+//! short enough below their origin to fit in it without an allocation.
+
+use std::borrow::Borrow;
+
+use hickory_proto::rr::{LowerName, Name};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
+
+use super::inline::InlineBytes;
+
+/// A name in its zone's map (see the module). The apex is the empty key.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct NodeKey(InlineBytes);
+
+impl NodeKey {
+    pub(crate) fn new(relative: &[u8]) -> NodeKey {
+        NodeKey(InlineBytes::from_slice(relative))
+    }
+
+    /// The labels below the origin in wire form, without a root label.
+    pub fn as_wire(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
+
+impl Borrow<[u8]> for NodeKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_wire()
+    }
+}
+
+impl std::fmt::Debug for NodeKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NodeKey({:?})", self.as_wire())
+    }
+}
+
+/// The parent of a relative name (its first label dropped); `None` at
+/// the apex.
+pub(crate) fn parent(relative: &[u8]) -> Option<&[u8]> {
+    let first = *relative.first()? as usize;
+    relative.get(1 + first..)
+}
+
+/// A zone's origin, as keys are made from names and names from keys.
+#[derive(Clone, Debug)]
+pub(crate) struct Origin {
+    /// The origin's labels in wire form, lower case, no root label.
+    wire: Box<[u8]>,
+    labels: usize,
+}
+
+/// A wire-form name's longest form (RFC 1035 §2.3.4), with the root.
+const NAME_MAX: usize = 255;
+
+impl Origin {
+    pub(crate) fn new(origin: &LowerName) -> Origin {
+        let mut buf = [0; NAME_MAX + 1];
+        let mut starts = [0; NAME_MAX];
+        let (len, labels) = write_labels(origin, &mut buf, &mut starts);
+        Origin {
+            wire: buf[..len].into(),
+            labels,
+        }
+    }
+
+    /// The labels of `name` below the origin, in `buf`; `None` unless
+    /// `name` is the origin or below it.
+    pub(crate) fn relative<'b>(
+        &self,
+        name: &LowerName,
+        buf: &'b mut [u8; NAME_MAX + 1],
+    ) -> Option<&'b [u8]> {
+        let mut starts = [0; NAME_MAX];
+        let (len, labels) = write_labels(name, buf, &mut starts);
+        let cut = match labels.checked_sub(self.labels)? {
+            n if n == labels => len,
+            n => starts[n],
+        };
+        (buf[cut..len] == *self.wire).then_some(&buf[..cut])
+    }
+
+    /// The full name of a key of this zone.
+    pub(crate) fn name_of(&self, relative: &[u8]) -> LowerName {
+        let mut buf = [0; 2 * (NAME_MAX + 1)];
+        let len = relative.len() + self.wire.len();
+        buf[..relative.len()].copy_from_slice(relative);
+        buf[relative.len()..len].copy_from_slice(&self.wire);
+        let name = Name::read(&mut BinDecoder::new(&buf[..=len]))
+            .expect("a key and its origin make a name");
+        // The labels are lower case already: `LowerName::new` would copy.
+        LowerName::from(name)
+    }
+}
+
+/// Writes `name`'s labels in wire form (no root label) to `buf`, with
+/// where each label starts; returns the length and the label count.
+fn write_labels(
+    name: &LowerName,
+    buf: &mut [u8],
+    starts: &mut [usize; NAME_MAX],
+) -> (usize, usize) {
+    let mut at = 0;
+    let mut labels = 0;
+    for label in name.iter() {
+        // A name is at most 255 wire bytes, so this stays inside `buf`.
+        starts[labels] = at;
+        buf[at] = label.len() as u8;
+        buf[at + 1..at + 1 + label.len()].copy_from_slice(label);
+        at += 1 + label.len();
+        labels += 1;
+    }
+    (at, labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn lower(s: &str) -> LowerName {
+        LowerName::new(&Name::from_str(s).unwrap())
+    }
+
+    #[test]
+    fn keys_are_labels_below_the_origin() {
+        let origin = Origin::new(&lower("Example.COM."));
+        let mut buf = [0; NAME_MAX + 1];
+        assert_eq!(
+            origin.relative(&lower("WWW.a.example.com."), &mut buf),
+            Some(&b"\x03www\x01a"[..])
+        );
+        assert_eq!(
+            origin.relative(&lower("example.com."), &mut buf),
+            Some(&b""[..])
+        );
+        // Same label count below, other origin; a label that only ends
+        // like the origin; a name above it.
+        assert_eq!(origin.relative(&lower("www.example.org."), &mut buf), None);
+        assert_eq!(origin.relative(&lower("www.xexample.com."), &mut buf), None);
+        assert_eq!(origin.relative(&lower("com."), &mut buf), None);
+        assert_eq!(origin.name_of(b"\x03www\x01a"), lower("www.a.example.com."));
+        assert_eq!(origin.name_of(b""), lower("example.com."));
+    }
+
+    #[test]
+    fn the_root_zone_keeps_whole_names() {
+        let root = Origin::new(&lower("."));
+        let mut buf = [0; NAME_MAX + 1];
+        assert_eq!(
+            root.relative(&lower("a.b."), &mut buf),
+            Some(&b"\x01a\x01b"[..])
+        );
+        assert_eq!(root.name_of(b"\x01a\x01b"), lower("a.b."));
+        assert_eq!(root.name_of(b""), lower("."));
+    }
+
+    #[test]
+    fn parents_drop_the_first_label() {
+        assert_eq!(parent(b"\x03www\x01a"), Some(&b"\x01a"[..]));
+        assert_eq!(parent(b"\x01a"), Some(&b""[..]));
+        assert_eq!(parent(b""), None);
+    }
+}
