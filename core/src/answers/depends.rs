@@ -22,9 +22,18 @@ pub struct Dependents {
 impl Dependents {
     /// Notes that `name`'s entries hold the records of `targets`.
     pub fn add(&mut self, name: &Arc<[u8]>, targets: &[Arc<[u8]>]) {
+        // The index keeps copies of its own: the names it is given are
+        // the compile threads' allocations, made among the compiled
+        // entries, which are freed once the table is packed; kept, each
+        // would hold a page of that freed memory resident.
+        let mut own: Option<Arc<[u8]>> = None;
         for t in targets {
-            let list = self.by_target.entry(t.clone()).or_default();
-            if !list.contains(name) {
+            let list = match self.by_target.get_mut(&t[..]) {
+                Some(list) => list,
+                None => self.by_target.entry(Arc::from(&t[..])).or_default(),
+            };
+            if !list.iter().any(|n| n[..] == name[..]) {
+                let name = own.get_or_insert_with(|| Arc::from(&name[..]));
                 list.push(name.clone());
             }
         }
