@@ -34,7 +34,9 @@ mod process;
 #[allow(dead_code)]
 mod servers;
 
-use servers::{measure, nsd_config, spawn, start_xdpdns, which, xdp_case, xdpdns_config, Row};
+use servers::{
+    measure, nsd_config, spawn, start_xdpdns, which, write_service, xdp_case, xdpdns_config, Row,
+};
 
 const ORIGIN: &str = "large.test.";
 
@@ -236,26 +238,9 @@ fn write_zone(path: &Path, shape: Shape, records: usize) -> (usize, String) {
             }
         }
         Shape::Discovery => {
-            let tenants = (records / 15 / 50).max(1);
-            let mut s = 0;
-            while written < records {
-                let tenant = format!("u{}", s % tenants);
-                let svc = format!("svc{s}.svc.{tenant}");
-                for i in 0..3 {
-                    let n = s * 3 + i;
-                    let v4 = format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255);
-                    let v6 = format!("2001:db8::{:x}:{:x}", n >> 16, n & 0xffff);
-                    let inst = format!("i{n}.inst.{tenant}");
-                    writeln!(
-                        f,
-                        "{svc} A {v4}\n{svc} AAAA {v6}\n{inst} A {v4}\n{inst} AAAA {v6}"
-                    )
-                    .unwrap();
-                    writeln!(f, "_http._tcp.{svc} SRV 0 10 {} {inst}", 8000 + i).unwrap();
-                }
-                written += 15;
-                s += 1;
-            }
+            let services = (records - written) / 15;
+            write_service(&mut f, 0..services, (services / 50).max(1));
+            written += services * 15;
         }
     }
     writeln!(f, "last-name A 10.255.255.254").unwrap();

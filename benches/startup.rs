@@ -29,8 +29,8 @@ mod process;
 mod servers;
 
 use servers::{
-    measure, nsd_config, settle, spawn, start_xdpdns, stop, wait_answer, which, xdp_case,
-    xdpdns_config, Row, START_LIMIT,
+    measure, nsd_config, settle, spawn, start_xdpdns, stop, wait_answer, which, write_service,
+    xdp_case, xdpdns_config, Row, START_LIMIT,
 };
 
 const ORIGIN: &str = "bench.test.";
@@ -157,28 +157,8 @@ fn main() {
 fn write_zone(path: &Path, services: usize) -> (usize, String) {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     writeln!(f, "$ORIGIN {ORIGIN}\n$TTL 60\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n@ NS ns1\nns1 A 10.77.0.1").unwrap();
-    let tenants = (services / 50).max(1);
-    let mut records = 3;
-    let mut last = String::new();
-    for s in 0..services {
-        let tenant = format!("u{}", s % tenants);
-        let svc = format!("svc{s}.svc.{tenant}");
-        for i in 0..3 {
-            let n = s * 3 + i;
-            let v4 = format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255);
-            let v6 = format!("2001:db8::{:x}:{:x}", n >> 16, n & 0xffff);
-            let inst = format!("i{n}.inst.{tenant}");
-            writeln!(
-                f,
-                "{svc} A {v4}\n{svc} AAAA {v6}\n{inst} A {v4}\n{inst} AAAA {v6}"
-            )
-            .unwrap();
-            writeln!(f, "_http._tcp.{svc} SRV 0 10 {} {inst}", 8000 + i).unwrap();
-            records += 5;
-            last = format!("{inst}.{ORIGIN}");
-        }
-    }
-    (records, last)
+    let last = write_service(&mut f, 0..services, (services / 50).max(1));
+    (3 + services * 15, format!("{last}.{ORIGIN}"))
 }
 
 /// The registry case: `instances` registered through the API once, then

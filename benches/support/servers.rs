@@ -3,6 +3,7 @@
 //! (PSS over the process tree), NSD and Knot configurations, and the
 //! XDP rows in a network namespace of their own.
 
+use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -372,4 +373,30 @@ pub fn xdp_case(dir: &Path, origin: &str, zone: &Path, runs: usize, capacity: us
     }
     let _ = ip(&format!("netns del {ns}"));
     rows
+}
+
+/// Writes the services `range` of a service-discovery zone (each with
+/// three A and three AAAA, each of its three instances with an A and an
+/// AAAA, an SRV set: 15 records) among `tenants` tenants; returns the
+/// last instance's name, relative to the origin.
+pub fn write_service(f: &mut impl Write, range: std::ops::Range<usize>, tenants: usize) -> String {
+    let mut last = String::new();
+    for s in range {
+        let tenant = format!("u{}", s % tenants);
+        let svc = format!("svc{s}.svc.{tenant}");
+        for i in 0..3 {
+            let n = s * 3 + i;
+            let v4 = format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255);
+            let v6 = format!("2001:db8::{:x}:{:x}", n >> 16, n & 0xffff);
+            let inst = format!("i{n}.inst.{tenant}");
+            writeln!(
+                f,
+                "{svc} A {v4}\n{svc} AAAA {v6}\n{inst} A {v4}\n{inst} AAAA {v6}"
+            )
+            .unwrap();
+            writeln!(f, "_http._tcp.{svc} SRV 0 10 {} {inst}", 8000 + i).unwrap();
+            last = inst;
+        }
+    }
+    last
 }
