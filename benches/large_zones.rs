@@ -12,8 +12,10 @@
 //!   set per service. About 3 records a name.
 //!
 //! Each case is timed from spawn until the zone's last name is answered
-//! over UDP; memory is PSS summed over the server's processes, read 5 s
-//! later (see `support/servers.rs`). xdpdns runs cold (no zone image)
+//! over UDP; memory is PSS summed over the server's processes once it
+//! holds still (from 4 s after that, four readings a second apart within
+//! 1 %: a large zone's hot table and image are built after its first
+//! answers; see `support/servers.rs`). xdpdns runs cold (no zone image)
 //! and warm (its image), and, as root, with XDP in generic mode on a veth
 //! pair in a namespace of its own (start -> ready: the kernel table is
 //! installed; its memory is the kernel's and not in PSS).

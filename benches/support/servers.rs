@@ -54,7 +54,7 @@ pub fn measure(
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         times.push(began.elapsed().as_secs_f64());
         std::thread::sleep(settle());
-        mem.push(memory(child.0.id()));
+        mem.push(steady_memory(child.0.id()));
         stop(child);
     }
     row(what, times, mem)
@@ -161,6 +161,27 @@ pub fn memory(pid: u32) -> (u64, u64) {
         rss = rss.max(field("Rss:"));
     }
     (pss, rss)
+}
+
+/// [`memory`] once it holds still: a large zone's hot table and image
+/// are still being built [`settle`] after its first answers, and what
+/// they use meanwhile is not what the server keeps. Read every second
+/// until four readings in a row are within 1 % of each other (two
+/// minutes at most).
+pub fn steady_memory(pid: u32) -> (u64, u64) {
+    let mut last = memory(pid);
+    let mut still = 0;
+    let began = Instant::now();
+    while still < 3 && began.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = memory(pid);
+        match now.0.abs_diff(last.0) * 100 <= last.0 {
+            true => still += 1,
+            false => still = 0,
+        }
+        last = now;
+    }
+    last
 }
 
 /// SIGTERM, then a bounded wait (images are written by then: the server
@@ -343,7 +364,7 @@ pub fn xdp_case(dir: &Path, origin: &str, zone: &Path, runs: usize, capacity: us
                 times.push(began.elapsed().as_secs_f64());
                 std::thread::sleep(settle());
                 // `ip netns exec` execs the server: the child is it.
-                mem.push(memory(child.0.id()));
+                mem.push(steady_memory(child.0.id()));
                 stop(child);
             }
             row(what, times, mem)
