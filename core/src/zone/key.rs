@@ -49,7 +49,6 @@ pub(crate) fn parent(relative: &[u8]) -> Option<&[u8]> {
 pub(crate) struct Origin {
     /// The origin's labels in wire form, lower case, no root label.
     wire: Box<[u8]>,
-    labels: usize,
 }
 
 /// A wire-form name's longest form (RFC 1035 §2.3.4), with the root.
@@ -58,11 +57,9 @@ const NAME_MAX: usize = 255;
 impl Origin {
     pub(crate) fn new(origin: &LowerName) -> Origin {
         let mut buf = [0; NAME_MAX + 1];
-        let mut starts = [0; NAME_MAX];
-        let (len, labels) = write_labels(origin, &mut buf, &mut starts);
+        let len = write_labels(origin, &mut buf);
         Origin {
             wire: buf[..len].into(),
-            labels,
         }
     }
 
@@ -73,13 +70,14 @@ impl Origin {
         name: &LowerName,
         buf: &'b mut [u8; NAME_MAX + 1],
     ) -> Option<&'b [u8]> {
-        let mut starts = [0; NAME_MAX];
-        let (len, labels) = write_labels(name, buf, &mut starts);
-        let cut = match labels.checked_sub(self.labels)? {
-            n if n == labels => len,
-            n => starts[n],
-        };
-        (buf[cut..len] == *self.wire).then_some(&buf[..cut])
+        let len = write_labels(name, buf);
+        let cut = len.checked_sub(self.wire.len())?;
+        // The origin must start at a label, not inside one.
+        let mut at = 0;
+        while at < cut {
+            at += 1 + buf[at] as usize;
+        }
+        (at == cut && buf[cut..len] == *self.wire).then_some(&buf[..cut])
     }
 
     /// The full name of a key of this zone.
@@ -95,24 +93,17 @@ impl Origin {
     }
 }
 
-/// Writes `name`'s labels in wire form (no root label) to `buf`, with
-/// where each label starts; returns the length and the label count.
-fn write_labels(
-    name: &LowerName,
-    buf: &mut [u8],
-    starts: &mut [usize; NAME_MAX],
-) -> (usize, usize) {
+/// Writes `name`'s labels in wire form (no root label) to `buf`; returns
+/// the length.
+fn write_labels(name: &LowerName, buf: &mut [u8]) -> usize {
     let mut at = 0;
-    let mut labels = 0;
     for label in name.iter() {
         // A name is at most 255 wire bytes, so this stays inside `buf`.
-        starts[labels] = at;
         buf[at] = label.len() as u8;
         buf[at + 1..at + 1 + label.len()].copy_from_slice(label);
         at += 1 + label.len();
-        labels += 1;
     }
-    (at, labels)
+    at
 }
 
 #[cfg(test)]
