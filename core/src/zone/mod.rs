@@ -10,6 +10,7 @@ pub mod ids;
 mod inline;
 pub mod key;
 mod node;
+mod nodemap;
 pub mod packed;
 pub mod parser;
 mod rrset;

@@ -1,8 +1,8 @@
 //! The zone model: what every other part of the server compiles from.
 //!
 //! A [`Zone`] is a persistent (structurally shared) map from lower-cased owner
-//! name to [`Node`]. Cloning a zone is O(1) and a small change to a clone
-//! costs O(log n), which is what lets the store publish a fresh immutable
+//! name to [`Node`] (see [`NodeMap`]). Cloning a zone is O(1) and a small
+//! change to a clone copies little, which is what lets the store publish a fresh immutable
 //! snapshot for every registration change without copying a million names.
 //!
 //! Empty non-terminals (names with no records but with descendants) exist as
@@ -17,6 +17,7 @@ use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
 use super::key::{self, NodeKey, Origin};
 use super::node::Node;
+use super::nodemap::NodeMap;
 use super::packed::{self, PackError, PackedRdatas};
 use super::rrset::{fqdn_lower, label_count, nsec3_chain, RRset};
 use super::source::SourceStamp;
@@ -64,7 +65,7 @@ pub struct Zone {
     origin_key: LowerName,
     /// The origin as keys of `nodes` are made from names.
     keys: Origin,
-    nodes: FastMap<NodeKey, Node>,
+    nodes: NodeMap,
     /// The seed of `nodes`' hasher.
     seed: u64,
     /// Names this version of the zone's contents: new for every zone
@@ -107,7 +108,7 @@ impl Zone {
     pub fn with_seed(origin: &Name, seed: u64) -> Self {
         let origin = fqdn_lower(origin);
         let origin_key = LowerName::new(&origin);
-        let mut nodes = FastMap::with_hasher(foldhash::fast::FixedState::with_seed(seed));
+        let mut nodes = NodeMap::with_seed(seed);
         nodes.insert(NodeKey::new(b""), Node::default());
         Zone {
             origin,
@@ -168,7 +169,7 @@ impl Zone {
             }
             zone.nodes.insert(relative, node);
         }
-        if !zone.nodes.contains_key(&b""[..]) {
+        if !zone.nodes.contains_key(b"") {
             return None;
         }
         zone.record_count = record_count;
@@ -244,7 +245,7 @@ impl Zone {
     }
 
     pub fn apex(&self) -> &Node {
-        self.nodes.get(&b""[..]).expect("apex node always exists")
+        self.nodes.get(b"").expect("apex node always exists")
     }
 
     /// The apex SOA and its TTL, if the zone has one.
@@ -679,7 +680,17 @@ impl Zone {
     /// The node at a key of [`Zone::node_keys`] of this zone or of another
     /// version of it (the same origin).
     pub fn node_at(&self, key: &NodeKey) -> Option<&Node> {
-        self.nodes.get(key)
+        self.nodes.get(key.as_wire())
+    }
+
+    /// Keys whose nodes may differ between this version of the zone and
+    /// `other`, where both were made from one version without rebuilding
+    /// it whole; `None` otherwise (every key may differ).
+    pub fn keys_changed_from<'a>(
+        &'a self,
+        other: &'a Zone,
+    ) -> Option<impl Iterator<Item = &'a NodeKey>> {
+        self.nodes.keys_changed_from(&other.nodes)
     }
 
     /// The owner name of a key of [`Zone::node_keys`].
@@ -690,7 +701,7 @@ impl Zone {
 
 /// Creates `relative` and any missing ancestors up to the apex, keeping
 /// the child counts that decide empty non-terminals.
-fn ensure_node(nodes: &mut FastMap<NodeKey, Node>, relative: &[u8]) {
+fn ensure_node(nodes: &mut NodeMap, relative: &[u8]) {
     if nodes.contains_key(relative) {
         return;
     }
@@ -713,7 +724,7 @@ fn ensure_node(nodes: &mut FastMap<NodeKey, Node>, relative: &[u8]) {
 
 /// Removes `relative` if it is now empty and childless, then walks
 /// upwards (the apex stays).
-fn prune(nodes: &mut FastMap<NodeKey, Node>, relative: &[u8]) {
+fn prune(nodes: &mut NodeMap, relative: &[u8]) {
     let mut key = relative;
     while let Some(parent) = key::parent(key) {
         match nodes.get(key) {

@@ -66,13 +66,27 @@ pub(super) fn diff_zones(old: Option<&Zone>, new: Option<&Zone>, origin: &Name) 
     }
     // Both versions have the same origin, so the same keys.
     if let (Some(old), Some(new)) = (old, new) {
-        for (key, node) in new.node_keys() {
-            let owner = || Name::from(new.name_of(key));
-            push_node_delta(&mut diff.added, &owner, node, old.node_at(key));
-        }
-        for (key, node) in old.node_keys() {
-            let owner = || Name::from(old.name_of(key));
-            push_node_delta(&mut diff.removed, &owner, node, new.node_at(key));
+        // Versions made one from the other differ only where either
+        // changed its copy.
+        if let Some(keys) = new.keys_changed_from(old) {
+            for key in keys {
+                let owner = || Name::from(new.name_of(key));
+                if let Some(node) = new.node_at(key) {
+                    push_node_delta(&mut diff.added, &owner, node, old.node_at(key));
+                }
+                if let Some(node) = old.node_at(key) {
+                    push_node_delta(&mut diff.removed, &owner, node, new.node_at(key));
+                }
+            }
+        } else {
+            for (key, node) in new.node_keys() {
+                let owner = || Name::from(new.name_of(key));
+                push_node_delta(&mut diff.added, &owner, node, old.node_at(key));
+            }
+            for (key, node) in old.node_keys() {
+                let owner = || Name::from(old.name_of(key));
+                push_node_delta(&mut diff.removed, &owner, node, new.node_at(key));
+            }
         }
     }
     // IXFR wants the SOA first in each half.
