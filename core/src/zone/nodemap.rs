@@ -117,6 +117,14 @@ impl NodeMap {
         self.rebase_if_due();
     }
 
+    /// Makes room for `additional` more nodes in a base no other version
+    /// shares (a zone being built); otherwise nothing.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        if self.own_base() {
+            self.base_mut().reserve(additional);
+        }
+    }
+
     pub(crate) fn clear(&mut self) {
         let hasher = self.base.hasher.clone();
         *self = NodeMap {

@@ -142,16 +142,19 @@ impl Zone {
         Ok(zone)
     }
 
-    /// A zone from whole nodes (an image's), with its record count.
-    /// `None` unless every name is inside the zone and the apex is there.
+    /// A zone from whole nodes (an image's), with its record count and
+    /// room made for `node_count` nodes (a hint). `None` unless every
+    /// name is inside the zone and the apex is there.
     pub fn from_nodes(
         origin: &Name,
         seed: u64,
         nodes: impl IntoIterator<Item = (LowerName, Node)>,
+        node_count: usize,
         record_count: usize,
     ) -> Option<Self> {
         let mut zone = Zone::with_seed(origin, seed);
         zone.nodes.clear();
+        zone.nodes.reserve(node_count);
         let mut buf = [0; 256];
         for (key, node) in nodes {
             let relative = NodeKey::new(zone.keys.relative(&key, &mut buf)?);

@@ -177,10 +177,13 @@ fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
     let count = r.u64()? as usize;
     // Two stages on two threads: this one decodes nodes, the other
     // inserts them into the zone's map (each about half the work).
+    // A damaged count must not reserve more than the bytes left could hold.
+    let room = count.min(r.bytes.len() - r.at);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(LowerName, Node)>>(8);
     std::thread::scope(|scope| {
-        let builder =
-            scope.spawn(move || Zone::from_nodes(&origin, seed, rx.into_iter().flatten(), records));
+        let builder = scope.spawn(move || {
+            Zone::from_nodes(&origin, seed, rx.into_iter().flatten(), room, records)
+        });
         let decoded = (|| {
             let mut batch = Vec::with_capacity(BATCH);
             for _ in 0..count {
