@@ -37,7 +37,7 @@ mod process;
 mod servers;
 
 use servers::{
-    measure, nsd_config, spawn, start_xdpdns, which, write_service, xdp_case, xdpdns_config, Row,
+    measure, measure_xdpdns, nsd_config, spawn, which, write_service, xdp_case, xdpdns_config, Row,
 };
 
 const ORIGIN: &str = "large.test.";
@@ -156,21 +156,21 @@ fn cases(dir: &Path, zone: &Path, last: &str, runs: usize, xdp: bool, records: u
         zone.display()
     );
     let cfg = xdpdns_config(dir, "large", port, &zones, &data, "");
-    rows.push(measure(
+    rows.push(measure_xdpdns(
         runs,
         "xdpdns, cold (no image)",
         last,
         port,
         Some(&data),
-        || start_xdpdns(&cfg),
+        &cfg,
     ));
-    rows.push(measure(
+    rows.push(measure_xdpdns(
         runs,
         "xdpdns, warm (image)",
         last,
         port,
         None,
-        || start_xdpdns(&cfg),
+        &cfg,
     ));
     let _ = std::fs::remove_dir_all(&data);
     if xdp {

@@ -29,8 +29,8 @@ mod process;
 mod servers;
 
 use servers::{
-    measure, nsd_config, settle, spawn, start_xdpdns, stop, wait_answer, which, write_service,
-    xdp_case, xdpdns_config, Row, START_LIMIT,
+    measure, measure_xdpdns, nsd_config, settle, spawn, start_xdpdns, stop, wait_answer, which,
+    write_service, xdp_case, xdpdns_config, Row, START_LIMIT,
 };
 
 const ORIGIN: &str = "bench.test.";
@@ -80,21 +80,21 @@ fn main() {
         &data,
         "",
     );
-    rows.push(measure(
+    rows.push(measure_xdpdns(
         runs,
         "xdpdns, file zone, cold",
         &last,
         port,
         Some(&data),
-        || start_xdpdns(&cfg),
+        &cfg,
     ));
-    rows.push(measure(
+    rows.push(measure_xdpdns(
         runs,
         "xdpdns, file zone, warm (image)",
         &last,
         port,
         None,
-        || start_xdpdns(&cfg),
+        &cfg,
     ));
 
     // xdpdns as a secondary of NSD: cold is the transfer in, warm the image.
@@ -111,13 +111,9 @@ fn main() {
         let extra = "max_transfer_in_records = 5000000\n";
         let cfg = xdpdns_config(&dir, "secondary", port, &zones, &data, extra);
         let what = "xdpdns, secondary zone, cold (AXFR in)";
-        rows.push(measure(runs, what, &last, port, Some(&data), || {
-            start_xdpdns(&cfg)
-        }));
+        rows.push(measure_xdpdns(runs, what, &last, port, Some(&data), &cfg));
         let what = "xdpdns, secondary zone, warm (image)";
-        rows.push(measure(runs, what, &last, port, None, || {
-            start_xdpdns(&cfg)
-        }));
+        rows.push(measure_xdpdns(runs, what, &last, port, None, &cfg));
         drop(primary);
     }
 
@@ -200,21 +196,21 @@ fn registry_case(dir: &Path, instances: usize, runs: usize) -> Vec<Row> {
     }
     let what = format!("xdpdns, registry of {instances} instances");
     vec![
-        measure(
+        measure_xdpdns(
             runs,
             &format!("{what}, cold (journal replay)"),
             &last,
             port,
             Some(&images),
-            || start_xdpdns(&cfg),
+            &cfg,
         ),
-        measure(
+        measure_xdpdns(
             runs,
             &format!("{what}, warm (image)"),
             &last,
             port,
             None,
-            || start_xdpdns(&cfg),
+            &cfg,
         ),
     ]
 }

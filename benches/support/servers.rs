@@ -40,6 +40,33 @@ pub fn measure(
     last: &str,
     port: u16,
     clear: Option<&Path>,
+    start: impl FnMut() -> Child,
+) -> Row {
+    measure_until(runs, what, last, port, clear, None, start)
+}
+
+/// [`measure`] for xdpdns with `config`; memory is read once its answer
+/// table is current ([`wait_table_current`]).
+pub fn measure_xdpdns(
+    runs: usize,
+    what: &str,
+    last: &str,
+    port: u16,
+    clear: Option<&Path>,
+    config: &Path,
+) -> Row {
+    measure_until(runs, what, last, port, clear, Some(config), || {
+        start_xdpdns(config)
+    })
+}
+
+fn measure_until(
+    runs: usize,
+    what: &str,
+    last: &str,
+    port: u16,
+    clear: Option<&Path>,
+    table_of: Option<&Path>,
     mut start: impl FnMut() -> Child,
 ) -> Row {
     let mut times = Vec::new();
@@ -53,11 +80,42 @@ pub fn measure(
         wait_answer(port, last, START_LIMIT, Some(&mut child.0))
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         times.push(began.elapsed().as_secs_f64());
+        if let Some(config) = table_of {
+            wait_table_current(config);
+        }
         std::thread::sleep(settle());
         mem.push(steady_memory(child.0.id()));
         stop(child);
     }
     row(what, times, mem)
+}
+
+/// Waits until the xdpdns run with `config` says (`ctl status`) its
+/// answer table is current, and returns that status. Until then a
+/// compile runs, whose working memory is not what the server keeps:
+/// at 10M records it held a plateau for 15 s that the steady reading
+/// took for the server's own.
+pub fn wait_table_current(config: &Path) -> serde_json::Value {
+    let bin = std::env::var("XDPDNS_BIN").unwrap_or_else(|_| process::BIN.to_string());
+    let began = Instant::now();
+    loop {
+        let status = Command::new(&bin)
+            .args(["ctl", "--json", "--config"])
+            .arg(config)
+            .arg("status")
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .and_then(|out| serde_json::from_slice::<serde_json::Value>(&out.stdout).ok());
+        if let Some(status) = status.filter(|s| s["answer_table"]["current"] == true) {
+            return status;
+        }
+        assert!(
+            began.elapsed() < START_LIMIT,
+            "the answer table was not current within {START_LIMIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The medians of a case's runs (times in seconds, memory in KiB), printed.
@@ -362,6 +420,12 @@ pub fn xdp_case(dir: &Path, origin: &str, zone: &Path, runs: usize, capacity: us
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 times.push(began.elapsed().as_secs_f64());
+                let status = wait_table_current(&cfg);
+                println!(
+                    "{what}: kernel table {} entries, {:.1} MiB by the kernel's accounting",
+                    status["xdp"]["entries"],
+                    status["xdp"]["bytes"].as_f64().unwrap_or(0.0) / f64::from(1 << 20)
+                );
                 std::thread::sleep(settle());
                 // `ip netns exec` execs the server: the child is it.
                 mem.push(steady_memory(child.0.id()));

@@ -92,6 +92,19 @@ pub struct Status {
     /// dnstap, when on.
     #[serde(default)]
     pub dnstap: Option<DnstapStatus>,
+    /// The compiled answer table (the fallback's hot path, and what the
+    /// kernel table mirrors).
+    #[serde(default)]
+    pub answer_table: AnswerTableStatus,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnswerTableStatus {
+    pub entries: usize,
+    /// Compiled from the zones as they are now; false while a compile
+    /// runs (after a start, a reload or a burst of changes), when the
+    /// full handler answers what the table would.
+    pub current: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,8 @@ use tracing::info;
 use crate::clock::unix_secs;
 use crate::config::Config;
 use crate::control::protocol::{
-    Counters, KernelStatus, LoadOutcome, RegistryInfo, Reloaded, SourceInfo, Status, ZoneInfo,
+    AnswerTableStatus, Counters, KernelStatus, LoadOutcome, RegistryInfo, Reloaded, SourceInfo,
+    Status, ZoneInfo,
 };
 use crate::control::{Backend, Reply, Request};
 use crate::metrics::rcode_name;
@@ -132,6 +133,10 @@ impl Live {
                     dropped: t.dropped,
                     kernel_samples: t.kernel_samples,
                 }),
+            answer_table: AnswerTableStatus {
+                entries: self.router.hot.len(),
+                current: self.router.hot.version() == Some(snapshot.version()),
+            },
         }
     }
 
