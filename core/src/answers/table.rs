@@ -179,6 +179,12 @@ impl AnswerTable {
 
     /// The change that turns this table into `new`.
     pub fn diff(&self, new: &Table) -> TableDelta {
+        if self.is_empty() {
+            return TableDelta {
+                upsert: new.iter().map(|(k, c)| (k.clone(), c.clone())).collect(),
+                ..TableDelta::default()
+            };
+        }
         let mut delete = Vec::new();
         self.each_key(&mut |k| {
             if !new.contains_key(k) {

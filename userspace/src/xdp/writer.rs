@@ -223,8 +223,12 @@ impl FastPath {
         }
         // The tag is recorded once the overlay is off (the base is then
         // the whole table).
-        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
-            self.refused.remove(key);
+        // (Hashing every key of a whole table to find none took a tenth of
+        // a first install.)
+        if !self.refused.is_empty() {
+            for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
+                self.refused.remove(key);
+            }
         }
         // No tag while the change is written (a fold that turns the
         // overlay off meanwhile records none): a table caught half-way by
@@ -262,8 +266,10 @@ impl FastPath {
             }
             false => self.installed.apply(delta),
         }
-        for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
-            self.absent.remove(key);
+        if !self.absent.is_empty() {
+            for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
+                self.absent.remove(key);
+            }
         }
     }
 
@@ -315,8 +321,10 @@ impl FastPath {
         // only once no entry or reachable generation points at them.
         let full = self.acquire_blocks(delta)?;
         let mut released = Vec::new();
+        // A first table replaces nothing.
+        let first = self.installed.is_empty();
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
-        for key in replaced {
+        for key in replaced.filter(|_| !first) {
             if let Some(section) = self.held_block(key) {
                 let small = is_small(&section);
                 let ids = match small {
