@@ -46,7 +46,7 @@ pub(crate) fn parent(relative: &[u8]) -> Option<&[u8]> {
 
 /// A zone's origin, as keys are made from names and names from keys.
 #[derive(Clone, Debug)]
-pub(crate) struct Origin {
+pub struct Origin {
     /// The origin's labels in wire form, lower case, no root label.
     wire: Box<[u8]>,
 }
@@ -55,7 +55,7 @@ pub(crate) struct Origin {
 const NAME_MAX: usize = 255;
 
 impl Origin {
-    pub(crate) fn new(origin: &LowerName) -> Origin {
+    pub fn new(origin: &LowerName) -> Origin {
         let mut buf = [0; NAME_MAX + 1];
         let len = write_labels(origin, &mut buf);
         Origin {
@@ -78,6 +78,33 @@ impl Origin {
             at += 1 + buf[at] as usize;
         }
         (at == cut && buf[cut..len] == *self.wire).then_some(&buf[..cut])
+    }
+
+    /// The key of a whole lower-case name in wire form (root label
+    /// included), as a zone image holds it; `None` unless it is a
+    /// well-formed lower-case name at or below the origin.
+    pub fn key_of_wire(&self, wire: &[u8]) -> Option<NodeKey> {
+        if wire.len() > NAME_MAX {
+            return None;
+        }
+        let mut at = 0;
+        let mut cut = None;
+        loop {
+            if wire.len() - at == self.wire.len() + 1 {
+                cut = Some(at);
+            }
+            let len = *wire.get(at)? as usize;
+            if len == 0 {
+                break;
+            }
+            let label = wire.get(at + 1..at + 1 + len)?;
+            if len > 63 || label.iter().any(u8::is_ascii_uppercase) {
+                return None;
+            }
+            at += 1 + len;
+        }
+        let cut = cut?;
+        (at + 1 == wire.len() && wire[cut..at] == *self.wire).then(|| NodeKey::new(&wire[..cut]))
     }
 
     /// The full name of a key of this zone.
@@ -134,6 +161,35 @@ mod tests {
         assert_eq!(origin.relative(&lower("com."), &mut buf), None);
         assert_eq!(origin.name_of(b"\x03www\x01a"), lower("www.a.example.com."));
         assert_eq!(origin.name_of(b""), lower("example.com."));
+    }
+
+    #[test]
+    fn keys_of_whole_wire_names_are_checked() {
+        let origin = Origin::new(&lower("example.com."));
+        let key = |w: &[u8]| origin.key_of_wire(w).map(|k| k.as_wire().to_vec());
+        assert_eq!(
+            key(b"\x03www\x07example\x03com\x00"),
+            Some(b"\x03www".to_vec())
+        );
+        assert_eq!(key(b"\x07example\x03com\x00"), Some(Vec::new()));
+        // Upper case, another origin, a label that only ends like the
+        // origin, no root label, bytes after it, a label past the end.
+        assert_eq!(key(b"\x03WWW\x07example\x03com\x00"), None);
+        assert_eq!(key(b"\x03www\x07example\x03org\x00"), None);
+        assert_eq!(key(b"\x08xexample\x03com\x00"), None);
+        assert_eq!(key(b"\x03www\x07example\x03com"), None);
+        assert_eq!(key(b"\x03www\x07example\x03com\x00\x00"), None);
+        assert_eq!(key(b"\x09www\x07example\x03com\x00"), None);
+        let root = Origin::new(&lower("."));
+        assert_eq!(
+            root.key_of_wire(b"\x01a\x01b\x00")
+                .map(|k| k.as_wire().to_vec()),
+            Some(b"\x01a\x01b".to_vec())
+        );
+        assert_eq!(
+            root.key_of_wire(b"\x00").map(|k| k.as_wire().len()),
+            Some(0)
+        );
     }
 
     #[test]

@@ -17,13 +17,16 @@ pub struct Node {
 impl Node {
     /// A node as a zone image stores it: its RRsets and how many nodes
     /// are below it.
-    pub fn from_parts(rrsets: Vec<RRset>, children: u32) -> Node {
-        let mut node = Node {
-            rrsets: None,
+    pub fn from_parts<I>(rrsets: I, children: u32) -> Node
+    where
+        I: IntoIterator<Item = RRset>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let rrsets = rrsets.into_iter();
+        Node {
+            rrsets: (rrsets.len() > 0).then(|| ThinArc::from_header_and_iter((), rrsets)),
             children,
-        };
-        node.set_rrsets(rrsets);
-        node
+        }
     }
 
     /// Replaces the node's RRsets (a change copies the node's sets: they

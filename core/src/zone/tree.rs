@@ -16,6 +16,7 @@ use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
 use super::key::{self, NodeKey, Origin};
+
 use super::node::Node;
 use super::nodemap::NodeMap;
 use super::packed::{self, PackError, PackedRdatas};
@@ -142,35 +143,34 @@ impl Zone {
         Ok(zone)
     }
 
-    /// A zone from whole nodes (an image's), with its record count and
-    /// room made for `node_count` nodes (a hint). `None` unless every
-    /// name is inside the zone and the apex is there.
+    /// A zone from whole nodes (an image's) under their keys (see
+    /// [`Origin::key_of_wire`]), with its record count and room made for
+    /// `node_count` nodes (a hint). `None` unless the apex is there.
     pub fn from_nodes(
         origin: &Name,
         seed: u64,
-        nodes: impl IntoIterator<Item = (LowerName, Node)>,
+        nodes: impl IntoIterator<Item = (NodeKey, Node)>,
         node_count: usize,
         record_count: usize,
     ) -> Option<Self> {
         let mut zone = Zone::with_seed(origin, seed);
         zone.nodes.clear();
         zone.nodes.reserve(node_count);
-        let mut buf = [0; 256];
         for (key, node) in nodes {
-            let relative = NodeKey::new(zone.keys.relative(&key, &mut buf)?);
             for set in node.rrsets() {
                 match set.rtype {
-                    RecordType::NS if key != zone.origin_key => zone.cut_count += 1,
+                    RecordType::NS if !key.as_wire().is_empty() => zone.cut_count += 1,
                     RecordType::DNAME => zone.dname_count += 1,
                     RecordType::NSEC | RecordType::NSEC3 => {
+                        let name = zone.keys.name_of(key.as_wire());
                         for d in set.rdatas() {
-                            zone.index_denial(set.rtype, &key, nsec3_chain(&d), true);
+                            zone.index_denial(set.rtype, &name, nsec3_chain(&d), true);
                         }
                     }
                     _ => {}
                 }
             }
-            zone.nodes.insert(relative, node);
+            zone.nodes.insert(key, node);
         }
         if !zone.nodes.contains_key(b"") {
             return None;
@@ -178,6 +178,11 @@ impl Zone {
         zone.record_count = record_count;
         zone.refresh_soa();
         Some(zone)
+    }
+
+    /// The zone's origin as keys are made from names.
+    pub fn keys(&self) -> &Origin {
+        &self.keys
     }
 
     pub fn origin(&self) -> &Name {
@@ -678,6 +683,12 @@ impl Zone {
     /// names (a compile spreads that over its threads).
     pub fn node_keys(&self) -> impl Iterator<Item = (&NodeKey, &Node)> {
         self.nodes.iter()
+    }
+
+    /// [`Zone::node_keys`] in the order a zone of the same seed and size
+    /// is built fastest in (what its image is written in).
+    pub fn node_keys_in_build_order(&self) -> impl Iterator<Item = (&NodeKey, &Node)> {
+        self.nodes.iter_by_bucket()
     }
 
     /// The node at a key of [`Zone::node_keys`] of this zone or of another

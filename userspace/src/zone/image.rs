@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use hickory_proto::rr::{LowerName, Name, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 
+use super::key::{NodeKey, Origin};
 use super::{Node, PackedRdatas, RRset, Zone};
 
 const MAGIC: &[u8; 8] = b"XDPDNSZI";
@@ -95,7 +96,7 @@ pub fn encode(zone: &Zone, stamp: &SourceStamp) -> Vec<u8> {
     // A name is its key's labels, then the origin's (with the root).
     let mut origin = Vec::with_capacity(64);
     let _ = zone.origin_key().emit(&mut BinEncoder::new(&mut origin));
-    for (key, node) in zone.node_keys() {
+    for (key, node) in zone.node_keys_in_build_order() {
         let relative = key.as_wire();
         out.push((relative.len() + origin.len()) as u8);
         out.extend_from_slice(relative);
@@ -179,7 +180,8 @@ fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
     // inserts them into the zone's map (each about half the work).
     // A damaged count must not reserve more than the bytes left could hold.
     let room = count.min(r.bytes.len() - r.at);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(LowerName, Node)>>(8);
+    let keys = Origin::new(&LowerName::new(&origin));
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(NodeKey, Node)>>(8);
     std::thread::scope(|scope| {
         let builder = scope.spawn(move || {
             Zone::from_nodes(&origin, seed, rx.into_iter().flatten(), room, records)
@@ -187,7 +189,7 @@ fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
         let decoded = (|| {
             let mut batch = Vec::with_capacity(BATCH);
             for _ in 0..count {
-                batch.push(read_node(r)?);
+                batch.push(read_node(r, &keys)?);
                 if batch.len() == BATCH {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
                     tx.send(full).map_err(|_| "zone builder stopped")?;
@@ -211,11 +213,15 @@ fn read_body(r: &mut Reader<'_>) -> Result<Loaded, &'static str> {
 /// Nodes handed from the decoding thread to the building one at a time.
 const BATCH: usize = 4096;
 
-fn read_node(r: &mut Reader<'_>) -> Result<(LowerName, Node), &'static str> {
-    let key = r.name()?;
+fn read_node(r: &mut Reader<'_>, keys: &Origin) -> Result<(NodeKey, Node), &'static str> {
+    let len = r.take(1)?[0] as usize;
+    let key = keys
+        .key_of_wire(r.take(len)?)
+        .ok_or("a name that is not a lower-case name of the zone")?;
     let children = r.u32()?;
     let sets = r.u16()? as usize;
-    let mut rrsets = Vec::with_capacity(sets);
+    // Most names have a few sets: no allocation but the node's own.
+    let mut rrsets = smallvec::SmallVec::<[RRset; 4]>::with_capacity(sets);
     for _ in 0..sets {
         let rtype = RecordType::from(r.u16()?);
         let ttl = r.u32()?;
