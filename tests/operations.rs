@@ -342,6 +342,20 @@ fn ctl_answers_every_subcommand_from_the_running_server() {
     assert_eq!(delta("/fallback_tcp"), 1, "{after}");
     assert_eq!(delta("/by_rcode/NXDOMAIN"), 1, "{after}");
     assert_eq!(after["kernel_share"], 0.0);
+    // The answer table is compiled in the background after the start,
+    // and says so once it holds the zones as served.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let table = loop {
+        let status = ctl_json(&config, &["status"]);
+        if status["answer_table"]["current"] == true || std::time::Instant::now() > deadline {
+            break status["answer_table"].clone();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(table["current"], true, "{table}");
+    assert!(table["entries"].as_u64().unwrap_or(0) > 0, "{table}");
+    let (_, text, _) = ctl(&config, &[], &["status"]);
+    assert!(text.contains("entries, current"), "{text}");
 
     // zones, then a reload of the file: a good one and a broken one.
     let (ok, text, _) = ctl(&config, &[], &["zones"]);
