@@ -220,13 +220,20 @@ impl NodeMap {
         if size <= OVERLAY_MIN || size <= self.base.entries.len() / OVERLAY_SHARE {
             return;
         }
-        let mut flat = Flat::new(self.base.hasher.clone());
-        flat.reserve(self.len);
-        for (key, node) in self.iter() {
-            flat.insert(key.clone(), node.clone());
+        // A copy of the base (its index copied, not rehashed: this runs in
+        // a commit) with the overlay applied.
+        let mut flat = (*self.base).clone();
+        flat.reserve(size);
+        let empty = Overlay::with_hasher(flat.hasher.clone());
+        for (key, node) in std::mem::replace(&mut self.overlay, empty) {
+            match node {
+                Some(node) => {
+                    flat.insert(key, node);
+                }
+                None => flat.swap_remove(key.as_wire()),
+            }
         }
         self.base = Arc::new(flat);
-        self.overlay = Overlay::with_hasher(self.base.hasher.clone());
     }
 }
 
