@@ -191,19 +191,12 @@ impl NodeMap {
     /// changed in place ([`NodeMap::base_mut`]); the overlay is folded
     /// into it first.
     fn own_base(&mut self) -> bool {
-        let Some(base) = Arc::get_mut(&mut self.base) else {
+        if Arc::get_mut(&mut self.base).is_none() {
             return false;
-        };
+        }
         if !self.overlay.is_empty() {
-            let empty = Overlay::with_hasher(base.hasher.clone());
-            for (key, node) in std::mem::replace(&mut self.overlay, empty) {
-                match node {
-                    Some(node) => {
-                        base.insert(key, node);
-                    }
-                    None => base.swap_remove(key.as_wire()),
-                }
-            }
+            let overlay = self.take_overlay();
+            self.base_mut().apply(overlay);
         }
         true
     }
@@ -213,6 +206,11 @@ impl NodeMap {
         Arc::get_mut(&mut self.base).expect("the base is not shared")
     }
 
+    fn take_overlay(&mut self) -> Overlay {
+        let empty = Overlay::with_hasher(self.base.hasher.clone());
+        std::mem::replace(&mut self.overlay, empty)
+    }
+
     /// Makes a new base from the base and the overlay once the overlay
     /// has grown past its share.
     fn rebase_if_due(&mut self) {
@@ -220,20 +218,12 @@ impl NodeMap {
         if size <= OVERLAY_MIN || size <= self.base.entries.len() / OVERLAY_SHARE {
             return;
         }
-        // A copy of the base (its index copied, not rehashed: this runs in
-        // a commit) with the overlay applied.
-        let mut flat = (*self.base).clone();
-        flat.reserve(size);
-        let empty = Overlay::with_hasher(flat.hasher.clone());
-        for (key, node) in std::mem::replace(&mut self.overlay, empty) {
-            match node {
-                Some(node) => {
-                    flat.insert(key, node);
-                }
-                None => flat.swap_remove(key.as_wire()),
-            }
-        }
-        self.base = Arc::new(flat);
+        let overlay = self.take_overlay();
+        // A copy of a shared base copies its index rather than rehashing
+        // every name: this runs inside a commit.
+        let base = Arc::make_mut(&mut self.base);
+        base.reserve(size);
+        base.apply(overlay);
     }
 }
 
@@ -300,6 +290,18 @@ impl Flat {
                 slot.insert(at);
                 entries.push((key, node));
                 true
+            }
+        }
+    }
+
+    /// Takes an overlay's changes.
+    fn apply(&mut self, overlay: Overlay) {
+        for (key, node) in overlay {
+            match node {
+                Some(node) => {
+                    self.insert(key, node);
+                }
+                None => self.swap_remove(key.as_wire()),
             }
         }
     }

@@ -180,11 +180,6 @@ impl Zone {
         Some(zone)
     }
 
-    /// The zone's origin as keys are made from names.
-    pub fn keys(&self) -> &Origin {
-        &self.keys
-    }
-
     pub fn origin(&self) -> &Name {
         &self.origin
     }
