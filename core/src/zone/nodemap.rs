@@ -136,22 +136,20 @@ impl NodeMap {
         };
     }
 
-    /// Every entry once, in the order of the base's buckets where there
-    /// is no overlay: a map of the same seed and size that is built in
-    /// this order fills its buckets front to back (what a zone image is
-    /// written in, so that reading one back does not wait on a cache miss
-    /// for every name); otherwise as [`NodeMap::iter`].
-    pub(crate) fn iter_by_bucket(&self) -> Box<dyn Iterator<Item = (&NodeKey, &Node)> + '_> {
-        match self.overlay.is_empty() {
-            true => Box::new(
-                self.base
-                    .index
-                    .iter()
-                    .map(|&i| &self.base.entries[i as usize])
-                    .map(|(key, node)| (key, node)),
-            ),
-            false => Box::new(self.iter()),
-        }
+    /// Every entry once, by hash with its lowest bits first: the order in
+    /// which names fall into the buckets of a map of this seed, whatever
+    /// its size, so that a map built in this order fills its buckets
+    /// front to back (what a zone image is written in, so that reading
+    /// one back does not wait on a cache miss for every name). It depends
+    /// only on the seed and the names, not on the map's history.
+    pub(crate) fn iter_by_hash(&self) -> impl Iterator<Item = (&NodeKey, &Node)> {
+        let hasher = &self.base.hasher;
+        let mut all: Vec<_> = self
+            .iter()
+            .map(|(key, node)| (hasher.hash_one(key.as_wire()).reverse_bits(), key, node))
+            .collect();
+        all.sort_unstable_by(|a, b| (a.0, a.1.as_wire()).cmp(&(b.0, b.1.as_wire())));
+        all.into_iter().map(|(_, key, node)| (key, node))
     }
 
     /// Every entry once (order unspecified).

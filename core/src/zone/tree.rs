@@ -683,7 +683,7 @@ impl Zone {
     /// [`Zone::node_keys`] in the order a zone of the same seed and size
     /// is built fastest in (what its image is written in).
     pub fn node_keys_in_build_order(&self) -> impl Iterator<Item = (&NodeKey, &Node)> {
-        self.nodes.iter_by_bucket()
+        self.nodes.iter_by_hash()
     }
 
     /// The node at a key of [`Zone::node_keys`] of this zone or of another
