@@ -1504,13 +1504,12 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
     // The table lost an entry (as a write its table had no room for
     // does): the adoption finds it and writes it again.
     {
-        use aya::maps::{HashMap as BpfMap, Map, MapData};
-        use xdpdns_common::{
-            key_lead, key_tail, layer, qtype_slot, Answer, TinyKey, TINY_NAME_MAX,
-        };
-        let data = MapData::from_pin(pins.map("TINY_NAMES")).unwrap();
-        let mut tiny: BpfMap<MapData, TinyKey, Answer> =
-            BpfMap::try_from(Map::HashMap(data)).unwrap();
+        use aya::maps::{Array, Map, MapData};
+        use xdpdns_common::slots::TinySlot;
+        use xdpdns_common::{key_lead, key_tail, layer, qtype_slot, TinyKey, TINY_NAME_MAX};
+        // Tiny names live in the slot table.
+        let data = MapData::from_pin(pins.map("TINY_SLOTS")).unwrap();
+        let mut slots: Array<MapData, TinySlot> = Array::try_from(Map::Array(data)).unwrap();
         let wire = b"\x03ns1\x07example\x03com\x00";
         let mut k = TinyKey {
             name: [0; TINY_NAME_MAX],
@@ -1518,7 +1517,12 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
         k.name[..wire.len()].copy_from_slice(wire);
         k.name[0] = key_lead(wire[0], qtype_slot::A, layer::BASE);
         k.name[TINY_NAME_MAX - 1] = key_tail(qtype_slot::A);
-        tiny.remove(&k).unwrap();
+        let at = (0..slots.len())
+            .find(|&i| {
+                slots.get(&i, 0).unwrap().in_use() && slots.get(&i, 0).unwrap().base_key() == k
+            })
+            .expect("ns1's A entry has a slot");
+        slots.set(at, TinySlot::EMPTY, 0).unwrap();
     }
 
     let refused = FastPath::adopt(2048, 53, &r.handler.edns, pins.clone());

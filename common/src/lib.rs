@@ -10,6 +10,7 @@ pub mod cookie;
 pub mod gaps;
 pub mod negative;
 pub mod rrl;
+pub mod slots;
 pub mod tap;
 
 const _: () = assert!(gaps::RECORDS_AT == gaps::TEMPLATE_AT + negative::TEMPLATE_LEN);
@@ -585,6 +586,12 @@ pub struct XdpConfig {
     /// while the loader cannot vouch that every name's EXIST entry is in
     /// (a full table left one out).
     pub negative_answers: u32,
+    /// Buckets of the tiny-name slot table ([`slots`]; 0: no slots, the
+    /// tiny names are all in the hash map).
+    pub tiny_buckets: u32,
+    /// 1 when the tiny-name hash map may hold entries (the slot table's
+    /// overflow): a key missing from its slots is looked up there too.
+    pub tiny_overflow: u32,
     /// Response rate limiting of the kernel's answers (rate 0: off).
     pub rrl: rrl::Settings,
     /// The first 8 bytes of the loaded object's SHA-256: a restarted
@@ -615,6 +622,8 @@ impl XdpConfig {
             nsid: [0; NSID_MAX + 4],
             filter_destination: 0,
             negative_answers: 1,
+            tiny_buckets: 0,
+            tiny_overflow: 1,
             rrl: rrl::Settings {
                 rate: 0,
                 slip: 0,
@@ -663,6 +672,7 @@ mod pod {
     unsafe impl aya::Pod for super::OverlayKey<super::ShortKey> {}
     unsafe impl aya::Pod for super::OverlayKey<super::LongKey> {}
     unsafe impl aya::Pod for super::Answer {}
+    unsafe impl aya::Pod for super::slots::TinySlot {}
     unsafe impl aya::Pod for super::XdpConfig {}
     unsafe impl aya::Pod for super::BenchFrame {}
     unsafe impl aya::Pod for super::rrl::Bucket {}
@@ -759,7 +769,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<ShortKey>(), 64);
         assert_eq!(core::mem::size_of::<LongKey>(), 256);
         assert_eq!(core::mem::size_of::<Answer>(), 40, "no padding");
-        assert_eq!(core::mem::size_of::<XdpConfig>(), 192, "no padding");
+        assert_eq!(core::mem::size_of::<XdpConfig>(), 200, "no padding");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod parsed;
 mod question;
 mod reply;
 mod rrl;
+mod slots;
 mod tap;
 mod verdict;
 mod verifier;

@@ -4,6 +4,7 @@
 use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, HashMap, PerCpuArray, RingBuf};
 use xdpdns_common::rrl::Bucket;
+use xdpdns_common::slots::TinySlot;
 use xdpdns_common::tap::{TapRecord, RING_BYTES};
 use xdpdns_common::{
     counter, key_lead, key_tail, layer, Answer, AnswerBlock, LongKey, OverlayKey, ShortKey,
@@ -19,6 +20,12 @@ const NO_PREALLOC: u32 = 1;
 #[map(name = "CONFIG")]
 pub static CONFIG: Array<XdpConfig> = Array::with_max_entries(1, 0);
 
+/// The tiny-name base table (`xdpdns_common::slots`): the loader sizes
+/// it to the capacity.
+#[map(name = "TINY_SLOTS")]
+pub static TINY_SLOTS: Array<TinySlot> = Array::with_max_entries(8, 0);
+
+/// Tiny-name base entries without a slot (the slot table's overflow).
 #[map(name = "TINY_NAMES")]
 pub static TINY_NAMES: HashMap<TinyKey, Answer> = HashMap::with_max_entries(1 << 16, NO_PREALLOC);
 
@@ -195,7 +202,15 @@ fn lookup_in(s: &mut Scratch, name_len: u32, slot: u8, generation: u32) -> Optio
         s.tiny.key.name[TINY_NAME_MAX - 1] = tail;
         s.tiny.generation = generation;
         match generation {
-            0 => unsafe { TINY_NAMES.get(&s.tiny.key) },
+            0 => match crate::slots::xdpdns_tiny_slot(s) {
+                0 => None,
+                crate::slots::IN_OVERFLOW => unsafe { TINY_NAMES.get(&s.tiny.key) },
+                // An entry deleted in place keeps its slot, absent.
+                at => TINY_SLOTS
+                    .get(at - 1)
+                    .map(|slot| &slot.answer)
+                    .filter(|a| !a.is_absent()),
+            },
             _ => unsafe { OVERLAY_TINY.get(&s.tiny) },
         }
     } else if name_len as usize <= SHORT_NAME_MAX {

@@ -68,6 +68,7 @@ impl FastPath {
     /// by map name.
     pub fn table_memory(&self) -> Vec<(&'static str, u64)> {
         let fds = [
+            ("TINY_SLOTS", self.slots.map().fd().as_fd().as_raw_fd()),
             ("TINY_NAMES", self.tiny.map().fd().as_fd().as_raw_fd()),
             ("SHORT_NAMES", self.short.map().fd().as_fd().as_raw_fd()),
             ("LONG_NAMES", self.long.map().fd().as_fd().as_raw_fd()),

@@ -41,4 +41,6 @@ pub enum XdpError {
     TableUnknown,
     #[error("writing an overlay generation: {0}")]
     Overlay(String),
+    #[error("writing the tiny-name slot table: {0}")]
+    Slots(String),
 }

@@ -4,6 +4,7 @@
 
 use aya::maps::{Array, HashMap, IterableMap, Map, MapData, PerCpuArray};
 use xdpdns_common::rrl::Bucket;
+use xdpdns_common::slots::{slots_for, TinySlot};
 use xdpdns_common::{
     AddressKey, Answer, AnswerBlock, LongKey, OverlayKey, ShortKey, SmallBlock, TinyKey, XdpConfig,
     BLOCK_ID_MAX,
@@ -31,7 +32,7 @@ impl From<u32> for Capacity {
     }
 }
 
-pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 9] {
+pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 10] {
     let rrl_slots = capacity.rrl_slots.max(1);
     let capacity = capacity.entries;
     // One copy of the table. Elements are allocated as they are inserted
@@ -42,6 +43,12 @@ pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 9] {
     // `capacity`; an entry that finds its table full is left to the
     // fallback (`entries_left_out`).
     let entries = capacity.max(16);
+    // Tiny names, the bulk of most zones, are kept in slots of an array
+    // (`xdpdns_common::slots`), allocated whole at load: 80 bytes an
+    // entry of `capacity`. Those whose buckets are full go to the hash
+    // map beside it, an eighth of the capacity.
+    let tiny_slots = slots_for(capacity);
+    let overflow_entries = (capacity / 8).max(16);
     let short_entries = (capacity / 2).max(16);
     let long_entries = (capacity / 16).max(16);
     // Ids never exceed the block table's size, which fits `Answer`'s 24
@@ -54,7 +61,8 @@ pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 9] {
     // when empty). Sections that find it full are the fallback's.
     let small_block_entries = with_slack((capacity / 4).max(64)).min(BLOCK_ID_MAX - 1);
     [
-        ("TINY_NAMES", entries),
+        ("TINY_SLOTS", tiny_slots),
+        ("TINY_NAMES", overflow_entries),
         ("SHORT_NAMES", short_entries),
         ("LONG_NAMES", long_entries),
         ("OVERLAY_TINY", overlay_size(entries)),
@@ -86,9 +94,10 @@ const fn overlay_size(share: u32) -> u32 {
 }
 
 /// Every map the controller reads or writes: what is pinned.
-pub(super) const MAPS: [&str; 14] = [
+pub(super) const MAPS: [&str; 15] = [
     "CONFIG",
     "RRL_BUCKETS",
+    "TINY_SLOTS",
     "TINY_NAMES",
     "SHORT_NAMES",
     "LONG_NAMES",
@@ -106,6 +115,7 @@ pub(super) const MAPS: [&str; 14] = [
 /// The maps by name, taken from a loaded object or opened from pins.
 pub(super) struct Maps {
     pub(super) config: Array<MapData, XdpConfig>,
+    pub(super) tiny_slots: Array<MapData, TinySlot>,
     pub(super) tiny: HashMap<MapData, TinyKey, Answer>,
     pub(super) short: HashMap<MapData, ShortKey, Answer>,
     pub(super) long: HashMap<MapData, LongKey, Answer>,
@@ -129,6 +139,7 @@ impl Maps {
     ) -> Result<Self, XdpError> {
         Ok(Maps {
             config: Array::try_from(take("CONFIG")?)?,
+            tiny_slots: Array::try_from(take("TINY_SLOTS")?)?,
             tiny: HashMap::try_from(take("TINY_NAMES")?)?,
             short: HashMap::try_from(take("SHORT_NAMES")?)?,
             long: HashMap::try_from(take("LONG_NAMES")?)?,
@@ -156,7 +167,7 @@ impl Maps {
         let open = |name: &'static str| -> Result<Map, XdpError> {
             let data = MapData::from_pin(pins.map(name))?;
             Ok(match name {
-                "CONFIG" | "RRL_BUCKETS" => Map::Array(data),
+                "CONFIG" | "RRL_BUCKETS" | "TINY_SLOTS" => Map::Array(data),
                 "COUNTERS" | "ZONE_QUERIES" => Map::PerCpuArray(data),
                 "TAP_RING" => Map::RingBuf(data),
                 _ => Map::HashMap(data),
@@ -165,10 +176,11 @@ impl Maps {
         Self::new(open).map(Some)
     }
 
-    pub(super) fn each(&self) -> [(&'static str, &MapData); 14] {
+    pub(super) fn each(&self) -> [(&'static str, &MapData); 15] {
         [
             ("RRL_BUCKETS", self.rrl_buckets.map()),
             ("CONFIG", self.config.map()),
+            ("TINY_SLOTS", self.tiny_slots.map()),
             ("TINY_NAMES", self.tiny.map()),
             ("SHORT_NAMES", self.short.map()),
             ("LONG_NAMES", self.long.map()),
@@ -196,7 +208,8 @@ mod tests {
     #[test]
     fn name_tables_hold_one_copy_with_shares_by_name_length_and_overlays_beside() {
         let s = sizes(Capacity::from(131_072));
-        assert_eq!(s["TINY_NAMES"], 131_072);
+        assert_eq!(s["TINY_SLOTS"], 145_636, "a tenth spare, whole buckets");
+        assert_eq!(s["TINY_NAMES"], 16_384, "the slots' overflow: an eighth");
         assert_eq!(s["SHORT_NAMES"], 65_536, "half");
         assert_eq!(s["LONG_NAMES"], 8_192);
         assert_eq!(s["OVERLAY_TINY"], 32_768, "a quarter of its table");
@@ -213,6 +226,7 @@ mod tests {
             rrl_slots: 0,
         });
         assert_eq!(s["TINY_NAMES"], 16);
+        assert_eq!(s["TINY_SLOTS"], 8);
         assert_eq!(s["LONG_NAMES"], 16);
         assert_eq!(s["OVERLAY_LONG"], 16);
         assert_eq!(s["BLOCKS"], 80);
@@ -222,7 +236,8 @@ mod tests {
             rrl_slots: 1 << 20,
         });
         assert!(huge["BLOCKS"] < BLOCK_ID_MAX && huge["SMALL_BLOCKS"] < BLOCK_ID_MAX);
-        assert_eq!(huge["TINY_NAMES"], u32::MAX, "saturates, never wraps");
+        assert_eq!(huge["SHORT_NAMES"], u32::MAX / 2, "never wraps");
+        assert!(huge["TINY_SLOTS"] > u32::MAX / 2, "saturates, never wraps");
         assert_eq!(huge["RRL_BUCKETS"], 1 << 20);
     }
 

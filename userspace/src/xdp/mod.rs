@@ -15,6 +15,7 @@ mod overlay;
 pub mod pins;
 pub mod program;
 mod settings;
+mod slots;
 pub mod subscriber;
 pub mod sys;
 mod writer;

@@ -26,6 +26,7 @@ use super::generations::Overlay;
 use super::grace::GraceClock;
 use super::maps::{map_sizes, Capacity, Maps};
 use super::pins::PinDir;
+use super::slots::Slots;
 use crate::answers::compile::EntryKey;
 use crate::answers::AnswerTable;
 use crate::wire::ServerEdns;
@@ -92,7 +93,12 @@ pub struct FastPath {
     /// Where the program, maps and links are pinned, if they are.
     pub(super) pins: Option<PinDir>,
     pub(super) config: Array<MapData, XdpConfig>,
+    /// The tiny-name base table's slots, and what the controller knows
+    /// of them; `tiny` is their overflow.
+    pub(super) slots: Slots,
     pub(super) tiny: HashMap<MapData, TinyKey, Answer>,
+    /// The entries written into `tiny` (not refused).
+    pub(super) overflow: HashSet<EntryKey>,
     pub(super) short: HashMap<MapData, ShortKey, Answer>,
     pub(super) long: HashMap<MapData, LongKey, Answer>,
     pub(super) overlay_tiny: HashMap<MapData, OverlayKey<TinyKey>, Answer>,
@@ -212,7 +218,9 @@ impl FastPath {
         }
         let mut current = XdpConfig::new(port, edns.udp_payload);
         current.object_tag = object_tag(object);
+        current.tiny_overflow = 0;
         let mut fp = Self::with_maps(Object::Loaded(ebpf), pins, maps, current, port)?;
+        fp.current.tiny_buckets = fp.slots.buckets();
         fp.start_settings(edns)?;
         Ok(fp)
     }
@@ -226,6 +234,7 @@ impl FastPath {
     ) -> Result<Self, XdpError> {
         let Maps {
             config,
+            tiny_slots,
             tiny,
             short,
             long,
@@ -257,7 +266,9 @@ impl FastPath {
             object,
             pins,
             config,
+            slots: Slots::new(tiny_slots),
             tiny,
+            overflow: HashSet::new(),
             short,
             long,
             block_map,
@@ -325,6 +336,9 @@ impl FastPath {
         // kernel passes everything.
         fp.healthy = saved.table_tag != 0 && saved.port != 0;
         fp.table_unknown = true;
+        // Which slot holds which key; the overflow's entries are learnt
+        // as `adopt_table` reads them back.
+        fp.slots.reload()?;
         fp.current.port = if fp.healthy { port } else { 0 };
         fp.start_settings(edns)?;
         Ok(fp)

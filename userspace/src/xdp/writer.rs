@@ -17,6 +17,7 @@ use xdpdns_common::{
 
 use super::error::XdpError;
 use super::program::FastPath;
+use super::slots::{Placed, Step};
 use crate::answers::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
 use crate::answers::AnswerTable;
 
@@ -43,7 +44,7 @@ impl FastPath {
         // later change writes it again.
         let mut absent = Vec::new();
         for (key, c) in table {
-            let same = match self.get(key)? {
+            let same = match self.get_learning(key)? {
                 Some(a) => {
                     let mut expected = c.head;
                     if c.block.is_some() {
@@ -54,16 +55,26 @@ impl FastPath {
                 None => None,
             };
             match (same, &c.block) {
-                (None, _) => {
-                    self.del(key)?;
-                    absent.push(key.clone());
-                }
+                (None, _) => absent.push(key.clone()),
                 (Some(_), None) => {}
                 (Some(answer), Some(section)) => match is_small(section) {
                     true => self.small_blocks.adopt(section, answer.block()),
                     false => self.blocks.adopt(section, answer.block()),
                 },
             }
+        }
+        if !absent.is_empty() {
+            // A slot keeps its key while packets may read it: the table
+            // stops answering while the entries are removed.
+            let port = self.current.port;
+            self.current.port = 0;
+            self.config.set(0, self.current, 0)?;
+            self.grace_clock.sync().map_err(XdpError::Grace)?;
+            for key in &absent {
+                self.del(key)?;
+            }
+            self.current.port = port;
+            self.config.set(0, self.current, 0)?;
         }
         for (small, orphans) in [
             (
@@ -136,7 +147,8 @@ impl FastPath {
         fn count<K: aya::Pod>(map: &HashMap<MapData, K, Answer>) -> Result<usize, XdpError> {
             Ok(map.keys().try_fold(0, |n, k| k.map(|_| n + 1))?)
         }
-        let base = count(&self.tiny)? + count(&self.short)? + count(&self.long)?;
+        let base =
+            self.slots.live() + count(&self.tiny)? + count(&self.short)? + count(&self.long)?;
         let overlay =
             count(&self.overlay_tiny)? + count(&self.overlay_short)? + count(&self.overlay_long)?;
         Ok(base + overlay)
@@ -429,25 +441,40 @@ impl FastPath {
         delta: &TableDelta,
         left_out: &HashSet<EntryKey>,
     ) -> Result<(), XdpError> {
+        let answering = self.answering();
+        let mut steps = Vec::new();
         // Deletions first: the room they free is there for the upserts.
         for key in &delta.delete {
-            self.del(key)?;
+            self.del_into(key, answering, &mut steps)?;
         }
         // Upserts go in batches, one system call per map and thousands of
         // entries (a million-entry table: 2 s one by one).
         let mut batches: [Batch<'_>; 3] = Default::default();
         for (key, c) in &delta.upsert {
             if left_out.contains(key) {
-                self.del(key)?;
+                self.del_into(key, answering, &mut steps)?;
                 continue;
             }
-            let value = self.value_of(c);
-            let value = bytes_of(&value);
+            let answer = self.value_of(c);
+            let value = bytes_of(&answer);
             match &split_key(key, layer::BASE) {
-                Split::Tiny(k) => batches[0].push(bytes_of(k), value, key, Some(c)),
+                Split::Tiny(k) => match self.slot_write(key, k, answer, answering)? {
+                    Some(s) => steps.extend(s),
+                    None => batches[0].push(bytes_of(k), value, key, Some(c)),
+                },
                 Split::Short(k) => batches[1].push(bytes_of(k), value, key, Some(c)),
                 Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, Some(c)),
             }
+            if steps.len() >= STEPS_CHUNK {
+                self.slots.write(&steps)?;
+                steps.clear();
+            }
+        }
+        self.slots.write(&steps)?;
+        if batches[0].len() > 0 {
+            self.overflow_on()?;
+            self.overflow
+                .extend(batches[0].entries.iter().map(|(k, _)| (*k).clone()));
         }
         let fds = [
             self.tiny.map().fd().as_fd().as_raw_fd(),
@@ -457,7 +484,53 @@ impl FastPath {
         for (batch, fd) in batches.iter().zip(fds) {
             self.write_batch(fd, batch)?;
         }
+        if !self.refused.is_empty() {
+            let refused = &self.refused;
+            self.overflow.retain(|k| !refused.contains(k));
+        }
+        if !answering && self.overflow.is_empty() {
+            // Written into the kernel's config when answers resume.
+            self.current.tiny_overflow = 0;
+        }
         Ok(())
+    }
+
+    /// Whether packets may be reading the table (else it is being
+    /// rewritten while the kernel passes everything).
+    fn answering(&self) -> bool {
+        self.current.port != 0
+    }
+
+    /// Tells the kernel to look in the tiny names' overflow map, before
+    /// anything is written there.
+    fn overflow_on(&mut self) -> Result<(), XdpError> {
+        if self.current.tiny_overflow == 0 {
+            self.current.tiny_overflow = 1;
+            self.config.set(0, self.current, 0)?;
+        }
+        Ok(())
+    }
+
+    /// The slot writes that give tiny key `k` the value `answer`: in
+    /// its slot, or a new one; `None` when it goes to the overflow map
+    /// (it is there already, or its buckets are full).
+    fn slot_write(
+        &mut self,
+        key: &EntryKey,
+        k: &TinyKey,
+        answer: Answer,
+        answering: bool,
+    ) -> Result<Option<Vec<Step>>, XdpError> {
+        if let Some((at, _)) = self.slots.find(k)? {
+            return Ok(Some(vec![self.slots.update(at, k, answer)]));
+        }
+        if self.overflow.contains(key) {
+            return Ok(None);
+        }
+        Ok(match self.slots.place(k, answer, answering)? {
+            Placed::Slot(steps) => Some(steps),
+            Placed::Overflow => None,
+        })
     }
 
     /// Writes `batch` into the map `fd` in chunks; an element the kernel
@@ -508,7 +581,10 @@ impl FastPath {
     pub(super) fn rebuild(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
         self.disable();
         self.reset_overlay();
+        self.slots.clear()?;
         clear(&mut self.tiny);
+        self.overflow.clear();
+        self.current.tiny_overflow = 0;
         clear(&mut self.short);
         clear(&mut self.long);
         clear(&mut self.block_map);
@@ -552,7 +628,15 @@ impl FastPath {
         };
         let answer = self.value_of(c);
         let r = match split_key(key, layer::BASE) {
-            Split::Tiny(k) => self.tiny.insert(k, answer, 0),
+            Split::Tiny(k) => {
+                // Only ever the overflow's: a refused batch element.
+                self.overflow_on()?;
+                let r = self.tiny.insert(k, answer, 0);
+                if r.is_ok() {
+                    self.overflow.insert(key.clone());
+                }
+                r
+            }
             Split::Short(k) => self.short.insert(k, answer, 0),
             Split::Long(k) => self.long.insert(k, answer, 0),
         };
@@ -578,10 +662,20 @@ impl FastPath {
         self.left_out
     }
 
-    /// The kernel's base value for `key`, if any.
-    pub(super) fn get(&self, key: &EntryKey) -> Result<Option<Answer>, XdpError> {
+    /// The kernel's base value for `key`, if any; a tiny key found in the
+    /// overflow map is remembered there (an adopted table's).
+    pub(super) fn get_learning(&mut self, key: &EntryKey) -> Result<Option<Answer>, XdpError> {
         let value = match split_key(key, layer::BASE) {
-            Split::Tiny(k) => self.tiny.get(&k, 0),
+            Split::Tiny(k) => match self.slots.get(&k)? {
+                Some(value) => return Ok(value),
+                None => {
+                    let r = self.tiny.get(&k, 0);
+                    if r.is_ok() {
+                        self.overflow.insert(key.clone());
+                    }
+                    r
+                }
+            },
             Split::Short(k) => self.short.get(&k, 0),
             Split::Long(k) => self.long.get(&k, 0),
         };
@@ -593,8 +687,29 @@ impl FastPath {
     }
 
     pub(super) fn del(&mut self, key: &EntryKey) -> Result<(), XdpError> {
+        let mut steps = Vec::new();
+        self.del_into(key, self.answering(), &mut steps)?;
+        self.slots.write(&steps)
+    }
+
+    /// Deletes `key`'s base entry: a slot's deletion is added to `steps`.
+    fn del_into(
+        &mut self,
+        key: &EntryKey,
+        answering: bool,
+        steps: &mut Vec<Step>,
+    ) -> Result<(), XdpError> {
         let r = match split_key(key, layer::BASE) {
-            Split::Tiny(k) => self.tiny.remove(&k),
+            Split::Tiny(k) => {
+                if let Some((at, absent)) = self.slots.find(&k)? {
+                    if !absent {
+                        steps.push(self.slots.remove(at, &k, answering));
+                    }
+                    return Ok(());
+                }
+                self.overflow.remove(key);
+                self.tiny.remove(&k)
+            }
             Split::Short(k) => self.short.remove(&k),
             Split::Long(k) => self.long.remove(&k),
         };
@@ -609,6 +724,10 @@ impl FastPath {
         }
     }
 }
+
+/// Slot writes gathered before they are written (a first table's are
+/// written as they come, not held all at once).
+const STEPS_CHUNK: usize = 1 << 16;
 
 pub(super) enum Split {
     Tiny(TinyKey),
