@@ -1585,6 +1585,69 @@ fn a_pinned_table_is_adopted_as_it_is_and_takes_changes() {
     pins.clear().unwrap();
 }
 
+/// Tiny names fill the two buckets each has in the slot table and the
+/// rest go to its overflow map; changes made live through the overlay and
+/// folded in while the kernel answers (a deleted entry left absent in its
+/// slot, the slot then taken by a new name) keep every answer
+/// byte-identical to the fallback, and leave no element behind.
+#[test]
+fn tiny_names_past_their_buckets_overflow_and_changes_stay_exact() {
+    let bpffs = crate::support::Bpffs::mount();
+    let pins = PinDir::open(&bpffs.0 .0.join("xdpdns")).unwrap();
+    let text = |round: u32| -> String {
+        let names: String = (round * 2..round * 2 + 26)
+            .map(|j| {
+                // One name's address changes each round.
+                let third = if j == round * 2 + 10 { round } else { 0 };
+                let mut n = format!("n{j} A 10.0.{third}.{}\n", j % 250);
+                if j % 2 == 0 {
+                    n += &format!("n{j} AAAA 2001:db8::{j:x}\n");
+                }
+                n
+            })
+            .collect();
+        format!(
+            "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster {} 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.1\n{names}",
+            round + 1
+        )
+    };
+    let overflow = || {
+        use aya::maps::{HashMap as BpfMap, Map, MapData};
+        use xdpdns_common::{Answer, TinyKey};
+        let data = MapData::from_pin(pins.map("TINY_NAMES")).unwrap();
+        let map: BpfMap<MapData, TinyKey, Answer> = BpfMap::try_from(Map::HashMap(data)).unwrap();
+        map.keys().count()
+    };
+    let mut r = rig(&text(0));
+    // 48 entries: 56 slots in 14 buckets, an overflow of 16, an overlay
+    // of 16 (each round's change fits it).
+    r.fast = FastPath::load_pinned(48, 53, &r.handler.edns, pins.clone()).unwrap();
+    r.fast.install(compile(&r.store.snapshot()).0).unwrap();
+    r.pin_clock(NOW);
+    assert_eq!(r.fast.entries_left_out(), 0);
+    assert_kernel_answers_like_the_fallback(&r);
+    let mut overflowed = overflow();
+    let origin = Name::from_ascii("example.com.").unwrap();
+    for round in 1..=12 {
+        let zone = load_zone_str(&text(round), &origin, Path::new("round.zone")).unwrap();
+        let diffs = r.store.replace_zones(vec![zone], &[], 0);
+        let snap = r.store.snapshot();
+        let delta = compile_diffs(&snap, &diffs, &**r.fast.installed());
+        r.fast.apply(&delta).unwrap();
+        assert_kernel_answers_like_the_fallback(&r);
+        if round % 2 == 0 {
+            r.fast.fold_all().unwrap();
+            assert_kernel_answers_like_the_fallback(&r);
+            assert_eq!(r.fast.kernel_elements().unwrap(), r.fast.entries());
+        }
+        overflowed = overflowed.max(overflow());
+    }
+    assert_eq!(r.fast.entries_left_out(), 0, "nothing refused");
+    assert!(overflowed > 0, "some names went to the overflow map");
+    drop(r);
+    pins.clear().unwrap();
+}
+
 #[test]
 fn a_full_table_leaves_the_rest_to_the_fallback() {
     let names: String = (0..40).map(|i| format!("n{i} A 10.0.5.{i}\n")).collect();

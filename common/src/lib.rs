@@ -70,6 +70,12 @@ pub const LONG_NAME_BUF: usize = 256;
 /// With the 8-byte head the value is 40 bytes, so a tiny-key element is
 /// 128 bytes with the kernel's header: one slab object of 128, not 192.
 pub const INLINE_MAX: usize = 32;
+/// Largest answer section kept in the mini-block table (a CNAME and its
+/// target's address, three or four A records, an MX with its target's
+/// addresses): the positive answers (and CNAME chains before a NODATA)
+/// of up to this size that do not fit their entry. Templates and
+/// denial records are small blocks whatever their size.
+pub const MINI_BLOCK_MAX: usize = 64;
 /// Largest answer section kept in the small-block table (a few records,
 /// or one RRset with an ECDSA or Ed25519 RRSIG); larger ones take a
 /// [`BLOCK_MAX`] block.
@@ -434,6 +440,14 @@ impl Answer {
 /// Zones counted apart in the kernel's per-zone answer counters.
 pub const ZONES_MAX: u32 = 4096;
 
+/// An answer section of up to [`MINI_BLOCK_MAX`] bytes too large to
+/// inline (see there), stored once like a [`SmallBlock`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MiniBlock {
+    pub data: [u8; MINI_BLOCK_MAX],
+}
+
 /// An answer section of up to [`SMALL_BLOCK_MAX`] bytes too large to
 /// inline, stored once and referenced by every entry that answers with it.
 #[repr(C)]
@@ -667,6 +681,7 @@ mod pod {
     unsafe impl aya::Pod for super::ShortKey {}
     unsafe impl aya::Pod for super::AnswerBlock {}
     unsafe impl aya::Pod for super::SmallBlock {}
+    unsafe impl aya::Pod for super::MiniBlock {}
     unsafe impl aya::Pod for super::LongKey {}
     unsafe impl aya::Pod for super::OverlayKey<super::TinyKey> {}
     unsafe impl aya::Pod for super::OverlayKey<super::ShortKey> {}

@@ -7,7 +7,7 @@ use xdpdns_common::rrl::Bucket;
 use xdpdns_common::slots::TinySlot;
 use xdpdns_common::tap::{TapRecord, RING_BYTES};
 use xdpdns_common::{
-    counter, key_lead, key_tail, layer, Answer, AnswerBlock, LongKey, OverlayKey, ShortKey,
+    counter, key_lead, key_tail, layer, Answer, AnswerBlock, LongKey, MiniBlock, OverlayKey, ShortKey,
     SmallBlock, TinyKey, XdpConfig, LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX, ZONES_MAX,
 };
 
@@ -47,6 +47,12 @@ pub static OVERLAY_SHORT: HashMap<OverlayKey<ShortKey>, Answer> =
 #[map(name = "OVERLAY_LONG")]
 pub static OVERLAY_LONG: HashMap<OverlayKey<LongKey>, Answer> =
     HashMap::with_max_entries(1 << 10, NO_PREALLOC);
+
+/// Answer sections too large to inline, up to `MINI_BLOCK_MAX` bytes
+/// (positive answers and CNAME chains only), by block id (their own id
+/// space).
+#[map(name = "MINI_BLOCKS")]
+pub static MINI_BLOCKS: HashMap<u32, MiniBlock> = HashMap::with_max_entries(1 << 12, NO_PREALLOC);
 
 /// Answer sections too large to inline, up to `SMALL_BLOCK_MAX` bytes, by
 /// block id (their own id space).

@@ -17,14 +17,14 @@ use xdpdns_common::negative::{
 };
 use xdpdns_common::{
     answer_flags, gaps, plain_type, qtype_slot, rtype, Answer, PassReason, XdpConfig,
-    BLOCK_MAX, DNS_HEADER_LEN, INLINE_MAX, SMALL_BLOCK_MAX,
+    BLOCK_MAX, DNS_HEADER_LEN, INLINE_MAX, MINI_BLOCK_MAX, SMALL_BLOCK_MAX,
 };
 
 use crate::headers::{load, store};
 use crate::parsed::{Packet, Question, OPT_REPLY_BUF};
 use crate::keybuf::copy_suffix;
 use crate::question::lower8;
-use crate::maps::{lookup, tail, Scratch, BLOCKS, SMALL_BLOCKS};
+use crate::maps::{lookup, tail, Scratch, BLOCKS, MINI_BLOCKS, SMALL_BLOCKS};
 use crate::verdict::code_of;
 use crate::{csum, edns, reply};
 
@@ -449,15 +449,24 @@ pub fn build(
         None => (0, 0, 0),
         Some(p) => (p.section_len() as u32, p.ancount(), p.csum),
     };
-    // Chains are short: inline or in a small block.
-    let small = match prefix {
+    // Chains are short: inline or in a mini or small block.
+    let (mini, small) = match prefix {
         Some(p) if plen as usize > INLINE_MAX => {
             if plen as usize > SMALL_BLOCK_MAX {
                 return Err(PassReason::Size);
             }
-            Some(unsafe { SMALL_BLOCKS.get(&p.block()) }.ok_or(PassReason::Miss)?)
+            match plen as usize <= MINI_BLOCK_MAX {
+                true => (
+                    Some(unsafe { MINI_BLOCKS.get(&p.block()) }.ok_or(PassReason::Miss)?),
+                    None,
+                ),
+                false => (
+                    None,
+                    Some(unsafe { SMALL_BLOCKS.get(&p.block()) }.ok_or(PassReason::Miss)?),
+                ),
+            }
         }
-        _ => None,
+        _ => (None, None),
     };
     // Templates are small blocks (the compiler makes no larger ones).
     let b = unsafe { SMALL_BLOCKS.get(&t.block()) }.ok_or(PassReason::Miss)?;
@@ -482,10 +491,11 @@ pub fn build(
     // From here on nothing can fail: the frame is the reply's size.
     // One helper call each for the prefix, the record and the OPT: copy
     // loops would cost the verifier as much again as the positive reply's.
-    match (prefix, small) {
-        (Some(_), Some(b)) => reply::store_bytes::<SMALL_BLOCK_MAX, 0>(ctx, answer_off, &b.data, plen),
-        (Some(p), None) => reply::store_bytes::<INLINE_MAX, 0>(ctx, answer_off, &p.data, plen),
-        (None, _) => {}
+    match (prefix, mini, small) {
+        (Some(_), Some(b), _) => reply::store_bytes::<MINI_BLOCK_MAX, 0>(ctx, answer_off, &b.data, plen),
+        (Some(_), _, Some(b)) => reply::store_bytes::<SMALL_BLOCK_MAX, 0>(ctx, answer_off, &b.data, plen),
+        (Some(p), _, _) => reply::store_bytes::<INLINE_MAX, 0>(ctx, answer_off, &p.data, plen),
+        (None, _, _) => {}
     }
     let rec_off = answer_off + plen;
     reply::store_bytes::<SMALL_BLOCK_MAX, TEMPLATE_LEN>(ctx, rec_off, &b.data, rec_len);

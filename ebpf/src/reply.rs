@@ -6,14 +6,14 @@ use aya_ebpf::helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_store_
 use aya_ebpf::programs::XdpContext;
 use xdpdns_common::{
     rotation, Answer, PassReason, XdpConfig, BLOCK_MAX, CLASSIC_UDP_PAYLOAD, DNS_HEADER_LEN,
-    INLINE_MAX, SMALL_BLOCK_MAX,
+    INLINE_MAX, MINI_BLOCK_MAX, SMALL_BLOCK_MAX,
 };
 
 use crate::csum;
 use crate::edns;
 use crate::parsed::{Edns, Packet, Question, UDP_LEN};
 use crate::headers::{load, store};
-use crate::maps::{Scratch, BLOCKS, SMALL_BLOCKS};
+use crate::maps::{Scratch, BLOCKS, MINI_BLOCKS, SMALL_BLOCKS};
 
 const REPLY_HOP_LIMIT: u8 = 64;
 
@@ -224,15 +224,19 @@ pub fn build(
     if alen < 8 || alen > BLOCK_MAX as u32 {
         return Err(PassReason::Size);
     }
-    // The section: inline, or in the small-block or the block table.
-    let (small, block) = if alen as usize <= INLINE_MAX {
-        (None, None)
+    // The section: inline, or in the mini-block, small-block or block
+    // table.
+    let (mini, small, block) = if alen as usize <= INLINE_MAX {
+        (None, None, None)
+    } else if alen as usize <= MINI_BLOCK_MAX {
+        let b = unsafe { MINI_BLOCKS.get(&ans.block()) }.ok_or(PassReason::Miss)?;
+        (Some(b), None, None)
     } else if alen as usize <= SMALL_BLOCK_MAX {
         let b = unsafe { SMALL_BLOCKS.get(&ans.block()) }.ok_or(PassReason::Miss)?;
-        (Some(b), None)
+        (None, Some(b), None)
     } else {
         let b = unsafe { BLOCKS.get(&ans.block()) }.ok_or(PassReason::Miss)?;
-        (None, Some(b))
+        (None, None, Some(b))
     };
     let opt_len = if qn.edns.present {
         edns::built_len(s)?
@@ -251,17 +255,20 @@ pub fn build(
     let id = u16::from_be_bytes([qn.header[0], qn.header[1]]);
     match (
         ans.rotation(id, rotation::record_len(qn.qtype)),
+        mini,
         small,
         block,
     ) {
-        (None, Some(b), _) => copy_section(ctx, &b.data, alen, answer_off),
+        (None, Some(b), _, _) => copy_section(ctx, &b.data, alen, answer_off),
+        (None, _, Some(b), _) => copy_section(ctx, &b.data, alen, answer_off),
         // One helper call: a loop over a block this large costs the
         // verifier a state per step, each carried through the rest.
-        (None, _, Some(b)) => store_bytes::<BLOCK_MAX, 0>(ctx, answer_off, &b.data, alen),
-        (None, _, _) => copy_section(ctx, &ans.data, alen, answer_off),
-        (Some(r), Some(b), _) => rotate_small(ctx, &b.data, r, alen, answer_off),
-        (Some(r), _, Some(b)) => rotate_block(ctx, &b.data, r, alen, answer_off),
-        (Some(r), _, _) => rotate_small(ctx, &ans.data, r, alen, answer_off),
+        (None, _, _, Some(b)) => store_bytes::<BLOCK_MAX, 0>(ctx, answer_off, &b.data, alen),
+        (None, _, _, _) => copy_section(ctx, &ans.data, alen, answer_off),
+        (Some(r), Some(b), _, _) => rotate_small(ctx, &b.data, r, alen, answer_off),
+        (Some(r), _, Some(b), _) => rotate_small(ctx, &b.data, r, alen, answer_off),
+        (Some(r), _, _, Some(b)) => rotate_block(ctx, &b.data, r, alen, answer_off),
+        (Some(r), _, _, _) => rotate_small(ctx, &ans.data, r, alen, answer_off),
     }
     let mut sum = qn.sum + csum::at_parity(ans.csum as u16, question_len & 1 == 1);
 

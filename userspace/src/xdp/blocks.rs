@@ -5,7 +5,110 @@
 
 use std::hash::BuildHasher;
 
+use aya::maps::{HashMap, IterableMap, MapData, MapError};
 use hashbrown::HashTable;
+use xdpdns_common::{
+    qtype_slot, AnswerBlock, MiniBlock, SmallBlock, BLOCK_MAX, INLINE_MAX, MINI_BLOCK_MAX,
+    SMALL_BLOCK_MAX,
+};
+
+use crate::answers::compile::EntryKey;
+
+/// The block table a section outside its entry goes to, by size: each
+/// element costs the kernel its class's size plus 64 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Class {
+    /// Up to `MINI_BLOCK_MAX` bytes, for the answers the kernel reads
+    /// from mini blocks (a type's answer or CNAME chain; not a negative
+    /// template, a denial or a gap record).
+    Mini,
+    /// Up to `SMALL_BLOCK_MAX` bytes.
+    Small,
+    /// Up to `BLOCK_MAX` bytes.
+    Large,
+}
+
+impl Class {
+    pub(super) const ALL: [Class; 3] = [Class::Mini, Class::Small, Class::Large];
+
+    /// The class of `section`, the block of `key`'s entry.
+    pub(super) fn of(key: &EntryKey, section: &[u8]) -> Class {
+        // A query type's slot (its tail is the type's), signed or not.
+        let tail = key.qtype >> 1;
+        let answer = (1..qtype_slot::GAP_SIGNED >> 1).contains(&tail) || tail > qtype_slot::NO_TAIL;
+        match section.len() {
+            n if n > INLINE_MAX && n <= MINI_BLOCK_MAX && answer => Class::Mini,
+            n if n <= SMALL_BLOCK_MAX => Class::Small,
+            _ => Class::Large,
+        }
+    }
+
+    pub(super) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The kernel's block tables, one per [`Class`].
+pub(super) struct BlockMaps {
+    pub(super) mini: HashMap<MapData, u32, MiniBlock>,
+    pub(super) small: HashMap<MapData, u32, SmallBlock>,
+    pub(super) large: HashMap<MapData, u32, AnswerBlock>,
+}
+
+impl BlockMaps {
+    /// Writes `section` as block `id` of its class.
+    pub(super) fn insert(&mut self, class: Class, id: u32, section: &[u8]) -> Result<(), MapError> {
+        match class {
+            Class::Mini => {
+                let mut b = MiniBlock {
+                    data: [0; MINI_BLOCK_MAX],
+                };
+                b.data[..section.len()].copy_from_slice(section);
+                self.mini.insert(id, b, 0)
+            }
+            Class::Small => {
+                let mut b = SmallBlock {
+                    data: [0; SMALL_BLOCK_MAX],
+                };
+                b.data[..section.len()].copy_from_slice(section);
+                self.small.insert(id, b, 0)
+            }
+            Class::Large => {
+                let mut b = AnswerBlock {
+                    data: [0; BLOCK_MAX],
+                };
+                b.data[..section.len()].copy_from_slice(section);
+                self.large.insert(id, b, 0)
+            }
+        }
+    }
+
+    /// Removes block `id` of `class` (best effort: a missing one is gone).
+    pub(super) fn remove(&mut self, class: Class, id: u32) {
+        let _ = match class {
+            Class::Mini => self.mini.remove(&id),
+            Class::Small => self.small.remove(&id),
+            Class::Large => self.large.remove(&id),
+        };
+    }
+
+    /// The ids the kernel holds in `class`'s table.
+    pub(super) fn ids(&self, class: Class) -> Vec<u32> {
+        match class {
+            Class::Mini => self.mini.keys().filter_map(Result::ok).collect(),
+            Class::Small => self.small.keys().filter_map(Result::ok).collect(),
+            Class::Large => self.large.keys().filter_map(Result::ok).collect(),
+        }
+    }
+
+    pub(super) fn map(&self, class: Class) -> &MapData {
+        match class {
+            Class::Mini => self.mini.map(),
+            Class::Small => self.small.map(),
+            Class::Large => self.large.map(),
+        }
+    }
+}
 
 /// Sections end to end in one arena (a 2-byte length, then the bytes),
 /// with an index of slots by content hash: no allocation per block, and

@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use aya::maps::IterableMap;
 use xdpdns_common::{counter, PassReason};
 
+use super::blocks::Class;
 use super::error::XdpError;
 use super::program::FastPath;
 
@@ -84,10 +85,17 @@ impl FastPath {
                 "OVERLAY_LONG",
                 self.overlay_long.map().fd().as_fd().as_raw_fd(),
             ),
-            ("BLOCKS", self.block_map.map().fd().as_fd().as_raw_fd()),
+            (
+                "BLOCKS",
+                self.block_maps.map(Class::Large).fd().as_fd().as_raw_fd(),
+            ),
             (
                 "SMALL_BLOCKS",
-                self.small_block_map.map().fd().as_fd().as_raw_fd(),
+                self.block_maps.map(Class::Small).fd().as_fd().as_raw_fd(),
+            ),
+            (
+                "MINI_BLOCKS",
+                self.block_maps.map(Class::Mini).fd().as_fd().as_raw_fd(),
             ),
         ];
         fds.into_iter()

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::blocks::Class;
 use crate::answers::compile::{Compiled, EntryKey};
 
 /// The overlay's state, owned by the writer.
@@ -19,11 +20,11 @@ pub(super) struct Overlay {
     pub(super) pending: HashMap<EntryKey, Pending>,
     /// Generations with elements in the overlay tables, oldest first.
     pub(super) written: VecDeque<Written>,
-    /// Released blocks (small, id), freed once the overlay is off and a
+    /// Released blocks (class, id), freed once the overlay is off and a
     /// grace period has passed.
-    pub(super) limbo: Vec<(bool, u32)>,
+    pub(super) limbo: Vec<(Class, u32)>,
     /// Blocks whose grace period runs: freed once the epoch has passed.
-    pub(super) freeing: Vec<(u64, Vec<(bool, u32)>)>,
+    pub(super) freeing: Vec<(u64, Vec<(Class, u32)>)>,
     /// Elements in each overlay table (tiny, short, long).
     pub(super) elements: [usize; 3],
     /// The table tag to record once the overlay is off (the kernel's

@@ -6,15 +6,15 @@ use aya::maps::{Array, HashMap, IterableMap, Map, MapData, PerCpuArray};
 use xdpdns_common::rrl::Bucket;
 use xdpdns_common::slots::{slots_for, TinySlot};
 use xdpdns_common::{
-    AddressKey, Answer, AnswerBlock, LongKey, OverlayKey, ShortKey, SmallBlock, TinyKey, XdpConfig,
-    BLOCK_ID_MAX,
+    AddressKey, Answer, LongKey, OverlayKey, ShortKey, TinyKey, XdpConfig, BLOCK_ID_MAX,
 };
 
+use super::blocks::{BlockMaps, Class};
 use super::error::XdpError;
 use super::pins::PinDir;
 
 /// What the kernel's maps are sized for: (name, type) entries in the
-/// table (with a quarter more room beside it for a change's overlay),
+/// table (with an eighth more room beside it for a change's overlay),
 /// and the rate limiter's buckets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capacity {
@@ -32,7 +32,7 @@ impl From<u32> for Capacity {
     }
 }
 
-pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 10] {
+pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 11] {
     let rrl_slots = capacity.rrl_slots.max(1);
     let capacity = capacity.entries;
     // One copy of the table. Elements are allocated as they are inserted
@@ -46,20 +46,25 @@ pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 10] {
     // Tiny names, the bulk of most zones, are kept in slots of an array
     // (`xdpdns_common::slots`), allocated whole at load: 80 bytes an
     // entry of `capacity`. Those whose buckets are full go to the hash
-    // map beside it, an eighth of the capacity.
+    // map beside it, a sixteenth of the capacity (about 4 % of the keys
+    // overflow when nine slots in ten are used).
     let tiny_slots = slots_for(capacity);
-    let overflow_entries = (capacity / 8).max(16);
+    let overflow_entries = (capacity / 16).max(16);
     let short_entries = (capacity / 2).max(16);
     let long_entries = (capacity / 16).max(16);
     // Ids never exceed the block table's size, which fits `Answer`'s 24
     // bits. A change writes its new blocks before the old are released,
     // which happens once no overlay generation can reach them: a quarter
     // more room for that.
-    let block_entries = with_slack((capacity / 8).max(64)).min(BLOCK_ID_MAX - 1);
+    // Sections over 256 bytes (large RRsets, DNSKEY sets) are few.
+    let block_entries = with_slack((capacity / 32).max(64)).min(BLOCK_ID_MAX - 1);
     // Signed variants each take a small block of their own; a quarter
     // of the entries (the bucket array costs 16 bytes a slot even
     // when empty). Sections that find it full are the fallback's.
     let small_block_entries = with_slack((capacity / 4).max(64)).min(BLOCK_ID_MAX - 1);
+    // Sections of 33 to 64 bytes (a CNAME and an address, a few
+    // records) in 128-byte elements rather than 320.
+    let mini_block_entries = with_slack((capacity / 4).max(64)).min(BLOCK_ID_MAX - 1);
     [
         ("TINY_SLOTS", tiny_slots),
         ("TINY_NAMES", overflow_entries),
@@ -70,6 +75,7 @@ pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 10] {
         ("OVERLAY_LONG", overlay_size(long_entries)),
         ("BLOCKS", block_entries),
         ("SMALL_BLOCKS", small_block_entries),
+        ("MINI_BLOCKS", mini_block_entries),
         ("RRL_BUCKETS", rrl_slots),
     ]
 }
@@ -79,22 +85,22 @@ const fn with_slack(share: u32) -> u32 {
     share.saturating_add(share / 4)
 }
 
-/// The overlay table beside a name table of `share` entries: a quarter
+/// The overlay table beside a name table of `share` entries: an eighth
 /// of it. It holds the changed entries not yet folded into the base,
 /// once per generation still reachable; a change that would not fit is
 /// written while the kernel passes every query up (see
 /// `FastPath::apply`).
 const fn overlay_size(share: u32) -> u32 {
-    let quarter = share / 4;
-    if quarter < 16 {
+    let eighth = share / 8;
+    if eighth < 16 {
         16
     } else {
-        quarter
+        eighth
     }
 }
 
 /// Every map the controller reads or writes: what is pinned.
-pub(super) const MAPS: [&str; 15] = [
+pub(super) const MAPS: [&str; 16] = [
     "CONFIG",
     "RRL_BUCKETS",
     "TINY_SLOTS",
@@ -106,6 +112,7 @@ pub(super) const MAPS: [&str; 15] = [
     "OVERLAY_LONG",
     "BLOCKS",
     "SMALL_BLOCKS",
+    "MINI_BLOCKS",
     "COUNTERS",
     "ZONE_QUERIES",
     "ADDRESSES",
@@ -122,8 +129,7 @@ pub(super) struct Maps {
     pub(super) overlay_tiny: HashMap<MapData, OverlayKey<TinyKey>, Answer>,
     pub(super) overlay_short: HashMap<MapData, OverlayKey<ShortKey>, Answer>,
     pub(super) overlay_long: HashMap<MapData, OverlayKey<LongKey>, Answer>,
-    pub(super) block_map: HashMap<MapData, u32, AnswerBlock>,
-    pub(super) small_block_map: HashMap<MapData, u32, SmallBlock>,
+    pub(super) block_maps: BlockMaps,
     pub(super) counters: PerCpuArray<MapData, u64>,
     pub(super) zone_queries: PerCpuArray<MapData, u64>,
     pub(super) addresses: HashMap<MapData, AddressKey, u8>,
@@ -146,8 +152,11 @@ impl Maps {
             overlay_tiny: HashMap::try_from(take("OVERLAY_TINY")?)?,
             overlay_short: HashMap::try_from(take("OVERLAY_SHORT")?)?,
             overlay_long: HashMap::try_from(take("OVERLAY_LONG")?)?,
-            block_map: HashMap::try_from(take("BLOCKS")?)?,
-            small_block_map: HashMap::try_from(take("SMALL_BLOCKS")?)?,
+            block_maps: BlockMaps {
+                mini: HashMap::try_from(take("MINI_BLOCKS")?)?,
+                small: HashMap::try_from(take("SMALL_BLOCKS")?)?,
+                large: HashMap::try_from(take("BLOCKS")?)?,
+            },
             counters: PerCpuArray::try_from(take("COUNTERS")?)?,
             zone_queries: PerCpuArray::try_from(take("ZONE_QUERIES")?)?,
             addresses: HashMap::try_from(take("ADDRESSES")?)?,
@@ -176,7 +185,7 @@ impl Maps {
         Self::new(open).map(Some)
     }
 
-    pub(super) fn each(&self) -> [(&'static str, &MapData); 15] {
+    pub(super) fn each(&self) -> [(&'static str, &MapData); 16] {
         [
             ("RRL_BUCKETS", self.rrl_buckets.map()),
             ("CONFIG", self.config.map()),
@@ -187,8 +196,9 @@ impl Maps {
             ("OVERLAY_TINY", self.overlay_tiny.map()),
             ("OVERLAY_SHORT", self.overlay_short.map()),
             ("OVERLAY_LONG", self.overlay_long.map()),
-            ("BLOCKS", self.block_map.map()),
-            ("SMALL_BLOCKS", self.small_block_map.map()),
+            ("BLOCKS", self.block_maps.map(Class::Large)),
+            ("SMALL_BLOCKS", self.block_maps.map(Class::Small)),
+            ("MINI_BLOCKS", self.block_maps.map(Class::Mini)),
             ("COUNTERS", self.counters.map()),
             ("ZONE_QUERIES", self.zone_queries.map()),
             ("ADDRESSES", self.addresses.map()),
@@ -209,13 +219,14 @@ mod tests {
     fn name_tables_hold_one_copy_with_shares_by_name_length_and_overlays_beside() {
         let s = sizes(Capacity::from(131_072));
         assert_eq!(s["TINY_SLOTS"], 145_636, "a tenth spare, whole buckets");
-        assert_eq!(s["TINY_NAMES"], 16_384, "the slots' overflow: an eighth");
+        assert_eq!(s["TINY_NAMES"], 8_192, "the slots' overflow: a sixteenth");
         assert_eq!(s["SHORT_NAMES"], 65_536, "half");
         assert_eq!(s["LONG_NAMES"], 8_192);
-        assert_eq!(s["OVERLAY_TINY"], 32_768, "a quarter of its table");
-        assert_eq!(s["OVERLAY_LONG"], 2_048);
-        assert_eq!(s["BLOCKS"], 16_384 + 4_096);
+        assert_eq!(s["OVERLAY_TINY"], 16_384, "an eighth of its share");
+        assert_eq!(s["OVERLAY_LONG"], 1_024);
+        assert_eq!(s["BLOCKS"], 4_096 + 1_024);
         assert_eq!(s["SMALL_BLOCKS"], 32_768 + 8_192);
+        assert_eq!(s["MINI_BLOCKS"], 32_768 + 8_192);
         assert_eq!(s["RRL_BUCKETS"], 1, "rate limiting off: one bucket");
     }
 

@@ -17,6 +17,7 @@ use aya::maps::IterableMap;
 
 use xdpdns_common::{layer, Answer, OverlayKey};
 
+use super::blocks::Class;
 use super::error::XdpError;
 use super::generations::{Pending, Written};
 use super::program::FastPath;
@@ -56,7 +57,7 @@ impl FastPath {
         &mut self,
         delta: &TableDelta,
         left_out: &HashSet<EntryKey>,
-        released: Vec<(bool, u32)>,
+        released: Vec<(Class, u32)>,
     ) -> Result<(), XdpError> {
         self.overlay.limbo.extend(released);
         for (key, c) in &delta.upsert {
@@ -254,7 +255,7 @@ impl FastPath {
         let generation = generation as u64;
         let absent = Answer::absent();
         for (entry, c) in entries {
-            let value = c.as_ref().map_or(absent, |c| self.value_of(c));
+            let value = c.as_ref().map_or(absent, |c| self.value_of(entry, c));
             let value = bytes_of(&value);
             let c = c.as_ref();
             match split_key(entry, layer::OVERLAY) {
@@ -295,15 +296,10 @@ impl FastPath {
 
     /// Frees released blocks (no entry and no reachable generation points
     /// at them).
-    pub(super) fn free_blocks(&mut self, blocks: Vec<(bool, u32)>) {
-        for (small, id) in blocks {
-            if small {
-                let _ = self.small_block_map.remove(&id);
-                self.small_blocks.recycle(id);
-            } else {
-                let _ = self.block_map.remove(&id);
-                self.blocks.recycle(id);
-            }
+    pub(super) fn free_blocks(&mut self, blocks: Vec<(Class, u32)>) {
+        for (class, id) in blocks {
+            self.block_maps.remove(class, id);
+            self.block_ids[class.index()].recycle(id);
         }
     }
 

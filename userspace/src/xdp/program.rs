@@ -16,11 +16,11 @@ use aya::{Ebpf, EbpfLoader};
 use aya_obj::programs::XdpAttachType;
 use xdpdns_common::rrl::Bucket;
 use xdpdns_common::{
-    AddressKey, Answer, AnswerBlock, BenchFrame, LongKey, OverlayKey, ShortKey, SmallBlock,
-    TinyKey, XdpConfig, BENCH_FRAME_MAX,
+    AddressKey, Answer, BenchFrame, LongKey, OverlayKey, ShortKey, TinyKey, XdpConfig,
+    BENCH_FRAME_MAX,
 };
 
-use super::blocks::BlockIds;
+use super::blocks::{BlockIds, BlockMaps};
 use super::error::XdpError;
 use super::generations::Overlay;
 use super::grace::GraceClock;
@@ -106,10 +106,9 @@ pub struct FastPath {
     pub(super) overlay_long: HashMap<MapData, OverlayKey<LongKey>, Answer>,
     /// The overlay generations and what they leave to clean up.
     pub(super) overlay: Overlay,
-    pub(super) block_map: HashMap<MapData, u32, AnswerBlock>,
-    pub(super) blocks: BlockIds,
-    pub(super) small_block_map: HashMap<MapData, u32, SmallBlock>,
-    pub(super) small_blocks: BlockIds,
+    pub(super) block_maps: BlockMaps,
+    /// The ids of each block class (`Class::index`).
+    pub(super) block_ids: [BlockIds; 3],
     /// Entry writes refused because their table was full.
     pub(super) left_out: u64,
     pub(super) counters: PerCpuArray<MapData, u64>,
@@ -151,7 +150,7 @@ pub struct FastPath {
 
 impl FastPath {
     /// Loads the program (not yet attached). `capacity` is the number of
-    /// (name, type) entries the table holds (the maps have a quarter more
+    /// (name, type) entries the table holds (the maps have an eighth more
     /// room, for the overlay of a change).
     pub fn load(
         capacity: impl Into<Capacity>,
@@ -241,8 +240,7 @@ impl FastPath {
             overlay_tiny,
             overlay_short,
             overlay_long,
-            block_map,
-            small_block_map,
+            block_maps,
             counters,
             zone_queries,
             addresses,
@@ -271,10 +269,8 @@ impl FastPath {
             overflow: HashSet::new(),
             short,
             long,
-            block_map,
-            blocks: BlockIds::default(),
-            small_block_map,
-            small_blocks: BlockIds::default(),
+            block_maps,
+            block_ids: Default::default(),
             left_out: 0,
             counters,
             zone_queries,

@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use aya::maps::{HashMap, IterableMap, MapData};
 use xdpdns_common::{
-    key_lead, key_tail, layer, qtype_slot, Answer, AnswerBlock, LongKey, ShortKey, SmallBlock,
-    TinyKey, XdpConfig, BLOCK_MAX, LONG_NAME_BUF, SHORT_NAME_MAX, SMALL_BLOCK_MAX, TINY_NAME_MAX,
+    key_lead, key_tail, layer, qtype_slot, Answer, LongKey, ShortKey, TinyKey, XdpConfig,
+    LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX,
 };
 
+use super::blocks::{BlockIds, Class};
 use super::error::XdpError;
 use super::program::FastPath;
 use super::slots::{Placed, Step};
@@ -37,8 +38,7 @@ impl FastPath {
         // A tagged table has no overlay in force; whatever a stop left in
         // the overlay tables is unreachable.
         self.reset_overlay();
-        self.blocks.clear();
-        self.small_blocks.clear();
+        self.block_ids.iter_mut().for_each(BlockIds::clear);
         // Each entry is checked against what was compiled: one missing (a
         // write its table had no room for) or different is deleted, so a
         // later change writes it again.
@@ -57,10 +57,9 @@ impl FastPath {
             match (same, &c.block) {
                 (None, _) => absent.push(key.clone()),
                 (Some(_), None) => {}
-                (Some(answer), Some(section)) => match is_small(section) {
-                    true => self.small_blocks.adopt(section, answer.block()),
-                    false => self.blocks.adopt(section, answer.block()),
-                },
+                (Some(answer), Some(section)) => {
+                    self.block_ids[Class::of(key, section).index()].adopt(section, answer.block())
+                }
             }
         }
         if !absent.is_empty() {
@@ -76,22 +75,10 @@ impl FastPath {
             self.current.port = port;
             self.config.set(0, self.current, 0)?;
         }
-        for (small, orphans) in [
-            (
-                false,
-                self.blocks.finish_adoption(block_ids(&self.block_map)),
-            ),
-            (
-                true,
-                self.small_blocks
-                    .finish_adoption(block_ids(&self.small_block_map)),
-            ),
-        ] {
-            for id in orphans {
-                let _ = match small {
-                    true => self.small_block_map.remove(&id),
-                    false => self.block_map.remove(&id),
-                };
+        for class in Class::ALL {
+            let in_kernel = self.block_maps.ids(class);
+            for id in self.block_ids[class.index()].finish_adoption(in_kernel) {
+                self.block_maps.remove(class, id);
             }
         }
         self.installed.unsettle();
@@ -156,7 +143,7 @@ impl FastPath {
 
     /// Answer sections held in the block table (each stored once).
     pub fn blocks_in_use(&self) -> usize {
-        self.blocks.len() + self.small_blocks.len()
+        self.block_ids.iter().map(BlockIds::len).sum()
     }
 
     /// Changes made live since the program was loaded or adopted.
@@ -338,12 +325,9 @@ impl FastPath {
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
         for key in replaced.filter(|_| !first) {
             if let Some(section) = self.held_block(key) {
-                let small = is_small(&section);
-                let ids = match small {
-                    true => &mut self.small_blocks,
-                    false => &mut self.blocks,
-                };
-                released.extend(ids.release(&section).map(|id| (small, id)));
+                let class = Class::of(key, &section);
+                let ids = &mut self.block_ids[class.index()];
+                released.extend(ids.release(&section).map(|id| (class, id)));
             }
         }
         self.changes = self.changes.wrapping_add(1);
@@ -395,31 +379,15 @@ impl FastPath {
             let Some(section) = &c.block else {
                 continue;
             };
-            let small = is_small(section);
-            let ids = match small {
-                true => &mut self.small_blocks,
-                false => &mut self.blocks,
-            };
-            let (id, new) = ids.acquire(section);
+            let class = Class::of(key, section);
+            let (id, new) = self.block_ids[class.index()].acquire(section);
             if !new {
                 continue;
             }
-            let r = if small {
-                let mut b = SmallBlock {
-                    data: [0; SMALL_BLOCK_MAX],
-                };
-                b.data[..section.len()].copy_from_slice(section);
-                self.small_block_map.insert(id, b, 0)
-            } else {
-                self.block_map.insert(id, block_of(section), 0)
-            };
-            match r {
+            match self.block_maps.insert(class, id, section) {
                 Ok(()) => {}
                 Err(e) if table_full(&e) => {
-                    let ids = match small {
-                        true => &mut self.small_blocks,
-                        false => &mut self.blocks,
-                    };
+                    let ids = &mut self.block_ids[class.index()];
                     ids.release(section);
                     ids.recycle(id);
                     self.left_out += 1;
@@ -455,7 +423,7 @@ impl FastPath {
                 self.del_into(key, answering, &mut steps)?;
                 continue;
             }
-            let answer = self.value_of(c);
+            let answer = self.value_of(key, c);
             let value = bytes_of(&answer);
             match &split_key(key, layer::BASE) {
                 Split::Tiny(k) => match self.slot_write(key, k, answer, answering)? {
@@ -552,14 +520,12 @@ impl FastPath {
         Ok(())
     }
 
-    /// The kernel value for `c`: its head, pointing at its block.
-    pub(super) fn value_of(&self, c: &Compiled) -> Answer {
+    /// The kernel value for `key`'s entry `c`: its head, pointing at its
+    /// block.
+    pub(super) fn value_of(&self, key: &EntryKey, c: &Compiled) -> Answer {
         let mut answer = c.head;
         if let Some(section) = &c.block {
-            let ids = match is_small(section) {
-                true => &self.small_blocks,
-                false => &self.blocks,
-            };
+            let ids = &self.block_ids[Class::of(key, section).index()];
             answer.set_block(ids.id(section).expect("acquired before the entries"));
         }
         answer
@@ -587,10 +553,12 @@ impl FastPath {
         self.current.tiny_overflow = 0;
         clear(&mut self.short);
         clear(&mut self.long);
-        clear(&mut self.block_map);
-        self.blocks.clear();
-        clear(&mut self.small_block_map);
-        self.small_blocks.clear();
+        for class in Class::ALL {
+            for id in self.block_maps.ids(class) {
+                self.block_maps.remove(class, id);
+            }
+        }
+        self.block_ids.iter_mut().for_each(BlockIds::clear);
         // The compiled table is `table` from here, whatever the kernel's
         // becomes; until this rebuild completes, only a whole table can
         // follow.
@@ -626,7 +594,7 @@ impl FastPath {
         let Some(c) = c else {
             return self.del(key);
         };
-        let answer = self.value_of(c);
+        let answer = self.value_of(key, c);
         let r = match split_key(key, layer::BASE) {
             Split::Tiny(k) => {
                 // Only ever the overflow's: a refused batch element.
@@ -778,11 +746,6 @@ pub(super) fn split_key(key: &EntryKey, layer: u8) -> Split {
     }
 }
 
-/// The ids of the blocks in a block map.
-pub(super) fn block_ids<V: aya::Pod>(map: &HashMap<MapData, u32, V>) -> Vec<u32> {
-    map.keys().filter_map(Result::ok).collect()
-}
-
 /// Removes every element of `map` (best effort: it runs while the kernel
 /// passes everything).
 pub(super) fn clear<K: aya::Pod, V: aya::Pod>(map: &mut HashMap<MapData, K, V>) {
@@ -864,23 +827,10 @@ pub(super) fn table_full(e: &aya::maps::MapError) -> bool {
     matches!(e, aya::maps::MapError::SyscallError(e) if e.io_error.raw_os_error() == Some(libc::E2BIG))
 }
 
-/// Whether a section outside its entry goes to the small-block table.
-pub(super) fn is_small(section: &[u8]) -> bool {
-    section.len() <= SMALL_BLOCK_MAX
-}
-
-/// A section as the kernel's block value (zero-padded).
-pub(super) fn block_of(section: &[u8]) -> AnswerBlock {
-    let mut b = AnswerBlock {
-        data: [0; BLOCK_MAX],
-    };
-    b.data[..section.len()].copy_from_slice(section);
-    b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xdpdns_common::{INLINE_MAX, MINI_BLOCK_MAX, SMALL_BLOCK_MAX};
 
     fn key(name: &[u8], qtype: u8) -> EntryKey {
         EntryKey {
@@ -945,12 +895,26 @@ mod tests {
     }
 
     #[test]
-    fn sections_pick_their_block_table_and_are_zero_padded() {
-        assert!(is_small(&[1; SMALL_BLOCK_MAX]));
-        assert!(!is_small(&[1; SMALL_BLOCK_MAX + 1]));
-        let b = block_of(&[7, 8, 9]);
-        assert_eq!(&b.data[..3], &[7, 8, 9]);
-        assert!(b.data[3..].iter().all(|&x| x == 0));
+    fn sections_pick_their_block_table_by_size_and_reader() {
+        let a = key(WWW, qtype_slot::A);
+        assert_eq!(Class::of(&a, &[1; INLINE_MAX + 1]), Class::Mini);
+        assert_eq!(Class::of(&a, &[1; MINI_BLOCK_MAX]), Class::Mini);
+        assert_eq!(Class::of(&a, &[1; MINI_BLOCK_MAX + 1]), Class::Small);
+        assert_eq!(Class::of(&a, &[1; SMALL_BLOCK_MAX]), Class::Small);
+        assert_eq!(Class::of(&a, &[1; SMALL_BLOCK_MAX + 1]), Class::Large);
+        let signed_caa = key(WWW, qtype_slot::of(257) | qtype_slot::SIGNED);
+        assert_eq!(Class::of(&signed_caa, &[1; 40]), Class::Mini);
+        // What the negative answers read stays in the small blocks.
+        for slot in [
+            qtype_slot::SOA,
+            qtype_slot::SOA_SIGNED,
+            qtype_slot::REFERRAL,
+            qtype_slot::DENIAL_SIGNED,
+            qtype_slot::GAPS_SIGNED,
+            qtype_slot::GAP_SIGNED,
+        ] {
+            assert_eq!(Class::of(&key(WWW, slot), &[1; 64]), Class::Small, "{slot}");
+        }
     }
 
     #[test]
