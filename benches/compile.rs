@@ -168,7 +168,12 @@ fn bench(c: &mut Criterion) {
         );
         if full && unsafe { libc::geteuid() } == 0 {
             let edns = xdpdns::wire::ServerEdns::default();
-            let mut fp = FastPath::load(table.len() as u32, 53, &edns).unwrap();
+            // As the server loads it: the maps sized from the table.
+            let capacity = xdpdns::xdp::Capacity {
+                served: Some(xdpdns::xdp::Served::of(&table)),
+                ..xdpdns::xdp::Capacity::from(table.len() as u32)
+            };
+            let mut fp = FastPath::load(capacity, 53, &edns).unwrap();
             fp.install(table.clone()).unwrap();
             let maps = fp.table_memory();
             let total: u64 = maps.iter().map(|(_, b)| b).sum();

@@ -97,6 +97,7 @@ fn main() {
     let capacity = xdpdns::xdp::Capacity {
         entries: 1024,
         rrl_slots: 65_536,
+        served: None,
     };
     let mut fp = FastPath::load_for_bench(capacity, 53, &edns).unwrap();
     fp.install(compile(&store.snapshot()).0).unwrap();

@@ -81,6 +81,7 @@ fn pair_sized(rrl: RrlConfig, store: ZoneStore, entries: u32) -> Pair {
     let capacity = Capacity {
         entries,
         rrl_slots: rrl.kernel_slots(),
+        served: None,
     };
     let mut fast = FastPath::load(capacity, 53, &h.edns).expect("load the XDP program");
     fast.install(compile(&store.snapshot()).0).unwrap();

@@ -26,7 +26,7 @@ use crate::transfer::journal_subscriber::{self, Journaled};
 use crate::transfer::notify::Propagation;
 use crate::transfer::notify::{self, Notifier, NotifySettings};
 use crate::transfer::{secondary, IxfrJournal};
-use crate::xdp::{Capacity, FastPath, KernelTable, PinDir, XdpError};
+use crate::xdp::{Capacity, FastPath, KernelTable, PinDir, Served, XdpError};
 use crate::zone::{LoadLog, Zone, ZoneStore};
 
 /// How long a stop waits for the IXFR journal to catch up with the store.
@@ -496,16 +496,33 @@ pub(super) fn start_fast_path(
         let capacity = Capacity {
             entries: x.capacity,
             rrl_slots: config.rrl.kernel_slots(),
+            served: None,
         };
-        let mut fp = match pins {
-            None => FastPath::load(capacity, port, edns)?,
-            Some(p) => match FastPath::adopt(capacity, port, edns, p.clone()) {
-                Ok(fp) => fp,
-                Err(e) => {
-                    info!(pin_dir = %p.path().display(), "XDP: {e}; loading the program");
-                    FastPath::load_pinned(capacity, port, edns, p)?
+        let adopted = pins.as_ref().and_then(|p| {
+            FastPath::adopt(capacity, port, edns, p.clone())
+                .inspect_err(
+                    |e| info!(pin_dir = %p.path().display(), "XDP: {e}; loading the program"),
+                )
+                .ok()
+        });
+        // A program loaded anew has its maps sized from the table it will
+        // hold, so the table is compiled first.
+        let mut compiled = None;
+        let mut fp = match adopted {
+            Some(fp) => fp,
+            None => {
+                let (table, skipped) = compile(&snapshot);
+                info!(entries = table.len(), ?skipped, "XDP answer table compiled");
+                let capacity = Capacity {
+                    served: Some(Served::of(&table)),
+                    ..capacity
+                };
+                compiled = Some(table);
+                match pins {
+                    None => FastPath::load(capacity, port, edns)?,
+                    Some(p) => FastPath::load_pinned(capacity, port, edns, p)?,
                 }
-            },
+            }
         };
         fp.set_rrl(config.rrl.kernel_settings())?;
         fp.set_tap(dnstap_kernel_every(config))?;
@@ -518,8 +535,14 @@ pub(super) fn start_fast_path(
             if fp.table_unknown() {
                 info!("XDP: the pinned table holds other zone versions; rebuilding it");
             }
-            let (table, skipped) = compile(&snapshot);
-            info!(entries = table.len(), ?skipped, "XDP answer table compiled");
+            let table = match compiled {
+                Some(table) => table,
+                None => {
+                    let (table, skipped) = compile(&snapshot);
+                    info!(entries = table.len(), ?skipped, "XDP answer table compiled");
+                    table
+                }
+            };
             fp.install_tagged(table, tag)?;
             router.hot.settle(snapshot.version());
             crate::memory::release_freed();

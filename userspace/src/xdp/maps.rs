@@ -12,14 +12,18 @@ use xdpdns_common::{
 use super::blocks::{BlockMaps, Class};
 use super::error::XdpError;
 use super::pins::PinDir;
+use super::writer::table_of;
+use crate::answers::compile::Table;
 
 /// What the kernel's maps are sized for: (name, type) entries in the
 /// table (with an eighth more room beside it for a change's overlay),
-/// and the rate limiter's buckets.
+/// the rate limiter's buckets, and what the first table holds, if it is
+/// known when the maps are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capacity {
     pub entries: u32,
     pub rrl_slots: u32,
+    pub served: Option<Served>,
 }
 
 impl From<u32> for Capacity {
@@ -28,43 +32,113 @@ impl From<u32> for Capacity {
         Capacity {
             entries,
             rrl_slots: 1,
+            served: None,
         }
     }
 }
 
+/// What a table holds outside the tiny-name slots: entries of short and
+/// long names, and sections (counted per entry) of each block class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    pub short: u32,
+    pub long: u32,
+    pub mini: u32,
+    pub small: u32,
+    pub large: u32,
+}
+
+impl Served {
+    pub fn of(table: &Table) -> Served {
+        let mut s = Served::default();
+        for (key, c) in table {
+            match table_of(key) {
+                1 => s.short += 1,
+                2 => s.long += 1,
+                _ => {}
+            }
+            if let Some(section) = &c.block {
+                match Class::of(key, section) {
+                    Class::Mini => s.mini += 1,
+                    Class::Small => s.small += 1,
+                    Class::Large => s.large += 1,
+                }
+            }
+        }
+        s
+    }
+}
+
+/// The maps sized from the table served, once known: a restart adopts
+/// them as pinned whatever their size.
+const SIZED_FROM_SERVED: [&str; 7] = [
+    "SHORT_NAMES",
+    "LONG_NAMES",
+    "OVERLAY_SHORT",
+    "OVERLAY_LONG",
+    "BLOCKS",
+    "SMALL_BLOCKS",
+    "MINI_BLOCKS",
+];
+
+/// Whether a pinned map of `name` must have the size `capacity` gives it.
+pub(super) fn sized_by_capacity(name: &str) -> bool {
+    !SIZED_FROM_SERVED.contains(&name)
+}
+
 pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 11] {
     let rrl_slots = capacity.rrl_slots.max(1);
+    let served = capacity.served;
     let capacity = capacity.entries;
     // One copy of the table. Elements are allocated as they are inserted
-    // (BPF_F_NO_PREALLOC): a table sized for every name costs only its
-    // bucket array until it fills.
-    // Every map's bucket array is allocated up front (16 bytes per
-    // slot), so the tables for less common name lengths get a share of
-    // `capacity`; an entry that finds its table full is left to the
-    // fallback (`entries_left_out`).
+    // (BPF_F_NO_PREALLOC): a hash map costs its elements and a bucket
+    // array of 16 bytes a slot for a power of two above its size,
+    // allocated up front.
     let entries = capacity.max(16);
     // Tiny names, the bulk of most zones, are kept in slots of an array
     // (`xdpdns_common::slots`), allocated whole at load: 80 bytes an
-    // entry of `capacity`. Those whose buckets are full go to the hash
-    // map beside it, a sixteenth of the capacity (about 4 % of the keys
-    // overflow when nine slots in ten are used).
+    // entry of `capacity`. Those without a slot go to the hash map beside
+    // it, a sixteenth of the capacity (a change may find both buckets of
+    // a new key full).
     let tiny_slots = slots_for(capacity);
     let overflow_entries = (capacity / 16).max(16);
-    let short_entries = (capacity / 2).max(16);
-    let long_entries = (capacity / 16).max(16);
-    // Ids never exceed the block table's size, which fits `Answer`'s 24
-    // bits. A change writes its new blocks before the old are released,
-    // which happens once no overlay generation can reach them: a quarter
-    // more room for that.
-    // Sections over 256 bytes (large RRsets, DNSKEY sets) are few.
-    let block_entries = with_slack((capacity / 32).max(64)).min(BLOCK_ID_MAX - 1);
-    // Signed variants each take a small block of their own; a quarter
-    // of the entries (the bucket array costs 16 bytes a slot even
-    // when empty). Sections that find it full are the fallback's.
-    let small_block_entries = with_slack((capacity / 4).max(64)).min(BLOCK_ID_MAX - 1);
+    // The other maps: sized from the first table when it is known (room
+    // for a quarter more than it holds, up to the power of two the
+    // kernel's bucket array has anyway, and no less than a small share
+    // of the capacity for what later changes bring); else fixed shares
+    // of the capacity. Block ids never exceed the block table's size,
+    // which fits `Answer`'s 24 bits.
+    let ids = |n: u32| n.min(BLOCK_ID_MAX - 1);
+    let size = |fixed: u32, floor: u32, cap: u32, held: Option<u32>| -> u32 {
+        match (served, held) {
+            (Some(_), Some(n)) => {
+                let room = n.saturating_add(n / 4).max(floor).max(16);
+                room.checked_next_power_of_two()
+                    .unwrap_or(room)
+                    .min(cap.max(16))
+            }
+            _ => fixed.max(16),
+        }
+    };
+    let held = |f: fn(&Served) -> u32| served.as_ref().map(f);
+    let short_entries = size(capacity / 2, capacity / 32, entries, held(|s| s.short));
+    let long_entries = size(capacity / 16, capacity / 64, entries, held(|s| s.long));
+    // A change writes its new blocks before the old are released (once
+    // no overlay generation can reach them): a quarter more room.
+    let blocks = |fixed: u32, floor: u32, held: Option<u32>| {
+        ids(size(
+            with_slack(fixed.max(64)),
+            floor,
+            with_slack(entries),
+            held,
+        ))
+    };
+    let block_entries = blocks(capacity / 8, capacity / 64, held(|s| s.large));
+    // Signed variants each take a small block of their own.
+    let small_block_entries = blocks(capacity / 4, capacity / 32, held(|s| s.small));
     // Sections of 33 to 64 bytes (a CNAME and an address, a few
     // records) in 128-byte elements rather than 320.
-    let mini_block_entries = with_slack((capacity / 4).max(64)).min(BLOCK_ID_MAX - 1);
+    let mini_block_entries = blocks(capacity / 4, capacity / 32, held(|s| s.mini));
     [
         ("TINY_SLOTS", tiny_slots),
         ("TINY_NAMES", overflow_entries),
@@ -224,7 +298,7 @@ mod tests {
         assert_eq!(s["LONG_NAMES"], 8_192);
         assert_eq!(s["OVERLAY_TINY"], 16_384, "an eighth of its share");
         assert_eq!(s["OVERLAY_LONG"], 1_024);
-        assert_eq!(s["BLOCKS"], 4_096 + 1_024);
+        assert_eq!(s["BLOCKS"], 16_384 + 4_096);
         assert_eq!(s["SMALL_BLOCKS"], 32_768 + 8_192);
         assert_eq!(s["MINI_BLOCKS"], 32_768 + 8_192);
         assert_eq!(s["RRL_BUCKETS"], 1, "rate limiting off: one bucket");
@@ -235,6 +309,7 @@ mod tests {
         let s = sizes(Capacity {
             entries: 0,
             rrl_slots: 0,
+            served: None,
         });
         assert_eq!(s["TINY_NAMES"], 16);
         assert_eq!(s["TINY_SLOTS"], 8);
@@ -245,11 +320,52 @@ mod tests {
         let huge = sizes(Capacity {
             entries: u32::MAX,
             rrl_slots: 1 << 20,
+            served: None,
         });
         assert!(huge["BLOCKS"] < BLOCK_ID_MAX && huge["SMALL_BLOCKS"] < BLOCK_ID_MAX);
         assert_eq!(huge["SHORT_NAMES"], u32::MAX / 2, "never wraps");
         assert!(huge["TINY_SLOTS"] > u32::MAX / 2, "saturates, never wraps");
         assert_eq!(huge["RRL_BUCKETS"], 1 << 20);
+    }
+
+    #[test]
+    fn a_known_table_sizes_the_other_maps_with_room_and_floors() {
+        let served = Served {
+            short: 200_000,
+            long: 0,
+            mini: 275_000,
+            small: 100_000,
+            large: 3_000_000,
+        };
+        let s = sizes(Capacity {
+            entries: 2_600_000,
+            rrl_slots: 1,
+            served: Some(served),
+        });
+        assert_eq!(
+            s["SHORT_NAMES"], 262_144,
+            "a quarter more, to the power of two"
+        );
+        assert_eq!(s["OVERLAY_SHORT"], 32_768);
+        assert_eq!(s["LONG_NAMES"], 65_536, "the floor: 1/64 of the capacity");
+        assert_eq!(s["MINI_BLOCKS"], 524_288);
+        assert_eq!(s["SMALL_BLOCKS"], 131_072);
+        assert_eq!(
+            s["BLOCKS"],
+            2_600_000 + 650_000,
+            "at most the capacity, with slack"
+        );
+        let unknown = sizes(Capacity::from(2_600_000));
+        for name in ["TINY_SLOTS", "TINY_NAMES", "OVERLAY_TINY", "RRL_BUCKETS"] {
+            assert_eq!(
+                s[name], unknown[name],
+                "{name} depends on the capacity alone"
+            );
+            assert!(sized_by_capacity(name));
+        }
+        for name in ["SHORT_NAMES", "MINI_BLOCKS", "BLOCKS"] {
+            assert!(!sized_by_capacity(name));
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod writer;
 
 pub use counters::Counters;
 pub use error::XdpError;
-pub use maps::Capacity;
+pub use maps::{Capacity, Served};
 pub use pins::PinDir;
 pub use program::{attach_helper_program, object_sha256, AttachMode, FastPath};
 pub use settings::realtime_offset_ns;

@@ -24,7 +24,7 @@ use super::blocks::{BlockIds, BlockMaps};
 use super::error::XdpError;
 use super::generations::Overlay;
 use super::grace::GraceClock;
-use super::maps::{map_sizes, Capacity, Maps};
+use super::maps::{map_sizes, sized_by_capacity, Capacity, Maps};
 use super::pins::PinDir;
 use super::slots::Slots;
 use crate::answers::compile::EntryKey;
@@ -314,8 +314,11 @@ impl FastPath {
         if saved.object_tag != object_tag(OBJECT) {
             return refuse("pinned by another build of the program");
         }
+        // The maps sized from a table served are taken as they are.
         for (name, entries) in map_sizes(capacity) {
-            if MapData::from_pin(pins.map(name))?.info()?.max_entries() != entries {
+            if sized_by_capacity(name)
+                && MapData::from_pin(pins.map(name))?.info()?.max_entries() != entries
+            {
                 return refuse("[xdp] capacity or [rrl] table_size changed");
             }
         }

@@ -10,6 +10,7 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 
 use aya::maps::{HashMap, IterableMap, MapData};
+use xdpdns_common::slots::TinySlot;
 use xdpdns_common::{
     key_lead, key_tail, layer, qtype_slot, Answer, LongKey, ShortKey, TinyKey, XdpConfig,
     LONG_NAME_BUF, SHORT_NAME_MAX, TINY_NAME_MAX,
@@ -415,6 +416,24 @@ impl FastPath {
         for key in &delta.delete {
             self.del_into(key, answering, &mut steps)?;
         }
+        // Into empty slots, every tiny key is placed at once (moving keys
+        // between their buckets), in the order of the upserts.
+        let fresh = !answering && self.slots.is_empty() && self.overflow.is_empty();
+        let mut placed = match fresh {
+            true => {
+                let keys: Vec<TinyKey> = delta
+                    .upsert
+                    .iter()
+                    .filter(|(k, _)| table_of(k) == 0 && !left_out.contains(k))
+                    .map(|(k, _)| match split_key(k, layer::BASE) {
+                        Split::Tiny(k) => k,
+                        _ => unreachable!("a tiny name"),
+                    })
+                    .collect();
+                Some(self.slots.place_all(&keys).into_iter())
+            }
+            false => None,
+        };
         // Upserts go in batches, one system call per map and thousands of
         // entries (a million-entry table: 2 s one by one).
         let mut batches: [Batch<'_>; 3] = Default::default();
@@ -426,10 +445,19 @@ impl FastPath {
             let answer = self.value_of(key, c);
             let value = bytes_of(&answer);
             match &split_key(key, layer::BASE) {
-                Split::Tiny(k) => match self.slot_write(key, k, answer, answering)? {
-                    Some(s) => steps.extend(s),
-                    None => batches[0].push(bytes_of(k), value, key, Some(c)),
-                },
+                Split::Tiny(k) => {
+                    let slot = match &mut placed {
+                        Some(placed) => placed
+                            .next()
+                            .expect("one place a key")
+                            .map(|at| vec![Step::Final(at, TinySlot::new(*k, answer))]),
+                        None => self.slot_write(key, k, answer, answering)?,
+                    };
+                    match slot {
+                        Some(s) => steps.extend(s),
+                        None => batches[0].push(bytes_of(k), value, key, Some(c)),
+                    }
+                }
                 Split::Short(k) => batches[1].push(bytes_of(k), value, key, Some(c)),
                 Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, Some(c)),
             }
