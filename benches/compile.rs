@@ -3,11 +3,13 @@
 //! of 100k and (with `cargo bench`) 1M names: each name with two A and one
 //! AAAA record, and a front-line mix of types (`mixed_zone`).
 //!
-//! Memory: with `--bench` as root, the table is installed in the kernel
-//! and the kernel's own accounting is read back (`memlock` in each map's
-//! fdinfo: bucket arrays plus every element, with the hash map's
-//! per-element header and list node), divided by records. Without root,
-//! or in the smoke run, the elements' share is computed from their sizes.
+//! Memory: with `--bench` as root, the table is installed in the kernel,
+//! its maps sized from it as the server sizes them, and the kernel's own
+//! accounting is read back (`memlock` in each map's fdinfo: the tiny
+//! names' slot array, bucket arrays plus every element, with the hash
+//! map's per-element header and list node), divided by records. Without
+//! root, or in the smoke run, the elements' share is computed from their
+//! sizes.
 
 use std::time::Duration;
 
@@ -17,9 +19,10 @@ use hickory_proto::rr::{Name, RData, Record};
 use xdpdns::answers::compile;
 use xdpdns::xdp::FastPath;
 use xdpdns::zone::{Zone, ZoneStore};
+use xdpdns_common::slots::TinySlot;
 use xdpdns_common::{
-    Answer, AnswerBlock, LongKey, ShortKey, SmallBlock, TinyKey, SHORT_NAME_MAX, SMALL_BLOCK_MAX,
-    TINY_NAME_MAX,
+    Answer, AnswerBlock, LongKey, MiniBlock, ShortKey, SmallBlock, MINI_BLOCK_MAX, SHORT_NAME_MAX,
+    SMALL_BLOCK_MAX, TINY_NAME_MAX,
 };
 
 /// `struct htab_elem` before the key, as the kernel lays it out (x86-64).
@@ -148,19 +151,26 @@ fn bench(c: &mut Criterion) {
         sections.sort();
         sections.dedup();
         let value = std::mem::size_of::<Answer>();
-        let per_gen = tiny * element(std::mem::size_of::<TinyKey>(), value)
+        // Tiny names in slots (key and value, no header); the rest are
+        // hash map elements.
+        let per_gen = tiny * std::mem::size_of::<TinySlot>()
             + short * element(std::mem::size_of::<ShortKey>(), value)
             + long * element(std::mem::size_of::<LongKey>(), value);
+        let mini = sections
+            .iter()
+            .filter(|s| s.len() <= MINI_BLOCK_MAX)
+            .count();
         let small = sections
             .iter()
             .filter(|s| s.len() <= SMALL_BLOCK_MAX)
             .count();
         let computed = per_gen
-            + small * element(4, std::mem::size_of::<SmallBlock>())
+            + mini * element(4, std::mem::size_of::<MiniBlock>())
+            + (small - mini) * element(4, std::mem::size_of::<SmallBlock>())
             + (sections.len() - small) * element(4, std::mem::size_of::<AnswerBlock>());
         eprintln!(
             "xdp_compile/{shape}{names}_names: {records} records -> {} entries ({tiny} tiny-, {short} short-, \
-             {long} long-key; {} blocks); elements (computed, bucket arrays not counted) {:.1} MiB, {:.0} bytes per record",
+             {long} long-key; {} blocks); elements (computed, spare slots and bucket arrays not counted) {:.1} MiB, {:.0} bytes per record",
             table.len(),
             sections.len(),
             computed as f64 / (1 << 20) as f64,

@@ -104,8 +104,9 @@ pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 11] {
     let overflow_entries = (capacity / 16).max(16);
     // The other maps: sized from the first table when it is known (room
     // for a quarter more than it holds, up to the power of two the
-    // kernel's bucket array has anyway, and no less than a small share
-    // of the capacity for what later changes bring); else fixed shares
+    // kernel's bucket array has anyway, and no less than a share of the
+    // capacity for what later changes bring: a registry starts empty,
+    // and its names are often longer than 32 bytes); else fixed shares
     // of the capacity. Block ids never exceed the block table's size,
     // which fits `Answer`'s 24 bits.
     let ids = |n: u32| n.min(BLOCK_ID_MAX - 1);
@@ -121,8 +122,9 @@ pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 11] {
         }
     };
     let held = |f: fn(&Served) -> u32| served.as_ref().map(f);
-    let short_entries = size(capacity / 2, capacity / 32, entries, held(|s| s.short));
-    let long_entries = size(capacity / 16, capacity / 64, entries, held(|s| s.long));
+    let short_entries = size(capacity / 2, capacity / 4, entries, held(|s| s.short));
+    // IPv6 reverse names are 74 bytes.
+    let long_entries = size(capacity / 16, capacity / 16, entries, held(|s| s.long));
     // A change writes its new blocks before the old are released (once
     // no overlay generation can reach them): a quarter more room.
     let blocks = |fixed: u32, floor: u32, held: Option<u32>| {
@@ -133,12 +135,12 @@ pub(super) fn map_sizes(capacity: Capacity) -> [(&'static str, u32); 11] {
             held,
         ))
     };
-    let block_entries = blocks(capacity / 8, capacity / 64, held(|s| s.large));
+    let block_entries = blocks(capacity / 8, capacity / 32, held(|s| s.large));
     // Signed variants each take a small block of their own.
-    let small_block_entries = blocks(capacity / 4, capacity / 32, held(|s| s.small));
+    let small_block_entries = blocks(capacity / 4, capacity / 8, held(|s| s.small));
     // Sections of 33 to 64 bytes (a CNAME and an address, a few
     // records) in 128-byte elements rather than 320.
-    let mini_block_entries = blocks(capacity / 4, capacity / 32, held(|s| s.mini));
+    let mini_block_entries = blocks(capacity / 4, capacity / 8, held(|s| s.mini));
     [
         ("TINY_SLOTS", tiny_slots),
         ("TINY_NAMES", overflow_entries),
@@ -343,13 +345,16 @@ mod tests {
             served: Some(served),
         });
         assert_eq!(
-            s["SHORT_NAMES"], 262_144,
-            "a quarter more, to the power of two"
+            s["SHORT_NAMES"], 1_048_576,
+            "the floor (a quarter), to a power of two"
         );
-        assert_eq!(s["OVERLAY_SHORT"], 32_768);
-        assert_eq!(s["LONG_NAMES"], 65_536, "the floor: 1/64 of the capacity");
-        assert_eq!(s["MINI_BLOCKS"], 524_288);
-        assert_eq!(s["SMALL_BLOCKS"], 131_072);
+        assert_eq!(s["OVERLAY_SHORT"], 131_072);
+        assert_eq!(s["LONG_NAMES"], 262_144, "the floor: 1/16 of the capacity");
+        assert_eq!(
+            s["MINI_BLOCKS"], 524_288,
+            "a quarter more, to a power of two"
+        );
+        assert_eq!(s["SMALL_BLOCKS"], 524_288, "the floor: an eighth");
         assert_eq!(
             s["BLOCKS"],
             2_600_000 + 650_000,

@@ -61,12 +61,17 @@ fn cuckoo(choices: &[(u32, u32)], buckets: u32) -> Vec<u32> {
 }
 
 /// A slot's mark: 0 unused; else its key's fingerprint (bit 0 set), with
-/// [`ABSENT`] while its entry is deleted in place.
-type Mark = u32;
-const ABSENT: Mark = 1 << 31;
+/// [`ABSENT`] while its entry is deleted in place. Two bytes a slot: one
+/// key in 16k of another matches it, and is told apart by reading the
+/// kernel's slot.
+type Mark = u16;
+const ABSENT: Mark = 1 << 15;
 
+/// From all of `h`, mixed again: the keys of one bucket share the bits
+/// that chose it.
 fn fingerprint(h: u64) -> Mark {
-    ((h >> 24) as u32 & !ABSENT) | 1
+    let mixed = (h ^ h >> 29).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((mixed >> 48) as u16 & !ABSENT) | 1
 }
 
 pub(super) struct Slots {
