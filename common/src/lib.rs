@@ -600,7 +600,7 @@ pub struct XdpConfig {
     /// while the loader cannot vouch that every name's EXIST entry is in
     /// (a full table left one out).
     pub negative_answers: u32,
-    /// Buckets of the tiny-name slot table ([`slots`]; 0: no slots, the
+    /// Buckets of the tiny-name slot table (module `slots`; 0: no slots, the
     /// tiny names are all in the hash map).
     pub tiny_buckets: u32,
     /// 1 when the tiny-name hash map may hold entries (the slot table's
@@ -687,7 +687,6 @@ mod pod {
     unsafe impl aya::Pod for super::OverlayKey<super::ShortKey> {}
     unsafe impl aya::Pod for super::OverlayKey<super::LongKey> {}
     unsafe impl aya::Pod for super::Answer {}
-    unsafe impl aya::Pod for super::slots::TinySlot {}
     unsafe impl aya::Pod for super::XdpConfig {}
     unsafe impl aya::Pod for super::BenchFrame {}
     unsafe impl aya::Pod for super::rrl::Bucket {}

@@ -76,6 +76,11 @@ impl TinySlot {
     }
 }
 
+// SAFETY: plain `repr(C)` bytes and integers, no padding, any bit
+// pattern valid.
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for TinySlot {}
+
 /// The key's four words, little-endian, as the kernel reads them.
 pub const fn words(key: &TinyKey) -> [u64; 4] {
     let n = &key.name;

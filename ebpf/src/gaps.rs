@@ -17,7 +17,8 @@ use xdpdns_common::{
 };
 
 use crate::headers::load;
-use crate::maps::{lookup, tail, Scratch, BLOCKS};
+use crate::lookup::lookup;
+use crate::maps::{tail, Scratch, BLOCKS};
 use crate::question::lower8;
 use crate::verdict::code_of;
 

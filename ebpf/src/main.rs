@@ -12,6 +12,7 @@ mod edns;
 mod gaps;
 mod headers;
 mod keybuf;
+mod lookup;
 mod maps;
 mod negative;
 mod parsed;
@@ -124,14 +125,14 @@ pub fn parse_and_lookup(ctx: &XdpContext) -> Result<Found, PassReason> {
     let (name_len, qtype, dnssec_ok) = (q.name_len, q.qtype, q.edns.dnssec_ok);
     let overlay = unsafe { (*cfg).overlay };
     let mut answer =
-        maps::lookup(unsafe { &mut *s }, name_len, qtype, overlay).ok_or(PassReason::Miss)?;
+        lookup::lookup(unsafe { &mut *s }, name_len, qtype, overlay).ok_or(PassReason::Miss)?;
     let signed = answer.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
     if signed {
         // DO=1 in a signed zone: the signed variant, whose key ends in
         // one; without it, the fallback adds the signatures.
         let slot = qtype | qtype_slot::SIGNED;
         answer =
-            maps::lookup(unsafe { &mut *s }, name_len, slot, overlay).ok_or(PassReason::Edns)?;
+            lookup::lookup(unsafe { &mut *s }, name_len, slot, overlay).ok_or(PassReason::Edns)?;
     }
     Ok(Found {
         answer,

@@ -24,7 +24,8 @@ use crate::headers::{load, store};
 use crate::parsed::{Packet, Question, OPT_REPLY_BUF};
 use crate::keybuf::copy_suffix;
 use crate::question::lower8;
-use crate::maps::{lookup, tail, Scratch, BLOCKS, MINI_BLOCKS, SMALL_BLOCKS};
+use crate::lookup::lookup;
+use crate::maps::{tail, Scratch, BLOCKS, MINI_BLOCKS, SMALL_BLOCKS};
 use crate::verdict::code_of;
 use crate::{csum, edns, reply};
 

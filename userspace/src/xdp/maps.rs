@@ -11,8 +11,8 @@ use xdpdns_common::{
 
 use super::blocks::{BlockMaps, Class};
 use super::error::XdpError;
+use super::layout::table_of;
 use super::pins::PinDir;
-use super::writer::table_of;
 use crate::answers::compile::Table;
 
 /// What the kernel's maps are sized for: (name, type) entries in the

@@ -10,6 +10,7 @@ mod counters;
 mod error;
 mod generations;
 mod grace;
+mod layout;
 mod maps;
 mod overlay;
 pub mod pins;

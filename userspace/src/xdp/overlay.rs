@@ -20,8 +20,9 @@ use xdpdns_common::{layer, Answer, OverlayKey};
 use super::blocks::Class;
 use super::error::XdpError;
 use super::generations::{Pending, Written};
+use super::layout::{bytes_of, split_key, table_of, Split};
 use super::program::FastPath;
-use super::writer::{bytes_of, split_key, table_of, Batch, Split};
+use super::writer::Batch;
 use crate::answers::compile::{Compiled, EntryKey, TableDelta};
 
 /// Blocks released while the overlay is on wait for it to be off this

@@ -14,7 +14,7 @@ use xdpdns_common::slots::{buckets_of, hash, words, TinySlot, BUCKET, IN_USE};
 use xdpdns_common::{Answer, TinyKey};
 
 use super::error::XdpError;
-use super::writer::bytes_of;
+use super::layout::bytes_of;
 
 /// [`cuckoo`]'s holder of an empty slot.
 const EMPTY: u32 = u32::MAX;
