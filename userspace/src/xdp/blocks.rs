@@ -285,6 +285,39 @@ impl BlockIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An entry of `www.example.` in slot `qtype`.
+    fn entry(qtype: u8) -> EntryKey {
+        EntryKey {
+            name: b"\x03www\x07example\x00"[..].into(),
+            qtype,
+        }
+    }
+
+    #[test]
+    fn sections_pick_their_block_table_by_size_and_reader() {
+        use xdpdns_common::{INLINE_MAX, MINI_BLOCK_MAX, SMALL_BLOCK_MAX};
+        let a = entry(qtype_slot::A);
+        assert_eq!(Class::of(&a, &[1; INLINE_MAX + 1]), Class::Mini);
+        assert_eq!(Class::of(&a, &[1; MINI_BLOCK_MAX]), Class::Mini);
+        assert_eq!(Class::of(&a, &[1; MINI_BLOCK_MAX + 1]), Class::Small);
+        assert_eq!(Class::of(&a, &[1; SMALL_BLOCK_MAX]), Class::Small);
+        assert_eq!(Class::of(&a, &[1; SMALL_BLOCK_MAX + 1]), Class::Large);
+        let signed_caa = entry(qtype_slot::of(257) | qtype_slot::SIGNED);
+        assert_eq!(Class::of(&signed_caa, &[1; 40]), Class::Mini);
+        // What the negative answers read stays in the small blocks.
+        for slot in [
+            qtype_slot::SOA,
+            qtype_slot::SOA_SIGNED,
+            qtype_slot::REFERRAL,
+            qtype_slot::DENIAL_SIGNED,
+            qtype_slot::GAPS_SIGNED,
+            qtype_slot::GAP_SIGNED,
+        ] {
+            assert_eq!(Class::of(&entry(slot), &[1; 64]), Class::Small, "{slot}");
+        }
+    }
+
     use std::sync::Arc;
 
     #[test]

@@ -800,44 +800,14 @@ pub(super) fn table_full(e: &aya::maps::MapError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xdpdns_common::{INLINE_MAX, MINI_BLOCK_MAX, SMALL_BLOCK_MAX};
-
-    fn key(name: &[u8], qtype: u8) -> EntryKey {
-        EntryKey {
-            name: name.into(),
-            qtype,
-        }
-    }
-
-    /// `www.example.` in wire form.
-    const WWW: &[u8] = b"\x03www\x07example\x00";
-
-    #[test]
-    fn sections_pick_their_block_table_by_size_and_reader() {
-        let a = key(WWW, qtype_slot::A);
-        assert_eq!(Class::of(&a, &[1; INLINE_MAX + 1]), Class::Mini);
-        assert_eq!(Class::of(&a, &[1; MINI_BLOCK_MAX]), Class::Mini);
-        assert_eq!(Class::of(&a, &[1; MINI_BLOCK_MAX + 1]), Class::Small);
-        assert_eq!(Class::of(&a, &[1; SMALL_BLOCK_MAX]), Class::Small);
-        assert_eq!(Class::of(&a, &[1; SMALL_BLOCK_MAX + 1]), Class::Large);
-        let signed_caa = key(WWW, qtype_slot::of(257) | qtype_slot::SIGNED);
-        assert_eq!(Class::of(&signed_caa, &[1; 40]), Class::Mini);
-        // What the negative answers read stays in the small blocks.
-        for slot in [
-            qtype_slot::SOA,
-            qtype_slot::SOA_SIGNED,
-            qtype_slot::REFERRAL,
-            qtype_slot::DENIAL_SIGNED,
-            qtype_slot::GAPS_SIGNED,
-            qtype_slot::GAP_SIGNED,
-        ] {
-            assert_eq!(Class::of(&key(WWW, slot), &[1; 64]), Class::Small, "{slot}");
-        }
-    }
 
     #[test]
     fn a_batch_packs_keys_and_values_end_to_end() {
-        let (k1, k2) = (key(WWW, qtype_slot::A), key(WWW, qtype_slot::AAAA));
+        let key = |qtype| EntryKey {
+            name: b"\x03www\x00"[..].into(),
+            qtype,
+        };
+        let (k1, k2) = (key(qtype_slot::A), key(qtype_slot::AAAA));
         let c = Compiled {
             head: Answer::new(4, 1, 0),
             block: None,
