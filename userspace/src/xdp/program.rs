@@ -335,9 +335,10 @@ impl FastPath {
         // kernel passes everything.
         fp.healthy = saved.table_tag != 0 && saved.port != 0;
         fp.table_unknown = true;
-        // Which slot holds which key; the overflow's entries are learnt
-        // as `adopt_table` reads them back.
-        fp.slots.reload()?;
+        // Which slot holds which key is read back when the table is
+        // (`adopt_table`) or cleared (a rebuild); the overflow's entries
+        // are learnt as `adopt_table` reads them back.
+        fp.slots.adopted();
         fp.current.port = if fp.healthy { port } else { 0 };
         fp.start_settings(edns)?;
         Ok(fp)

@@ -82,6 +82,9 @@ pub(super) struct Slots {
     live: usize,
     /// Slots holding a key (live or absent).
     used: usize,
+    /// The slots are an adopted table's, not yet read back: what they
+    /// hold is unknown until [`Slots::learn`].
+    unknown: bool,
 }
 
 /// How a slot is to be written (see the module's rule).
@@ -111,6 +114,7 @@ impl Slots {
             marks: vec![0; slots],
             live: 0,
             used: 0,
+            unknown: false,
             map,
         }
     }
@@ -175,6 +179,7 @@ impl Slots {
     /// The slot holding `key` (live or absent), confirmed by the
     /// kernel's copy.
     pub(super) fn find(&self, key: &TinyKey) -> Result<Option<(u32, bool)>, XdpError> {
+        debug_assert!(!self.unknown, "the adopted slots are read back first");
         if self.buckets < 2 {
             return Ok(None);
         }
@@ -328,6 +333,7 @@ impl Slots {
 
     /// Empties every slot in use (nothing is answered from the table).
     pub(super) fn clear(&mut self) -> Result<(), XdpError> {
+        self.learn()?;
         let steps: Vec<Step> = (0..self.marks.len() as u32)
             .filter(|&at| self.marks[at as usize] != 0)
             .map(|at| Step::Final(at, TinySlot::EMPTY))
@@ -339,8 +345,24 @@ impl Slots {
         Ok(())
     }
 
-    /// Learns the slots from the kernel's copy (an adopted table).
-    pub(super) fn reload(&mut self) -> Result<(), XdpError> {
+    /// Marks the slots as an adopted table's: read back when first
+    /// needed ([`Slots::learn`]), not while a restart waits to answer.
+    pub(super) fn adopted(&mut self) {
+        self.unknown = true;
+    }
+
+    /// Reads the slots back from the kernel if they are an adopted
+    /// table's (the writes and lookups of a table need them known).
+    pub(super) fn learn(&mut self) -> Result<(), XdpError> {
+        match self.unknown {
+            true => self.reload(),
+            false => Ok(()),
+        }
+    }
+
+    /// Learns the slots from the kernel's copy.
+    fn reload(&mut self) -> Result<(), XdpError> {
+        self.unknown = false;
         let fd = self.map.map().fd().as_fd().as_raw_fd();
         let size = std::mem::size_of::<TinySlot>();
         let (mut at, mut values) = (0u32, Vec::new());

@@ -37,6 +37,7 @@ impl FastPath {
         // A tagged table has no overlay in force; whatever a stop left in
         // the overlay tables is unreachable.
         self.reset_overlay();
+        self.slots.learn()?;
         self.block_ids.iter_mut().for_each(BlockIds::clear);
         // Each entry is checked against what was compiled: one missing (a
         // write its table had no room for) or different is deleted, so a
