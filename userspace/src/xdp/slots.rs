@@ -98,14 +98,6 @@ pub(super) enum Step {
     Final(u32, TinySlot),
 }
 
-/// Where a key's entry goes.
-pub(super) enum Placed {
-    /// Written into the slot table by these steps.
-    Slot(Vec<Step>),
-    /// Both its buckets are full: the overflow map.
-    Overflow,
-}
-
 impl Slots {
     pub(super) fn new(map: Array<MapData, TinySlot>) -> Self {
         let slots = map.len() as usize;
@@ -208,17 +200,19 @@ impl Slots {
     }
 
     /// Places `answer` under `key`, which has no slot yet: into an
-    /// unused or absent slot of the emptier of its buckets. `answering`:
-    /// packets may be reading the table (then `key` must be one the live
-    /// overlay generation holds).
+    /// unused or absent slot of the emptier of its buckets, by the writes
+    /// added to `steps`; false when both are full (the overflow map).
+    /// `answering`: packets may be reading the table (then `key` must be
+    /// one the live overlay generation holds).
     pub(super) fn place(
         &mut self,
         key: &TinyKey,
         answer: Answer,
         answering: bool,
-    ) -> Result<Placed, XdpError> {
+        steps: &mut Vec<Step>,
+    ) -> Result<bool, XdpError> {
         if self.buckets < 2 {
-            return Ok(Placed::Overflow);
+            return Ok(false);
         }
         let (slots, fp) = self.candidates(key);
         let slots: Vec<u32> = slots.collect();
@@ -239,10 +233,9 @@ impl Slots {
             .find(|&&at| self.marks[at as usize] == 0)
             .or(open.first())
         else {
-            return Ok(Placed::Overflow);
+            return Ok(false);
         };
         let slot = TinySlot::new(*key, answer);
-        let mut steps = Vec::new();
         if answering {
             if self.marks[at as usize] != 0 {
                 let mut old = self.map.get(&at, 0)?;
@@ -259,7 +252,7 @@ impl Slots {
         }
         self.marks[at as usize] = fp;
         self.live += 1;
-        Ok(Placed::Slot(steps))
+        Ok(true)
     }
 
     /// The write that gives slot `at` (holding `key`, live or absent)
@@ -293,21 +286,25 @@ impl Slots {
     }
 
     /// Writes `steps` in order: every slot's retiring, then every new
-    /// key unmarked, then the final values, one batch each. A slot's
-    /// last final value is its only one (a deletion followed by another
-    /// key's placement in one change never shows the deleted key again).
-    pub(super) fn write(&self, steps: &[Step]) -> Result<(), XdpError> {
+    /// key unmarked, then the final values, one batch each. While
+    /// `answering`, a slot's last final value is its only one (a deletion
+    /// followed by another key's placement in one change never shows the
+    /// deleted key again); else the steps are written as they come.
+    pub(super) fn write(&self, steps: &[Step], answering: bool) -> Result<(), XdpError> {
         let fd = self.map.map().fd().as_fd().as_raw_fd();
         let mut last = std::collections::HashMap::new();
-        for (i, step) in steps.iter().enumerate() {
-            if let Step::Final(at, _) = step {
-                last.insert(*at, i);
+        if answering {
+            for (i, step) in steps.iter().enumerate() {
+                if let Step::Final(at, _) = step {
+                    last.insert(*at, i);
+                }
             }
         }
-        for phase in 0..3 {
+        let phases = if answering { 0..3 } else { 2..3 };
+        for phase in phases {
             let (mut keys, mut values) = (Vec::new(), Vec::new());
             for (i, step) in steps.iter().enumerate() {
-                if matches!(step, Step::Final(at, _) if last[at] != i) {
+                if matches!(step, Step::Final(at, _) if answering && last[at] != i) {
                     continue;
                 }
                 let (p, at, slot) = match step {
@@ -338,7 +335,7 @@ impl Slots {
             .filter(|&at| self.marks[at as usize] != 0)
             .map(|at| Step::Final(at, TinySlot::EMPTY))
             .collect();
-        self.write(&steps)?;
+        self.write(&steps, false)?;
         self.marks.iter_mut().for_each(|m| *m = 0);
         self.live = 0;
         self.used = 0;

@@ -17,7 +17,7 @@ use super::blocks::{BlockIds, Class};
 use super::error::XdpError;
 use super::layout::{bytes_of, split_key, table_of, Split};
 use super::program::FastPath;
-use super::slots::{Placed, Step};
+use super::slots::Step;
 use crate::answers::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
 use crate::answers::AnswerTable;
 
@@ -445,27 +445,29 @@ impl FastPath {
             let value = bytes_of(&answer);
             match &split_key(key, layer::BASE) {
                 Split::Tiny(k) => {
-                    let slot = match &mut placed {
-                        Some(placed) => placed
-                            .next()
-                            .expect("one place a key")
-                            .map(|at| vec![Step::Final(at, TinySlot::new(*k, answer))]),
-                        None => self.slot_write(key, k, answer, answering)?,
+                    let in_slot = match &mut placed {
+                        Some(placed) => match placed.next().expect("one place a key") {
+                            Some(at) => {
+                                steps.push(Step::Final(at, TinySlot::new(*k, answer)));
+                                true
+                            }
+                            None => false,
+                        },
+                        None => self.slot_write(key, k, answer, answering, &mut steps)?,
                     };
-                    match slot {
-                        Some(s) => steps.extend(s),
-                        None => batches[0].push(bytes_of(k), value, key, Some(c)),
+                    if !in_slot {
+                        batches[0].push(bytes_of(k), value, key, Some(c));
                     }
                 }
                 Split::Short(k) => batches[1].push(bytes_of(k), value, key, Some(c)),
                 Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, Some(c)),
             }
             if steps.len() >= STEPS_CHUNK {
-                self.slots.write(&steps)?;
+                self.slots.write(&steps, answering)?;
                 steps.clear();
             }
         }
-        self.slots.write(&steps)?;
+        self.slots.write(&steps, answering)?;
         if batches[0].len() > 0 {
             self.overflow_on()?;
             self.overflow
@@ -506,26 +508,26 @@ impl FastPath {
         Ok(())
     }
 
-    /// The slot writes that give tiny key `k` the value `answer`: in
-    /// its slot, or a new one; `None` when it goes to the overflow map
-    /// (it is there already, or its buckets are full).
+    /// Adds to `steps` the slot writes that give tiny key `k` the value
+    /// `answer`: in its slot, or a new one; false when it goes to the
+    /// overflow map instead (it is there already, or its buckets are
+    /// full).
     fn slot_write(
         &mut self,
         key: &EntryKey,
         k: &TinyKey,
         answer: Answer,
         answering: bool,
-    ) -> Result<Option<Vec<Step>>, XdpError> {
+        steps: &mut Vec<Step>,
+    ) -> Result<bool, XdpError> {
         if let Some((at, _)) = self.slots.find(k)? {
-            return Ok(Some(vec![self.slots.update(at, k, answer)]));
+            steps.push(self.slots.update(at, k, answer));
+            return Ok(true);
         }
         if self.overflow.contains(key) {
-            return Ok(None);
+            return Ok(false);
         }
-        Ok(match self.slots.place(k, answer, answering)? {
-            Placed::Slot(steps) => Some(steps),
-            Placed::Overflow => None,
-        })
+        self.slots.place(k, answer, answering, steps)
     }
 
     /// Writes `batch` into the map `fd` in chunks; an element the kernel
@@ -683,8 +685,9 @@ impl FastPath {
 
     pub(super) fn del(&mut self, key: &EntryKey) -> Result<(), XdpError> {
         let mut steps = Vec::new();
-        self.del_into(key, self.answering(), &mut steps)?;
-        self.slots.write(&steps)
+        let answering = self.answering();
+        self.del_into(key, answering, &mut steps)?;
+        self.slots.write(&steps, answering)
     }
 
     /// Deletes `key`'s base entry: a slot's deletion is added to `steps`.
