@@ -22,8 +22,10 @@ pub static CONFIG: Array<XdpConfig> = Array::with_max_entries(1, 0);
 
 /// The tiny-name base table (`xdpdns_common::slots`): the loader sizes
 /// it to the capacity.
+/// Mappable (BPF_F_MMAPABLE): the controller writes a whole table
+/// straight into it while the kernel answers nothing.
 #[map(name = "TINY_SLOTS")]
-pub static TINY_SLOTS: Array<TinySlot> = Array::with_max_entries(8, 0);
+pub static TINY_SLOTS: Array<TinySlot> = Array::with_max_entries(8, 1 << 10);
 
 /// Tiny-name base entries without a slot (the slot table's overflow).
 #[map(name = "TINY_NAMES")]

@@ -60,6 +60,56 @@ fn cuckoo(choices: &[(u32, u32)], buckets: u32) -> Vec<u32> {
     holder
 }
 
+/// The slot array mapped into the controller for one write, unmapped
+/// after it: mapped for good, its pages would count as the process's.
+struct Mapped {
+    at: *mut TinySlot,
+    slots: usize,
+    len: usize,
+}
+
+impl Mapped {
+    fn new(fd: std::os::fd::RawFd, slots: usize) -> Result<Self, XdpError> {
+        let page = 4096;
+        let len = (slots * std::mem::size_of::<TinySlot>()).div_ceil(page) * page;
+        // SAFETY: a shared mapping of the map's own pages (the map is
+        // BPF_F_MMAPABLE, `len` its size rounded to a page); unmapped on
+        // drop.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(XdpError::Slots(format!("mapping the slots: {e}")));
+        }
+        Ok(Mapped {
+            at: at.cast(),
+            slots,
+            len,
+        })
+    }
+
+    fn slots(&mut self) -> &mut [TinySlot] {
+        // SAFETY: `slots` slots of the array's layout (72 bytes apart,
+        // page-aligned start) lie in the mapping.
+        unsafe { std::slice::from_raw_parts_mut(self.at, self.slots) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `new` made, no longer borrowed.
+        unsafe { libc::munmap(self.at.cast(), self.len) };
+    }
+}
+
 /// A slot's mark: 0 unused; else its key's fingerprint (bit 0 set), with
 /// [`ABSENT`] while its entry is deleted in place. Two bytes a slot: one
 /// key in 16k of another matches it, and is told apart by reading the
@@ -292,6 +342,17 @@ impl Slots {
     /// deleted key again); else the steps are written as they come.
     pub(super) fn write(&self, steps: &[Step], answering: bool) -> Result<(), XdpError> {
         let fd = self.map.map().fd().as_fd().as_raw_fd();
+        if !answering && !steps.is_empty() {
+            // Nothing reads the table: straight into the map's memory, a
+            // copy a slot where the batch call takes a system call's worth.
+            let mut mapped = Mapped::new(fd, self.marks.len())?;
+            for step in steps {
+                if let Step::Final(at, slot) = step {
+                    mapped.slots()[*at as usize] = *slot;
+                }
+            }
+            return Ok(());
+        }
         let mut last = std::collections::HashMap::new();
         if answering {
             for (i, step) in steps.iter().enumerate() {
@@ -361,31 +422,19 @@ impl Slots {
     fn reload(&mut self) -> Result<(), XdpError> {
         self.unknown = false;
         let fd = self.map.map().fd().as_fd().as_raw_fd();
-        let size = std::mem::size_of::<TinySlot>();
-        let (mut at, mut values) = (0u32, Vec::new());
+        let mut mapped = Mapped::new(fd, self.marks.len())?;
         self.live = 0;
         self.used = 0;
-        while (at as usize) < self.marks.len() {
-            let read = super::sys::lookup_array_batch(fd, at, 8192, size, &mut values)
-                .map_err(|e| XdpError::Slots(format!("reading slot {at}: {e}")))?;
-            if read == 0 {
-                break;
-            }
-            for (i, v) in values.chunks_exact(size).enumerate() {
-                // SAFETY: `TinySlot` is plain data of exactly `size` bytes.
-                let slot: TinySlot = unsafe { std::ptr::read_unaligned(v.as_ptr().cast()) };
-                let mark = &mut self.marks[at as usize + i];
-                *mark = 0;
-                if slot.in_use() {
-                    self.used += 1;
-                    *mark = fingerprint(hash(words(&slot.base_key())));
-                    match slot.answer.is_absent() {
-                        true => *mark |= ABSENT,
-                        false => self.live += 1,
-                    }
+        for (slot, mark) in mapped.slots().iter().zip(&mut self.marks) {
+            *mark = 0;
+            if slot.in_use() {
+                self.used += 1;
+                *mark = fingerprint(hash(words(&slot.base_key())));
+                match slot.answer.is_absent() {
+                    true => *mark |= ABSENT,
+                    false => self.live += 1,
                 }
             }
-            at += read;
         }
         Ok(())
     }

@@ -12,7 +12,6 @@ const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_OBJ_GET: libc::c_long = 7;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
-const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
@@ -107,43 +106,6 @@ pub fn update_batch(
     // "none known written").
     let done = (attr[4] as u32).min(count);
     (done, result)
-}
-
-/// BPF_MAP_LOOKUP_BATCH on an array map: reads up to `count` values of
-/// `value_size` bytes each from index `from` on into `values`. Returns
-/// how many were read (fewer at the end of the array).
-pub fn lookup_array_batch(
-    map_fd: RawFd,
-    from: u32,
-    count: u32,
-    value_size: usize,
-    values: &mut Vec<u8>,
-) -> io::Result<u32> {
-    let mut keys = vec![0u32; count as usize];
-    values.resize(count as usize * value_size, 0);
-    let (mut in_batch, mut out_batch) = (from, 0u32);
-    let mut attr = [0u64; 16];
-    // A batch starting at index 0 is asked for without a position.
-    attr[0] = match from {
-        0 => 0,
-        _ => {
-            in_batch -= 1;
-            &in_batch as *const u32 as u64
-        }
-    };
-    attr[1] = &mut out_batch as *mut u32 as u64;
-    attr[2] = keys.as_mut_ptr() as u64;
-    attr[3] = values.as_mut_ptr() as u64;
-    attr[4] = count as u64 | ((map_fd as u32 as u64) << 32);
-    let read = match bpf(BPF_MAP_LOOKUP_BATCH, &mut attr) {
-        Ok(_) => attr[4] as u32,
-        // The end of the array: what was read before it is valid.
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => attr[4] as u32,
-        Err(e) => return Err(e),
-    };
-    let read = read.min(count);
-    values.truncate(read as usize * value_size);
-    Ok(read)
 }
 
 /// Result of running a program once on a frame.
