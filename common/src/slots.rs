@@ -12,10 +12,13 @@
 //! controller writes slots only while the kernel answers nothing, or for
 //! a key the live overlay generation holds (the kernel reads the overlay
 //! first). A slot, once given a key, keeps it until the kernel answers
-//! nothing again: a deleted entry keeps its key with an absent value, and
-//! a key new to the table meanwhile goes to the tiny-name hash map, the
-//! table's overflow. So a packet probing for another key never reads a
-//! half-written key.
+//! nothing again: a deleted entry keeps its key with an absent value. A
+//! key new to the table meanwhile takes a free slot, written first
+//! without [`IN_USE`] (it matches no lookup), then with it (a deleted
+//! key's slot is unmarked first, a grace period before); or it goes to
+//! the tiny-name hash map, the table's overflow. So a packet probing for
+//! another key never matches a half-written key: the kernel reads a
+//! slot's first word (which holds the mark) before the others.
 
 use crate::{Answer, TinyKey};
 

@@ -39,8 +39,17 @@ pub extern "C" fn xdpdns_tiny_slot(s: *mut Scratch) -> u32 {
             let Some(slot) = TINY_SLOTS.get(at) else {
                 return missing;
             };
+            // The first word (with the in-use mark) first: a slot being
+            // given a key is marked last.
             let k = slot.key.name.as_ptr() as *const u64;
-            let k = unsafe { [k.read(), k.add(1).read(), k.add(2).read(), k.add(3).read()] };
+            let k = unsafe {
+                [
+                    k.read_volatile(),
+                    k.add(1).read_volatile(),
+                    k.add(2).read_volatile(),
+                    k.add(3).read_volatile(),
+                ]
+            };
             if k[0] == lead && k[1] == w[1] && k[2] == w[2] && k[3] == w[3] {
                 return at + 1;
             }

@@ -1,11 +1,12 @@
 //! The controller's side of the tiny-name slot table (its layout, and the
 //! rule that keeps packets from reading a slot mid-write:
 //! `xdpdns_common::slots`). It remembers a fingerprint of each slot's
-//! key, finds a key's slot by it (confirmed against the kernel's copy),
-//! and says which writes make a change: one write where nothing is
-//! answered from the table or the slot keeps its key, else a slot is
-//! first made to match no key, then given the new key unmarked, then
-//! marked in use.
+//! key, finds a key's slot by it (confirmed against the kernel's copy, or
+//! against what this change already put there), and says which writes
+//! make a change: one write where nothing is answered from the table or
+//! the slot keeps its key; else a free slot is given the new key
+//! unmarked, then marked in use, and a deleted key's slot is unmarked
+//! first, a grace period before.
 
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -14,6 +15,7 @@ use xdpdns_common::slots::{buckets_of, hash, words, TinySlot, BUCKET, IN_USE};
 use xdpdns_common::{Answer, TinyKey};
 
 use super::error::XdpError;
+use super::grace::GraceClock;
 use super::layout::bytes_of;
 
 /// [`cuckoo`]'s holder of an empty slot.
@@ -135,12 +137,15 @@ pub(super) struct Slots {
     /// The slots are an adopted table's, not yet read back: what they
     /// hold is unknown until [`Slots::learn`].
     unknown: bool,
+    /// Slots given a new key since the last write: the kernel's copy
+    /// still holds the old one.
+    touched: std::collections::HashMap<u32, TinyKey>,
 }
 
 /// How a slot is to be written (see the module's rule).
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Step {
-    /// Its old key unmarked: it matches no key any more.
+    /// Its old (deleted) key unmarked: it matches no key any more.
     Retire(u32, TinySlot),
     /// The new key, unmarked.
     Prepare(u32, TinySlot),
@@ -157,6 +162,7 @@ impl Slots {
             live: 0,
             used: 0,
             unknown: false,
+            touched: Default::default(),
             map,
         }
     }
@@ -231,8 +237,14 @@ impl Slots {
             if mark & !ABSENT != fp {
                 continue;
             }
-            let slot = self.map.get(&at, 0)?;
-            if slot.in_use() && slot.base_key() == *key {
+            let held = match self.touched.get(&at) {
+                Some(k) => *k == *key,
+                None => {
+                    let slot = self.map.get(&at, 0)?;
+                    slot.in_use() && slot.base_key() == *key
+                }
+            };
+            if held {
                 return Ok(Some((at, mark & ABSENT != 0)));
             }
         }
@@ -287,8 +299,14 @@ impl Slots {
         };
         let slot = TinySlot::new(*key, answer);
         if answering {
+            // A deleted key's slot: unmarked first, and a grace period
+            // before the new key is written (a packet may be between
+            // reading its words, or have matched it).
             if self.marks[at as usize] != 0 {
-                let mut old = self.map.get(&at, 0)?;
+                let mut old = match self.touched.get(&at) {
+                    Some(k) => TinySlot::new(*k, Answer::absent()),
+                    None => self.map.get(&at, 0)?,
+                };
                 old.key.name[0] &= !IN_USE;
                 steps.push(Step::Retire(at, old));
             }
@@ -297,6 +315,7 @@ impl Slots {
             steps.push(Step::Prepare(at, unmarked));
         }
         steps.push(Step::Final(at, slot));
+        self.touched.insert(at, *key);
         if self.marks[at as usize] == 0 {
             self.used += 1;
         }
@@ -340,7 +359,13 @@ impl Slots {
     /// `answering`, a slot's last final value is its only one (a deletion
     /// followed by another key's placement in one change never shows the
     /// deleted key again); else the steps are written as they come.
-    pub(super) fn write(&self, steps: &[Step], answering: bool) -> Result<(), XdpError> {
+    pub(super) fn write(
+        &mut self,
+        steps: &[Step],
+        answering: bool,
+        grace: &GraceClock,
+    ) -> Result<(), XdpError> {
+        self.touched.clear();
         let fd = self.map.map().fd().as_fd().as_raw_fd();
         if !answering && !steps.is_empty() {
             // Nothing reads the table: straight into the map's memory, a
@@ -363,6 +388,9 @@ impl Slots {
         }
         let phases = if answering { 0..3 } else { 2..3 };
         for phase in phases {
+            if phase == 1 && steps.iter().any(|s| matches!(s, Step::Retire(..))) {
+                grace.sync().map_err(XdpError::Grace)?;
+            }
             let (mut keys, mut values) = (Vec::new(), Vec::new());
             for (i, step) in steps.iter().enumerate() {
                 if matches!(step, Step::Final(at, _) if answering && last[at] != i) {
@@ -390,13 +418,15 @@ impl Slots {
     }
 
     /// Empties every slot in use (nothing is answered from the table).
+    /// The whole array is zeroed, whatever the marks say (a failed
+    /// write may have left them behind the kernel's copy).
     pub(super) fn clear(&mut self) -> Result<(), XdpError> {
-        self.learn()?;
-        let steps: Vec<Step> = (0..self.marks.len() as u32)
-            .filter(|&at| self.marks[at as usize] != 0)
-            .map(|at| Step::Final(at, TinySlot::EMPTY))
-            .collect();
-        self.write(&steps, false)?;
+        let fd = self.map.map().fd().as_fd().as_raw_fd();
+        let mut mapped = Mapped::new(fd, self.marks.len())?;
+        mapped.slots().fill(TinySlot::EMPTY);
+        drop(mapped);
+        self.unknown = false;
+        self.touched.clear();
         self.marks.iter_mut().for_each(|m| *m = 0);
         self.live = 0;
         self.used = 0;
@@ -420,9 +450,9 @@ impl Slots {
 
     /// Learns the slots from the kernel's copy.
     fn reload(&mut self) -> Result<(), XdpError> {
-        self.unknown = false;
         let fd = self.map.map().fd().as_fd().as_raw_fd();
         let mut mapped = Mapped::new(fd, self.marks.len())?;
+        self.unknown = false;
         self.live = 0;
         self.used = 0;
         for (slot, mark) in mapped.slots().iter().zip(&mut self.marks) {

@@ -463,11 +463,11 @@ impl FastPath {
                 Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, Some(c)),
             }
             if steps.len() >= STEPS_CHUNK {
-                self.slots.write(&steps, answering)?;
+                self.slots.write(&steps, answering, &self.grace_clock)?;
                 steps.clear();
             }
         }
-        self.slots.write(&steps, answering)?;
+        self.slots.write(&steps, answering, &self.grace_clock)?;
         if batches[0].len() > 0 {
             self.overflow_on()?;
             self.overflow
@@ -575,6 +575,9 @@ impl FastPath {
     /// everything, then resumes in-kernel answers.
     pub(super) fn rebuild(&mut self, table: Table, tag: u64) -> Result<(), XdpError> {
         self.disable();
+        // The slots are rewritten in place: only once no packet can be
+        // reading them.
+        self.grace_clock.sync().map_err(XdpError::Grace)?;
         self.reset_overlay();
         self.slots.clear()?;
         clear(&mut self.tiny);
@@ -687,7 +690,7 @@ impl FastPath {
         let mut steps = Vec::new();
         let answering = self.answering();
         self.del_into(key, answering, &mut steps)?;
-        self.slots.write(&steps, answering)
+        self.slots.write(&steps, answering, &self.grace_clock)
     }
 
     /// Deletes `key`'s base entry: a slot's deletion is added to `steps`.
