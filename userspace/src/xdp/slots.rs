@@ -213,15 +213,15 @@ impl Slots {
     }
 
     /// The slots of `key`'s two buckets, and its fingerprint.
-    fn candidates(&self, key: &TinyKey) -> (impl Iterator<Item = u32>, Mark) {
+    /// (At least two buckets.)
+    fn candidates(&self, key: &TinyKey) -> ([u32; 2 * BUCKET], Mark) {
         let h = hash(words(key));
-        let (a, b) = buckets_of(h, self.buckets.max(2));
-        let n = self.buckets;
-        let slots = [a, b]
-            .into_iter()
-            .filter(move |&b| b < n)
-            .flat_map(|b| (0..BUCKET as u32).map(move |i| b * BUCKET as u32 + i));
-        (slots, fingerprint(h))
+        let (a, b) = buckets_of(h, self.buckets);
+        let slot = |i: usize| match i < BUCKET {
+            true => a * BUCKET as u32 + i as u32,
+            false => b * BUCKET as u32 + (i - BUCKET) as u32,
+        };
+        (std::array::from_fn(slot), fingerprint(h))
     }
 
     /// The slot holding `key` (live or absent), confirmed by the
@@ -277,24 +277,25 @@ impl Slots {
             return Ok(false);
         }
         let (slots, fp) = self.candidates(key);
-        let slots: Vec<u32> = slots.collect();
-        let free = |bucket: &[u32]| {
-            let open: Vec<u32> = bucket
-                .iter()
-                .copied()
-                .filter(|&at| self.marks[at as usize] & ABSENT != 0 || self.marks[at as usize] == 0)
-                .collect();
-            open
-        };
         let (first, second) = slots.split_at(BUCKET);
-        let (a, b) = (free(first), free(second));
-        let open = if b.len() > a.len() { b } else { a };
-        // An unused slot before an absent one: it needs no retiring.
-        let Some(&at) = open
+        let mark = |at: &u32| self.marks[*at as usize];
+        let open = |bucket: &[u32]| {
+            bucket
+                .iter()
+                .filter(|at| mark(at) == 0 || mark(at) & ABSENT != 0)
+                .count()
+        };
+        let (emptier, other) = match open(second) > open(first) {
+            true => (second, first),
+            false => (first, second),
+        };
+        // An unused slot before a deleted key's: it needs no retiring.
+        let unused = emptier.iter().chain(other).find(|at| mark(at) == 0);
+        let absent = emptier
             .iter()
-            .find(|&&at| self.marks[at as usize] == 0)
-            .or(open.first())
-        else {
+            .chain(other)
+            .find(|at| mark(at) & ABSENT != 0);
+        let Some(&at) = unused.or(absent) else {
             return Ok(false);
         };
         let slot = TinySlot::new(*key, answer);
