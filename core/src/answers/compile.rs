@@ -3,8 +3,6 @@
 //! and pre-encodes their answer sections exactly as the fallback server
 //! encodes them.
 
-use std::collections::HashMap;
-
 use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::rr::{LowerName, Name, RData, RecordType};
 use std::sync::Arc;
@@ -15,26 +13,15 @@ use xdpdns_common::{answer_flags, qtype_slot, MAX_NAME_WIRE_LEN};
 pub use super::addresses::{encode_answer, encode_signed_answer};
 pub use super::depends::{Dependents, DependsDelta, Links};
 use super::entry::shared_wire;
-pub use super::entry::{lower_wire, ones_complement_sum, Compiled};
+pub use super::entry::{lower_wire, ones_complement_sum, Compiled, EntryKey};
 use super::negative::entries as negatives;
 use super::negative::referral::{referral_template, Referral};
 use super::negative::signed as signed_negatives;
+use super::sharded::ByShard;
+pub use super::sharded::Table;
 use super::typed;
 use crate::zone::key::NodeKey;
 use crate::zone::{Node, Snapshot, Zone, ZoneDiff};
-
-/// Lower-cased wire-form name plus query-type slot: the table key before
-/// it is split into the short/long key layouts.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EntryKey {
-    /// Shared by a name's A and AAAA entries.
-    pub name: Arc<[u8]>,
-    pub qtype: u8,
-}
-
-/// The whole table for one snapshot (foldhash: a million-name table is
-/// hashed twice per compile, and SipHash was a tenth of the time).
-pub type Table = HashMap<EntryKey, Compiled, foldhash::fast::RandomState>;
 
 /// What a diff does to the table.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -65,12 +52,12 @@ pub fn diff_tables(old: &Table, new: &Table) -> TableDelta {
     TableDelta {
         upsert: new
             .iter()
-            .filter(|(k, v)| old.get(*k) != Some(*v))
+            .filter(|(k, v)| old.get(k) != Some(*v))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         delete: old
             .keys()
-            .filter(|k| !new.contains_key(*k))
+            .filter(|k| !new.contains_key(k))
             .cloned()
             .collect(),
         depends: DependsDelta::default(),
@@ -118,8 +105,9 @@ pub fn table_tag(snapshot: &Snapshot) -> u64 {
 const PARALLEL_MIN_NAMES: usize = 50_000;
 
 /// Every entry the kernel may answer in `snapshot`. Names are compiled on
-/// every core (a million-name zone is seconds of work on one), then
-/// gathered into the table.
+/// every core (a million-name zone is seconds of work on one), each
+/// thread sorting its entries into the table's shards, then the shards
+/// are built on every core.
 pub fn compile(snapshot: &Snapshot) -> (Table, Skipped) {
     let (table, skipped, _) = compile_all(snapshot);
     (table, skipped)
@@ -150,13 +138,13 @@ fn compile_in_parallel(
         .map_or(1, |n| n.get())
         .clamp(1, (nodes.len() / min_names_per_thread).max(1));
     let chunk = nodes.len().div_ceil(threads).max(1);
-    type Part = (Vec<(EntryKey, Compiled)>, Skipped, Noted);
+    type Part = (ByShard, Skipped, Noted);
     let parts: Vec<Part> = std::thread::scope(|scope| {
         let workers: Vec<_> = nodes
             .chunks(chunk)
             .map(|part| {
                 scope.spawn(move || {
-                    let mut out = Vec::with_capacity(part.len() * 2);
+                    let mut out = ByShard::with_capacity(part.len() * 2);
                     let mut skipped = Skipped::default();
                     let mut noted = Noted::new();
                     for (i, &(zone, mark, key, node)) in part.iter().enumerate() {
@@ -196,9 +184,7 @@ fn compile_in_parallel(
             }
             dependents
         });
-        let len = entries.iter().map(Vec::len).sum();
-        let mut table = Table::with_capacity_and_hasher(len, Default::default());
-        entries.into_iter().for_each(|part| table.extend(part));
+        let table = Table::gather(entries, threads);
         (table, index.join().expect("dependents thread"))
     });
     (table, skipped, dependents)
@@ -612,14 +598,19 @@ fn compile_node(
                 true => table.extend(std::iter::once((entry(qtype_slot::EXIST), facts))),
                 false => exist = Some(facts),
             }
-            if let Some(d) = signed_negatives::denial_entry(zone, key, node, flags, mark.id) {
+            // (The zone's mark says whether it is signed: asking the zone
+            // finds its apex, twice a name.)
+            let signed = mark.flags & answer_flags::SIGNED != 0;
+            let denial =
+                signed.then(|| signed_negatives::denial_entry(zone, key, node, flags, mark.id));
+            if let Some(d) = denial.flatten() {
                 table.extend(std::iter::once((entry(qtype_slot::DENIAL_SIGNED), d)));
             }
             // And DNSSEC NXDOMAIN below it: its gap list.
             let reuse = sink.reuse;
-            if let Some((head, gaps)) =
-                signed_negatives::gap_entries(zone, key, flags, mark.id, reuse)
-            {
+            let gaps =
+                signed.then(|| signed_negatives::gap_entries(zone, key, flags, mark.id, reuse));
+            if let Some((head, gaps)) = gaps.flatten() {
                 table.extend(std::iter::once((entry(qtype_slot::GAPS_SIGNED), head)));
                 table.extend(gaps.into_iter().enumerate().map(|(k, gap)| {
                     let key = EntryKey {

@@ -6,6 +6,15 @@ use std::sync::Arc;
 use hickory_proto::rr::LowerName;
 use xdpdns_common::Answer;
 
+/// Lower-cased wire-form name plus query-type slot: the table key before
+/// it is split into the short/long key layouts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryKey {
+    /// Shared by a name's A and AAAA entries.
+    pub name: Arc<[u8]>,
+    pub qtype: u8,
+}
+
 /// A compiled entry: the kernel's [`Answer`] (its `block` field is
 /// assigned by the loader), and the section itself when it is too large
 /// to inline (shared by every entry with the same section).

@@ -9,6 +9,7 @@
 //!   `depends` which names' entries hold other names' records;
 //! * `negative` — the one place that decides NXDOMAIN/NODATA without the
 //!   full handler, and the kernel entries that carry those decisions;
+//! * `sharded` — the compiled entries by key, gathered on every core;
 //! * `table` / `packed` — the compiled entries kept in userspace;
 //! * `plan` — how a burst of commits updates a table (`xdpdns::answers::
 //!   follow` keeps the userspace table current when no kernel table does);
@@ -23,6 +24,7 @@ pub mod hot;
 pub mod negative;
 pub mod packed;
 pub mod plan;
+pub mod sharded;
 pub mod table;
 mod typed;
 

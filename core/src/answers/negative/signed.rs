@@ -644,7 +644,7 @@ mod tests {
             let full = compile(&snap).0;
             let mut differ: Vec<String> = full
                 .iter()
-                .filter(|(k, v)| installed.table.get(*k) != Some(*v))
+                .filter(|(k, v)| installed.table.get(k) != Some(*v))
                 .map(|(k, _)| {
                     format!(
                         "{:?} {} {}",
@@ -661,7 +661,7 @@ mod tests {
                     installed
                         .table
                         .keys()
-                        .filter(|k| !full.contains_key(*k))
+                        .filter(|k| !full.contains_key(k))
                         .map(|k| {
                             format!("{:?} {} extra", String::from_utf8_lossy(&k.name), k.qtype)
                         }),
