@@ -1398,6 +1398,90 @@ fn updated_names_are_answered_in_the_kernel_right_after_their_acknowledgement() 
     assert_eq!(lags.len(), 200);
 }
 
+/// An SRV answer carries its target's addresses as additional records,
+/// so a change of the target's address changes the SRV's entry too: the
+/// compiler finds it through the index of names whose entries hold other
+/// names' records, which the first table of a cold start must carry. The
+/// kernel answers on 10.211.0.3 only (a reply from there is the kernel's);
+/// the fallback is asked over TCP.
+#[test]
+fn an_srv_answer_follows_its_targets_address_changed_after_a_cold_start() {
+    use crate::dynamic_updates::{grant_config, send_update, signed_add};
+    let link = Link::new("t");
+    ip(&[
+        "-n",
+        &link.server_ns,
+        "addr",
+        "add",
+        "10.211.0.3/24",
+        "dev",
+        &link.server_if,
+    ]);
+    let dir = TempDir::new("veth-srv-target");
+    dir.write(
+        "zone.db",
+        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
+         @ NS ns1\nns1 A 192.0.2.1\n_http._tcp SRV 0 10 80 web\nweb A 192.0.2.80\n\
+         @ MX 10 mail\nmail A 192.0.2.25\n",
+    );
+    let config = dir.write(
+        "xdpdns.toml",
+        &format!(
+            "[server]\nlisten = [\"10.211.0.1:53\"]\n\
+             [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\naddresses = [\"10.211.0.3\"]\n\
+             {}\n[[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
+            link.server_if,
+            grant_config()
+        ),
+    );
+    let srv = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
+    let ask = |server: &str, transport: &str, name: &str, rtype: &str| {
+        link.client(
+            "dig",
+            &[server, "+norec", "+time=1", "+tries=1", transport],
+            &[name, rtype, "+noall", "+answer", "+additional"],
+        )
+    };
+    let kernel = |name: &str, rtype: &str| ask("@10.211.0.3", "+notcp", name, rtype);
+    let fallback = |name: &str, rtype: &str| ask("@10.211.0.1", "+tcp", name, rtype);
+    let srv_name = "_http._tcp.example.com.";
+    assert!(
+        eventually(Duration::from_secs(5), || kernel(srv_name, "SRV")
+            .contains("192.0.2.80")),
+        "the kernel answers the SRV with its target's address:\n{}",
+        srv.log()
+    );
+    let rcodes = in_netns(&link.client_ns, || {
+        [("web", "192.0.2.98"), ("mail", "192.0.2.99")].map(|(owner, address)| {
+            send_update(
+                "10.211.0.1:53".parse().unwrap(),
+                &signed_add(owner, address),
+            )
+        })
+    });
+    assert_eq!(rcodes, [hickory_proto::op::ResponseCode::NoError; 2]);
+    for (name, rtype, address) in [
+        (srv_name, "SRV", "192.0.2.98"),
+        ("example.com.", "MX", "192.0.2.99"),
+    ] {
+        for (path, answer) in [
+            ("kernel", &kernel as &dyn Fn(&str, &str) -> String),
+            ("fallback", &fallback),
+        ] {
+            let mut last = String::new();
+            let followed = eventually(Duration::from_secs(3), || {
+                last = answer(name, rtype);
+                last.contains(address)
+            });
+            assert!(
+                followed,
+                "the {path}'s {rtype} answer lacks the target's new address {address}:\n{last}\n{}",
+                srv.log()
+            );
+        }
+    }
+}
+
 /// A zone xdpdns signs itself: its DO=1 answers come from the kernel's
 /// signed variants (with the RRSIG the fallback would send), an UPDATE's
 /// name included once acknowledged.

@@ -17,7 +17,7 @@ use tracing::{error, info, warn};
 use super::live::{self, Live};
 use super::metrics_http;
 use super::zone_files::configured_origins;
-use crate::answers::{compile, table_tag};
+use crate::answers::{compile_all, table_tag};
 use crate::config::Config;
 use crate::control::ControlSocket;
 use crate::registry::service::RegistryHandle;
@@ -511,13 +511,13 @@ pub(super) fn start_fast_path(
         let mut fp = match adopted {
             Some(fp) => fp,
             None => {
-                let (table, skipped) = compile(&snapshot);
+                let (table, skipped, dependents) = compile_all(&snapshot);
                 info!(entries = table.len(), ?skipped, "XDP answer table compiled");
                 let capacity = Capacity {
                     served: Some(Served::of(&table)),
                     ..capacity
                 };
-                compiled = Some(table);
+                compiled = Some((table, dependents));
                 match pins {
                     None => FastPath::load(capacity, port, edns)?,
                     Some(p) => FastPath::load_pinned(capacity, port, edns, p)?,
@@ -535,14 +535,18 @@ pub(super) fn start_fast_path(
             if fp.table_unknown() {
                 info!("XDP: the pinned table holds other zone versions; rebuilding it");
             }
-            let table = match compiled {
-                Some(table) => table,
+            let (table, dependents) = match compiled {
+                Some(compiled) => compiled,
                 None => {
-                    let (table, skipped) = compile(&snapshot);
+                    let (table, skipped, dependents) = compile_all(&snapshot);
                     info!(entries = table.len(), ?skipped, "XDP answer table compiled");
-                    table
+                    (table, dependents)
                 }
             };
+            // Which names' entries hold other names' records: a later
+            // change of an SRV target's address recompiles the SRV's
+            // entry only through this index.
+            fp.installed().set_dependents(dependents);
             fp.install_tagged(table, tag)?;
             router.hot.settle(snapshot.version());
             crate::memory::release_freed();
