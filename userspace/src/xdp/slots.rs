@@ -105,6 +105,10 @@ impl Mapped {
     }
 }
 
+// SAFETY: the mapping is owned by its `Mapped` alone (no other pointer
+// into it escapes a borrow of it), so it may move to another thread.
+unsafe impl Send for Mapped {}
+
 impl Drop for Mapped {
     fn drop(&mut self) {
         // SAFETY: the mapping `new` made, no longer borrowed.
@@ -140,6 +144,10 @@ pub(super) struct Slots {
     /// Slots given a new key since the last write: the kernel's copy
     /// still holds the old one.
     touched: std::collections::HashMap<u32, TinyKey>,
+    /// The array mapped while a whole table is written in chunks
+    /// (mapped anew for each, a million-slot table faulted its pages in
+    /// twenty times over), until [`Slots::unmap`].
+    mapped: Option<Mapped>,
 }
 
 /// How a slot is to be written (see the module's rule).
@@ -163,6 +171,7 @@ impl Slots {
             used: 0,
             unknown: false,
             touched: Default::default(),
+            mapped: None,
             map,
         }
     }
@@ -371,10 +380,14 @@ impl Slots {
         if !answering && !steps.is_empty() {
             // Nothing reads the table: straight into the map's memory, a
             // copy a slot where the batch call takes a system call's worth.
-            let mut mapped = Mapped::new(fd, self.marks.len())?;
+            let mapped = match &mut self.mapped {
+                Some(mapped) => mapped,
+                None => self.mapped.insert(Mapped::new(fd, self.marks.len())?),
+            };
+            let slots = mapped.slots();
             for step in steps {
                 if let Step::Final(at, slot) = step {
-                    mapped.slots()[*at as usize] = *slot;
+                    slots[*at as usize] = *slot;
                 }
             }
             return Ok(());
@@ -416,6 +429,12 @@ impl Slots {
             }
         }
         Ok(())
+    }
+
+    /// Drops the mapping a write made (its pages would count as the
+    /// process's).
+    pub(super) fn unmap(&mut self) {
+        self.mapped = None;
     }
 
     /// Empties every slot in use (nothing is answered from the table).

@@ -21,6 +21,18 @@ use super::slots::Step;
 use crate::answers::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
 use crate::answers::AnswerTable;
 
+/// Applies `delta` to the compiled table `installed` (unsettled).
+fn pack(installed: &AnswerTable, delta: &TableDelta) {
+    match installed.is_empty() && delta.delete.is_empty() {
+        // A first table: packed at its exact size, not grown to it.
+        true => {
+            installed.replace(delta.upsert.iter().map(|(k, c)| (k, c)));
+            installed.apply_dependents(&delta.depends);
+        }
+        false => installed.apply(delta),
+    }
+}
+
 impl FastPath {
     /// Whether the table's contents are not known (adopted and not yet
     /// confirmed, or a rebuild failed): only a whole table can follow.
@@ -170,6 +182,15 @@ impl FastPath {
         if !self.healthy || self.table_unknown {
             return self.rebuild(table, tag);
         }
+        if self.installed.is_empty() {
+            // A first table: every entry is new, moved into the change
+            // rather than copied.
+            let delta = TableDelta {
+                upsert: table.into_iter().collect(),
+                ..TableDelta::default()
+            };
+            return self.apply_tagged(&delta, tag);
+        }
         let mut delta = self.installed.diff(&table);
         // Entries the kernel lacks are written again even when unchanged.
         for key in self.absent.iter().chain(&self.refused) {
@@ -233,8 +254,35 @@ impl FastPath {
         // overlay off meanwhile records none): a table caught half-way by
         // a crash is rebuilt, never adopted.
         self.overlay.tag = 0;
-        let written = self.set_table_tag(0).and_then(|()| self.try_apply(delta));
-        self.record(delta);
+        let first = self.installed.is_empty();
+        let written = match first && delta.delete.is_empty() {
+            // A first table is packed for the hot path on a thread of its
+            // own while its entries go into the kernel: the two share
+            // nothing, and each is a second or more at a million names.
+            true => {
+                self.installed.unsettle();
+                let installed = self.installed.clone();
+                std::thread::scope(|scope| {
+                    let packing = scope.spawn(move || pack(&installed, delta));
+                    let written = self
+                        .set_table_tag(0)
+                        .and_then(|()| self.try_apply(delta, first));
+                    if let Err(panic) = packing.join() {
+                        std::panic::resume_unwind(panic);
+                    }
+                    written
+                })
+            }
+            false => {
+                let written = self
+                    .set_table_tag(0)
+                    .and_then(|()| self.try_apply(delta, first));
+                self.installed.unsettle();
+                pack(&self.installed, delta);
+                written
+            }
+        };
+        self.forget_absent(delta);
         match written {
             Ok(left_out) => {
                 self.overlay.tag = tag;
@@ -256,15 +304,13 @@ impl FastPath {
     /// written until told otherwise.
     pub(super) fn record(&mut self, delta: &TableDelta) {
         self.installed.unsettle();
-        match self.installed.is_empty() && delta.delete.is_empty() {
-            // A first table: packed at its exact size, not grown to it.
-            true => {
-                self.installed
-                    .replace(delta.upsert.iter().map(|(k, c)| (k, c)));
-                self.installed.apply_dependents(&delta.depends);
-            }
-            false => self.installed.apply(delta),
-        }
+        pack(&self.installed, delta);
+        self.forget_absent(delta);
+    }
+
+    /// Counts `delta`'s entries as written (or deleted) until told
+    /// otherwise.
+    fn forget_absent(&mut self, delta: &TableDelta) {
         if !self.absent.is_empty() {
             for key in delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete) {
                 self.absent.remove(key);
@@ -311,7 +357,13 @@ impl FastPath {
     }
 
     /// Returns the entries left out for want of block space.
-    pub(super) fn try_apply(&mut self, delta: &TableDelta) -> Result<HashSet<EntryKey>, XdpError> {
+    /// `first`: the compiled table held nothing before `delta` (it may
+    /// be being packed meanwhile, so it is not asked).
+    pub(super) fn try_apply(
+        &mut self,
+        delta: &TableDelta,
+        first: bool,
+    ) -> Result<HashSet<EntryKey>, XdpError> {
         // Overlay work first: folding writes entries whose blocks this
         // change may release.
         let through_overlay = self.prepare_overlay(delta)?;
@@ -321,7 +373,6 @@ impl FastPath {
         let full = self.acquire_blocks(delta)?;
         let mut released = Vec::new();
         // A first table replaces nothing.
-        let first = self.installed.is_empty();
         let replaced = delta.upsert.iter().map(|(k, _)| k).chain(&delta.delete);
         for key in replaced.filter(|_| !first) {
             if let Some(section) = self.held_block(key) {
@@ -409,6 +460,16 @@ impl FastPath {
         delta: &TableDelta,
         left_out: &HashSet<EntryKey>,
     ) -> Result<(), XdpError> {
+        let written = self.write_entries(delta, left_out);
+        self.slots.unmap();
+        written
+    }
+
+    fn write_entries(
+        &mut self,
+        delta: &TableDelta,
+        left_out: &HashSet<EntryKey>,
+    ) -> Result<(), XdpError> {
         let answering = self.answering();
         let mut steps = Vec::new();
         // Deletions first: the room they free is there for the upserts.
@@ -429,7 +490,10 @@ impl FastPath {
                         _ => unreachable!("a tiny name"),
                     })
                     .collect();
-                Some(self.slots.place_all(&keys).into_iter())
+                // Each with its key: split once (reading a million
+                // scattered names twice was a tenth of the install).
+                let places = self.slots.place_all(&keys);
+                Some(keys.into_iter().zip(places))
             }
             false => None,
         };
@@ -443,24 +507,27 @@ impl FastPath {
             }
             let answer = self.value_of(key, c);
             let value = bytes_of(&answer);
-            match &split_key(key, layer::BASE) {
-                Split::Tiny(k) => {
-                    let in_slot = match &mut placed {
-                        Some(placed) => match placed.next().expect("one place a key") {
-                            Some(at) => {
-                                steps.push(Step::Final(at, TinySlot::new(*k, answer)));
-                                true
-                            }
-                            None => false,
-                        },
-                        None => self.slot_write(key, k, answer, answering, &mut steps)?,
-                    };
+            let split = match &mut placed {
+                Some(placed) if table_of(key) == 0 => {
+                    let (k, at) = placed.next().expect("one place a key");
+                    match at {
+                        Some(at) => steps.push(Step::Final(at, TinySlot::new(k, answer))),
+                        None => batches[0].push(bytes_of(&k), value, key, Some(c)),
+                    }
+                    None
+                }
+                _ => Some(split_key(key, layer::BASE)),
+            };
+            match &split {
+                None => {}
+                Some(Split::Tiny(k)) => {
+                    let in_slot = self.slot_write(key, k, answer, answering, &mut steps)?;
                     if !in_slot {
                         batches[0].push(bytes_of(k), value, key, Some(c));
                     }
                 }
-                Split::Short(k) => batches[1].push(bytes_of(k), value, key, Some(c)),
-                Split::Long(k) => batches[2].push(bytes_of(&**k), value, key, Some(c)),
+                Some(Split::Short(k)) => batches[1].push(bytes_of(k), value, key, Some(c)),
+                Some(Split::Long(k)) => batches[2].push(bytes_of(&**k), value, key, Some(c)),
             }
             if steps.len() >= STEPS_CHUNK {
                 self.slots.write(&steps, answering, &self.grace_clock)?;
