@@ -81,9 +81,9 @@ impl FastPath {
             self.current.port = 0;
             self.config.set(0, self.current, 0)?;
             self.grace_clock.sync().map_err(XdpError::Grace)?;
-            for key in &absent {
-                self.del(key)?;
-            }
+            let deleted = absent.iter().try_for_each(|key| self.del_mapped(key));
+            self.slots.unmap();
+            deleted?;
             self.current.port = port;
             self.config.set(0, self.current, 0)?;
         }
@@ -764,6 +764,14 @@ impl FastPath {
     }
 
     pub(super) fn del(&mut self, key: &EntryKey) -> Result<(), XdpError> {
+        let deleted = self.del_mapped(key);
+        self.slots.unmap();
+        deleted
+    }
+
+    /// [`del`](Self::del), leaving the slot array mapped for the next
+    /// (see `Slots::unmap`).
+    fn del_mapped(&mut self, key: &EntryKey) -> Result<(), XdpError> {
         let mut steps = Vec::new();
         let answering = self.answering();
         self.del_into(key, answering, &mut steps)?;
