@@ -17,7 +17,8 @@ use tracing::{error, info, warn};
 use super::live::{self, Live};
 use super::metrics_http;
 use super::zone_files::configured_origins;
-use crate::answers::{compile_all, table_tag};
+use crate::answers::compile::Dependents;
+use crate::answers::{compile_all, table_tag, Table};
 use crate::config::Config;
 use crate::control::ControlSocket;
 use crate::registry::service::RegistryHandle;
@@ -505,52 +506,56 @@ pub(super) fn start_fast_path(
                 )
                 .ok()
         });
-        // A program loaded anew has its maps sized from the table it will
-        // hold, so the table is compiled first.
-        let mut compiled = None;
-        let mut fp = match adopted {
-            Some(fp) => fp,
-            None => {
-                let (table, skipped, dependents) = compile_all(&snapshot);
-                info!(entries = table.len(), ?skipped, "XDP answer table compiled");
-                let capacity = Capacity {
-                    served: Some(Served::of(&table)),
-                    ..capacity
-                };
-                compiled = Some((table, dependents));
-                match pins {
-                    None => FastPath::load(capacity, port, edns)?,
-                    Some(p) => FastPath::load_pinned(capacity, port, edns, p)?,
-                }
-            }
-        };
-        fp.set_rrl(config.rrl.kernel_settings())?;
-        fp.set_tap(dnstap_kernel_every(config))?;
-        // The hot path's table is the loader's record of the kernel's.
-        fp.use_table(router.hot.clone());
         let tag = table_tag(&snapshot);
-        if fp.table_unknown() && fp.healthy() && fp.pinned_table_tag() == tag {
-            info!("XDP table adopted as pinned: it holds the zone versions served");
-        } else {
-            if fp.table_unknown() {
-                info!("XDP: the pinned table holds other zone versions; rebuilding it");
-            }
-            let (table, dependents) = match compiled {
-                Some(compiled) => compiled,
-                None => {
-                    let (table, skipped, dependents) = compile_all(&snapshot);
-                    info!(entries = table.len(), ?skipped, "XDP answer table compiled");
-                    (table, dependents)
-                }
-            };
-            // Which names' entries hold other names' records: a later
-            // change of an SRV target's address recompiles the SRV's
-            // entry only through this index.
+        // The first table, with the index of which names' entries hold
+        // other names' records: a later change of an SRV target's address
+        // recompiles the SRV's entry only through it. The hot path's
+        // table is the loader's record of the kernel's.
+        let install = |fp: &mut FastPath, (table, dependents): (Table, Dependents)| {
+            fp.set_rrl(config.rrl.kernel_settings())?;
+            fp.set_tap(dnstap_kernel_every(config))?;
+            fp.use_table(router.hot.clone());
             fp.installed().set_dependents(dependents);
             fp.install_tagged(table, tag)?;
             router.hot.settle(snapshot.version());
-            crate::memory::release_freed();
-        }
+            Ok(())
+        };
+        let compiled = || {
+            let (table, skipped, dependents) = compile_all(&snapshot);
+            info!(entries = table.len(), ?skipped, "XDP answer table compiled");
+            (table, dependents)
+        };
+        let mut fp = match adopted {
+            Some(mut fp) if fp.table_unknown() && fp.healthy() && fp.pinned_table_tag() == tag => {
+                fp.set_rrl(config.rrl.kernel_settings())?;
+                fp.set_tap(dnstap_kernel_every(config))?;
+                fp.use_table(router.hot.clone());
+                info!("XDP table adopted as pinned: it holds the zone versions served");
+                fp
+            }
+            Some(mut fp) => {
+                if fp.table_unknown() {
+                    info!("XDP: the pinned table holds other zone versions; rebuilding it");
+                }
+                install(&mut fp, compiled())?;
+                crate::memory::release_freed();
+                fp
+            }
+            // A program loaded anew has its maps sized from the table it
+            // will hold, so the table is compiled first; it is written
+            // into the maps while the kernel verifies the program.
+            None => {
+                let first = compiled();
+                let capacity = Capacity {
+                    served: Some(Served::of(&first.0)),
+                    ..capacity
+                };
+                let fp =
+                    FastPath::load_with_table(capacity, port, edns, pins, |fp| install(fp, first))?;
+                crate::memory::release_freed();
+                fp
+            }
+        };
         let destinations = config.xdp_destinations();
         fp.set_destinations(destinations.as_deref())?;
         match &destinations {

@@ -86,6 +86,10 @@ pub enum AttachMode {
 pub(super) enum Object {
     Loaded(Ebpf),
     Pinned(Box<Xdp>),
+    /// The program is being loaded into the kernel on another thread
+    /// while a first table is written into its maps (only inside
+    /// [`FastPath::load_with_table`], which puts it back).
+    Verifying,
 }
 
 pub struct FastPath {
@@ -191,21 +195,66 @@ impl FastPath {
         pins: Option<PinDir>,
     ) -> Result<Self, XdpError> {
         let mut loader = EbpfLoader::new();
-        for (name, entries) in map_sizes(capacity) {
-            loader.map_max_entries(name, entries);
-        }
-        let mut ebpf = loader.load(object)?;
-        let prog: &mut Xdp = ebpf
-            .program_mut(PROGRAM)
-            .ok_or(XdpError::MissingMap(PROGRAM))?
-            .try_into()?;
-        prog.load()?;
+        size_maps(&mut loader, capacity);
+        let ebpf = loader.load(object)?;
+        let mut fp = Self::with_object(ebpf, object, port, edns, pins)?;
+        let Object::Loaded(ebpf) = &mut fp.object else {
+            unreachable!("a loaded object")
+        };
+        verify(ebpf, fp.pins.as_ref())?;
+        Ok(fp)
+    }
+
+    /// [`load`](Self::load) (into `pins` if given, cleared first), with a
+    /// first table written into the maps by `install` while the kernel
+    /// verifies the program on another thread: half a second each at a
+    /// million names, one after the other before.
+    pub fn load_with_table(
+        capacity: Capacity,
+        port: u16,
+        edns: &ServerEdns,
+        pins: Option<PinDir>,
+        install: impl FnOnce(&mut FastPath) -> Result<(), XdpError>,
+    ) -> Result<Self, XdpError> {
         if let Some(p) = &pins {
-            prog.pin(p.program()).map_err(|source| XdpError::Pin {
-                path: p.program(),
-                source,
-            })?;
+            p.clear().map_err(XdpError::Unpin)?;
         }
+        let mut loader = EbpfLoader::new();
+        size_maps(&mut loader, capacity);
+        let ebpf = loader.load(OBJECT)?;
+        let mut fp = Self::with_object(ebpf, OBJECT, port, edns, pins)?;
+        let Object::Loaded(mut ebpf) = std::mem::replace(&mut fp.object, Object::Verifying) else {
+            unreachable!("a loaded object")
+        };
+        let pins = fp.pins.clone();
+        let (verified, installed) = std::thread::scope(|scope| {
+            let verifying = scope.spawn(move || {
+                let verified = verify(&mut ebpf, pins.as_ref());
+                (ebpf, verified)
+            });
+            let installed = install(&mut fp);
+            match verifying.join() {
+                Ok((ebpf, verified)) => {
+                    fp.object = Object::Loaded(ebpf);
+                    (verified, installed)
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        });
+        verified?;
+        installed?;
+        Ok(fp)
+    }
+
+    /// A loaded object's maps taken over (and pinned, with `pins`), its
+    /// program not yet loaded into the kernel.
+    fn with_object(
+        mut ebpf: Ebpf,
+        object: &[u8],
+        port: u16,
+        edns: &ServerEdns,
+        pins: Option<PinDir>,
+    ) -> Result<Self, XdpError> {
         let maps = Maps::new(|name| ebpf.take_map(name).ok_or(XdpError::MissingMap(name)))?;
         if let Some(p) = &pins {
             for (name, map) in maps.each() {
@@ -374,6 +423,7 @@ impl FastPath {
                 .try_into()
                 .expect("an XDP program"),
             Object::Pinned(p) => p,
+            Object::Verifying => unreachable!("the program is back once verified"),
         }
     }
 
@@ -386,13 +436,14 @@ impl FastPath {
                 .try_into()
                 .expect("XDP"),
             Object::Pinned(p) => p,
+            Object::Verifying => unreachable!("the program is back once verified"),
         }
     }
 
     pub(super) fn ebpf_mut(&mut self) -> Result<&mut Ebpf, XdpError> {
         match &mut self.object {
             Object::Loaded(ebpf) => Ok(ebpf),
-            Object::Pinned(_) => Err(XdpError::NotAdoptable(
+            Object::Pinned(_) | Object::Verifying => Err(XdpError::NotAdoptable(
                 "benchmark programs need a loaded object".into(),
             )),
         }
@@ -530,6 +581,30 @@ impl FastPath {
     pub fn attached(&self) -> &[(String, &'static str)] {
         &self.attached
     }
+}
+
+/// Gives every map of the object its size for `capacity`.
+fn size_maps(loader: &mut EbpfLoader<'_>, capacity: Capacity) {
+    for (name, entries) in map_sizes(capacity) {
+        loader.map_max_entries(name, entries);
+    }
+}
+
+/// Loads the object's program into the kernel (its verifier), pinning it
+/// in `pins` if given.
+fn verify(ebpf: &mut Ebpf, pins: Option<&PinDir>) -> Result<(), XdpError> {
+    let prog: &mut Xdp = ebpf
+        .program_mut(PROGRAM)
+        .ok_or(XdpError::MissingMap(PROGRAM))?
+        .try_into()?;
+    prog.load()?;
+    if let Some(p) = pins {
+        prog.pin(p.program()).map_err(|source| XdpError::Pin {
+            path: p.program(),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 /// Attaches one of the object's helper programs to `interface` and keeps
