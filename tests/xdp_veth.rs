@@ -1315,17 +1315,12 @@ fn a_validating_resolver_trusts_an_nsec3_zone_through_xdp() {
     validated("v3", super::dnssec::Denial::Nsec3);
 }
 
-/// An UPDATE's name is answered by the kernel, not only by the fallback,
-/// right after its acknowledgement: each of 200 back-to-back updates is
-/// written as an overlay generation without waiting for the previous
-/// one's grace periods. The kernel answers queries to 10.211.0.3 only and
-/// nothing else listens there, so a reply from that address is the
-/// kernel's: a miss goes up and is refused with an ICMP error. (The time
-/// it takes is printed; `cargo bench --bench updates` measures it.)
-#[test]
-fn updated_names_are_answered_in_the_kernel_right_after_their_acknowledgement() {
-    use crate::dynamic_updates::{grant_config, send_update, signed_add};
-    let link = Link::new("u");
+/// `zone` (example.com.) served on a new link, taking UPDATEs signed
+/// with the `ddns` key; the kernel answers queries to 10.211.0.3 only,
+/// where nothing else listens, so a reply from there is the kernel's.
+fn serve_updates_kernel_only(tag: &str, dir_tag: &str, zone: &str) -> (Link, Server) {
+    use crate::dynamic_updates::grant_config;
+    let link = Link::new(tag);
     ip(&[
         "-n",
         &link.server_ns,
@@ -1335,8 +1330,8 @@ fn updated_names_are_answered_in_the_kernel_right_after_their_acknowledgement() 
         "dev",
         &link.server_if,
     ]);
-    let dir = TempDir::new("veth-update");
-    dir.write("zone.db", ZONE);
+    let dir = TempDir::new(dir_tag);
+    dir.write("zone.db", zone);
     let config = dir.write(
         "xdpdns.toml",
         &format!(
@@ -1348,6 +1343,20 @@ fn updated_names_are_answered_in_the_kernel_right_after_their_acknowledgement() 
         ),
     );
     let srv = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
+    (link, srv)
+}
+
+/// An UPDATE's name is answered by the kernel, not only by the fallback,
+/// right after its acknowledgement: each of 200 back-to-back updates is
+/// written as an overlay generation without waiting for the previous
+/// one's grace periods. The kernel answers queries to 10.211.0.3 only and
+/// nothing else listens there, so a reply from that address is the
+/// kernel's: a miss goes up and is refused with an ICMP error. (The time
+/// it takes is printed; `cargo bench --bench updates` measures it.)
+#[test]
+fn updated_names_are_answered_in_the_kernel_right_after_their_acknowledgement() {
+    use crate::dynamic_updates::{send_update, signed_add};
+    let (link, srv) = serve_updates_kernel_only("u", "veth-update", ZONE);
     let lags = in_netns(&link.client_ns, || {
         let udp = std::net::UdpSocket::bind("10.211.0.2:0").unwrap();
         udp.connect("10.211.0.3:53").unwrap();
@@ -1406,35 +1415,11 @@ fn updated_names_are_answered_in_the_kernel_right_after_their_acknowledgement() 
 /// the fallback is asked over TCP.
 #[test]
 fn an_srv_answer_follows_its_targets_address_changed_after_a_cold_start() {
-    use crate::dynamic_updates::{grant_config, send_update, signed_add};
-    let link = Link::new("t");
-    ip(&[
-        "-n",
-        &link.server_ns,
-        "addr",
-        "add",
-        "10.211.0.3/24",
-        "dev",
-        &link.server_if,
-    ]);
-    let dir = TempDir::new("veth-srv-target");
-    dir.write(
-        "zone.db",
-        "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
+    use crate::dynamic_updates::{send_update, signed_add};
+    let zone = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
          @ NS ns1\nns1 A 192.0.2.1\n_http._tcp SRV 0 10 80 web\nweb A 192.0.2.80\n\
-         @ MX 10 mail\nmail A 192.0.2.25\n",
-    );
-    let config = dir.write(
-        "xdpdns.toml",
-        &format!(
-            "[server]\nlisten = [\"10.211.0.1:53\"]\n\
-             [xdp]\ninterfaces = [\"{}\"]\nmode = \"generic\"\naddresses = [\"10.211.0.3\"]\n\
-             {}\n[[zone]]\norigin = \"example.com.\"\nfile = \"zone.db\"\n",
-            link.server_if,
-            grant_config()
-        ),
-    );
-    let srv = Server::start_in(dir, config, &["ip", "netns", "exec", &link.server_ns]);
+         @ MX 10 mail\nmail A 192.0.2.25\n";
+    let (link, srv) = serve_updates_kernel_only("t", "veth-srv-target", zone);
     let ask = |server: &str, transport: &str, name: &str, rtype: &str| {
         link.client(
             "dig",

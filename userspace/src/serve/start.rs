@@ -511,10 +511,14 @@ pub(super) fn start_fast_path(
         // other names' records: a later change of an SRV target's address
         // recompiles the SRV's entry only through it. The hot path's
         // table is the loader's record of the kernel's.
-        let install = |fp: &mut FastPath, (table, dependents): (Table, Dependents)| {
+        let settings = |fp: &mut FastPath| -> Result<(), XdpError> {
             fp.set_rrl(config.rrl.kernel_settings())?;
             fp.set_tap(dnstap_kernel_every(config))?;
             fp.use_table(router.hot.clone());
+            Ok(())
+        };
+        let install = |fp: &mut FastPath, (table, dependents): (Table, Dependents)| {
+            settings(fp)?;
             fp.installed().set_dependents(dependents);
             fp.install_tagged(table, tag)?;
             router.hot.settle(snapshot.version());
@@ -527,9 +531,7 @@ pub(super) fn start_fast_path(
         };
         let mut fp = match adopted {
             Some(mut fp) if fp.table_unknown() && fp.healthy() && fp.pinned_table_tag() == tag => {
-                fp.set_rrl(config.rrl.kernel_settings())?;
-                fp.set_tap(dnstap_kernel_every(config))?;
-                fp.use_table(router.hot.clone());
+                settings(&mut fp)?;
                 info!("XDP table adopted as pinned: it holds the zone versions served");
                 fp
             }
