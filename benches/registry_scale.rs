@@ -28,8 +28,9 @@
 //!    both nodes answer it.
 //!
 //! `cargo bench --bench registry_scale` (`XDPDNS_SCALE_INSTANCES=N` for
-//! another size); under `cargo test` (CI) it runs the same steps with
-//! 2,000 instances and a shorter load.
+//! another size; `XDPDNS_SCALE_STOP=memory` stops after the local node's
+//! fill and memory reading, for profiling it); under `cargo test` (CI) it
+//! runs the same steps with 2,000 instances and a shorter load.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -94,7 +95,10 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("xdpdns-bench-scale-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    local_backend(&dir, instances, sustained);
+    if !local_backend(&dir, instances, sustained) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     let etcd = EtcdCluster::start(&dir.join("etcd"), 3);
     println!("registry scale bench: {instances} instances, 3 etcd members, 2 nodes");
 
@@ -208,8 +212,8 @@ fn main() {
 }
 
 /// Step 0: the fill, the memory and sustained heartbeats of one node
-/// with the local backend.
-fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
+/// with the local backend. False when told to stop after the memory.
+fn local_backend(dir: &Path, instances: usize, sustained: Sustained) -> bool {
     let node_dir = dir.join("local");
     std::fs::create_dir_all(&node_dir).unwrap();
     let config = node_dir.join("xdpdns.toml");
@@ -254,6 +258,9 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
         pss / 1024,
         pss as f64 / instances as f64
     );
+    if std::env::var("XDPDNS_SCALE_STOP").as_deref() == Ok("memory") {
+        return false;
+    }
     let mut large = register_to_answer(&node, "large", PROBES);
     let (p99_small, p99_large) = (p99(&mut small), p99(&mut large));
     report(
@@ -316,6 +323,7 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) {
         serving.as_secs_f64(),
         ready.as_secs_f64()
     );
+    true
 }
 
 /// A paced heartbeat load: `rate` a second for `secs`.

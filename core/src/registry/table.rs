@@ -6,6 +6,10 @@
 //! thousands of members). Pure.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasher;
+
+use hashbrown::hash_table::{self, HashTable};
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
@@ -47,6 +51,16 @@ impl Rec {
         }
     }
 
+    /// Where the record goes among a set's records: by its bytes.
+    fn order(&self) -> (u8, &[u8]) {
+        match self {
+            Rec::V4(b) => (0, &b[..]),
+            Rec::V6(b) => (0, &b[..]),
+            Rec::Wire(w) => (0, w),
+            Rec::Other(_) => (1, &[]),
+        }
+    }
+
     /// The record data, of type `rtype`.
     fn data(&self, rtype: RecordType) -> RData {
         use hickory_proto::rr::rdata::{A, AAAA};
@@ -59,136 +73,132 @@ impl Rec {
     }
 }
 
-/// One contributor's records (TTL, data).
-type Recs = Box<[(u32, Rec)]>;
-
-/// Contributing instance → its records, in id order. Most sets have one
-/// contributor (an instance's own names): that one is kept without a map.
-#[derive(Default)]
-enum Contributors {
-    #[default]
-    None,
-    One(String, Recs),
-    Many(BTreeMap<String, Recs>),
+/// How many contributions give each record of one RRset, and with which
+/// TTLs. Which instance gave what is not kept: an update re-derives an
+/// instance's records as they were from the registry as last published,
+/// and takes them away again. Most sets get one record from one instance
+/// (its own names): that is kept inline.
+enum Tally {
+    One { rec: Rec, ttl: u32, n: u32 },
+    Many(Box<Counts>),
 }
 
-impl Contributors {
-    fn insert(&mut self, id: String, recs: Recs) {
-        *self = match std::mem::take(self) {
-            Contributors::None => Contributors::One(id, recs),
-            Contributors::One(only, _) if only == id => Contributors::One(id, recs),
-            Contributors::One(only, theirs) => {
-                Contributors::Many(BTreeMap::from([(only, theirs), (id, recs)]))
-            }
-            Contributors::Many(mut all) => {
-                all.insert(id, recs);
-                Contributors::Many(all)
-            }
-        };
-    }
-
-    fn remove(&mut self, id: &str) -> Option<Recs> {
-        match std::mem::take(self) {
-            Contributors::One(only, recs) if only == id => Some(recs),
-            Contributors::Many(mut all) => {
-                let recs = all.remove(id);
-                *self = match all.len() {
-                    0 => Contributors::None,
-                    _ => Contributors::Many(all),
-                };
-                recs
-            }
-            other => {
-                *self = other;
-                None
-            }
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        matches!(self, Contributors::None)
-    }
-
-    /// Every contributor's records, in id order.
-    fn records(&self) -> Box<dyn Iterator<Item = &(u32, Rec)> + '_> {
-        match self {
-            Contributors::None => Box::new(std::iter::empty()),
-            Contributors::One(_, recs) => Box::new(recs.iter()),
-            Contributors::Many(all) => Box::new(all.values().flat_map(|r| r.iter())),
-        }
-    }
-}
-
-/// One generated RRset: who contributes what, and the union's bookkeeping.
 #[derive(Default)]
-struct Set {
-    by: Contributors,
-    /// How many contributions give each record data.
-    counts: FoldMap<Rec, u32>,
-    /// How many contributions carry each TTL, by TTL (the set's TTL is
-    /// the least; a set has one or a few).
+struct Counts {
+    recs: FoldMap<Rec, u32>,
+    /// Contributions by TTL (the set's TTL is the least; a set has one
+    /// or a few).
     ttls: Vec<(u32, u32)>,
 }
 
-impl Set {
-    fn ttl(&self) -> Option<u32> {
-        self.ttls.first().map(|&(ttl, _)| ttl)
+impl Counts {
+    fn add(&mut self, ttl: u32, rec: &Rec, n: u32) -> bool {
+        match self.ttls.binary_search_by_key(&ttl, |&(t, _)| t) {
+            Ok(i) => self.ttls[i].1 += n,
+            Err(i) => self.ttls.insert(i, (ttl, n)),
+        }
+        let count = self.recs.entry(rec.clone()).or_default();
+        *count += n;
+        *count == n
+    }
+}
+
+impl Tally {
+    fn ttl(&self) -> u32 {
+        match self {
+            Tally::One { ttl, .. } => *ttl,
+            Tally::Many(c) => c.ttls.first().map_or(0, |&(t, _)| t),
+        }
     }
 
     fn is_empty(&self) -> bool {
-        self.by.is_empty()
-    }
-
-    /// Adds `id`'s records; what appears goes into `delta` when tracked.
-    fn add(&mut self, id: String, recs: Recs, mut delta: Option<&mut Delta>) {
-        for (ttl, d) in recs.iter() {
-            match self.ttls.binary_search_by_key(ttl, |&(t, _)| t) {
-                Ok(i) => self.ttls[i].1 += 1,
-                Err(i) => self.ttls.insert(i, (*ttl, 1)),
-            }
-            let n = self.counts.entry(d.clone()).or_default();
-            *n += 1;
-            if *n == 1 {
-                if let Some(delta) = delta.as_mut() {
-                    delta.appeared(d);
-                }
-            }
+        match self {
+            Tally::One { n, .. } => *n == 0,
+            Tally::Many(c) => c.recs.is_empty(),
         }
-        self.by.insert(id, recs);
     }
 
-    fn remove(&mut self, id: &str, mut delta: Option<&mut Delta>) {
-        for (ttl, d) in self.by.remove(id).unwrap_or_default() {
-            if let Ok(i) = self.ttls.binary_search_by_key(&ttl, |&(t, _)| t) {
-                self.ttls[i].1 -= 1;
-                if self.ttls[i].1 == 0 {
-                    self.ttls.remove(i);
-                }
+    /// Adds one contribution; true when `rec` is new to the set.
+    fn add(&mut self, ttl: u32, rec: &Rec) -> bool {
+        if let Tally::One { rec: r, ttl: t, n } = self {
+            if r == rec && *t == ttl {
+                *n += 1;
+                return false;
             }
-            if let Some(n) = self.counts.get_mut(&d) {
+            let mut counts = Counts::default();
+            counts.add(*t, r, *n);
+            *self = Tally::Many(Box::new(counts));
+        }
+        let Tally::Many(counts) = self else {
+            unreachable!("made many above")
+        };
+        counts.add(ttl, rec, 1)
+    }
+
+    /// Takes one contribution away; true when it was the last to give
+    /// `rec`. (A contribution that is not there changes nothing.)
+    fn remove(&mut self, ttl: u32, rec: &Rec) -> bool {
+        match self {
+            Tally::One { rec: r, ttl: t, n } => {
+                if r != rec || *t != ttl || *n == 0 {
+                    return false;
+                }
                 *n -= 1;
-                if *n == 0 {
-                    self.counts.remove(&d);
-                    if let Some(delta) = delta.as_mut() {
-                        delta.vanished(d);
+                *n == 0
+            }
+            Tally::Many(counts) => {
+                let Some(count) = counts.recs.get_mut(rec) else {
+                    return false;
+                };
+                if let Ok(i) = counts.ttls.binary_search_by_key(&ttl, |&(t, _)| t) {
+                    counts.ttls[i].1 -= 1;
+                    if counts.ttls[i].1 == 0 {
+                        counts.ttls.remove(i);
                     }
                 }
+                *count -= 1;
+                let gone = *count == 0;
+                if gone {
+                    counts.recs.remove(rec);
+                }
+                // Back to one record with one TTL: inline again.
+                if let ([(ttl, _)], Some((rec, &n))) = (&counts.ttls[..], counts.recs.iter().next())
+                {
+                    if counts.recs.len() == 1 {
+                        *self = Tally::One {
+                            rec: rec.clone(),
+                            ttl: *ttl,
+                            n,
+                        };
+                    }
+                }
+                gone
             }
         }
     }
 
-    /// The union of the contributions (of type `rtype`), in contributor
-    /// order, each data once.
+    /// The set's distinct records, in a fixed order (by their bytes).
     fn data(&self, rtype: RecordType) -> Vec<RData> {
-        let mut seen: HashSet<&Rec, foldhash::fast::RandomState> = HashSet::default();
-        let mut data: Vec<RData> = Vec::new();
-        for (_, d) in self.by.records() {
-            if seen.insert(d) {
-                data.push(d.data(rtype));
-            }
-        }
-        data
+        let mut recs: Vec<&Rec> = match self {
+            Tally::One { rec, .. } => vec![rec],
+            Tally::Many(c) => c.recs.keys().collect(),
+        };
+        recs.sort_unstable_by_key(|r| r.order());
+        recs.into_iter().map(|r| r.data(rtype)).collect()
     }
+}
+
+/// One generated RRset in the table: its owner in lower-case wire form
+/// (a hickory `Name` is 80 bytes) and its type.
+struct Slot {
+    name: Box<[u8]>,
+    rtype: RecordType,
+    tally: Tally,
+}
+
+/// A set's owner as the table keys it.
+fn wire_of(name: &Name) -> Box<[u8]> {
+    name.to_bytes().expect("a name encodes").into_boxed_slice()
 }
 
 /// What one update did to one RRset's data.
@@ -229,11 +239,9 @@ pub enum SetChange {
 
 #[derive(Default)]
 pub struct Table {
-    /// RRset → its contributions (boxed: the map's spare slots then
-    /// cost a pointer, not a set).
-    sets: FoldMap<SetKey, Box<Set>>,
-    /// Instance → the RRsets it contributes to.
-    by_instance: FoldMap<String, Box<[SetKey]>>,
+    /// Every generated RRset, counted (see [`Tally`]).
+    sets: HashTable<Slot>,
+    hasher: foldhash::fast::RandomState,
     /// Instance → its Binder domain, and each domain's service definition
     /// as last computed (a change re-derives every member of the domain).
     binder_domain: HashMap<String, String>,
@@ -242,6 +250,9 @@ pub struct Table {
     /// service record defines the service).
     domain_members: HashMap<String, BTreeSet<String>>,
 }
+
+/// An instance's records grouped by RRset, in order.
+type Grouped = BTreeMap<SetKey, Vec<(u32, Rec)>>;
 
 impl Table {
     pub fn build(naming: &Naming, reg: &Registry) -> Table {
@@ -257,47 +268,41 @@ impl Table {
             .filter(|(_, i)| i.reg.binder.is_some())
             .map(|(id, _)| id.clone());
         t.derive_domains(reg, binder.collect());
-        for (id, inst) in reg.instances.iter() {
-            t.contribute(naming, reg, id, inst, None);
+        for inst in reg.instances.values() {
+            let service = t.service_of(inst, &HashMap::new());
+            for (key, recs) in records_of(naming, reg, inst, service) {
+                t.add(&key, &recs, None);
+            }
         }
         t
     }
 
     /// Re-derives the records of the `changed` instances (present or gone
-    /// in `reg`) and returns what changed in each RRset they touch.
+    /// in `after`), which were derived from `before` (the registry as
+    /// last published), and returns what changed in each RRset they
+    /// touch.
     pub fn update(
         &mut self,
         naming: &Naming,
-        reg: &Registry,
+        before: &Registry,
+        after: &Registry,
         changed: impl IntoIterator<Item = String>,
-    ) -> Vec<(SetKey, SetChange)> {
-        self.derive(naming, reg, changed, true)
-    }
-
-    /// [`update`](Self::update), returning the changes only if `tracked`.
-    fn derive(
-        &mut self,
-        naming: &Naming,
-        reg: &Registry,
-        changed: impl IntoIterator<Item = String>,
-        tracked: bool,
     ) -> Vec<(SetKey, SetChange)> {
         let ids: HashSet<String> = changed.into_iter().collect();
-        let ids = self.derive_domains(reg, ids);
+        let (ids, old_defs) = self.derive_domains(after, ids);
         let mut deltas: BTreeMap<SetKey, Delta> = BTreeMap::new();
         for id in ids {
-            for key in self.by_instance.remove(&id).unwrap_or_default().into_vec() {
-                let delta = tracked.then(|| track(&mut deltas, &self.sets, &key));
-                if let Some(set) = self.sets.get_mut(&key) {
-                    set.remove(&id, delta);
-                    if set.is_empty() {
-                        self.sets.remove(&key);
-                    }
+            if let Some(inst) = before.instances.get(&id) {
+                let service = self.service_of(inst, &old_defs);
+                for (key, recs) in records_of(naming, before, inst, service) {
+                    self.remove(&key, &recs, &mut deltas);
                 }
             }
-            if let Some(inst) = reg.instances.get(&id) {
-                let deltas = tracked.then_some(&mut deltas);
-                self.contribute(naming, reg, &id, inst, deltas);
+            if let Some(inst) = after.instances.get(&id) {
+                let service = self.service_of(inst, &HashMap::new());
+                for (key, recs) in records_of(naming, after, inst, service) {
+                    self.add(&key, &recs, Some(&mut deltas));
+                }
             }
         }
         deltas
@@ -309,10 +314,119 @@ impl Table {
             .collect()
     }
 
+    /// The definition of `inst`'s Binder service: from `old` where its
+    /// domain's definition changed in this update, else as it stands.
+    fn service_of(
+        &self,
+        inst: &Instance,
+        old: &HashMap<String, Option<BinderService>>,
+    ) -> Option<BinderService> {
+        let domain = &inst.reg.binder.as_ref()?.domain;
+        match old.get(domain) {
+            Some(def) => def.clone(),
+            None => self.binder_defs.get(domain)?.clone(),
+        }
+    }
+
+    fn hash(&self, name: &[u8], rtype: RecordType) -> u64 {
+        self.hasher.hash_one((name, u16::from(rtype)))
+    }
+
+    fn slot(&self, key: &SetKey) -> Option<&Slot> {
+        let name = wire_of(&key.0);
+        let hash = self.hash(&name, key.1);
+        self.sets.find(hash, |s| s.rtype == key.1 && s.name == name)
+    }
+
+    /// Adds one instance's records of RRset `key`, noting what appears
+    /// in `deltas` when given.
+    fn add(
+        &mut self,
+        key: &SetKey,
+        recs: &[(u32, Rec)],
+        mut deltas: Option<&mut BTreeMap<SetKey, Delta>>,
+    ) {
+        let Some(((ttl, first), rest)) = recs.split_first() else {
+            return;
+        };
+        let name = wire_of(&key.0);
+        let hash = self.hash(&name, key.1);
+        let is_key = |s: &Slot| s.rtype == key.1 && s.name == name;
+        let mut delta = deltas.as_mut().map(|d| {
+            let ttl_before = self.sets.find(hash, is_key).map(|s| s.tally.ttl());
+            track(d, key, ttl_before)
+        });
+        let hasher = &self.hasher;
+        let slot = match self.sets.entry(hash, is_key, |s| {
+            hasher.hash_one((&s.name[..], u16::from(s.rtype)))
+        }) {
+            hash_table::Entry::Occupied(o) => {
+                let slot = o.into_mut();
+                if slot.tally.add(*ttl, first) {
+                    if let Some(d) = delta.as_mut() {
+                        d.appeared(first);
+                    }
+                }
+                slot
+            }
+            hash_table::Entry::Vacant(v) => {
+                if let Some(d) = delta.as_mut() {
+                    d.appeared(first);
+                }
+                let tally = Tally::One {
+                    rec: first.clone(),
+                    ttl: *ttl,
+                    n: 1,
+                };
+                v.insert(Slot {
+                    name,
+                    rtype: key.1,
+                    tally,
+                })
+                .into_mut()
+            }
+        };
+        for (ttl, rec) in rest {
+            if slot.tally.add(*ttl, rec) {
+                if let Some(d) = delta.as_mut() {
+                    d.appeared(rec);
+                }
+            }
+        }
+    }
+
+    /// Takes one instance's records of RRset `key` away again, noting
+    /// what vanishes in `deltas`.
+    fn remove(&mut self, key: &SetKey, recs: &[(u32, Rec)], deltas: &mut BTreeMap<SetKey, Delta>) {
+        let name = wire_of(&key.0);
+        let hash = self.hash(&name, key.1);
+        let Ok(entry) = self
+            .sets
+            .find_entry(hash, |s| s.rtype == key.1 && s.name == name)
+        else {
+            return;
+        };
+        let delta = track(deltas, key, Some(entry.get().tally.ttl()));
+        let mut entry = entry;
+        for (ttl, rec) in recs {
+            if entry.get_mut().tally.remove(*ttl, rec) {
+                delta.vanished(rec.clone());
+            }
+        }
+        if entry.get().tally.is_empty() {
+            entry.remove();
+        }
+    }
+
     /// Follows the Binder domain membership of `ids` and returns them with
     /// every member of a domain whose service definition changed (its
-    /// members' SRV and A records depend on it).
-    fn derive_domains(&mut self, reg: &Registry, mut ids: HashSet<String>) -> HashSet<String> {
+    /// members' SRV and A records depend on it), and those domains'
+    /// definitions as they were.
+    fn derive_domains(
+        &mut self,
+        reg: &Registry,
+        mut ids: HashSet<String>,
+    ) -> (HashSet<String>, HashMap<String, Option<BinderService>>) {
         // Domain membership first: the service definitions below depend
         // on who is in each domain now.
         let mut domains: HashSet<String> = HashSet::new();
@@ -337,6 +451,7 @@ impl Table {
         }
         // A Binder domain whose service definition changed: every member's
         // SRV and A records depend on it.
+        let mut old_defs = HashMap::new();
         for d in domains {
             let members = self.domain_members.get(&d);
             let def = members.and_then(|m| {
@@ -348,50 +463,16 @@ impl Table {
             if self.binder_defs.get(&d) == Some(&def) {
                 continue;
             }
-            match members {
-                None => {
-                    self.binder_defs.remove(&d);
-                }
-                Some(m) => {
-                    ids.extend(m.iter().cloned());
-                    self.binder_defs.insert(d, def);
-                }
+            if let Some(m) = members {
+                ids.extend(m.iter().cloned());
             }
+            let old = match members {
+                None => self.binder_defs.remove(&d),
+                Some(_) => self.binder_defs.insert(d.clone(), def),
+            };
+            old_defs.insert(d, old.flatten());
         }
-        ids
-    }
-
-    /// Adds `inst`'s records to the sets (none of them there yet), noting
-    /// what appears in `deltas` when given.
-    fn contribute(
-        &mut self,
-        naming: &Naming,
-        reg: &Registry,
-        id: &str,
-        inst: &Instance,
-        mut deltas: Option<&mut BTreeMap<SetKey, Delta>>,
-    ) {
-        let service = inst
-            .reg
-            .binder
-            .as_ref()
-            .and_then(|b| self.binder_defs.get(&b.domain)?.as_ref());
-        let mut mine: BTreeMap<SetKey, Vec<(u32, Rec)>> = BTreeMap::new();
-        for Contribution { name, ttl, data } in naming.contributions_in(reg, inst, service) {
-            mine.entry((name, data.record_type()))
-                .or_default()
-                .push((ttl, Rec::new(data)));
-        }
-        let keys: Box<[SetKey]> = mine.keys().cloned().collect();
-        for (key, recs) in mine {
-            let delta = deltas.as_mut().map(|d| track(d, &self.sets, &key));
-            let recs = recs.into_boxed_slice();
-            self.sets
-                .entry(key)
-                .or_default()
-                .add(id.to_string(), recs, delta);
-        }
-        self.by_instance.insert(id.to_string(), keys);
+        (ids, old_defs)
     }
 
     /// The record changes `delta` made to the RRset `key`. A changed TTL
@@ -400,8 +481,8 @@ impl Table {
         if key.1 == RecordType::PTR {
             return SetChange::Recompute;
         }
-        let set = self.sets.get(key);
-        let ttl_after = set.and_then(|s| s.ttl());
+        let set = self.slot(key);
+        let ttl_after = set.map(|s| s.tally.ttl());
         let record = |ttl: u32, d: Rec| Record::from_rdata(key.0.clone(), ttl, d.data(key.1));
         let mut out = Vec::new();
         if let Some(before) = delta.ttl_before {
@@ -414,7 +495,7 @@ impl Table {
         }
         if let Some(after) = ttl_after {
             if delta.ttl_before.is_some_and(|b| b != after) {
-                let all = set.map(|s| s.data(key.1)).unwrap_or_default();
+                let all = set.map(|s| s.tally.data(key.1)).unwrap_or_default();
                 let add = |d| Change::Add(Record::from_rdata(key.0.clone(), after, d));
                 out.extend(all.into_iter().map(add));
             } else {
@@ -428,17 +509,12 @@ impl Table {
     /// the least TTL. A PTR set keeps one record (one name per address):
     /// the shortest target, then the first in order.
     pub fn rrset(&self, key: &SetKey) -> Option<(u32, Vec<RData>)> {
-        let set = self.sets.get(key)?;
-        let ttl = set.ttl()?;
-        let mut data = set.data(key.1);
-        if key.1 == RecordType::PTR {
-            data.sort_by_key(|d| match d {
-                RData::PTR(p) => (p.0.len(), p.0.to_string()),
-                _ => (usize::MAX, String::new()),
-            });
-            data.truncate(1);
-        }
-        Some((ttl, data))
+        self.slot(key).map(|s| served(s, key.1))
+    }
+
+    /// Every RRset in the table.
+    pub fn keys(&self) -> impl Iterator<Item = SetKey> + '_ {
+        self.sets.iter().map(|s| (name_of(&s.name), s.rtype))
     }
 
     /// Every registry zone, SOA serial 0.
@@ -448,27 +524,66 @@ impl Table {
             .iter()
             .map(|z| (z.name.clone(), naming.empty_zone(&z.name)))
             .collect();
-        for key in self.sets.keys() {
-            let (Some(origin), Some((ttl, data))) = (naming.zone_of(&key.0), self.rrset(key))
-            else {
+        for slot in self.sets.iter() {
+            let name = name_of(&slot.name);
+            let Some(origin) = naming.zone_of(&name) else {
                 continue;
             };
+            let (ttl, data) = served(slot, slot.rtype);
             let zone = zones.get_mut(origin).expect("configured zone");
-            let _ = zone.insert_set(&LowerName::new(&key.0), key.1, ttl, &data);
+            let _ = zone.insert_set(&LowerName::new(&name), slot.rtype, ttl, &data);
         }
         zones.into_values().collect()
     }
+}
+
+/// `slot`'s records as served (see [`Table::rrset`]).
+fn served(slot: &Slot, rtype: RecordType) -> (u32, Vec<RData>) {
+    let mut data = slot.tally.data(rtype);
+    if rtype == RecordType::PTR {
+        data.sort_by_key(|d| match d {
+            RData::PTR(p) => (p.0.len(), p.0.to_string()),
+            _ => (usize::MAX, String::new()),
+        });
+        data.truncate(1);
+    }
+    (slot.tally.ttl(), data)
+}
+
+fn name_of(wire: &[u8]) -> Name {
+    Name::from_bytes(wire).expect("the table's names are wire names it wrote")
+}
+
+/// `inst`'s records in the registry zones, grouped by RRset. Records
+/// outside every zone (the reverse names of addresses no zone serves)
+/// are left out: nothing would serve them.
+fn records_of(
+    naming: &Naming,
+    reg: &Registry,
+    inst: &Instance,
+    service: Option<BinderService>,
+) -> Grouped {
+    let mut mine = Grouped::new();
+    for Contribution { name, ttl, data } in naming.contributions_in(reg, inst, service.as_ref()) {
+        if naming.zone_of(&name).is_none() {
+            continue;
+        }
+        mine.entry((name, data.record_type()))
+            .or_default()
+            .push((ttl, Rec::new(data)));
+    }
+    mine
 }
 
 /// The delta of RRset `key` in this update, begun with the set's TTL as it
 /// was before the update touched it.
 fn track<'d>(
     deltas: &'d mut BTreeMap<SetKey, Delta>,
-    sets: &FoldMap<SetKey, Box<Set>>,
     key: &SetKey,
+    ttl_before: Option<u32>,
 ) -> &'d mut Delta {
     deltas.entry(key.clone()).or_insert_with(|| Delta {
-        ttl_before: sets.get(key).and_then(|s| s.ttl()),
+        ttl_before,
         ..Delta::default()
     })
 }
@@ -478,26 +593,30 @@ mod tests {
     use super::*;
     use crate::registry::model::InstanceSpec;
 
-    /// One contributor is kept without a map; the second makes one; ids
-    /// stay in order, a second insert of an id replaces its records, and
-    /// the last removal leaves the set empty.
+    /// A set is inline while every contribution gives one record with
+    /// one TTL; a second record or TTL counts them; taking contributions
+    /// away says when a record is gone, and goes back inline.
     #[test]
-    fn contributors_keep_id_order_from_one_to_many_and_back() {
-        let recs = |n: u8| -> Recs { Box::new([(30, Rec::V4([10, 0, 0, n]))]) };
-        let listed = |c: &Contributors| c.records().map(|(_, r)| r.clone()).collect::<Vec<_>>();
-        let mut c = Contributors::default();
-        c.insert("b".into(), recs(2));
-        c.insert("b".into(), recs(3));
-        assert!(matches!(c, Contributors::One(..)));
-        assert_eq!(listed(&c), [Rec::V4([10, 0, 0, 3])]);
-        c.insert("a".into(), recs(1));
-        assert_eq!(listed(&c), [Rec::V4([10, 0, 0, 1]), Rec::V4([10, 0, 0, 3])]);
-        assert!(c.remove("zz").is_none(), "not a contributor");
-        assert_eq!(c.remove("b").as_deref(), Some(&recs(3)[..]));
-        assert!(c.remove("b").is_none());
-        assert_eq!(c.remove("a").as_deref(), Some(&recs(1)[..]));
-        assert!(c.is_empty());
-        assert!(c.remove("a").is_none());
+    fn a_tally_counts_contributions_and_goes_back_inline() {
+        let (a, b) = (Rec::V4([10, 0, 0, 1]), Rec::V4([10, 0, 0, 2]));
+        let mut t = Tally::One {
+            rec: a.clone(),
+            ttl: 30,
+            n: 1,
+        };
+        assert!(!t.add(30, &a), "a second contribution of a is not new");
+        assert!(matches!(t, Tally::One { n: 2, .. }));
+        assert!(t.add(60, &b), "b is new");
+        assert!(matches!(t, Tally::Many(_)));
+        assert_eq!(t.ttl(), 30, "the least TTL");
+        assert!(!t.remove(30, &a), "a is still given once");
+        assert_eq!(t.data(RecordType::A).len(), 2);
+        assert!(t.remove(30, &a), "the last contribution of a");
+        assert!(matches!(t, Tally::One { ttl: 60, n: 1, .. }));
+        assert_eq!(t.ttl(), 60);
+        assert!(!t.remove(60, &a), "not there: nothing changes");
+        assert!(t.remove(60, &b));
+        assert!(t.is_empty());
     }
 
     /// Addresses are kept inline and read back as the records they were.
@@ -559,16 +678,8 @@ mod tests {
         ];
         let check = |table: &Table, reg: &Registry| {
             let full = Table::build(&naming, reg);
-            let mut a: Vec<_> = full
-                .sets
-                .keys()
-                .map(|k| (k.clone(), full.rrset(k)))
-                .collect();
-            let mut b: Vec<_> = table
-                .sets
-                .keys()
-                .map(|k| (k.clone(), table.rrset(k)))
-                .collect();
+            let mut a: Vec<_> = full.keys().map(|k| (k.clone(), full.rrset(&k))).collect();
+            let mut b: Vec<_> = table.keys().map(|k| (k.clone(), table.rrset(&k))).collect();
             a.sort_by(|x, y| x.0.cmp(&y.0));
             b.sort_by(|x, y| x.0.cmp(&y.0));
             assert_eq!(format!("{a:?}"), format!("{b:?}"));
@@ -576,19 +687,20 @@ mod tests {
         for (id, json) in specs {
             let spec: InstanceSpec = serde_json::from_str(json).unwrap();
             let e = reg.register(id, &spec, 0).unwrap();
+            let before = reg.clone();
             reg.apply(&e);
-            table.update(&naming, &reg, [id.to_string()]);
+            table.update(&naming, &before, &reg, [id.to_string()]);
             check(&table, &reg);
         }
         for id in ["c", "b"] {
+            let before = reg.clone();
             reg.apply(&reg.deregister(id).unwrap());
-            table.update(&naming, &reg, [id.to_string()]);
+            table.update(&naming, &before, &reg, [id.to_string()]);
             check(&table, &reg);
         }
         // The service definition moved from c (gone) to nobody: d's
         // service records went with it.
         assert!(table
-            .sets
             .keys()
             .all(|k| k.1 != RecordType::SRV || k.0.to_string().contains("svc")));
     }
@@ -606,9 +718,10 @@ mod tests {
         reg.apply(&reg.set_owner("acme", true).unwrap());
         let mut table = Table::build(&naming, &reg);
         let store = ZoneStore::with_zones(table.zones(&naming));
-        let step = |reg: &Registry, table: &mut Table, id: &str| {
+        let mut published = reg.clone();
+        let step = |before: &mut Registry, reg: &Registry, table: &mut Table, id: &str| {
             let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
-            for (key, change) in table.update(&naming, reg, [id.to_string()]) {
+            for (key, change) in table.update(&naming, before, reg, [id.to_string()]) {
                 let origin = naming.zone_of(&key.0).unwrap().clone();
                 if let SetChange::Changes(c) = change {
                     by_zone.entry(origin).or_default().extend(c);
@@ -618,7 +731,8 @@ mod tests {
                 store.update(&origin, &changes, 0).unwrap();
             }
             let snap = store.snapshot();
-            for key in table.sets.keys().filter(|k| k.1 != RecordType::PTR) {
+            *before = reg.clone();
+            for key in table.keys().filter(|k| k.1 != RecordType::PTR) {
                 let origin = naming.zone_of(&key.0).unwrap();
                 let served = snap
                     .zone(&LowerName::new(origin))
@@ -629,7 +743,7 @@ mod tests {
                         d.sort();
                         (s.ttl, d)
                     });
-                let want = table.rrset(key).map(|(ttl, data)| {
+                let want = table.rrset(&key).map(|(ttl, data)| {
                     let mut d: Vec<String> = data.iter().map(|d| d.to_string()).collect();
                     d.sort();
                     (ttl, d)
@@ -648,7 +762,7 @@ mod tests {
                 r#"{{"owner":"acme","addresses":["10.0.1.{i}"],"services":["web:80"],"lease_secs":60}}"#
             );
             register(&mut reg, &id, &json);
-            step(&reg, &mut table, &id);
+            step(&mut published, &reg, &mut table, &id);
         }
         // Two members with the same address: it stays while either does.
         register(
@@ -656,20 +770,103 @@ mod tests {
             "dup",
             r#"{"owner":"acme","addresses":["10.0.1.7"],"services":["web:80"],"lease_secs":60}"#,
         );
-        step(&reg, &mut table, "dup");
+        step(&mut published, &reg, &mut table, "dup");
         reg.apply(&reg.deregister("m7").unwrap());
-        step(&reg, &mut table, "m7");
+        step(&mut published, &reg, &mut table, "m7");
         // Binder TTLs: the service's A TTL is the least of its members'.
         for (id, ttl) in [("lb1", 40), ("lb2", 20)] {
             let json = format!(
                 r#"{{"addresses":["172.27.10.{ttl}"],"lease_secs":60,"binder":{{"domain":"example.joyent.us","type":"load_balancer","ttl":{ttl}}}}}"#
             );
             register(&mut reg, id, &json);
-            step(&reg, &mut table, id);
+            step(&mut published, &reg, &mut table, id);
         }
         reg.apply(&reg.deregister("lb2").unwrap());
-        step(&reg, &mut table, "lb2");
+        step(&mut published, &reg, &mut table, "lb2");
         reg.apply(&reg.deregister("m3").unwrap());
-        step(&reg, &mut table, "m3");
+        step(&mut published, &reg, &mut table, "m3");
+    }
+
+    /// Random batches of registrations, re-registrations, removals and
+    /// owner switches (shared addresses, services, Binder domains whose
+    /// definition moves between members): after each batch, the table
+    /// kept by updates from the registry as last published holds what a
+    /// full derivation of the new registry holds.
+    #[test]
+    fn random_batches_of_changes_match_a_full_rebuild() {
+        let naming = crate::registry::naming::tests::naming();
+        let mut reg = Registry::default();
+        reg.apply(&reg.set_owner("acme", true).unwrap());
+        let mut table = Table::build(&naming, &reg);
+        let mut published = reg.clone();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for round in 0..300 {
+            let mut dirty = Vec::new();
+            for _ in 0..1 + next(4) {
+                let id = format!("i{}", next(12));
+                match next(10) {
+                    0 => {
+                        if let Ok(e) = reg.deregister(&id) {
+                            reg.apply(&e);
+                            dirty.push(id);
+                        }
+                    }
+                    1 => {
+                        let enabled = next(2) == 0;
+                        reg.apply(&reg.set_owner("acme", enabled).unwrap());
+                        dirty.extend(
+                            reg.instances
+                                .values()
+                                .filter(|i| i.reg.owner.as_deref() == Some("acme"))
+                                .map(|i| i.id.clone()),
+                        );
+                    }
+                    k => {
+                        let addr = match next(3) {
+                            0 => format!("10.0.0.{}", next(4)),
+                            1 => format!("165.225.0.{}", next(4)),
+                            _ => format!("172.27.10.{}", next(4)),
+                        };
+                        let json = if k < 6 {
+                            format!(
+                                r#"{{"owner":"acme","addresses":["{addr}"],"services":["web:{}","db"],"lease_secs":60}}"#,
+                                80 + next(2)
+                            )
+                        } else {
+                            let service = match next(3) {
+                                0 => String::new(),
+                                p => format!(
+                                    r#","service":{{"srvce":"_http","proto":"_tcp","port":{},"ttl":{}}}"#,
+                                    79 + p,
+                                    30 * p
+                                ),
+                            };
+                            format!(
+                                r#"{{"addresses":["{addr}"],"lease_secs":60,"binder":{{"domain":"example.joyent.us","type":"load_balancer","ttl":{}{service}}}}}"#,
+                                10 + 10 * next(3)
+                            )
+                        };
+                        let spec: InstanceSpec = serde_json::from_str(&json).unwrap();
+                        reg.apply(&reg.register(&id, &spec, 0).unwrap());
+                        dirty.push(id);
+                    }
+                }
+            }
+            table.update(&naming, &published, &reg, dirty);
+            published = reg.clone();
+            let full = Table::build(&naming, &reg);
+            let listed = |t: &Table| {
+                let mut all: Vec<_> = t.keys().map(|k| (k.clone(), t.rrset(&k))).collect();
+                all.sort_by(|x, y| x.0.cmp(&y.0));
+                format!("{all:?}")
+            };
+            assert_eq!(listed(&table), listed(&full), "after round {round}");
+        }
     }
 }

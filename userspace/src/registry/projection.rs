@@ -222,6 +222,9 @@ pub struct Projection {
     pub publish_at: Option<Instant>,
     last_publish: Option<Instant>,
     table: Table,
+    /// The registry as last published: what the table's records were
+    /// derived from (an `imbl` copy, sharing what has not changed since).
+    published: Registry,
     /// Instances whose records must be re-derived at the next publish.
     dirty: HashSet<String>,
 }
@@ -255,6 +258,7 @@ impl Projection {
             publish_at: None,
             last_publish: None,
             table: Table::default(),
+            published: Registry::default(),
             dirty: HashSet::new(),
         }
     }
@@ -405,6 +409,7 @@ impl Projection {
     pub fn publish_all(&mut self, serials: Serials) -> Vec<ZoneDiff> {
         let started = std::time::Instant::now();
         self.table = Table::build(&self.naming, &self.registry);
+        self.published = self.registry.clone();
         self.dirty.clear();
         self.publish_at = None;
         let zones = self.table.zones(&self.naming);
@@ -434,7 +439,10 @@ impl Projection {
         self.last_publish = Some(Instant::now());
         let started = std::time::Instant::now();
         let dirty = std::mem::take(&mut self.dirty);
-        let updates = self.table.update(&self.naming, &self.registry, dirty);
+        let updates = self
+            .table
+            .update(&self.naming, &self.published, &self.registry, dirty);
+        self.published = self.registry.clone();
         let store = &*self.store;
         let snapshot = store.snapshot();
         let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
