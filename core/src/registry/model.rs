@@ -147,7 +147,7 @@ pub struct Registration {
     pub services: Vec<Membership>,
     pub lease_secs: u32,
     pub disabled: bool,
-    pub binder: Option<BinderSpec>,
+    pub binder: Option<Box<BinderSpec>>,
     /// The ZooKeeper node this instance mirrors: it lives as long as the
     /// node does (no lease), and only the ZooKeeper source may change it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -379,7 +379,7 @@ impl InstanceSpec {
             services: services.into_iter().collect(),
             lease_secs,
             disabled: self.disabled,
-            binder,
+            binder: binder.map(Box::new),
             mirrors: None,
         })
     }

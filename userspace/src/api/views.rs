@@ -84,7 +84,7 @@ pub(super) fn instance_view(view: &View, inst: &Instance) -> InstanceView {
             .is_finite()
             .then(|| inst.expires_at.get().saturating_sub(now_ms())),
         disabled: inst.reg.disabled,
-        binder: inst.reg.binder.clone(),
+        binder: inst.reg.binder.as_deref().cloned(),
         mirrors: inst.reg.mirrors.clone(),
         dns_names: view.naming.names_of(&view.registry, inst),
     }

@@ -558,6 +558,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     for t in tasks {
         let _ = t.await;
     }
+    live.propagation.flush();
     // UDP workers see the flag within their idle check.
     let _ = tokio::task::spawn_blocking(move || {
         for w in udp_workers {

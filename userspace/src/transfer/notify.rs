@@ -57,14 +57,70 @@ pub struct PeerStatus {
 /// `status_file` (readable after a stop; `xdpdns ctl secondaries` asks
 /// the running server).
 pub struct Propagation {
-    peers: Mutex<BTreeMap<(String, String), PeerStatus>>,
-    status_file: Option<PathBuf>,
+    peers: Arc<Mutex<Peers>>,
+    status_file: Option<StatusFile>,
     /// NOTIFY messages sent (retries included) and acknowledged.
     pub notifies_sent: AtomicU64,
     pub notifies_acknowledged: AtomicU64,
 }
 
+type Peers = BTreeMap<(String, String), PeerStatus>;
+
+/// The status file, written on a thread of its own at most every
+/// [`STATUS_FILE_EVERY`]: a registry publishes many serials a second,
+/// and writing the file for each took a fifth of the control runtime.
+struct StatusFile {
+    path: PathBuf,
+    changed: std::sync::mpsc::SyncSender<()>,
+}
+
+const STATUS_FILE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl StatusFile {
+    fn start(path: PathBuf, peers: Arc<Mutex<Peers>>) -> StatusFile {
+        let (changed, wake) = std::sync::mpsc::sync_channel(1);
+        let file = path.clone();
+        let spawned = std::thread::Builder::new()
+            .name("notify-status".into())
+            .spawn(move || {
+                // Ends once the propagation state is gone.
+                while wake.recv().is_ok() {
+                    write_statuses(&peers, &file);
+                    std::thread::sleep(STATUS_FILE_EVERY);
+                }
+            });
+        if let Err(e) = spawned {
+            warn!("cannot start the propagation status writer: {e}");
+        }
+        StatusFile { path, changed }
+    }
+}
+
+fn write_statuses(peers: &Mutex<Peers>, path: &std::path::Path) {
+    let all: Vec<PeerStatus> = peers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .cloned()
+        .collect();
+    let tmp = path.with_extension("tmp");
+    let body = serde_json::to_vec_pretty(&all).expect("status serialises");
+    if std::fs::write(&tmp, body)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .is_err()
+    {
+        warn!(file = %path.display(), "cannot write the propagation status");
+    }
+}
+
 impl Propagation {
+    /// Writes the status file now (at a stop: its writer may be asleep).
+    pub fn flush(&self) {
+        if let Some(s) = &self.status_file {
+            write_statuses(&self.peers, &s.path);
+        }
+    }
+
     pub fn statuses(&self) -> Vec<PeerStatus> {
         self.peers
             .lock()
@@ -88,16 +144,9 @@ impl Propagation {
         if !new && *entry == before {
             return; // the file already says this
         }
-        if let Some(path) = &self.status_file {
-            let all: Vec<&PeerStatus> = peers.values().collect();
-            let tmp = path.with_extension("tmp");
-            let body = serde_json::to_vec_pretty(&all).expect("status serialises");
-            if std::fs::write(&tmp, body)
-                .and_then(|_| std::fs::rename(&tmp, path))
-                .is_err()
-            {
-                warn!(file = %path.display(), "cannot write the propagation status");
-            }
+        if let Some(s) = &self.status_file {
+            // Full: a write is already due, and it reads the state then.
+            let _ = s.changed.try_send(());
         }
     }
 }
@@ -269,9 +318,10 @@ pub fn start(
     stop: watch::Receiver<bool>,
     defaults: Option<DefaultTargets>,
 ) -> (Notifier, Arc<Propagation>, Vec<tokio::task::JoinHandle<()>>) {
+    let peers = Arc::new(Mutex::new(BTreeMap::new()));
     let propagation = Arc::new(Propagation {
-        peers: Mutex::new(BTreeMap::new()),
-        status_file,
+        status_file: status_file.map(|path| StatusFile::start(path, peers.clone())),
+        peers,
         notifies_sent: AtomicU64::new(0),
         notifies_acknowledged: AtomicU64::new(0),
     });

@@ -274,7 +274,7 @@ fn spec_of(inst: &Instance) -> InstanceSpec {
         status: inst.status,
         lease_secs: Some(inst.reg.lease_secs),
         disabled: inst.reg.disabled,
-        binder: inst.reg.binder.clone(),
+        binder: inst.reg.binder.as_deref().cloned(),
     }
 }
 
