@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
 
 use hashbrown::hash_table::{self, HashTable};
-use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+use hickory_proto::serialize::binary::BinDecodable;
 
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
@@ -196,9 +196,16 @@ struct Slot {
     tally: Tally,
 }
 
-/// A set's owner as the table keys it.
+/// A set's owner as the table keys it: its wire form (the registry's
+/// names are lower case: `Contribution`).
 fn wire_of(name: &Name) -> Box<[u8]> {
-    name.to_bytes().expect("a name encodes").into_boxed_slice()
+    let mut wire = Vec::with_capacity(name.len() + 2);
+    for label in name.iter() {
+        wire.push(label.len() as u8);
+        wire.extend_from_slice(label);
+    }
+    wire.push(0);
+    wire.into_boxed_slice()
 }
 
 /// What one update did to one RRset's data.
@@ -251,8 +258,17 @@ pub struct Table {
     domain_members: HashMap<String, BTreeSet<String>>,
 }
 
-/// An instance's records grouped by RRset, in order.
-type Grouped = BTreeMap<SetKey, Vec<(u32, Rec)>>;
+/// One instance's records of one RRset, with the set's owner in the
+/// table's form.
+struct Group {
+    key: SetKey,
+    wire: Box<[u8]>,
+    recs: Vec<(u32, Rec)>,
+}
+
+/// The RRsets one update touched, by owner and type, each with its name
+/// and what happened to it.
+type Deltas = HashMap<(Box<[u8]>, RecordType), (Name, Delta), foldhash::fast::RandomState>;
 
 impl Table {
     pub fn build(naming: &Naming, reg: &Registry) -> Table {
@@ -270,8 +286,8 @@ impl Table {
         t.derive_domains(reg, binder.collect());
         for inst in reg.instances.values() {
             let service = t.service_of(inst, &HashMap::new());
-            for (key, recs) in records_of(naming, reg, inst, service) {
-                t.add(&key, &recs, None);
+            for group in records_of(naming, reg, inst, service) {
+                t.add(group, None);
             }
         }
         t
@@ -290,26 +306,26 @@ impl Table {
     ) -> Vec<(SetKey, SetChange)> {
         let ids: HashSet<String> = changed.into_iter().collect();
         let (ids, old_defs) = self.derive_domains(after, ids);
-        let mut deltas: BTreeMap<SetKey, Delta> = BTreeMap::new();
+        let mut deltas = Deltas::default();
         for id in ids {
             if let Some(inst) = before.instances.get(&id) {
                 let service = self.service_of(inst, &old_defs);
-                for (key, recs) in records_of(naming, before, inst, service) {
-                    self.remove(&key, &recs, &mut deltas);
+                for group in records_of(naming, before, inst, service) {
+                    self.remove(group, &mut deltas);
                 }
             }
             if let Some(inst) = after.instances.get(&id) {
                 let service = self.service_of(inst, &HashMap::new());
-                for (key, recs) in records_of(naming, after, inst, service) {
-                    self.add(&key, &recs, Some(&mut deltas));
+                for group in records_of(naming, after, inst, service) {
+                    self.add(group, Some(&mut deltas));
                 }
             }
         }
         deltas
             .into_iter()
-            .map(|(key, delta)| {
-                let change = self.changes(&key, delta);
-                (key, change)
+            .map(|((wire, rtype), (name, delta))| {
+                let change = self.changes(self.find(&wire, rtype), &name, rtype, delta);
+                ((name, rtype), change)
             })
             .collect()
     }
@@ -332,29 +348,24 @@ impl Table {
         self.hasher.hash_one((name, u16::from(rtype)))
     }
 
-    fn slot(&self, key: &SetKey) -> Option<&Slot> {
-        let name = wire_of(&key.0);
-        let hash = self.hash(&name, key.1);
-        self.sets.find(hash, |s| s.rtype == key.1 && s.name == name)
+    fn find(&self, wire: &[u8], rtype: RecordType) -> Option<&Slot> {
+        self.sets.find(self.hash(wire, rtype), |s| {
+            s.rtype == rtype && *s.name == *wire
+        })
     }
 
-    /// Adds one instance's records of RRset `key`, noting what appears
-    /// in `deltas` when given.
-    fn add(
-        &mut self,
-        key: &SetKey,
-        recs: &[(u32, Rec)],
-        mut deltas: Option<&mut BTreeMap<SetKey, Delta>>,
-    ) {
+    /// Adds one instance's records of one RRset, noting what appears in
+    /// `deltas` when given.
+    fn add(&mut self, group: Group, deltas: Option<&mut Deltas>) {
+        let Group { key, wire, recs } = group;
         let Some(((ttl, first), rest)) = recs.split_first() else {
             return;
         };
-        let name = wire_of(&key.0);
-        let hash = self.hash(&name, key.1);
-        let is_key = |s: &Slot| s.rtype == key.1 && s.name == name;
-        let mut delta = deltas.as_mut().map(|d| {
+        let hash = self.hash(&wire, key.1);
+        let is_key = |s: &Slot| s.rtype == key.1 && s.name == wire;
+        let mut delta = deltas.map(|d| {
             let ttl_before = self.sets.find(hash, is_key).map(|s| s.tally.ttl());
-            track(d, key, ttl_before)
+            track(d, &key, &wire, ttl_before)
         });
         let hasher = &self.hasher;
         let slot = match self.sets.entry(hash, is_key, |s| {
@@ -378,6 +389,7 @@ impl Table {
                     ttl: *ttl,
                     n: 1,
                 };
+                let name = wire.clone();
                 v.insert(Slot {
                     name,
                     rtype: key.1,
@@ -395,20 +407,19 @@ impl Table {
         }
     }
 
-    /// Takes one instance's records of RRset `key` away again, noting
-    /// what vanishes in `deltas`.
-    fn remove(&mut self, key: &SetKey, recs: &[(u32, Rec)], deltas: &mut BTreeMap<SetKey, Delta>) {
-        let name = wire_of(&key.0);
-        let hash = self.hash(&name, key.1);
-        let Ok(entry) = self
+    /// Takes one instance's records of one RRset away again, noting what
+    /// vanishes in `deltas`.
+    fn remove(&mut self, group: Group, deltas: &mut Deltas) {
+        let Group { key, wire, recs } = group;
+        let hash = self.hash(&wire, key.1);
+        let Ok(mut entry) = self
             .sets
-            .find_entry(hash, |s| s.rtype == key.1 && s.name == name)
+            .find_entry(hash, |s| s.rtype == key.1 && s.name == wire)
         else {
             return;
         };
-        let delta = track(deltas, key, Some(entry.get().tally.ttl()));
-        let mut entry = entry;
-        for (ttl, rec) in recs {
+        let delta = track(deltas, &key, &wire, Some(entry.get().tally.ttl()));
+        for (ttl, rec) in &recs {
             if entry.get_mut().tally.remove(*ttl, rec) {
                 delta.vanished(rec.clone());
             }
@@ -475,15 +486,21 @@ impl Table {
         (ids, old_defs)
     }
 
-    /// The record changes `delta` made to the RRset `key`. A changed TTL
-    /// (one per RRset) rewrites the whole set.
-    fn changes(&self, key: &SetKey, delta: Delta) -> SetChange {
-        if key.1 == RecordType::PTR {
+    /// The record changes `delta` made to RRset `set` (owner `name`, type
+    /// `rtype`; `None` once empty). A changed TTL (one per RRset)
+    /// rewrites the whole set.
+    fn changes(
+        &self,
+        set: Option<&Slot>,
+        name: &Name,
+        rtype: RecordType,
+        delta: Delta,
+    ) -> SetChange {
+        if rtype == RecordType::PTR {
             return SetChange::Recompute;
         }
-        let set = self.slot(key);
         let ttl_after = set.map(|s| s.tally.ttl());
-        let record = |ttl: u32, d: Rec| Record::from_rdata(key.0.clone(), ttl, d.data(key.1));
+        let record = |ttl: u32, d: Rec| Record::from_rdata(name.clone(), ttl, d.data(rtype));
         let mut out = Vec::new();
         if let Some(before) = delta.ttl_before {
             out.extend(
@@ -495,8 +512,8 @@ impl Table {
         }
         if let Some(after) = ttl_after {
             if delta.ttl_before.is_some_and(|b| b != after) {
-                let all = set.map(|s| s.tally.data(key.1)).unwrap_or_default();
-                let add = |d| Change::Add(Record::from_rdata(key.0.clone(), after, d));
+                let all = set.map(|s| s.tally.data(rtype)).unwrap_or_default();
+                let add = |d| Change::Add(Record::from_rdata(name.clone(), after, d));
                 out.extend(all.into_iter().map(add));
             } else {
                 out.extend(delta.new.into_iter().map(|d| Change::Add(record(after, d))));
@@ -509,7 +526,8 @@ impl Table {
     /// the least TTL. A PTR set keeps one record (one name per address):
     /// the shortest target, then the first in order.
     pub fn rrset(&self, key: &SetKey) -> Option<(u32, Vec<RData>)> {
-        self.slot(key).map(|s| served(s, key.1))
+        self.find(&wire_of(&key.0.to_lowercase()), key.1)
+            .map(|s| served(s, key.1))
     }
 
     /// Every RRset in the table.
@@ -562,15 +580,24 @@ fn records_of(
     reg: &Registry,
     inst: &Instance,
     service: Option<BinderService>,
-) -> Grouped {
-    let mut mine = Grouped::new();
+) -> Vec<Group> {
+    let mut mine: Vec<Group> = Vec::new();
     for Contribution { name, ttl, data } in naming.contributions_in(reg, inst, service.as_ref()) {
         if naming.zone_of(&name).is_none() {
             continue;
         }
-        mine.entry((name, data.record_type()))
-            .or_default()
-            .push((ttl, Rec::new(data)));
+        let rtype = data.record_type();
+        // A handful of sets an instance: a search beats a map.
+        let wire = wire_of(&name);
+        let rec = (ttl, Rec::new(data));
+        match mine.iter_mut().find(|g| g.key.1 == rtype && g.wire == wire) {
+            Some(g) => g.recs.push(rec),
+            None => mine.push(Group {
+                key: (name, rtype),
+                wire,
+                recs: vec![rec],
+            }),
+        }
     }
     mine
 }
@@ -578,14 +605,19 @@ fn records_of(
 /// The delta of RRset `key` in this update, begun with the set's TTL as it
 /// was before the update touched it.
 fn track<'d>(
-    deltas: &'d mut BTreeMap<SetKey, Delta>,
+    deltas: &'d mut Deltas,
     key: &SetKey,
+    wire: &[u8],
     ttl_before: Option<u32>,
 ) -> &'d mut Delta {
-    deltas.entry(key.clone()).or_insert_with(|| Delta {
-        ttl_before,
-        ..Delta::default()
-    })
+    let (_, delta) = deltas.entry((wire.into(), key.1)).or_insert_with(|| {
+        let delta = Delta {
+            ttl_before,
+            ..Delta::default()
+        };
+        (key.0.clone(), delta)
+    });
+    delta
 }
 
 #[cfg(test)]
