@@ -132,8 +132,10 @@ pub fn emit_records<R: std::borrow::Borrow<Record>>(
 pub struct History {
     changes: VecDeque<Change>,
     records: usize,
-    /// Diff frames in the zone's file since its snapshot.
-    pub file_diffs: usize,
+    /// Diff frames in the zone's file since its snapshot, and the
+    /// records they hold.
+    file_diffs: usize,
+    file_records: usize,
     /// The file could not be written: its end may be damaged, so nothing
     /// is appended to it until a rewrite succeeds (an append after damage
     /// would be lost at the next start, which stops reading there).
@@ -201,11 +203,30 @@ impl History {
         self.trim(limits, now);
         // A diff larger than the zone is better stored as a snapshot.
         let big = diff.removed.len() + diff.added.len() > zone_records.max(1024);
-        if big || self.file_diffs >= 2 * limits.max_changes.max(1) {
+        // The file is rewritten (the whole zone encoded) once it holds
+        // twice the diffs kept, and as many records in diffs as the
+        // snapshot has: a rewrite then costs a constant share of what
+        // was appended, however large the zone (a million-name registry
+        // zone took a core rewriting it every 2,000 commits).
+        let due =
+            self.file_diffs >= 2 * limits.max_changes.max(1) && self.file_records >= zone_records;
+        if big || due {
             Persist::Rewrite
         } else {
             Persist::Append
         }
+    }
+
+    /// Notes a diff of `records` records appended to the zone's file.
+    pub fn appended(&mut self, records: usize) {
+        self.file_diffs += 1;
+        self.file_records += records;
+    }
+
+    /// Notes the zone's file rewritten: a snapshot and no diffs after it.
+    pub fn rewritten(&mut self) {
+        self.file_diffs = 0;
+        self.file_records = 0;
     }
 
     /// IXFR from `from` to `current`, the serial being served.
@@ -457,13 +478,13 @@ mod tests {
         let mut h = History::default();
         let mut persists = Vec::new();
         for s in 1..=8 {
-            h.file_diffs += 1; // as the journal does after each append
+            h.appended(2); // as the journal does after each append
             persists.push(h.push(&diff(s, s + 1), 10, 0, &limits));
         }
         assert_eq!(h.span(), Some((6, 3)), "the newest three");
         assert!(
             persists.contains(&Persist::Rewrite),
-            "2 × max_changes diffs in the file: compact"
+            "2 × max_changes diffs in the file, as many records as the zone: compact"
         );
         let big = ZoneDiff {
             added: (0..2000).map(|_| soa(99)).collect(),
@@ -474,6 +495,30 @@ mod tests {
             Persist::Rewrite,
             "larger than the zone"
         );
+    }
+
+    /// In a large zone, small diffs are appended well past twice the
+    /// diffs kept: the file is rewritten once its diffs hold as many
+    /// records as the zone.
+    #[test]
+    fn a_large_zone_is_rewritten_once_its_diffs_hold_as_many_records() {
+        let limits = JournalLimits {
+            max_changes: 3,
+            max_records: 1_000,
+            max_age_secs: 0,
+        };
+        let mut h = History::default();
+        let zone_records = 100;
+        let mut first_rewrite = None;
+        for s in 1..=80 {
+            h.appended(2);
+            if h.push(&diff(s, s + 1), zone_records, 0, &limits) == Persist::Rewrite {
+                first_rewrite.get_or_insert(s);
+                h.rewritten();
+            }
+        }
+        assert_eq!(first_rewrite, Some(50), "100 records in 50 diffs of 2");
+        assert_eq!(h.span(), Some((78, 3)), "the history keeps its limits");
     }
 
     impl Ixfr {

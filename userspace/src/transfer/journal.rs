@@ -235,7 +235,7 @@ impl IxfrJournal {
             });
         match wrote {
             Ok(()) => {
-                history.file_diffs += 1;
+                history.appended(diff.removed.len() + diff.added.len());
                 self.unsynced
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -263,7 +263,7 @@ impl IxfrJournal {
         });
         match result {
             Ok(()) => {
-                history.file_diffs = 0;
+                history.rewritten();
                 history.file_damaged = false;
                 true
             }
@@ -433,13 +433,13 @@ fn read_zone_file(
                 zone = Some(z);
                 base = None;
                 after.clear();
-                history.file_diffs = 0;
+                history.rewritten();
             }
             Some(Frame::SnapshotAt(origin, serial, payload)) => {
                 base = Some((origin, serial, payload));
                 zone = None;
                 after.clear();
-                history.file_diffs = 0;
+                history.rewritten();
             }
             Some(Frame::Diff(c)) => {
                 let follows = match (&zone, &base, after.last()) {
@@ -453,8 +453,9 @@ fn read_zone_file(
                     break;
                 }
                 if zone.is_some() || base.is_some() {
+                    let (removed, added) = c.records().1;
                     after.push(c.diff());
-                    history.file_diffs += 1;
+                    history.appended((removed + added) as usize);
                 }
                 history.restored(c);
             }
