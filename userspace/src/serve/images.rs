@@ -11,7 +11,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How often a resting writer drops the commits that came meanwhile.
+const REST_STEP: Duration = Duration::from_millis(100);
 
 use hickory_proto::rr::LowerName;
 use tracing::{debug, warn};
@@ -155,18 +158,31 @@ pub fn start(
             // parsed, a journal's newer version) get theirs now.
             writer.flush(&snapshot);
             drop(snapshot);
-            while let Some(mut item) = feed.blocking_next() {
+            let mut waiting = None;
+            while let Some(mut item) = waiting.take().or_else(|| feed.blocking_next()) {
                 // Only the newest snapshot matters: skip to it.
                 while let Some(next) = feed.try_next() {
                     item = next;
                 }
-                let began = std::time::Instant::now();
+                let began = Instant::now();
                 writer.flush(item.snapshot());
+                drop(item);
                 // A large zone takes a while to encode: rest four times
                 // as long, so a zone that never stops changing (a
                 // million-instance registry's) costs a fifth of a core,
-                // not all of one.
-                std::thread::sleep(pause.max(began.elapsed() * 4));
+                // not all of one. Meanwhile only the newest commit is
+                // held: each one waiting in the feed keeps its version
+                // of the zone alive.
+                let until = Instant::now() + pause.max(began.elapsed() * 4);
+                while let Some(left) = until.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(left.min(REST_STEP));
+                    while let Some(next) = feed.try_next() {
+                        waiting = Some(next);
+                    }
+                    if left <= REST_STEP {
+                        break;
+                    }
+                }
             }
         })
         .expect("spawn the zone image thread");
