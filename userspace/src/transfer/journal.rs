@@ -393,17 +393,17 @@ fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {
             let at = u64::from_be_bytes(d.read_slice(8).ok()?.unverified().try_into().ok()?);
             let origin = origin(&mut d)?;
             let (old, new, nr, na) = (u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?);
-            let removed = records(&mut d, nr)?;
-            let added = records(&mut d, na)?;
-            let diff = ZoneDiff {
+            // The records as `Change::records` wrote them: kept so, and
+            // decoded only where a start applies them (a file holds up to
+            // a zone's worth of diffs).
+            let rest = payload.get(d.index()..)?;
+            Some(Frame::Diff(Change::from_wire(
                 origin,
-                old_serial: Some(old),
-                new_serial: Some(new),
-                removed,
-                added,
-                whole_zone: false,
-            };
-            Some(Frame::Diff(Change::new(&diff, at)))
+                (old, new),
+                (nr, na),
+                rest,
+                at,
+            )))
         }
         _ => None,
     }
@@ -425,7 +425,7 @@ fn read_zone_file(
     // The newest snapshot, still encoded, with the diffs after it.
     let mut base: Option<(Name, u32, &[u8])> = None;
     let mut zone: Option<Zone> = None;
-    let mut after: Vec<ZoneDiff> = Vec::new();
+    let mut after: Vec<Change> = Vec::new();
     let mut history = History::default();
     for (body, end) in crate::frames::frames(bytes) {
         match decode_frame(body) {
@@ -443,7 +443,7 @@ fn read_zone_file(
             }
             Some(Frame::Diff(c)) => {
                 let follows = match (&zone, &base, after.last()) {
-                    (_, _, Some(last)) => last.new_serial == c.old_serial(),
+                    (_, _, Some(last)) => last.new_serial() == c.old_serial(),
                     (Some(z), _, None) => z.serial() == c.old_serial(),
                     (None, Some((_, serial, _)), None) => Some(*serial) == c.old_serial(),
                     (None, None, None) => true,
@@ -454,7 +454,7 @@ fn read_zone_file(
                 }
                 if zone.is_some() || base.is_some() {
                     let (removed, added) = c.records().1;
-                    after.push(c.diff());
+                    after.push(c.clone());
                     history.appended((removed + added) as usize);
                 }
                 history.restored(c);
@@ -488,8 +488,8 @@ fn read_zone_file(
     let Some(mut zone) = zone else {
         return Ok(None);
     };
-    for d in &after {
-        if !apply(&mut zone, d) {
+    for c in &after {
+        if !apply(&mut zone, &c.diff()) {
             // Cannot happen for a chain checked above unless the records
             // disagree with the serials; serve what applied.
             warn!(file = %path.display(), "journal: diff does not apply to its snapshot; later history ignored");
@@ -503,14 +503,14 @@ fn read_zone_file(
 /// `serial` and goes on through `after`, when it is at one of the chain's
 /// serials; false (and `held` untouched) when it is not, or a diff does
 /// not apply.
-fn catch_up(held: &mut Zone, serial: u32, after: &[ZoneDiff]) -> bool {
+fn catch_up(held: &mut Zone, serial: u32, after: &[Change]) -> bool {
     let Some(at) = held.serial() else {
         return false;
     };
     let from = if at == serial {
         0
     } else {
-        match after.iter().position(|d| d.new_serial == Some(at)) {
+        match after.iter().position(|c| c.new_serial() == Some(at)) {
             Some(k) => k + 1,
             None => return false,
         }
@@ -519,7 +519,7 @@ fn catch_up(held: &mut Zone, serial: u32, after: &[ZoneDiff]) -> bool {
         return true;
     }
     let mut zone = held.clone();
-    if after[from..].iter().all(|d| apply(&mut zone, d)) {
+    if after[from..].iter().all(|c| apply(&mut zone, &c.diff())) {
         *held = zone;
         return true;
     }
