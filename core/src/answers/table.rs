@@ -18,11 +18,11 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use xdpdns_common::negative::fold;
-use xdpdns_common::{qtype_slot, Answer, INLINE_MAX};
+use xdpdns_common::{Answer, INLINE_MAX};
 
 use super::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
 use super::depends::Dependents;
-use super::packed::{with_slot, KeyHasher, Packed, Stored, HEAD};
+use super::packed::{KeyHasher, Packed, Stored, HEAD};
 
 /// The version of a table being changed, or not yet filled.
 const UNSETTLED: u64 = u64::MAX;
@@ -299,10 +299,7 @@ impl Installed for AnswerTable {
     /// bucket and shard (`packed::with_slot`).
     fn slots_of(&self, name: &[u8]) -> Vec<u8> {
         let base = self.hasher.name_hash(name);
-        let shard = self.read_shard(base);
-        qtype_slot::all()
-            .filter(|&slot| shard.has(with_slot(base, slot), name, slot))
-            .collect()
+        self.read_shard(base).slots_of(base, name)
     }
 
     fn each_key(&self, f: &mut dyn FnMut(&EntryKey)) {
