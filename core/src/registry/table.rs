@@ -1,9 +1,10 @@
-//! The generated records, kept incrementally: every RRset remembers which
-//! instances contributed what, and how many contribute each record, so a
-//! change to one instance yields the record changes of the RRsets it
-//! touches (its own names and the services it is in) in time proportional
-//! to what changed, not to the size of those RRsets (a service with
-//! thousands of members). Pure.
+//! The generated records, kept incrementally: every RRset counts how many
+//! contributions give each of its records (not who gave them: an
+//! instance's records are derived again from the registry as it was when
+//! they were added, to take them away), so a change to one instance yields
+//! the record changes of the RRsets it touches (its own names and the
+//! services it is in) in time proportional to what changed, not to the
+//! size of those RRsets (a service with thousands of members). Pure.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -25,8 +26,7 @@ type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 pub type SetKey = (Name, RecordType);
 
-/// A record's data as the sets keep it, each record twice (in its
-/// contributor's list and in the counts): addresses inline, anything else
+/// A record's data as the sets count it: addresses inline, anything else
 /// in wire form, where hickory's `RData` is 184 bytes by value. The wire
 /// form compares as the `RData` does because the names the registry
 /// writes are lower-cased when registered (`model::label`, `domain`).
@@ -135,26 +135,24 @@ impl Tally {
         counts.add(ttl, rec, 1)
     }
 
-    /// Takes one contribution away; true when it was the last to give
-    /// `rec`. (A contribution that is not there changes nothing.)
-    fn remove(&mut self, ttl: u32, rec: &Rec) -> bool {
+    /// Takes one contribution away: whether it was the last to give
+    /// `rec`, or `None` (and nothing changed) when no such contribution
+    /// is counted.
+    fn remove(&mut self, ttl: u32, rec: &Rec) -> Option<bool> {
         match self {
             Tally::One { rec: r, ttl: t, n } => {
                 if r != rec || *t != ttl || *n == 0 {
-                    return false;
+                    return None;
                 }
                 *n -= 1;
-                *n == 0
+                Some(*n == 0)
             }
             Tally::Many(counts) => {
-                let Some(count) = counts.recs.get_mut(rec) else {
-                    return false;
-                };
-                if let Ok(i) = counts.ttls.binary_search_by_key(&ttl, |&(t, _)| t) {
-                    counts.ttls[i].1 -= 1;
-                    if counts.ttls[i].1 == 0 {
-                        counts.ttls.remove(i);
-                    }
+                let i = counts.ttls.binary_search_by_key(&ttl, |&(t, _)| t).ok()?;
+                let count = counts.recs.get_mut(rec)?;
+                counts.ttls[i].1 -= 1;
+                if counts.ttls[i].1 == 0 {
+                    counts.ttls.remove(i);
                 }
                 *count -= 1;
                 let gone = *count == 0;
@@ -172,7 +170,7 @@ impl Tally {
                         };
                     }
                 }
-                gone
+                Some(gone)
             }
         }
     }
@@ -321,13 +319,17 @@ impl Table {
                 }
             }
         }
-        deltas
+        let mut changes: Vec<(SetKey, SetChange)> = deltas
             .into_iter()
             .map(|((wire, rtype), (name, delta))| {
                 let change = self.changes(self.find(&wire, rtype), &name, rtype, delta);
                 ((name, rtype), change)
             })
-            .collect()
+            .collect();
+        // In the sets' order, whatever the map's: the zone store sees the
+        // same changes in the same order on every node.
+        changes.sort_by(|a, b| a.0.cmp(&b.0));
+        changes
     }
 
     /// The definition of `inst`'s Binder service: from `old` where its
@@ -412,16 +414,24 @@ impl Table {
     fn remove(&mut self, group: Group, deltas: &mut Deltas) {
         let Group { key, wire, recs } = group;
         let hash = self.hash(&wire, key.1);
+        // What an instance contributed was counted when it was added:
+        // a miss means an instance changed without being re-derived.
         let Ok(mut entry) = self
             .sets
             .find_entry(hash, |s| s.rtype == key.1 && s.name == wire)
         else {
+            debug_assert!(
+                false,
+                "{key:?}: records taken away from a set never counted"
+            );
             return;
         };
         let delta = track(deltas, &key, &wire, Some(entry.get().tally.ttl()));
         for (ttl, rec) in &recs {
-            if entry.get_mut().tally.remove(*ttl, rec) {
-                delta.vanished(rec.clone());
+            match entry.get_mut().tally.remove(*ttl, rec) {
+                Some(true) => delta.vanished(rec.clone()),
+                Some(false) => {}
+                None => debug_assert!(false, "{key:?}: a record taken away was never counted"),
             }
         }
         if entry.get().tally.is_empty() {
@@ -641,13 +651,13 @@ mod tests {
         assert!(t.add(60, &b), "b is new");
         assert!(matches!(t, Tally::Many(_)));
         assert_eq!(t.ttl(), 30, "the least TTL");
-        assert!(!t.remove(30, &a), "a is still given once");
+        assert_eq!(t.remove(30, &a), Some(false), "a is still given once");
         assert_eq!(t.data(RecordType::A).len(), 2);
-        assert!(t.remove(30, &a), "the last contribution of a");
+        assert_eq!(t.remove(30, &a), Some(true), "the last contribution of a");
         assert!(matches!(t, Tally::One { ttl: 60, n: 1, .. }));
         assert_eq!(t.ttl(), 60);
-        assert!(!t.remove(60, &a), "not there: nothing changes");
-        assert!(t.remove(60, &b));
+        assert_eq!(t.remove(60, &a), None, "not there: nothing changes");
+        assert_eq!(t.remove(60, &b), Some(true));
         assert!(t.is_empty());
     }
 

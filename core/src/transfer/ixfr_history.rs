@@ -67,26 +67,6 @@ impl Change {
         }
     }
 
-    /// A change as [`records`](Self::records) gave it (a journal file's
-    /// diff frame), without decoding its records.
-    pub fn from_wire(
-        origin: Name,
-        (old_serial, new_serial): (u32, u32),
-        counts: (u32, u32),
-        records: &[u8],
-        at: u64,
-    ) -> Change {
-        Change {
-            origin,
-            old_serial: Some(old_serial),
-            new_serial: Some(new_serial),
-            whole_zone: false,
-            counts,
-            records: records.into(),
-            at,
-        }
-    }
-
     pub fn origin(&self) -> &Name {
         &self.origin
     }

@@ -393,17 +393,20 @@ fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {
             let at = u64::from_be_bytes(d.read_slice(8).ok()?.unverified().try_into().ok()?);
             let origin = origin(&mut d)?;
             let (old, new, nr, na) = (u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?);
-            // The records as `Change::records` wrote them: kept so, and
-            // decoded only where a start applies them (a file holds up to
-            // a zone's worth of diffs).
-            let rest = payload.get(d.index()..)?;
-            Some(Frame::Diff(Change::from_wire(
+            // Decoded in the whole payload's context (files from before
+            // the history kept wire form compressed names against it), a
+            // record that does not decode ending the history here.
+            let removed = records(&mut d, nr)?;
+            let added = records(&mut d, na)?;
+            let diff = ZoneDiff {
                 origin,
-                (old, new),
-                (nr, na),
-                rest,
-                at,
-            )))
+                old_serial: Some(old),
+                new_serial: Some(new),
+                removed,
+                added,
+                whole_zone: false,
+            };
+            Some(Frame::Diff(Change::new(&diff, at)))
         }
         _ => None,
     }

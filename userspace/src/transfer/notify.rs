@@ -96,13 +96,16 @@ impl StatusFile {
     }
 }
 
+/// Writes the state to `path`. The state's lock is held throughout: the
+/// writer thread and a stop's flush never write the file at once, and
+/// what is renamed into place last is the newest state.
 fn write_statuses(peers: &Mutex<Peers>, path: &std::path::Path) {
-    let all: Vec<PeerStatus> = peers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .values()
-        .cloned()
-        .collect();
+    write_file(&peers.lock().unwrap_or_else(|p| p.into_inner()), path);
+}
+
+/// Writes `peers` to `path` through a temporary file renamed into place.
+fn write_file(peers: &Peers, path: &std::path::Path) {
+    let all: Vec<&PeerStatus> = peers.values().collect();
     let tmp = path.with_extension("tmp");
     let body = serde_json::to_vec_pretty(&all).expect("status serialises");
     if std::fs::write(&tmp, body)
@@ -146,7 +149,10 @@ impl Propagation {
         }
         if let Some(s) = &self.status_file {
             // Full: a write is already due, and it reads the state then.
-            let _ = s.changed.try_send(());
+            // No writer thread (it could not start): written here.
+            if let Err(std::sync::mpsc::TrySendError::Disconnected(_)) = s.changed.try_send(()) {
+                write_file(&peers, &s.path);
+            }
         }
     }
 }
