@@ -204,12 +204,13 @@ impl History {
         // A diff larger than the zone is better stored as a snapshot.
         let big = diff.removed.len() + diff.added.len() > zone_records.max(1024);
         // The file is rewritten (the whole zone encoded) once it holds
-        // twice the diffs kept, and as many records in diffs as the
-        // snapshot has: a rewrite then costs a constant share of what
-        // was appended, however large the zone (a million-name registry
-        // zone took a core rewriting it every 2,000 commits).
-        let due =
-            self.file_diffs >= 2 * limits.max_changes.max(1) && self.file_records >= zone_records;
+        // twice the diffs kept, and records in diffs as many as a quarter
+        // of the snapshot's: a rewrite then costs a constant share of
+        // what was appended, however large the zone (a million-name
+        // registry zone took a core rewriting it every 2,000 commits),
+        // and a start decodes at most a quarter zone's worth of diffs.
+        let due = self.file_diffs >= 2 * limits.max_changes.max(1)
+            && self.file_records >= zone_records / 4;
         if big || due {
             Persist::Rewrite
         } else {
@@ -484,7 +485,7 @@ mod tests {
         assert_eq!(h.span(), Some((6, 3)), "the newest three");
         assert!(
             persists.contains(&Persist::Rewrite),
-            "2 × max_changes diffs in the file, as many records as the zone: compact"
+            "2 × max_changes diffs in the file, records a quarter of the zone's: compact"
         );
         let big = ZoneDiff {
             added: (0..2000).map(|_| soa(99)).collect(),
@@ -498,8 +499,8 @@ mod tests {
     }
 
     /// In a large zone, small diffs are appended well past twice the
-    /// diffs kept: the file is rewritten once its diffs hold as many
-    /// records as the zone.
+    /// diffs kept: the file is rewritten once its diffs hold a quarter as
+    /// many records as the zone.
     #[test]
     fn a_large_zone_is_rewritten_once_its_diffs_hold_as_many_records() {
         let limits = JournalLimits {
@@ -508,7 +509,7 @@ mod tests {
             max_age_secs: 0,
         };
         let mut h = History::default();
-        let zone_records = 100;
+        let zone_records = 400;
         let mut first_rewrite = None;
         for s in 1..=80 {
             h.appended(2);
@@ -517,7 +518,11 @@ mod tests {
                 h.rewritten();
             }
         }
-        assert_eq!(first_rewrite, Some(50), "100 records in 50 diffs of 2");
+        assert_eq!(
+            first_rewrite,
+            Some(50),
+            "a quarter of 400 records in 50 diffs of 2"
+        );
         assert_eq!(h.span(), Some((78, 3)), "the history keeps its limits");
     }
 
