@@ -102,7 +102,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let stop = std::env::var("XDPDNS_SCALE_STOP").unwrap_or_default();
-    if !local_backend(&dir, instances, sustained) || stop == "local" {
+    if !local_backend(&dir, instances, sustained, &stop) || stop == "local" {
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }
@@ -219,8 +219,9 @@ fn main() {
 }
 
 /// Step 0: the fill, the memory and sustained heartbeats of one node
-/// with the local backend. False when told to stop after the memory.
-fn local_backend(dir: &Path, instances: usize, sustained: Sustained) -> bool {
+/// with the local backend. False when `stop` says to stop after the
+/// memory.
+fn local_backend(dir: &Path, instances: usize, sustained: Sustained, stop: &str) -> bool {
     let node_dir = dir.join("local");
     std::fs::create_dir_all(&node_dir).unwrap();
     let config = node_dir.join("xdpdns.toml");
@@ -268,7 +269,7 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained) -> bool {
         pss / 1024,
         pss as f64 / instances as f64
     );
-    if std::env::var("XDPDNS_SCALE_STOP").as_deref() == Ok("memory") {
+    if stop == "memory" {
         return false;
     }
     let mut large = register_to_answer(&node, "large", PROBES);

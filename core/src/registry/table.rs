@@ -118,21 +118,31 @@ impl Tally {
         }
     }
 
-    /// Adds one contribution; true when `rec` is new to the set.
+    /// Adds one contribution; true when `rec` is new to the set. (A set
+    /// is made as `One` with `n` 0, empty, and filled by its first add.)
     fn add(&mut self, ttl: u32, rec: &Rec) -> bool {
-        if let Tally::One { rec: r, ttl: t, n } = self {
-            if r == rec && *t == ttl {
-                *n += 1;
-                return false;
+        match self {
+            Tally::One { n: 0, .. } => {
+                *self = Tally::One {
+                    rec: rec.clone(),
+                    ttl,
+                    n: 1,
+                };
+                true
             }
-            let mut counts = Counts::default();
-            counts.add(*t, r, *n);
-            *self = Tally::Many(Box::new(counts));
+            Tally::One { rec: r, ttl: t, n } if r == rec && *t == ttl => {
+                *n += 1;
+                false
+            }
+            Tally::One { rec: r, ttl: t, n } => {
+                let mut counts = Counts::default();
+                counts.add(*t, r, *n);
+                let new = counts.add(ttl, rec, 1);
+                *self = Tally::Many(Box::new(counts));
+                new
+            }
+            Tally::Many(counts) => counts.add(ttl, rec, 1),
         }
-        let Tally::Many(counts) = self else {
-            unreachable!("made many above")
-        };
-        counts.add(ttl, rec, 1)
     }
 
     /// Takes one contribution away: whether it was the last to give
@@ -192,6 +202,11 @@ struct Slot {
     name: Box<[u8]>,
     rtype: RecordType,
     tally: Tally,
+}
+
+/// The hash of the set of owner `wire` and type `rtype`.
+fn slot_hash(hasher: &foldhash::fast::RandomState, wire: &[u8], rtype: RecordType) -> u64 {
+    hasher.hash_one((wire, u16::from(rtype)))
 }
 
 /// A set's owner as the table keys it: its wire form (the registry's
@@ -346,12 +361,8 @@ impl Table {
         }
     }
 
-    fn hash(&self, name: &[u8], rtype: RecordType) -> u64 {
-        self.hasher.hash_one((name, u16::from(rtype)))
-    }
-
     fn find(&self, wire: &[u8], rtype: RecordType) -> Option<&Slot> {
-        self.sets.find(self.hash(wire, rtype), |s| {
+        self.sets.find(slot_hash(&self.hasher, wire, rtype), |s| {
             s.rtype == rtype && *s.name == *wire
         })
     }
@@ -360,47 +371,32 @@ impl Table {
     /// `deltas` when given.
     fn add(&mut self, group: Group, deltas: Option<&mut Deltas>) {
         let Group { key, wire, recs } = group;
-        let Some(((ttl, first), rest)) = recs.split_first() else {
+        let Some((ttl, first)) = recs.first() else {
             return;
         };
-        let hash = self.hash(&wire, key.1);
-        let is_key = |s: &Slot| s.rtype == key.1 && s.name == wire;
-        let mut delta = deltas.map(|d| {
-            let ttl_before = self.sets.find(hash, is_key).map(|s| s.tally.ttl());
-            track(d, &key, &wire, ttl_before)
-        });
         let hasher = &self.hasher;
-        let slot = match self.sets.entry(hash, is_key, |s| {
-            hasher.hash_one((&s.name[..], u16::from(s.rtype)))
-        }) {
-            hash_table::Entry::Occupied(o) => {
-                let slot = o.into_mut();
-                if slot.tally.add(*ttl, first) {
-                    if let Some(d) = delta.as_mut() {
-                        d.appeared(first);
-                    }
-                }
-                slot
-            }
-            hash_table::Entry::Vacant(v) => {
-                if let Some(d) = delta.as_mut() {
-                    d.appeared(first);
-                }
-                let tally = Tally::One {
+        let entry = self.sets.entry(
+            slot_hash(hasher, &wire, key.1),
+            |s| s.rtype == key.1 && s.name == wire,
+            |s| slot_hash(hasher, &s.name, s.rtype),
+        );
+        let ttl_before = match &entry {
+            hash_table::Entry::Occupied(o) => Some(o.get().tally.ttl()),
+            hash_table::Entry::Vacant(_) => None,
+        };
+        let mut delta = deltas.map(|d| track(d, &key, &wire, ttl_before));
+        let slot = entry
+            .or_insert_with(|| Slot {
+                name: wire.clone(),
+                rtype: key.1,
+                tally: Tally::One {
                     rec: first.clone(),
                     ttl: *ttl,
-                    n: 1,
-                };
-                let name = wire.clone();
-                v.insert(Slot {
-                    name,
-                    rtype: key.1,
-                    tally,
-                })
-                .into_mut()
-            }
-        };
-        for (ttl, rec) in rest {
+                    n: 0,
+                },
+            })
+            .into_mut();
+        for (ttl, rec) in &recs {
             if slot.tally.add(*ttl, rec) {
                 if let Some(d) = delta.as_mut() {
                     d.appeared(rec);
@@ -413,7 +409,7 @@ impl Table {
     /// vanishes in `deltas`.
     fn remove(&mut self, group: Group, deltas: &mut Deltas) {
         let Group { key, wire, recs } = group;
-        let hash = self.hash(&wire, key.1);
+        let hash = slot_hash(&self.hasher, &wire, key.1);
         // What an instance contributed was counted when it was added:
         // a miss means an instance changed without being re-derived.
         let Ok(mut entry) = self
@@ -537,11 +533,12 @@ impl Table {
     /// the shortest target, then the first in order.
     pub fn rrset(&self, key: &SetKey) -> Option<(u32, Vec<RData>)> {
         self.find(&wire_of(&key.0.to_lowercase()), key.1)
-            .map(|s| served(s, key.1))
+            .map(served)
     }
 
     /// Every RRset in the table.
-    pub fn keys(&self) -> impl Iterator<Item = SetKey> + '_ {
+    #[cfg(test)]
+    fn keys(&self) -> impl Iterator<Item = SetKey> + '_ {
         self.sets.iter().map(|s| (name_of(&s.name), s.rtype))
     }
 
@@ -557,7 +554,7 @@ impl Table {
             let Some(origin) = naming.zone_of(&name) else {
                 continue;
             };
-            let (ttl, data) = served(slot, slot.rtype);
+            let (ttl, data) = served(slot);
             let zone = zones.get_mut(origin).expect("configured zone");
             let _ = zone.insert_set(&LowerName::new(&name), slot.rtype, ttl, &data);
         }
@@ -566,9 +563,9 @@ impl Table {
 }
 
 /// `slot`'s records as served (see [`Table::rrset`]).
-fn served(slot: &Slot, rtype: RecordType) -> (u32, Vec<RData>) {
-    let mut data = slot.tally.data(rtype);
-    if rtype == RecordType::PTR {
+fn served(slot: &Slot) -> (u32, Vec<RData>) {
+    let mut data = slot.tally.data(slot.rtype);
+    if slot.rtype == RecordType::PTR {
         data.sort_by_key(|d| match d {
             RData::PTR(p) => (p.0.len(), p.0.to_string()),
             _ => (usize::MAX, String::new()),

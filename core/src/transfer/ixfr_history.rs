@@ -502,7 +502,7 @@ mod tests {
     /// diffs kept: the file is rewritten once its diffs hold a quarter as
     /// many records as the zone.
     #[test]
-    fn a_large_zone_is_rewritten_once_its_diffs_hold_as_many_records() {
+    fn a_large_zone_is_rewritten_once_its_diffs_hold_a_quarter_as_many_records() {
         let limits = JournalLimits {
             max_changes: 3,
             max_records: 1_000,

@@ -5,7 +5,8 @@
 //! Writes are coalesced: after writing, the thread waits `pause` (or four
 //! times as long as the write took, if that is longer) and then writes
 //! only the newest version of what changed meanwhile, so a registry zone
-//! that changes every few milliseconds is not rewritten for each change. What is on disk is remembered (serial, expiry, sources), so a
+//! that changes every few milliseconds is not rewritten for each change.
+//! What is on disk is remembered (serial, expiry, sources), so a
 //! start-up that loaded a zone from its image does not write it again.
 
 use std::collections::HashMap;
@@ -20,7 +21,7 @@ use hickory_proto::rr::LowerName;
 use tracing::{debug, warn};
 
 use crate::zone::image::{self, SourceStamp};
-use crate::zone::{Snapshot, Subscription, Zone};
+use crate::zone::{FeedItem, Snapshot, Subscription, Zone};
 
 /// What an image on disk holds, enough to tell whether a zone version
 /// differs from it.
@@ -159,11 +160,12 @@ pub fn start(
             writer.flush(&snapshot);
             drop(snapshot);
             let mut waiting = None;
-            while let Some(mut item) = waiting.take().or_else(|| feed.blocking_next()) {
+            loop {
+                let Some(first) = waiting.take().or_else(|| feed.blocking_next()) else {
+                    break;
+                };
                 // Only the newest snapshot matters: skip to it.
-                while let Some(next) = feed.try_next() {
-                    item = next;
-                }
+                let item = newest(&mut feed, first);
                 let began = Instant::now();
                 writer.flush(item.snapshot());
                 drop(item);
@@ -176,15 +178,20 @@ pub fn start(
                 let until = Instant::now() + pause.max(began.elapsed() * 4);
                 while let Some(left) = until.checked_duration_since(Instant::now()) {
                     std::thread::sleep(left.min(REST_STEP));
-                    while let Some(next) = feed.try_next() {
-                        waiting = Some(next);
-                    }
-                    if left <= REST_STEP {
-                        break;
+                    if let Some(next) = feed.try_next() {
+                        waiting = Some(newest(&mut feed, next));
                     }
                 }
             }
         })
         .expect("spawn the zone image thread");
     shared
+}
+
+/// `item`, or the newest commit after it that the feed holds.
+fn newest(feed: &mut Subscription, mut item: FeedItem) -> FeedItem {
+    while let Some(next) = feed.try_next() {
+        item = next;
+    }
+    item
 }

@@ -458,7 +458,7 @@ fn read_zone_file(
                 if zone.is_some() || base.is_some() {
                     let (removed, added) = c.records().1;
                     after.push(c.clone());
-                    history.appended((removed + added) as usize);
+                    history.appended(removed as usize + added as usize);
                 }
                 history.restored(c);
             }
