@@ -26,8 +26,20 @@ fn long_version() -> String {
     )
 }
 
+/// The heap (see `xdpdns::memory`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's settings, read at its first allocation: freed pages go
+/// back to the system after a second (`dirty_decay_ms`), at once when
+/// merely lazily freed (`muzzy_decay_ms`). A server purges from
+/// background threads, started once it runs as its own user
+/// (`xdpdns::memory::purge_in_background`).
+#[allow(non_upper_case_globals)]
+#[export_name = "_rjem_malloc_conf"]
+pub static malloc_conf: &[u8; 37] = b"dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+
 fn main() -> ExitCode {
-    xdpdns::memory::tune_allocator();
     // Computed at run time (the object's hash), once: leaked for clap.
     let version: &'static str = Box::leak(long_version().into_boxed_str());
     let command = Cli::command().version(version);

@@ -1,46 +1,51 @@
-//! Giving freed heap back to the system after the large, short-lived
-//! allocations of loading and compiling a zone.
+//! The heap: jemalloc (the server's global allocator and its settings are
+//! in `main.rs`), set up to give freed memory back to the system within a
+//! second, on threads of its own.
 //!
-//! glibc keeps freed memory in its arenas for reuse; after a million-record
-//! zone is parsed (its records freed as the zone takes them) or its answer
-//! table compiled, tens of megabytes stay resident that nothing will reuse
-//! soon. `malloc_trim` returns them, with one exception that
-//! [`tune_allocator`] removes.
+//! glibc's allocator kept what a churning heap freed: a registry's
+//! service RRsets are replaced at every change of a member, and each
+//! version of a zone a subscriber held for a while (a file being written)
+//! left holes among the long-lived allocations that `malloc_trim` could
+//! not return. With a million instances registered, the server held 1.7
+//! GB for 1.2 GB in use; with jemalloc, whose size classes keep small
+//! allocations apart from large ones, 1.1 GB.
 
-/// Top-of-arena free memory beyond which glibc gives it back on `free`.
-const TRIM_THRESHOLD: i32 = 4 << 20;
-
-/// Sets glibc's allocator up so that freed memory can be given back;
-/// called first thing in `main`. Measured on a million-record zone with
-/// XDP on: 230 MB resident after a cold start without, 190 MB with.
-///
-/// * The compile threads allocate the table's names in their own arenas;
-///   when the table is dropped those chunks coalesce into each arena's top,
-///   which `malloc_trim` never returns for an arena other than the main
-///   one (about 15 MB per compile thread). glibc trims a thread arena's
-///   top on `free` instead, once it exceeds the trim threshold and a large
-///   free consolidates it.
-/// * Fastbins (small freed chunks kept unmerged) would keep those frees
-///   from ever consolidating: off. Per-thread caches still serve small
-///   allocations without a lock.
-/// * A fixed trim threshold: glibc otherwise raises it to twice the largest
-///   mmapped chunk freed (up to 64 MB), past the 15 MB to trim.
-pub fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator parameters; it is
-    // thread-safe and takes effect for later allocations and frees.
-    unsafe {
-        libc::mallopt(libc::M_MXFAST, 0);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
-    }
+/// Starts jemalloc's background threads, which give freed pages back on
+/// time while the server is idle (otherwise they go at the next
+/// allocations). Called once the server has dropped its privileges:
+/// jemalloc's threads block every signal, so the drop, which reaches each
+/// thread by a signal (`privileges`), could not reach them; started
+/// after it, they inherit its credentials. `false` if they could not start.
+pub fn purge_in_background() -> bool {
+    let mut on = true;
+    // SAFETY: a C string control name; `background_thread` takes a
+    // `bool`, given by pointer and size; nothing is read back.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"background_thread".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&raw mut on).cast(),
+            std::mem::size_of::<bool>(),
+        )
+    };
+    rc == 0
 }
 
-/// Returns the heap's free pages to the system (glibc; elsewhere nothing).
+/// Returns the heap's free pages to the system now, after a load or a
+/// compile freed most of what it allocated (otherwise they go within a
+/// second).
 pub fn release_freed() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory of the allocator's own
-    // arenas; it is thread-safe.
+    // SAFETY: a C string control name; `purge` takes and returns no
+    // value, so every pointer is null and the length zero.
     unsafe {
-        libc::malloc_trim(0);
+        tikv_jemalloc_sys::mallctl(
+            // `arena.<MALLCTL_ARENAS_ALL>.purge`: every arena's unused pages.
+            c"arena.4096.purge".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
     }
 }

@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use compact_str::CompactString;
+
 use super::health::{self, HealthPolicy};
 use super::model::Status;
 use super::state::{Entry, Instance, Registry, RemovalReason};
@@ -14,11 +16,11 @@ use super::Expiry;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Deadlines {
     /// Finite lease expiries (with etcd, leases are etcd's: none here).
-    expiries: BTreeSet<(u64, String)>,
+    expiries: BTreeSet<(u64, CompactString)>,
     /// Instances reported `down`, not disabled.
-    down: BTreeSet<String>,
+    down: BTreeSet<CompactString>,
     /// Service key → its members' ids (not disabled).
-    members: HashMap<String, BTreeSet<String>>,
+    members: HashMap<String, BTreeSet<CompactString>>,
 }
 
 impl Deadlines {
@@ -44,7 +46,7 @@ impl Deadlines {
         if from == to {
             return;
         }
-        let mut key = (from, id.to_string());
+        let mut key = (from, CompactString::from(id));
         self.expiries.remove(&key);
         if to != Expiry::NEVER {
             key.0 = to;
@@ -149,11 +151,11 @@ impl Deadlines {
         for e in &expired {
             live.apply(e);
         }
-        let mut changed: BTreeMap<String, Instance> = BTreeMap::new();
+        let mut changed: BTreeMap<CompactString, Instance> = BTreeMap::new();
         for (service, id) in health::withdrawals(self.pending(&live), now, policy) {
             let inst = changed
                 .entry(id.clone())
-                .or_insert_with(|| (*live.instances[&id]).clone());
+                .or_insert_with(|| (*live.instances[id.as_str()]).clone());
             inst.withdrawn.insert(service, now);
         }
         let mut out = expired;

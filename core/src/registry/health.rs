@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use compact_str::CompactString;
 use serde::Deserialize;
 
 use super::model::Status;
@@ -35,7 +36,7 @@ pub fn budget(n: usize) -> usize {
 /// What the policy decides for one service at `now`: the members to
 /// withdraw, and when to look again if some must wait.
 struct Decision {
-    withdraw: Vec<String>,
+    withdraw: Vec<CompactString>,
     wake: Option<u64>,
 }
 
@@ -85,7 +86,7 @@ pub fn withdrawals(
     pending: BTreeMap<String, Vec<&Instance>>,
     now: u64,
     p: &HealthPolicy,
-) -> Vec<(String, String)> {
+) -> Vec<(String, CompactString)> {
     pending
         .into_iter()
         .flat_map(|(service, members)| {

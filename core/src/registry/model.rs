@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use super::error::RegistryError;
 
@@ -54,20 +56,20 @@ pub enum MembershipInput {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(deny_unknown_fields)]
 pub struct Membership {
-    pub name: String,
+    pub name: CompactString,
     #[serde(default)]
     pub port: Option<u16>,
     /// SRV protocol label without the underscore (default `tcp`).
     #[serde(default = "default_proto")]
-    pub proto: String,
+    pub proto: CompactString,
     #[serde(default)]
     pub priority: u16,
     #[serde(default = "default_weight")]
     pub weight: u16,
 }
 
-fn default_proto() -> String {
-    "tcp".into()
+fn default_proto() -> CompactString {
+    CompactString::const_new("tcp")
 }
 
 fn default_weight() -> u16 {
@@ -142,9 +144,9 @@ pub struct BinderService {
 /// A validated, canonical registration (lower-case names, sorted sets).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 pub struct Registration {
-    pub owner: Option<String>,
-    pub addresses: Vec<IpAddr>,
-    pub services: Vec<Membership>,
+    pub owner: Option<CompactString>,
+    pub addresses: SmallVec<[IpAddr; 1]>,
+    pub services: SmallVec<[Membership; 1]>,
     pub lease_secs: u32,
     pub disabled: bool,
     pub binder: Option<Box<BinderSpec>>,
@@ -205,7 +207,7 @@ pub fn parse_tag(field: &str, tag: &str) -> Result<Membership, RegistryError> {
     let mut parts = tag.split(':');
     let name = parts.next().unwrap_or_default();
     let mut m = Membership {
-        name: name.to_string(),
+        name: name.into(),
         port: None,
         proto: default_proto(),
         priority: 0,
@@ -227,7 +229,7 @@ pub fn parse_tag(field: &str, tag: &str) -> Result<Membership, RegistryError> {
             Some(("port", v)) => m.port = Some(num("port", v)?),
             Some(("priority", v)) => m.priority = num("priority", v)?,
             Some(("weight", v)) => m.weight = num("weight", v)?,
-            Some(("proto", v)) => m.proto = v.to_string(),
+            Some(("proto", v)) => m.proto = v.into(),
             Some((k, _)) => return Err(bad(field, format!("{tag:?}: unknown key {k:?}"))),
         }
     }
@@ -316,7 +318,7 @@ impl InstanceSpec {
     /// Validates and canonicalises the spec; errors name the field.
     pub fn validate(&self) -> Result<Registration, RegistryError> {
         let owner = match &self.owner {
-            Some(o) => Some(label("owner", o, false)?),
+            Some(o) => Some(label("owner", o, false)?.into()),
             None => None,
         };
         if self.addresses.is_empty() {
@@ -344,8 +346,8 @@ impl InstanceSpec {
                 MembershipInput::Tag(t) => parse_tag(&field, t)?,
                 MembershipInput::Object(m) => m.clone(),
             };
-            m.name = label(&format!("{field}.name"), &m.name, false)?;
-            m.proto = label(&format!("{field}.proto"), &m.proto, false)?;
+            m.name = label(&format!("{field}.name"), &m.name, false)?.into();
+            m.proto = label(&format!("{field}.proto"), &m.proto, false)?.into();
             if m.port == Some(0) {
                 return Err(bad(format!("{field}.port"), "must be 1-65535"));
             }
@@ -375,7 +377,7 @@ impl InstanceSpec {
         }
         Ok(Registration {
             owner,
-            addresses,
+            addresses: addresses.into_iter().collect(),
             services: services.into_iter().collect(),
             lease_secs,
             disabled: self.disabled,

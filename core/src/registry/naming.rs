@@ -155,6 +155,12 @@ impl Naming {
         self.zone_for(name).map(|z| &z.name)
     }
 
+    /// The position in [`zones`](Self::zones) of the zone `name` is in.
+    pub fn zone_index(&self, name: &Name) -> Option<usize> {
+        let zone = self.zone_for(name)?;
+        self.zones.iter().position(|z| std::ptr::eq(z, zone))
+    }
+
     /// Every record `inst` contributes to the registry zones, given the
     /// rest of the registry (owner flags, Binder service definitions).
     /// An RRset is the union of its contributors' records with the least
@@ -240,7 +246,7 @@ impl Naming {
     }
 
     fn cns_records(&self, inst: &Instance, owner: &str, out: &mut Records) {
-        let id_txt = RData::TXT(TXT::new(vec![inst.id.clone()]));
+        let id_txt = RData::TXT(TXT::new(vec![inst.id.to_string()]));
         let mut ptr_targets: BTreeMap<IpAddr, Name> = BTreeMap::new();
         for &addr in &inst.reg.addresses {
             for zone in self.cns_zones(addr) {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 use super::error::RegistryError;
@@ -15,7 +16,7 @@ use super::model::{label, InstanceSpec, Registration, Status};
 /// One registered instance and its health bookkeeping.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 pub struct Instance {
-    pub id: String,
+    pub id: CompactString,
     pub reg: Registration,
     pub status: Status,
     /// When `status` last changed (self-report time, for hysteresis).
@@ -37,7 +38,7 @@ impl Instance {
     fn refuse_if_mirrored(&self) -> Result<(), RegistryError> {
         match &self.reg.mirrors {
             Some(node) => Err(RegistryError::Mirrored {
-                id: self.id.clone(),
+                id: self.id.to_string(),
                 node: node.clone(),
             }),
             None => Ok(()),
@@ -83,10 +84,21 @@ pub fn binder_key(domain: &str) -> String {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Entry {
-    Put { instance: Box<Instance> },
-    Delete { id: String, reason: RemovalReason },
-    Renew { id: String, expires_at: u64 },
-    Owner { owner: String, enabled: bool },
+    Put {
+        instance: Box<Instance>,
+    },
+    Delete {
+        id: CompactString,
+        reason: RemovalReason,
+    },
+    Renew {
+        id: CompactString,
+        expires_at: u64,
+    },
+    Owner {
+        owner: String,
+        enabled: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -103,14 +115,16 @@ pub enum RemovalReason {
 /// (a heartbeat changes one lease).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Registry {
-    pub instances: imbl::OrdMap<String, Arc<Instance>>,
+    pub instances: imbl::OrdMap<CompactString, Arc<Instance>>,
     /// Per-owner opt-in flags (CNS `triton_cns_enabled`).
     pub owners: imbl::OrdMap<String, bool>,
 }
 
 impl Registry {
     pub fn get(&self, id: &str) -> Option<&Instance> {
-        self.instances.get(&id.to_ascii_lowercase()).map(|i| &**i)
+        self.instances
+            .get(id.to_ascii_lowercase().as_str())
+            .map(|i| &**i)
     }
 
     /// Register or replace instance `id`. A re-registration keeps the
@@ -122,7 +136,7 @@ impl Registry {
         now: u64,
     ) -> Result<Entry, RegistryError> {
         let id = label("id", id, false)?;
-        if let Some(old) = self.instances.get(&id) {
+        if let Some(old) = self.instances.get(id.as_str()) {
             old.refuse_if_mirrored()?;
         }
         let reg = spec.validate()?;
@@ -165,10 +179,10 @@ impl Registry {
     ) -> Result<Entry, RegistryError> {
         let known: Vec<String> = self
             .instances
-            .get(&id)
+            .get(id.as_str())
             .map(|i| i.service_keys())
             .unwrap_or_default();
-        let mut instance = match self.instances.get(&id) {
+        let mut instance = match self.instances.get(id.as_str()) {
             Some(old) => {
                 let mut next = (**old).clone();
                 next.reg = reg;
@@ -180,7 +194,7 @@ impl Registry {
                 next
             }
             None => Instance {
-                id,
+                id: id.into(),
                 reg,
                 status,
                 status_at: now,
@@ -224,7 +238,7 @@ impl Registry {
     pub fn renewal(&self, id: &str, now: u64) -> Result<(&Arc<Instance>, u64), RegistryError> {
         let inst = self
             .instances
-            .get(&id.to_ascii_lowercase())
+            .get(id.to_ascii_lowercase().as_str())
             .ok_or_else(|| RegistryError::NotFound(id.to_ascii_lowercase()))?;
         inst.refuse_if_mirrored()?;
         Ok((inst, now + u64::from(inst.reg.lease_secs) * 1000))

@@ -9,7 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
 
-use hashbrown::hash_table::{self, HashTable};
+use compact_str::CompactString;
+use hashbrown::hash_table::HashTable;
 use hickory_proto::serialize::binary::BinDecodable;
 
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
@@ -17,6 +18,7 @@ use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use super::model::BinderService;
 use super::naming::{Contribution, Naming};
 use super::state::{Instance, Registry};
+use crate::zone::inline::InlineBytes;
 use crate::zone::{packed, Change, Zone};
 
 /// The derivation table's maps, hashed with foldhash (seeded per map):
@@ -27,17 +29,20 @@ type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 pub type SetKey = (Name, RecordType);
 
 /// A record's data as the sets count it: addresses inline, anything else
-/// in wire form, where hickory's `RData` is 184 bytes by value. The wire
-/// form compares as the `RData` does because the names the registry
-/// writes are lower-cased when registered (`model::label`, `domain`).
+/// in wire form (inline up to 22 bytes: an instance id's TXT), where
+/// hickory's `RData` is 184 bytes by value. The wire form compares as the
+/// `RData` does because the names the registry writes are lower-cased
+/// when registered (`model::label`, `domain`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Rec {
     V4([u8; 4]),
     V6([u8; 16]),
-    Wire(Box<[u8]>),
+    Wire(InlineBytes),
     /// What does not encode (never, for the registry's records).
     Other(Box<RData>),
 }
+
+const _: () = assert!(std::mem::size_of::<Rec>() == 24);
 
 impl Rec {
     fn new(d: RData) -> Rec {
@@ -45,7 +50,7 @@ impl Rec {
             RData::A(a) => Rec::V4(a.0.octets()),
             RData::AAAA(a) => Rec::V6(a.0.octets()),
             other => match packed::encode(&other) {
-                Ok(wire) => Rec::Wire(wire.as_slice().into()),
+                Ok(wire) => Rec::Wire(InlineBytes::from_slice(wire.as_slice())),
                 Err(_) => Rec::Other(Box::new(other)),
             },
         }
@@ -56,7 +61,7 @@ impl Rec {
         match self {
             Rec::V4(b) => (0, &b[..]),
             Rec::V6(b) => (0, &b[..]),
-            Rec::Wire(w) => (0, w),
+            Rec::Wire(w) => (0, w.as_slice()),
             Rec::Other(_) => (1, &[]),
         }
     }
@@ -67,7 +72,7 @@ impl Rec {
         match self {
             Rec::V4(b) => RData::A(A::from(std::net::Ipv4Addr::from(*b))),
             Rec::V6(b) => RData::AAAA(AAAA::from(std::net::Ipv6Addr::from(*b))),
-            Rec::Wire(wire) => packed::decode(rtype, wire),
+            Rec::Wire(wire) => packed::decode(rtype, wire.as_slice()),
             Rec::Other(d) => (**d).clone(),
         }
     }
@@ -196,29 +201,56 @@ impl Tally {
     }
 }
 
-/// One generated RRset in the table: its owner in lower-case wire form
-/// (a hickory `Name` is 80 bytes) and its type.
+/// A set's owner as the table keys it: its zone (a position in
+/// [`Naming::zones`]) and its labels below the zone's origin in
+/// lower-case wire form, which for an instance's names fit inline (a
+/// hickory `Name` is 80 bytes, an owner's whole wire form an allocation
+/// of 48).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Owner {
+    zone: u16,
+    below: InlineBytes,
+}
+
+impl Owner {
+    /// `name`'s key, `None` outside every registry zone (the registry's
+    /// names are lower case: `Contribution`).
+    fn of(naming: &Naming, name: &Name) -> Option<Owner> {
+        let zone = naming.zone_index(name)?;
+        // (Labels counted as they are: `num_labels` leaves out a `*`.)
+        let depth = name.iter().count() - naming.zones[zone].name.iter().count();
+        let mut below = Vec::with_capacity(name.len());
+        for label in name.iter().take(depth) {
+            below.push(label.len() as u8);
+            below.extend_from_slice(label);
+        }
+        Some(Owner {
+            zone: u16::try_from(zone).expect("fewer than 65,536 registry zones"),
+            below: InlineBytes::from_vec(below),
+        })
+    }
+
+    fn name(&self, naming: &Naming) -> Name {
+        let mut wire = self.below.as_slice().to_vec();
+        for label in naming.zones[usize::from(self.zone)].name.iter() {
+            wire.push(label.len() as u8);
+            wire.extend_from_slice(label);
+        }
+        wire.push(0);
+        Name::from_bytes(&wire).expect("the table's names are wire names it wrote")
+    }
+}
+
+/// One generated RRset in the table: its owner and type.
 struct Slot {
-    name: Box<[u8]>,
+    owner: Owner,
     rtype: RecordType,
     tally: Tally,
 }
 
-/// The hash of the set of owner `wire` and type `rtype`.
-fn slot_hash(hasher: &foldhash::fast::RandomState, wire: &[u8], rtype: RecordType) -> u64 {
-    hasher.hash_one((wire, u16::from(rtype)))
-}
-
-/// A set's owner as the table keys it: its wire form (the registry's
-/// names are lower case: `Contribution`).
-fn wire_of(name: &Name) -> Box<[u8]> {
-    let mut wire = Vec::with_capacity(name.len() + 2);
-    for label in name.iter() {
-        wire.push(label.len() as u8);
-        wire.extend_from_slice(label);
-    }
-    wire.push(0);
-    wire.into_boxed_slice()
+/// The hash of the set of `owner` and type `rtype`.
+fn slot_hash(hasher: &foldhash::fast::RandomState, owner: &Owner, rtype: RecordType) -> u64 {
+    hasher.hash_one((owner, u16::from(rtype)))
 }
 
 /// What one update did to one RRset's data.
@@ -259,29 +291,32 @@ pub enum SetChange {
 
 #[derive(Default)]
 pub struct Table {
-    /// Every generated RRset, counted (see [`Tally`]).
-    sets: HashTable<Slot>,
+    /// Every generated RRset, counted (see [`Tally`]), end to end, and
+    /// their positions by hash: a hash table of the sets themselves was
+    /// half empty after each doubling, 57 bytes a bucket.
+    sets: Vec<Slot>,
+    index: HashTable<u32>,
     hasher: foldhash::fast::RandomState,
     /// Instance → its Binder domain, and each domain's service definition
     /// as last computed (a change re-derives every member of the domain).
-    binder_domain: HashMap<String, String>,
+    binder_domain: HashMap<CompactString, String>,
     binder_defs: HashMap<String, Option<BinderService>>,
     /// Each Binder domain's members by id (the first that carries a
     /// service record defines the service).
-    domain_members: HashMap<String, BTreeSet<String>>,
+    domain_members: HashMap<String, BTreeSet<CompactString>>,
 }
 
 /// One instance's records of one RRset, with the set's owner in the
 /// table's form.
 struct Group {
     key: SetKey,
-    wire: Box<[u8]>,
+    owner: Owner,
     recs: Vec<(u32, Rec)>,
 }
 
 /// The RRsets one update touched, by owner and type, each with its name
 /// and what happened to it.
-type Deltas = HashMap<(Box<[u8]>, RecordType), (Name, Delta), foldhash::fast::RandomState>;
+type Deltas = HashMap<(Owner, RecordType), (Name, Delta), foldhash::fast::RandomState>;
 
 impl Table {
     pub fn build(naming: &Naming, reg: &Registry) -> Table {
@@ -315,19 +350,19 @@ impl Table {
         naming: &Naming,
         before: &Registry,
         after: &Registry,
-        changed: impl IntoIterator<Item = String>,
+        changed: impl IntoIterator<Item = CompactString>,
     ) -> Vec<(SetKey, SetChange)> {
-        let ids: HashSet<String> = changed.into_iter().collect();
+        let ids: HashSet<CompactString> = changed.into_iter().collect();
         let (ids, old_defs) = self.derive_domains(after, ids);
         let mut deltas = Deltas::default();
         for id in ids {
-            if let Some(inst) = before.instances.get(&id) {
+            if let Some(inst) = before.instances.get(id.as_str()) {
                 let service = self.service_of(inst, &old_defs);
                 for group in records_of(naming, before, inst, service) {
                     self.remove(group, &mut deltas);
                 }
             }
-            if let Some(inst) = after.instances.get(&id) {
+            if let Some(inst) = after.instances.get(id.as_str()) {
                 let service = self.service_of(inst, &HashMap::new());
                 for group in records_of(naming, after, inst, service) {
                     self.add(group, Some(&mut deltas));
@@ -336,8 +371,8 @@ impl Table {
         }
         let mut changes: Vec<(SetKey, SetChange)> = deltas
             .into_iter()
-            .map(|((wire, rtype), (name, delta))| {
-                let change = self.changes(self.find(&wire, rtype), &name, rtype, delta);
+            .map(|((owner, rtype), (name, delta))| {
+                let change = self.changes(self.find(&owner, rtype), &name, rtype, delta);
                 ((name, rtype), change)
             })
             .collect();
@@ -361,41 +396,53 @@ impl Table {
         }
     }
 
-    fn find(&self, wire: &[u8], rtype: RecordType) -> Option<&Slot> {
-        self.sets.find(slot_hash(&self.hasher, wire, rtype), |s| {
-            s.rtype == rtype && *s.name == *wire
-        })
+    /// The position in `sets` of the set of `owner` and `rtype`.
+    fn position(&self, hash: u64, owner: &Owner, rtype: RecordType) -> Option<usize> {
+        let sets = &self.sets;
+        self.index
+            .find(hash, |&at| {
+                let s = &sets[at as usize];
+                s.rtype == rtype && s.owner == *owner
+            })
+            .map(|&at| at as usize)
+    }
+
+    fn find(&self, owner: &Owner, rtype: RecordType) -> Option<&Slot> {
+        let hash = slot_hash(&self.hasher, owner, rtype);
+        Some(&self.sets[self.position(hash, owner, rtype)?])
     }
 
     /// Adds one instance's records of one RRset, noting what appears in
     /// `deltas` when given.
     fn add(&mut self, group: Group, deltas: Option<&mut Deltas>) {
-        let Group { key, wire, recs } = group;
+        let Group { key, owner, recs } = group;
         let Some((ttl, first)) = recs.first() else {
             return;
         };
-        let hasher = &self.hasher;
-        let entry = self.sets.entry(
-            slot_hash(hasher, &wire, key.1),
-            |s| s.rtype == key.1 && s.name == wire,
-            |s| slot_hash(hasher, &s.name, s.rtype),
-        );
-        let ttl_before = match &entry {
-            hash_table::Entry::Occupied(o) => Some(o.get().tally.ttl()),
-            hash_table::Entry::Vacant(_) => None,
-        };
-        let mut delta = deltas.map(|d| track(d, &key, &wire, ttl_before));
-        let slot = entry
-            .or_insert_with(|| Slot {
-                name: wire.clone(),
+        let hash = slot_hash(&self.hasher, &owner, key.1);
+        let at = self.position(hash, &owner, key.1);
+        let ttl_before = at.map(|at| self.sets[at].tally.ttl());
+        let mut delta = deltas.map(|d| track(d, &key, &owner, ttl_before));
+        let at = at.unwrap_or_else(|| {
+            let at = self.sets.len();
+            self.sets.push(Slot {
+                owner,
                 rtype: key.1,
                 tally: Tally::One {
                     rec: first.clone(),
                     ttl: *ttl,
                     n: 0,
                 },
-            })
-            .into_mut();
+            });
+            let (sets, hasher) = (&self.sets, &self.hasher);
+            let at32 = u32::try_from(at).expect("fewer than 2^32 sets");
+            self.index.insert_unique(hash, at32, |&i| {
+                let s = &sets[i as usize];
+                slot_hash(hasher, &s.owner, s.rtype)
+            });
+            at
+        });
+        let slot = &mut self.sets[at];
         for (ttl, rec) in &recs {
             if slot.tally.add(*ttl, rec) {
                 if let Some(d) = delta.as_mut() {
@@ -408,31 +455,48 @@ impl Table {
     /// Takes one instance's records of one RRset away again, noting what
     /// vanishes in `deltas`.
     fn remove(&mut self, group: Group, deltas: &mut Deltas) {
-        let Group { key, wire, recs } = group;
-        let hash = slot_hash(&self.hasher, &wire, key.1);
+        let Group { key, owner, recs } = group;
+        let hash = slot_hash(&self.hasher, &owner, key.1);
         // What an instance contributed was counted when it was added:
         // a miss means an instance changed without being re-derived.
-        let Ok(mut entry) = self
-            .sets
-            .find_entry(hash, |s| s.rtype == key.1 && s.name == wire)
-        else {
+        let Some(at) = self.position(hash, &owner, key.1) else {
             debug_assert!(
                 false,
                 "{key:?}: records taken away from a set never counted"
             );
             return;
         };
-        let delta = track(deltas, &key, &wire, Some(entry.get().tally.ttl()));
+        let slot = &mut self.sets[at];
+        let delta = track(deltas, &key, &owner, Some(slot.tally.ttl()));
         for (ttl, rec) in &recs {
-            match entry.get_mut().tally.remove(*ttl, rec) {
+            match slot.tally.remove(*ttl, rec) {
                 Some(true) => delta.vanished(rec.clone()),
                 Some(false) => {}
                 None => debug_assert!(false, "{key:?}: a record taken away was never counted"),
             }
         }
-        if entry.get().tally.is_empty() {
+        if slot.tally.is_empty() {
+            self.forget(hash, at);
+        }
+    }
+
+    /// Removes the set at `at` (whose hash is `hash`): the last set takes
+    /// its place.
+    fn forget(&mut self, hash: u64, at: usize) {
+        let last = self.sets.len() - 1;
+        if let Ok(entry) = self.index.find_entry(hash, |&i| i as usize == at) {
             entry.remove();
         }
+        if at != last {
+            let moved = &self.sets[last];
+            let moved_hash = slot_hash(&self.hasher, &moved.owner, moved.rtype);
+            let slot = self
+                .index
+                .find_mut(moved_hash, |&i| i as usize == last)
+                .expect("every set is indexed");
+            *slot = at as u32;
+        }
+        self.sets.swap_remove(at);
     }
 
     /// Follows the Binder domain membership of `ids` and returns them with
@@ -442,8 +506,11 @@ impl Table {
     fn derive_domains(
         &mut self,
         reg: &Registry,
-        mut ids: HashSet<String>,
-    ) -> (HashSet<String>, HashMap<String, Option<BinderService>>) {
+        mut ids: HashSet<CompactString>,
+    ) -> (
+        HashSet<CompactString>,
+        HashMap<String, Option<BinderService>>,
+    ) {
         // Domain membership first: the service definitions below depend
         // on who is in each domain now.
         let mut domains: HashSet<String> = HashSet::new();
@@ -457,7 +524,11 @@ impl Table {
                 }
                 domains.insert(d);
             }
-            if let Some(b) = reg.instances.get(id).and_then(|i| i.reg.binder.as_ref()) {
+            if let Some(b) = reg
+                .instances
+                .get(id.as_str())
+                .and_then(|i| i.reg.binder.as_ref())
+            {
                 self.binder_domain.insert(id.clone(), b.domain.clone());
                 self.domain_members
                     .entry(b.domain.clone())
@@ -473,7 +544,7 @@ impl Table {
             let members = self.domain_members.get(&d);
             let def = members.and_then(|m| {
                 m.iter()
-                    .filter_map(|id| reg.instances.get(id))
+                    .filter_map(|id| reg.instances.get(id.as_str()))
                     .filter(|i| !i.reg.disabled)
                     .find_map(|i| i.reg.binder.as_ref()?.service.clone())
             });
@@ -531,15 +602,15 @@ impl Table {
     /// The RRset as served: the union of its contributors' records with
     /// the least TTL. A PTR set keeps one record (one name per address):
     /// the shortest target, then the first in order.
-    pub fn rrset(&self, key: &SetKey) -> Option<(u32, Vec<RData>)> {
-        self.find(&wire_of(&key.0.to_lowercase()), key.1)
-            .map(served)
+    pub fn rrset(&self, naming: &Naming, key: &SetKey) -> Option<(u32, Vec<RData>)> {
+        let owner = Owner::of(naming, &key.0.to_lowercase())?;
+        self.find(&owner, key.1).map(served)
     }
 
     /// Every RRset in the table.
     #[cfg(test)]
-    fn keys(&self) -> impl Iterator<Item = SetKey> + '_ {
-        self.sets.iter().map(|s| (name_of(&s.name), s.rtype))
+    fn keys<'a>(&'a self, naming: &'a Naming) -> impl Iterator<Item = SetKey> + 'a {
+        self.sets.iter().map(|s| (s.owner.name(naming), s.rtype))
     }
 
     /// Every registry zone, SOA serial 0.
@@ -550,10 +621,8 @@ impl Table {
             .map(|z| (z.name.clone(), naming.empty_zone(&z.name)))
             .collect();
         for slot in self.sets.iter() {
-            let name = name_of(&slot.name);
-            let Some(origin) = naming.zone_of(&name) else {
-                continue;
-            };
+            let name = slot.owner.name(naming);
+            let origin = &naming.zones[usize::from(slot.owner.zone)].name;
             let (ttl, data) = served(slot);
             let zone = zones.get_mut(origin).expect("configured zone");
             let _ = zone.insert_set(&LowerName::new(&name), slot.rtype, ttl, &data);
@@ -575,10 +644,6 @@ fn served(slot: &Slot) -> (u32, Vec<RData>) {
     (slot.tally.ttl(), data)
 }
 
-fn name_of(wire: &[u8]) -> Name {
-    Name::from_bytes(wire).expect("the table's names are wire names it wrote")
-}
-
 /// `inst`'s records in the registry zones, grouped by RRset. Records
 /// outside every zone (the reverse names of addresses no zone serves)
 /// are left out: nothing would serve them.
@@ -590,18 +655,20 @@ fn records_of(
 ) -> Vec<Group> {
     let mut mine: Vec<Group> = Vec::new();
     for Contribution { name, ttl, data } in naming.contributions_in(reg, inst, service.as_ref()) {
-        if naming.zone_of(&name).is_none() {
+        let Some(owner) = Owner::of(naming, &name) else {
             continue;
-        }
+        };
         let rtype = data.record_type();
         // A handful of sets an instance: a search beats a map.
-        let wire = wire_of(&name);
         let rec = (ttl, Rec::new(data));
-        match mine.iter_mut().find(|g| g.key.1 == rtype && g.wire == wire) {
+        match mine
+            .iter_mut()
+            .find(|g| g.key.1 == rtype && g.owner == owner)
+        {
             Some(g) => g.recs.push(rec),
             None => mine.push(Group {
                 key: (name, rtype),
-                wire,
+                owner,
                 recs: vec![rec],
             }),
         }
@@ -614,10 +681,10 @@ fn records_of(
 fn track<'d>(
     deltas: &'d mut Deltas,
     key: &SetKey,
-    wire: &[u8],
+    owner: &Owner,
     ttl_before: Option<u32>,
 ) -> &'d mut Delta {
-    let (_, delta) = deltas.entry((wire.into(), key.1)).or_insert_with(|| {
+    let (_, delta) = deltas.entry((owner.clone(), key.1)).or_insert_with(|| {
         let delta = Delta {
             ttl_before,
             ..Delta::default()
@@ -717,8 +784,14 @@ mod tests {
         ];
         let check = |table: &Table, reg: &Registry| {
             let full = Table::build(&naming, reg);
-            let mut a: Vec<_> = full.keys().map(|k| (k.clone(), full.rrset(&k))).collect();
-            let mut b: Vec<_> = table.keys().map(|k| (k.clone(), table.rrset(&k))).collect();
+            let mut a: Vec<_> = full
+                .keys(&naming)
+                .map(|k| (k.clone(), full.rrset(&naming, &k)))
+                .collect();
+            let mut b: Vec<_> = table
+                .keys(&naming)
+                .map(|k| (k.clone(), table.rrset(&naming, &k)))
+                .collect();
             a.sort_by(|x, y| x.0.cmp(&y.0));
             b.sort_by(|x, y| x.0.cmp(&y.0));
             assert_eq!(format!("{a:?}"), format!("{b:?}"));
@@ -728,19 +801,19 @@ mod tests {
             let e = reg.register(id, &spec, 0).unwrap();
             let before = reg.clone();
             reg.apply(&e);
-            table.update(&naming, &before, &reg, [id.to_string()]);
+            table.update(&naming, &before, &reg, [CompactString::from(id)]);
             check(&table, &reg);
         }
         for id in ["c", "b"] {
             let before = reg.clone();
             reg.apply(&reg.deregister(id).unwrap());
-            table.update(&naming, &before, &reg, [id.to_string()]);
+            table.update(&naming, &before, &reg, [CompactString::from(id)]);
             check(&table, &reg);
         }
         // The service definition moved from c (gone) to nobody: d's
         // service records went with it.
         assert!(table
-            .keys()
+            .keys(&naming)
             .all(|k| k.1 != RecordType::SRV || k.0.to_string().contains("svc")));
     }
 
@@ -760,7 +833,7 @@ mod tests {
         let mut published = reg.clone();
         let step = |before: &mut Registry, reg: &Registry, table: &mut Table, id: &str| {
             let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
-            for (key, change) in table.update(&naming, before, reg, [id.to_string()]) {
+            for (key, change) in table.update(&naming, before, reg, [CompactString::from(id)]) {
                 let origin = naming.zone_of(&key.0).unwrap().clone();
                 if let SetChange::Changes(c) = change {
                     by_zone.entry(origin).or_default().extend(c);
@@ -771,7 +844,7 @@ mod tests {
             }
             let snap = store.snapshot();
             *before = reg.clone();
-            for key in table.keys().filter(|k| k.1 != RecordType::PTR) {
+            for key in table.keys(&naming).filter(|k| k.1 != RecordType::PTR) {
                 let origin = naming.zone_of(&key.0).unwrap();
                 let served = snap
                     .zone(&LowerName::new(origin))
@@ -782,7 +855,7 @@ mod tests {
                         d.sort();
                         (s.ttl, d)
                     });
-                let want = table.rrset(&key).map(|(ttl, data)| {
+                let want = table.rrset(&naming, &key).map(|(ttl, data)| {
                     let mut d: Vec<String> = data.iter().map(|d| d.to_string()).collect();
                     d.sort();
                     (ttl, d)
@@ -846,14 +919,14 @@ mod tests {
             rng % n
         };
         for round in 0..300 {
-            let mut dirty = Vec::new();
+            let mut dirty: Vec<CompactString> = Vec::new();
             for _ in 0..1 + next(4) {
                 let id = format!("i{}", next(12));
                 match next(10) {
                     0 => {
                         if let Ok(e) = reg.deregister(&id) {
                             reg.apply(&e);
-                            dirty.push(id);
+                            dirty.push(id.into());
                         }
                     }
                     1 => {
@@ -893,7 +966,7 @@ mod tests {
                         };
                         let spec: InstanceSpec = serde_json::from_str(&json).unwrap();
                         reg.apply(&reg.register(&id, &spec, 0).unwrap());
-                        dirty.push(id);
+                        dirty.push(id.into());
                     }
                 }
             }
@@ -901,7 +974,10 @@ mod tests {
             published = reg.clone();
             let full = Table::build(&naming, &reg);
             let listed = |t: &Table| {
-                let mut all: Vec<_> = t.keys().map(|k| (k.clone(), t.rrset(&k))).collect();
+                let mut all: Vec<_> = t
+                    .keys(&naming)
+                    .map(|k| (k.clone(), t.rrset(&naming, &k)))
+                    .collect();
                 all.sort_by(|x, y| x.0.cmp(&y.0));
                 format!("{all:?}")
             };

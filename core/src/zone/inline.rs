@@ -67,3 +67,9 @@ impl std::hash::Hash for InlineBytes {
         self.as_slice().hash(state)
     }
 }
+
+impl std::fmt::Debug for InlineBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_slice())
+    }
+}

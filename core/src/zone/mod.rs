@@ -7,7 +7,7 @@ pub mod check;
 pub mod dump;
 pub mod feed;
 pub mod ids;
-mod inline;
+pub(crate) mod inline;
 pub mod key;
 mod node;
 mod nodemap;

@@ -229,7 +229,9 @@ async fn list_instances(
         None => PAGE_MAX,
     };
     let view = s.registry.view();
-    let after = page.after.map(|a| a.to_ascii_lowercase());
+    let after = page
+        .after
+        .map(|a| compact_str::CompactString::from(a.to_ascii_lowercase()));
     let from = match after {
         Some(a) => std::ops::Bound::Excluded(a),
         None => std::ops::Bound::Unbounded,

@@ -5,7 +5,9 @@
 use std::net::IpAddr;
 
 use axum::http::HeaderMap;
+use compact_str::CompactString;
 use serde::Serialize;
+use smallvec::SmallVec;
 
 use super::state::{authorize, ApiError, ApiState};
 use crate::registry::model::{BinderSpec, Membership};
@@ -50,10 +52,10 @@ pub(super) fn services(view: &View, reader: Reader) -> Vec<(String, Vec<&Instanc
 
 #[derive(Serialize)]
 pub(super) struct InstanceView {
-    pub(super) id: String,
-    owner: Option<String>,
-    addresses: Vec<IpAddr>,
-    services: Vec<Membership>,
+    pub(super) id: CompactString,
+    owner: Option<CompactString>,
+    addresses: SmallVec<[IpAddr; 1]>,
+    services: SmallVec<[Membership; 1]>,
     status: Status,
     /// Services the instance is withdrawn from by its own `down` report.
     withdrawn_from: Vec<String>,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use compact_str::CompactString;
 use hickory_proto::rr::{LowerName, Name, RData, Record};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -226,7 +227,7 @@ pub struct Projection {
     /// derived from (an `imbl` copy, sharing what has not changed since).
     published: Registry,
     /// Instances whose records must be re-derived at the next publish.
-    dirty: HashSet<String>,
+    dirty: HashSet<CompactString>,
 }
 
 impl Projection {
@@ -459,7 +460,7 @@ impl Projection {
                         .and_then(|z| z.node(&LowerName::new(&key.0)))
                         .and_then(|n| n.rrset(key.1))
                         .map(|s| (s.ttl, s.rdatas().collect()));
-                    rrset_changes(&key.0, old, self.table.rrset(&key), changes);
+                    rrset_changes(&key.0, old, self.table.rrset(&self.naming, &key), changes);
                 }
             }
         }

@@ -488,6 +488,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         ),
         None => {}
     }
+    if !crate::memory::purge_in_background() {
+        warn!("cannot start the allocator's background threads: freed memory goes back to the system only while the server allocates");
+    }
     info!("ready");
     systemd::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
     if !stale.is_empty() {

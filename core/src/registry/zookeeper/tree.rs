@@ -269,7 +269,7 @@ fn is_listed_member(spec: &InstanceSpec) -> bool {
 fn spec_of(inst: &Instance) -> InstanceSpec {
     InstanceSpec {
         owner: None,
-        addresses: inst.reg.addresses.clone(),
+        addresses: inst.reg.addresses.to_vec(),
         services: Vec::new(),
         status: inst.status,
         lease_secs: Some(inst.reg.lease_secs),

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+use compact_str::CompactString;
 use hickory_proto::rr::{LowerName, RecordType};
 
 use super::model::ServerStatus;
@@ -63,7 +64,7 @@ pub(super) struct ServiceRow {
 }
 
 pub(super) struct MemberRow {
-    pub id: String,
+    pub id: CompactString,
     pub status: Status,
     pub state: MemberState,
     /// DNS shows the instance (only a token holder sees those it hides).
@@ -82,8 +83,8 @@ pub(super) enum MemberState {
 }
 
 pub(super) struct InstanceRow {
-    pub id: String,
-    pub owner: Option<String>,
+    pub id: CompactString,
+    pub owner: Option<CompactString>,
     pub addresses: Vec<String>,
     /// Service keys it is a member of, and whether it is listed there.
     pub services: Vec<(String, bool)>,

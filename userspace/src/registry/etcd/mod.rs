@@ -32,6 +32,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use compact_str::CompactString;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue, TlsOptions, Txn,
     TxnOp, WatchOptions, WatchResponse, WatchStream,
@@ -172,7 +173,7 @@ struct EtcdWriter {
     watch: Option<WatchStream>,
     /// Whether the state was ever read (else the next read publishes all).
     read_once: bool,
-    seen: HashMap<String, Seen>,
+    seen: HashMap<CompactString, Seen>,
     /// Every change up to this revision is in the projection.
     applied: i64,
     /// The revision of the last change to the registry itself (not to
@@ -511,11 +512,15 @@ impl EtcdWriter {
             }
             match (event.event_type(), key) {
                 (EventType::Put, Key::Instance(id)) => {
-                    if self.seen.get(&id).is_some_and(|s| s.revision >= revision) {
+                    if self
+                        .seen
+                        .get(id.as_str())
+                        .is_some_and(|s| s.revision >= revision)
+                    {
                         // This node's own write, applied already.
                     } else if let Some(entry) = self.decode(kv) {
                         self.seen.insert(
-                            id,
+                            id.into(),
                             Seen {
                                 revision,
                                 lease: kv.lease(),
@@ -525,12 +530,17 @@ impl EtcdWriter {
                     }
                 }
                 // Not seen: this node's own delete, applied already.
-                (EventType::Delete, Key::Instance(id)) if self.seen.remove(&id).is_some() => {
+                (EventType::Delete, Key::Instance(id))
+                    if self.seen.remove(id.as_str()).is_some() =>
+                {
                     let reason = match deregistered.contains(&id) {
                         true => RemovalReason::Deregistered,
                         false => RemovalReason::LeaseExpired,
                     };
-                    let entry = Entry::Delete { id, reason };
+                    let entry = Entry::Delete {
+                        id: id.into(),
+                        reason,
+                    };
                     log_tick_entry(&self.proj, &entry);
                     self.proj.apply(&entry);
                 }

@@ -92,7 +92,7 @@ pub async fn forget_mirrored(handle: RegistryHandle) {
         .instances
         .values()
         .filter(|i| i.reg.mirrors.is_some())
-        .map(|i| i.id.clone())
+        .map(|i| i.id.to_string())
         .collect();
     if ids.is_empty() {
         return;
