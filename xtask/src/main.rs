@@ -54,6 +54,9 @@ enum Task {
 
 /// Debian packages the build and the tests need.
 const APT_PACKAGES: &[&str] = &[
+    // jemalloc, the server's allocator, is built from C with make
+    "gcc",
+    "make",
     // dig, as a test client
     "dnsutils",
     // ip netns/veth for the real-traffic XDP test
