@@ -6,6 +6,7 @@
 
 pub mod census;
 pub mod deadlines;
+mod dense;
 pub mod error;
 pub mod expiry;
 pub mod health;

@@ -7,24 +7,18 @@
 //! size of those RRsets (a service with thousands of members). Pure.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::hash::BuildHasher;
 
 use compact_str::CompactString;
-use hashbrown::hash_table::HashTable;
 use hickory_proto::serialize::binary::BinDecodable;
 
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
+use super::dense::DenseMap;
 use super::model::BinderService;
 use super::naming::{Contribution, Naming};
 use super::state::{Instance, Registry};
 use crate::zone::inline::InlineBytes;
 use crate::zone::{packed, Change, Zone};
-
-/// The derivation table's maps, hashed with foldhash (seeded per map):
-/// SipHash over every name and record was a tenth of rebuilding the table
-/// for a million instances.
-type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 pub type SetKey = (Name, RecordType);
 
@@ -90,7 +84,7 @@ enum Tally {
 
 #[derive(Default)]
 struct Counts {
-    recs: FoldMap<Rec, u32>,
+    recs: DenseMap<Rec, u32>,
     /// Contributions by TTL (the set's TTL is the least; a set has one
     /// or a few).
     ttls: Vec<(u32, u32)>,
@@ -102,7 +96,7 @@ impl Counts {
             Ok(i) => self.ttls[i].1 += n,
             Err(i) => self.ttls.insert(i, (ttl, n)),
         }
-        let count = self.recs.entry(rec.clone()).or_default();
+        let (count, _) = self.recs.get_or_insert_with(rec.clone(), || 0);
         *count += n;
         *count == n
     }
@@ -175,15 +169,16 @@ impl Tally {
                     counts.recs.remove(rec);
                 }
                 // Back to one record with one TTL: inline again.
-                if let ([(ttl, _)], Some((rec, &n))) = (&counts.ttls[..], counts.recs.iter().next())
-                {
-                    if counts.recs.len() == 1 {
-                        *self = Tally::One {
-                            rec: rec.clone(),
-                            ttl: *ttl,
-                            n,
-                        };
-                    }
+                let inline = match (&counts.ttls[..], counts.recs.iter().next()) {
+                    ([(ttl, _)], Some((rec, n))) if counts.recs.len() == 1 => Some(Tally::One {
+                        rec: rec.clone(),
+                        ttl: *ttl,
+                        n: *n,
+                    }),
+                    _ => None,
+                };
+                if let Some(one) = inline {
+                    *self = one;
                 }
                 Some(gone)
             }
@@ -194,7 +189,7 @@ impl Tally {
     fn data(&self, rtype: RecordType) -> Vec<RData> {
         let mut recs: Vec<&Rec> = match self {
             Tally::One { rec, .. } => vec![rec],
-            Tally::Many(c) => c.recs.keys().collect(),
+            Tally::Many(c) => c.recs.iter().map(|(rec, _)| rec).collect(),
         };
         recs.sort_unstable_by_key(|r| r.order());
         recs.into_iter().map(|r| r.data(rtype)).collect()
@@ -242,16 +237,7 @@ impl Owner {
 }
 
 /// One generated RRset in the table: its owner and type.
-struct Slot {
-    owner: Owner,
-    rtype: RecordType,
-    tally: Tally,
-}
-
-/// The hash of the set of `owner` and type `rtype`.
-fn slot_hash(hasher: &foldhash::fast::RandomState, owner: &Owner, rtype: RecordType) -> u64 {
-    hasher.hash_one((owner, u16::from(rtype)))
-}
+type SetId = (Owner, RecordType);
 
 /// What one update did to one RRset's data.
 #[derive(Default)]
@@ -291,12 +277,8 @@ pub enum SetChange {
 
 #[derive(Default)]
 pub struct Table {
-    /// Every generated RRset, counted (see [`Tally`]), end to end, and
-    /// their positions by hash: a hash table of the sets themselves was
-    /// half empty after each doubling, 57 bytes a bucket.
-    sets: Vec<Slot>,
-    index: HashTable<u32>,
-    hasher: foldhash::fast::RandomState,
+    /// Every generated RRset, counted (see [`Tally`]).
+    sets: DenseMap<SetId, Tally>,
     /// Instance → its Binder domain, and each domain's service definition
     /// as last computed (a change re-derives every member of the domain).
     binder_domain: HashMap<CompactString, String>,
@@ -316,7 +298,7 @@ struct Group {
 
 /// The RRsets one update touched, by owner and type, each with its name
 /// and what happened to it.
-type Deltas = HashMap<(Owner, RecordType), (Name, Delta), foldhash::fast::RandomState>;
+type Deltas = HashMap<SetId, (Name, Delta), foldhash::fast::RandomState>;
 
 impl Table {
     pub fn build(naming: &Naming, reg: &Registry) -> Table {
@@ -371,9 +353,9 @@ impl Table {
         }
         let mut changes: Vec<(SetKey, SetChange)> = deltas
             .into_iter()
-            .map(|((owner, rtype), (name, delta))| {
-                let change = self.changes(self.find(&owner, rtype), &name, rtype, delta);
-                ((name, rtype), change)
+            .map(|(id, (name, delta))| {
+                let change = self.changes(self.sets.get(&id), &name, id.1, delta);
+                ((name, id.1), change)
             })
             .collect();
         // In the sets' order, whatever the map's: the zone store sees the
@@ -396,22 +378,6 @@ impl Table {
         }
     }
 
-    /// The position in `sets` of the set of `owner` and `rtype`.
-    fn position(&self, hash: u64, owner: &Owner, rtype: RecordType) -> Option<usize> {
-        let sets = &self.sets;
-        self.index
-            .find(hash, |&at| {
-                let s = &sets[at as usize];
-                s.rtype == rtype && s.owner == *owner
-            })
-            .map(|&at| at as usize)
-    }
-
-    fn find(&self, owner: &Owner, rtype: RecordType) -> Option<&Slot> {
-        let hash = slot_hash(&self.hasher, owner, rtype);
-        Some(&self.sets[self.position(hash, owner, rtype)?])
-    }
-
     /// Adds one instance's records of one RRset, noting what appears in
     /// `deltas` when given.
     fn add(&mut self, group: Group, deltas: Option<&mut Deltas>) {
@@ -419,32 +385,18 @@ impl Table {
         let Some((ttl, first)) = recs.first() else {
             return;
         };
-        let hash = slot_hash(&self.hasher, &owner, key.1);
-        let at = self.position(hash, &owner, key.1);
-        let ttl_before = at.map(|at| self.sets[at].tally.ttl());
-        let mut delta = deltas.map(|d| track(d, &key, &owner, ttl_before));
-        let at = at.unwrap_or_else(|| {
-            let at = self.sets.len();
-            self.sets.push(Slot {
-                owner,
-                rtype: key.1,
-                tally: Tally::One {
-                    rec: first.clone(),
-                    ttl: *ttl,
-                    n: 0,
-                },
-            });
-            let (sets, hasher) = (&self.sets, &self.hasher);
-            let at32 = u32::try_from(at).expect("fewer than 2^32 sets");
-            self.index.insert_unique(hash, at32, |&i| {
-                let s = &sets[i as usize];
-                slot_hash(hasher, &s.owner, s.rtype)
-            });
-            at
+        let id = (owner, key.1);
+        let tracked = deltas.map(|d| (d, id.clone()));
+        // One lookup: the set, made empty if new (see `Tally::add`).
+        let (tally, new) = self.sets.get_or_insert_with(id, || Tally::One {
+            rec: first.clone(),
+            ttl: *ttl,
+            n: 0,
         });
-        let slot = &mut self.sets[at];
+        let ttl_before = (!new).then(|| tally.ttl());
+        let mut delta = tracked.map(|(d, id)| track(d, &key, &id, ttl_before));
         for (ttl, rec) in &recs {
-            if slot.tally.add(*ttl, rec) {
+            if tally.add(*ttl, rec) {
                 if let Some(d) = delta.as_mut() {
                     d.appeared(rec);
                 }
@@ -456,47 +408,27 @@ impl Table {
     /// vanishes in `deltas`.
     fn remove(&mut self, group: Group, deltas: &mut Deltas) {
         let Group { key, owner, recs } = group;
-        let hash = slot_hash(&self.hasher, &owner, key.1);
+        let id = (owner, key.1);
         // What an instance contributed was counted when it was added:
         // a miss means an instance changed without being re-derived.
-        let Some(at) = self.position(hash, &owner, key.1) else {
+        let Some(tally) = self.sets.get_mut(&id) else {
             debug_assert!(
                 false,
                 "{key:?}: records taken away from a set never counted"
             );
             return;
         };
-        let slot = &mut self.sets[at];
-        let delta = track(deltas, &key, &owner, Some(slot.tally.ttl()));
+        let delta = track(deltas, &key, &id, Some(tally.ttl()));
         for (ttl, rec) in &recs {
-            match slot.tally.remove(*ttl, rec) {
+            match tally.remove(*ttl, rec) {
                 Some(true) => delta.vanished(rec.clone()),
                 Some(false) => {}
                 None => debug_assert!(false, "{key:?}: a record taken away was never counted"),
             }
         }
-        if slot.tally.is_empty() {
-            self.forget(hash, at);
+        if tally.is_empty() {
+            self.sets.remove(&id);
         }
-    }
-
-    /// Removes the set at `at` (whose hash is `hash`): the last set takes
-    /// its place.
-    fn forget(&mut self, hash: u64, at: usize) {
-        let last = self.sets.len() - 1;
-        if let Ok(entry) = self.index.find_entry(hash, |&i| i as usize == at) {
-            entry.remove();
-        }
-        if at != last {
-            let moved = &self.sets[last];
-            let moved_hash = slot_hash(&self.hasher, &moved.owner, moved.rtype);
-            let slot = self
-                .index
-                .find_mut(moved_hash, |&i| i as usize == last)
-                .expect("every set is indexed");
-            *slot = at as u32;
-        }
-        self.sets.swap_remove(at);
     }
 
     /// Follows the Binder domain membership of `ids` and returns them with
@@ -568,7 +500,7 @@ impl Table {
     /// rewrites the whole set.
     fn changes(
         &self,
-        set: Option<&Slot>,
+        set: Option<&Tally>,
         name: &Name,
         rtype: RecordType,
         delta: Delta,
@@ -576,7 +508,7 @@ impl Table {
         if rtype == RecordType::PTR {
             return SetChange::Recompute;
         }
-        let ttl_after = set.map(|s| s.tally.ttl());
+        let ttl_after = set.map(Tally::ttl);
         let record = |ttl: u32, d: Rec| Record::from_rdata(name.clone(), ttl, d.data(rtype));
         let mut out = Vec::new();
         if let Some(before) = delta.ttl_before {
@@ -589,7 +521,7 @@ impl Table {
         }
         if let Some(after) = ttl_after {
             if delta.ttl_before.is_some_and(|b| b != after) {
-                let all = set.map(|s| s.tally.data(rtype)).unwrap_or_default();
+                let all = set.map(|s| s.data(rtype)).unwrap_or_default();
                 let add = |d| Change::Add(Record::from_rdata(name.clone(), after, d));
                 out.extend(all.into_iter().map(add));
             } else {
@@ -603,14 +535,16 @@ impl Table {
     /// the least TTL. A PTR set keeps one record (one name per address):
     /// the shortest target, then the first in order.
     pub fn rrset(&self, naming: &Naming, key: &SetKey) -> Option<(u32, Vec<RData>)> {
-        let owner = Owner::of(naming, &key.0.to_lowercase())?;
-        self.find(&owner, key.1).map(served)
+        let id = (Owner::of(naming, &key.0.to_lowercase())?, key.1);
+        self.sets.get(&id).map(|tally| served(key.1, tally))
     }
 
     /// Every RRset in the table.
     #[cfg(test)]
     fn keys<'a>(&'a self, naming: &'a Naming) -> impl Iterator<Item = SetKey> + 'a {
-        self.sets.iter().map(|s| (s.owner.name(naming), s.rtype))
+        self.sets
+            .iter()
+            .map(|((owner, rtype), _)| (owner.name(naming), *rtype))
     }
 
     /// Every registry zone, SOA serial 0.
@@ -620,28 +554,28 @@ impl Table {
             .iter()
             .map(|z| (z.name.clone(), naming.empty_zone(&z.name)))
             .collect();
-        for slot in self.sets.iter() {
-            let name = slot.owner.name(naming);
-            let origin = &naming.zones[usize::from(slot.owner.zone)].name;
-            let (ttl, data) = served(slot);
+        for ((owner, rtype), tally) in self.sets.iter() {
+            let name = owner.name(naming);
+            let origin = &naming.zones[usize::from(owner.zone)].name;
+            let (ttl, data) = served(*rtype, tally);
             let zone = zones.get_mut(origin).expect("configured zone");
-            let _ = zone.insert_set(&LowerName::new(&name), slot.rtype, ttl, &data);
+            let _ = zone.insert_set(&LowerName::new(&name), *rtype, ttl, &data);
         }
         zones.into_values().collect()
     }
 }
 
-/// `slot`'s records as served (see [`Table::rrset`]).
-fn served(slot: &Slot) -> (u32, Vec<RData>) {
-    let mut data = slot.tally.data(slot.rtype);
-    if slot.rtype == RecordType::PTR {
+/// A set's records as served (see [`Table::rrset`]).
+fn served(rtype: RecordType, tally: &Tally) -> (u32, Vec<RData>) {
+    let mut data = tally.data(rtype);
+    if rtype == RecordType::PTR {
         data.sort_by_key(|d| match d {
             RData::PTR(p) => (p.0.len(), p.0.to_string()),
             _ => (usize::MAX, String::new()),
         });
         data.truncate(1);
     }
-    (slot.tally.ttl(), data)
+    (tally.ttl(), data)
 }
 
 /// `inst`'s records in the registry zones, grouped by RRset. Records
@@ -681,10 +615,10 @@ fn records_of(
 fn track<'d>(
     deltas: &'d mut Deltas,
     key: &SetKey,
-    owner: &Owner,
+    id: &SetId,
     ttl_before: Option<u32>,
 ) -> &'d mut Delta {
-    let (_, delta) = deltas.entry((owner.clone(), key.1)).or_insert_with(|| {
+    let (_, delta) = deltas.entry(id.clone()).or_insert_with(|| {
         let delta = Delta {
             ttl_before,
             ..Delta::default()
