@@ -270,9 +270,6 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained, stop: &str)
         pss as f64 / instances as f64
     );
     if stop == "memory" {
-        std::thread::sleep(Duration::from_secs(
-            std::env::var("XDPDNS_HOLD").map_or(0, |v| v.parse().unwrap()),
-        ));
         return false;
     }
     let mut large = register_to_answer(&node, "large", PROBES);
