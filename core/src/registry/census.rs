@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 
 use super::error::RegistryError;
+use super::instance::Instance;
 use super::model::Limits;
-use super::state::{Entry, Instance, Registry};
+use super::state::{Entry, Registry};
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Census {

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use compact_str::CompactString;
 use serde::Deserialize;
 
+use super::instance::Instance;
 use super::model::Status;
-use super::state::{Instance, Registry};
+use super::state::Registry;
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -43,7 +44,7 @@ struct Decision {
 fn decide(service: &str, members: &[&Instance], now: u64, p: &HealthPolicy) -> Decision {
     let recent: Vec<u64> = members
         .iter()
-        .filter_map(|m| m.withdrawn.get(service).copied())
+        .filter_map(|m| m.withdrawn.get(service))
         .filter(|&t| now < t + p.window_ms)
         .collect();
     let mut budget = budget(members.len()).saturating_sub(recent.len());
@@ -130,8 +131,8 @@ pub fn next_wake(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::instance::cns_key;
     use crate::registry::model::InstanceSpec;
-    use crate::registry::state::cns_key;
 
     const S: u64 = 1000;
 

@@ -153,7 +153,7 @@ pub struct Registration {
     /// The ZooKeeper node this instance mirrors: it lives as long as the
     /// node does (no lease), and only the ZooKeeper source may change it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mirrors: Option<String>,
+    pub mirrors: Option<Box<str>>,
 }
 
 /// Longest lease accepted (a day): leases are for liveness, not storage.

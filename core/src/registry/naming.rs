@@ -26,8 +26,9 @@ use hickory_proto::rr::{Name, RData, Record, RecordType};
 use ipnet::IpNet;
 
 use super::error::RegistryError;
+use super::instance::{binder_key, cns_key, Instance};
 use super::model::BinderService;
-use super::state::{binder_key, cns_key, Instance, Registry};
+use super::state::Registry;
 use crate::zone::Zone;
 
 /// A zone the registry generates.

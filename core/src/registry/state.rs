@@ -11,73 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use super::error::RegistryError;
 use super::expiry::Expiry;
+use super::instance::Instance;
+use super::instances::Instances;
 use super::model::{label, InstanceSpec, Registration, Status};
-
-/// One registered instance and its health bookkeeping.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
-pub struct Instance {
-    pub id: CompactString,
-    pub reg: Registration,
-    pub status: Status,
-    /// When `status` last changed (self-report time, for hysteresis).
-    pub status_at: u64,
-    /// When the lease runs out (renewed in place, see [`Expiry`]).
-    pub expires_at: Expiry,
-    /// Services this instance has been withdrawn from by its own `down`
-    /// report, with the time each withdrawal took effect.
-    #[serde(default)]
-    pub withdrawn: BTreeMap<String, u64>,
-}
-
-impl Instance {
-    /// Service keys this instance is a member of (see [`service_keys`]).
-    pub fn service_keys(&self) -> Vec<String> {
-        service_keys(&self.reg)
-    }
-
-    fn refuse_if_mirrored(&self) -> Result<(), RegistryError> {
-        match &self.reg.mirrors {
-            Some(node) => Err(RegistryError::Mirrored {
-                id: self.id.to_string(),
-                node: node.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether the instance is currently listed in `service`.
-    pub fn listed_in(&self, service: &str) -> bool {
-        !self.withdrawn.contains_key(service)
-    }
-}
-
-/// Hysteresis groups: CNS `(owner, service)` and Binder service domains.
-pub fn service_keys(reg: &Registration) -> Vec<String> {
-    let mut keys: Vec<String> = match &reg.owner {
-        Some(owner) => reg
-            .services
-            .iter()
-            .map(|m| cns_key(owner, &m.name))
-            .collect(),
-        None => Vec::new(),
-    };
-    if let Some(b) = &reg.binder {
-        if b.host_type.serviceable() {
-            keys.push(binder_key(&b.domain));
-        }
-    }
-    keys.sort();
-    keys.dedup();
-    keys
-}
-
-pub fn cns_key(owner: &str, service: &str) -> String {
-    format!("cns:{owner}:{service}")
-}
-
-pub fn binder_key(domain: &str) -> String {
-    format!("binder:{domain}")
-}
+use super::withdrawals::Withdrawals;
 
 /// A durable state change. Every acknowledged API write is one or more of
 /// these, journaled before the reply.
@@ -115,7 +52,7 @@ pub enum RemovalReason {
 /// (a heartbeat changes one lease).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Registry {
-    pub instances: imbl::OrdMap<CompactString, Arc<Instance>>,
+    pub instances: Instances,
     /// Per-owner opt-in flags (CNS `triton_cns_enabled`).
     pub owners: imbl::OrdMap<String, bool>,
 }
@@ -156,7 +93,7 @@ impl Registry {
     ) -> Result<Entry, RegistryError> {
         let id = label("id", id, false)?;
         let mut reg = spec.validate()?;
-        reg.mirrors = Some(node.to_string());
+        reg.mirrors = Some(node.into());
         self.put(id, reg, spec.status, u64::MAX, now)
     }
 
@@ -190,7 +127,7 @@ impl Registry {
                 set_status(&mut next, status, now);
                 // Memberships that were dropped leave no withdrawal behind.
                 let keys = next.service_keys();
-                next.withdrawn.retain(|k, _| keys.contains(k));
+                next.withdrawn.retain(|k| keys.iter().any(|key| key == k));
                 next
             }
             None => Instance {
@@ -199,7 +136,7 @@ impl Registry {
                 status,
                 status_at: now,
                 expires_at: Expiry::new(expires_at),
-                withdrawn: BTreeMap::new(),
+                withdrawn: Withdrawals::default(),
             },
         };
         // A member that joins while down was never listed: it starts
@@ -207,7 +144,7 @@ impl Registry {
         if instance.status == Status::Down {
             for key in instance.service_keys() {
                 if !known.contains(&key) {
-                    instance.withdrawn.entry(key).or_insert(0);
+                    instance.withdrawn.insert_if_absent(key, 0);
                 }
             }
         }
@@ -274,8 +211,7 @@ impl Registry {
     pub fn apply(&mut self, entry: &Entry) {
         match entry {
             Entry::Put { instance } => {
-                self.instances
-                    .insert(instance.id.clone(), Arc::new((**instance).clone()));
+                self.instances.insert(Arc::new((**instance).clone()));
             }
             Entry::Delete { id, .. } => {
                 self.instances.remove(id);
@@ -318,6 +254,7 @@ fn set_status(inst: &mut Instance, status: Status, now: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::instance::cns_key;
     use crate::registry::HealthPolicy;
 
     fn spec(json: &str) -> InstanceSpec {

@@ -14,9 +14,10 @@ use hickory_proto::serialize::binary::BinDecodable;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
 use super::dense::DenseMap;
+use super::instance::Instance;
 use super::model::BinderService;
 use super::naming::{Contribution, Naming};
-use super::state::{Instance, Registry};
+use super::state::Registry;
 use crate::zone::inline::InlineBytes;
 use crate::zone::{packed, Change, Zone};
 
@@ -310,9 +311,9 @@ impl Table {
         // id (at a million, those lookups alone took seconds).
         let binder = reg
             .instances
-            .iter()
-            .filter(|(_, i)| i.reg.binder.is_some())
-            .map(|(id, _)| id.clone());
+            .values()
+            .filter(|i| i.reg.binder.is_some())
+            .map(|i| i.id.clone());
         t.derive_domains(reg, binder.collect());
         for inst in reg.instances.values() {
             let service = t.service_of(inst, &HashMap::new());

@@ -232,15 +232,10 @@ async fn list_instances(
     let after = page
         .after
         .map(|a| compact_str::CompactString::from(a.to_ascii_lowercase()));
-    let from = match after {
-        Some(a) => std::ops::Bound::Excluded(a),
-        None => std::ops::Bound::Unbounded,
-    };
     let mut visible = view
         .registry
         .instances
-        .range((from, std::ops::Bound::Unbounded))
-        .map(|(_, i)| i)
+        .after(after.as_deref())
         .filter(|i| shows(&view, reader, i));
     let page: Vec<InstanceView> = visible
         .by_ref()

@@ -87,7 +87,7 @@ pub(super) fn instance_view(view: &View, inst: &Instance) -> InstanceView {
             .then(|| inst.expires_at.get().saturating_sub(now_ms())),
         disabled: inst.reg.disabled,
         binder: inst.reg.binder.as_deref().cloned(),
-        mirrors: inst.reg.mirrors.clone(),
+        mirrors: inst.reg.mirrors.as_deref().map(String::from),
         dns_names: view.naming.names_of(&view.registry, inst),
     }
 }

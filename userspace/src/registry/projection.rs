@@ -341,8 +341,7 @@ impl Projection {
         let before = id.and_then(|id| self.registry.instances.get(id).cloned());
         self.registry.apply(entry);
         let after = id.and_then(|id| self.registry.instances.get(id));
-        self.deadlines
-            .record(before.as_deref(), after.map(|a| &**a));
+        self.deadlines.record(before.as_ref(), after);
         self.census.record(before.as_deref(), entry);
         self.mark_dirty(entry);
     }

@@ -59,9 +59,9 @@ impl MirrorTree {
                 continue;
             };
             if inst.status == Status::Down {
-                tree.leaving.insert(node.clone());
+                tree.leaving.insert(node.to_string());
             }
-            tree.written.insert(node.clone(), spec_of(inst));
+            tree.written.insert(node.to_string(), spec_of(inst));
         }
         tree
     }

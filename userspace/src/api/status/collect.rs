@@ -205,7 +205,7 @@ fn service_rows(view: &View, reader: Reader, now: u64) -> Vec<ServiceRow> {
 
 fn member_state(m: &Instance, key: &str) -> MemberState {
     match m.withdrawn.get(key) {
-        Some(&since_ms) => MemberState::Withdrawn { since_ms },
+        Some(since_ms) => MemberState::Withdrawn { since_ms },
         None if m.status == Status::Down => MemberState::Held,
         None => MemberState::Listed,
     }
@@ -228,6 +228,6 @@ fn instance_row(i: &Instance) -> InstanceRow {
         disabled: i.reg.disabled,
         lease_secs: i.reg.lease_secs,
         expires_at_ms: i.expires_at.is_finite().then(|| i.expires_at.get()),
-        mirrors: i.reg.mirrors.clone(),
+        mirrors: i.reg.mirrors.as_deref().map(String::from),
     }
 }

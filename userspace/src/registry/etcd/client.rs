@@ -64,8 +64,8 @@ pub(super) async fn next_message(
 /// The entries that turn registry `old` into `new`.
 pub(super) fn difference(old: &Registry, new: &Registry) -> Vec<Entry> {
     let mut out = Vec::new();
-    for (id, instance) in &new.instances {
-        if old.instances.get(id) != Some(instance) {
+    for instance in new.instances.values() {
+        if old.instances.get(&instance.id) != Some(instance) {
             out.push(Entry::Put {
                 instance: Box::new((**instance).clone()),
             });

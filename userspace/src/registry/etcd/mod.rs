@@ -48,8 +48,8 @@ use super::projection::{
     WriterError,
 };
 use super::service::{log_tick_entry, spawn_writer};
-use super::state::{Entry, Instance, RemovalReason};
-use super::{Expiry, HealthPolicy, Naming, Registry, RegistryError};
+use super::state::{Entry, RemovalReason};
+use super::{Expiry, HealthPolicy, Instance, Naming, Registry, RegistryError};
 use crate::zone::ZoneStore;
 
 mod client;
@@ -362,9 +362,7 @@ impl EtcdWriter {
                             lease: kv.lease(),
                         },
                     );
-                    registry
-                        .instances
-                        .insert(instance.id.clone(), Arc::new(*instance));
+                    registry.instances.insert(Arc::new(*instance));
                 }
                 Some(Entry::Owner { owner, enabled }) => {
                     registry.owners.insert(owner, enabled);

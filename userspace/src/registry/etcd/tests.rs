@@ -23,12 +23,11 @@ fn the_difference_of_two_registries_turns_one_into_the_other() {
     let mut old = Registry::default();
     let mut new = Registry::default();
     for (id, last) in [("a", 1), ("b", 2), ("c", 3)] {
-        old.instances
-            .insert(id.into(), Arc::new(instance(id, last)));
+        old.instances.insert(Arc::new(instance(id, last)));
     }
-    new.instances.insert("a".into(), Arc::new(instance("a", 1)));
-    new.instances.insert("b".into(), Arc::new(instance("b", 9)));
-    new.instances.insert("d".into(), Arc::new(instance("d", 4)));
+    new.instances.insert(Arc::new(instance("a", 1)));
+    new.instances.insert(Arc::new(instance("b", 9)));
+    new.instances.insert(Arc::new(instance("d", 4)));
     old.owners.insert("o".into(), true);
     old.owners.insert("p".into(), true);
     new.owners.insert("o".into(), false);

@@ -476,7 +476,7 @@ fn withdrawn_for_a_window(inst: &super::Instance, now: u64, window_ms: u64) -> b
     inst.service_keys().iter().all(|k| {
         inst.withdrawn
             .get(k)
-            .is_some_and(|&at| now >= at.saturating_add(window_ms))
+            .is_some_and(|at| now >= at.saturating_add(window_ms))
     })
 }
 
