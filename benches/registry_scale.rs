@@ -30,8 +30,10 @@
 //!
 //! `cargo bench --bench registry_scale` (`XDPDNS_SCALE_INSTANCES=N` for
 //! another size; `XDPDNS_SCALE_STOP=memory` stops after the local node's
-//! fill and memory reading, for profiling it, and `local` after the
-//! local node's steps); under `cargo test` (CI) it
+//! fill and memory reading, for profiling it, `answered` after its
+//! register -> answered at full size (listing the slowest), and `local`
+//! after the local node's steps; `XDPDNS_SCALE_XDP=1`, as root, runs the local node
+//! with XDP, see [`XdpNamespace`]); under `cargo test` (CI) it
 //! runs the same steps with 2,000 instances and a shorter load.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -102,7 +104,9 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let stop = std::env::var("XDPDNS_SCALE_STOP").unwrap_or_default();
-    if !local_backend(&dir, instances, sustained, &stop) || stop == "local" {
+    let xdp = std::env::var("XDPDNS_SCALE_XDP").is_ok_and(|v| v == "1");
+    let namespace = xdp.then(XdpNamespace::enter);
+    if !local_backend(&dir, instances, sustained, &stop, namespace.is_some()) || stop == "local" {
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }
@@ -221,7 +225,13 @@ fn main() {
 /// Step 0: the fill, the memory and sustained heartbeats of one node
 /// with the local backend. False when `stop` says to stop after the
 /// memory.
-fn local_backend(dir: &Path, instances: usize, sustained: Sustained, stop: &str) -> bool {
+fn local_backend(
+    dir: &Path,
+    instances: usize,
+    sustained: Sustained,
+    stop: &str,
+    xdp: bool,
+) -> bool {
     let node_dir = dir.join("local");
     std::fs::create_dir_all(&node_dir).unwrap();
     let config = node_dir.join("xdpdns.toml");
@@ -229,13 +239,19 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained, stop: &str)
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nudp_sockets = 1\n\
+            "{}[server]\nlisten = [\"127.0.0.1:{}\"]\nudp_sockets = 1\n\
              [log]\nlevel = \"warn,xdpdns_core::router=info\"\n\
              [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\n\
              require_opt_in = false\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
              {}[[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n\
              notify = [\"127.0.0.1:{nsd_port}\"]\n\
              [transfer]\ndata_dir = \"state\"\n",
+            match xdp {
+                true => XdpNamespace::config(&node_dir, instances),
+                false => String::new(),
+            },
+            // The kernel answers on a fixed port; the namespace has it free.
+            if xdp { 53 } else { 0 },
             limits(instances)
         ),
     )
@@ -265,14 +281,58 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained, stop: &str)
     // being written 4 s after the last answer.
     let pss = servers::steady_memory(node.child.0.id()).0;
     println!(
-        "memory of the local node: PSS {} MB ({:.1} KB per instance)",
+        "memory of the local node: PSS {} MB ({:.2} KB per instance){}",
         pss / 1024,
-        pss as f64 / instances as f64
+        pss as f64 / instances as f64,
+        match xdp {
+            true => ", with XDP on",
+            false => "",
+        }
     );
+    if xdp {
+        let status = servers::wait_table_current(&config);
+        let bytes = status["xdp"]["bytes"].as_f64().unwrap_or(0.0);
+        println!(
+            "kernel table of the local node: {} entries, {} MB by the kernel's accounting \
+             ({:.2} KB per instance; with the PSS, {:.2} KB)",
+            status["xdp"]["entries"],
+            (bytes / f64::from(1 << 20)) as u64,
+            bytes / 1024.0 / instances as f64,
+            (bytes / 1024.0 + pss as f64) / instances as f64
+        );
+    }
     if stop == "memory" {
         return false;
     }
+    let started = Instant::now();
+    if stop == "answered" {
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        println!(
+            "  timed registrations at full size from unix {:.3} s",
+            unix.as_secs_f64()
+        );
+    }
     let mut large = register_to_answer(&node, "large", PROBES);
+    if stop == "answered" {
+        // For profiling the tail: when the slowest were sent.
+        let mut at = Duration::ZERO;
+        let mut sent: Vec<(Duration, usize, Duration)> = Vec::new();
+        for (i, took) in large.iter().enumerate() {
+            sent.push((*took, i, at));
+            at += *took + Duration::from_millis(5);
+        }
+        sent.sort();
+        for (took, i, at) in sent.iter().rev().take(15) {
+            println!(
+                "  slow: probe {i} sent at +{:.0} ms (of {:.0} ms): {:.2} ms",
+                at.as_secs_f64() * 1e3,
+                started.elapsed().as_secs_f64() * 1e3,
+                took.as_secs_f64() * 1e3
+            );
+        }
+    }
     let (p99_small, p99_large) = (p99(&mut small), p99(&mut large));
     report(
         &format!("register -> answered, one writer, at {first} instances"),
@@ -286,6 +346,9 @@ fn local_backend(dir: &Path, instances: usize, sustained: Sustained, stop: &str)
         "  p99 at {instances} instances / p99 at {first}: {:.2}x",
         p99_large.as_secs_f64() / p99_small.as_secs_f64()
     );
+    if stop == "answered" {
+        return false;
+    }
     sustained_heartbeats(&node, instances, sustained);
     nsd_follows(&node, &node_dir, nsd_port, instances, &log);
 
@@ -633,6 +696,66 @@ fn heartbeat(conn: &mut Connection, i: usize) {
 /// Renews instance `i`'s lease through `conn`: the status.
 fn beat(conn: &mut Connection, i: usize) -> u16 {
     conn.call("POST", &format!("/v1/instances/i{i}/heartbeat"), "t", "")
+}
+
+/// With `XDPDNS_SCALE_XDP=1` (root), the local node runs with XDP in
+/// generic mode on a veth pair in a network namespace of the bench's own,
+/// so its memory is read with the kernel table compiled and installed.
+/// The bench's main thread enters the namespace first: the threads it
+/// starts and the servers it spawns inherit it, and all their traffic
+/// stays on its loopback (the kernel table answers on the veth, which
+/// no query of the bench crosses: what it measures is memory).
+struct XdpNamespace(String);
+
+impl XdpNamespace {
+    fn enter() -> XdpNamespace {
+        use std::os::fd::AsRawFd;
+        // SAFETY: geteuid cannot fail.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "XDPDNS_SCALE_XDP=1 needs root"
+        );
+        let name = format!("xdpdns-scale-{}", std::process::id());
+        let ip = |args: &str| {
+            let ok = std::process::Command::new("sh")
+                .args(["-c", &format!("ip {args}")])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ip {args}");
+        };
+        ip(&format!("netns add {name}"));
+        let ns = XdpNamespace(name.clone());
+        ip(&format!("-n {name} link add xs0 type veth peer name xs1"));
+        for dev in ["xs0", "xs1", "lo"] {
+            ip(&format!("-n {name} link set dev {dev} up"));
+        }
+        let file = std::fs::File::open(format!("/run/netns/{name}")).unwrap();
+        // SAFETY: setns on this thread only, with a namespace fd we hold.
+        let entered = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(entered, 0, "setns {name}");
+        ns
+    }
+
+    /// The node's configuration for XDP on the pair's first end, its
+    /// table sized for every instance's two entries (its address, its
+    /// NODATA for other types), with room for the timed registrations.
+    fn config(node_dir: &Path, instances: usize) -> String {
+        let capacity = 2 * instances + 100_000;
+        format!(
+            "[control]\nsocket = \"{}\"\n\
+             [xdp]\ninterfaces = [\"xs0\"]\nmode = \"generic\"\ncapacity = {capacity}\n",
+            node_dir.join("ctl.sock").display()
+        )
+    }
+}
+
+impl Drop for XdpNamespace {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
 }
 
 fn instance_name(i: usize) -> Name {

@@ -312,7 +312,7 @@ fn write_snapshot(dir: &Path, registry: &Registry, ts: u64) -> Result<u64, Journ
 
 fn remove_compacting(dir: &Path) -> Result<(), JournalError> {
     let aside = dir.join(COMPACTING);
-    match std::fs::remove_file(&aside) {
+    match crate::durable::remove_file(&aside) {
         Ok(()) => sync_dir(dir),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io_err(&aside)(e).into()),

@@ -421,7 +421,8 @@ fn read_zone_file(
 ) -> Result<Option<Recovered>, JournalError> {
     let file = File::open(path).map_err(io_err(path))?;
     // SAFETY: only this process writes the journal, and not while it is
-    // being opened; a torn tail is cut off below the last byte read.
+    // being opened (nor replaces it: a replaced file is shrunk away); a
+    // torn tail is cut off below the last byte read.
     let bytes = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
     let bytes: &[u8] = &bytes;
     let mut at = 0;

@@ -240,8 +240,9 @@ pub fn read(path: &Path) -> Result<Loaded, ImageError> {
         source,
     };
     let file = File::open(path).map_err(io)?;
-    // SAFETY: images are only ever replaced by rename, never written in
-    // place, so the mapped file does not change under the map.
+    // SAFETY: images are read only at start, before the image writer
+    // runs, and replaced only by rename; a replaced file is then shrunk
+    // away (`durable`), so a map must not outlive the read: it does not.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
     decode(&map, path)
 }
