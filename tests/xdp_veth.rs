@@ -846,7 +846,10 @@ fn proc_field(status: &str, field: &str) -> String {
 /// a SIGHUP reload reaches the kernel table, and the program detaches at
 /// the stop. The same run scrapes `/metrics` around known traffic —
 /// kernel and fallback answers, TCP, NXDOMAIN, an AXFR, a registration —
-/// checks the exact increments and runs `promtool check metrics`.
+/// checks the exact increments and runs `promtool check metrics`. The
+/// allocator's background threads are asked for from the environment,
+/// as an operator may: they block every signal, so the drop must stop
+/// them first, and they come back as nobody.
 #[test]
 fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
     let link = Link::new("p");
@@ -869,7 +872,14 @@ fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
     let mut srv = Server::start_in(
         dir,
         config.clone(),
-        &["ip", "netns", "exec", &link.server_ns],
+        &[
+            "env",
+            "_RJEM_MALLOC_CONF=background_thread:true",
+            "ip",
+            "netns",
+            "exec",
+            &link.server_ns,
+        ],
     );
     assert!(
         srv.wait_log("dropped privileges", Duration::from_secs(10)),
@@ -885,6 +895,12 @@ fn a_server_dropped_to_nobody_answers_in_the_kernel_and_counts_every_answer() {
         .map(|e| e.unwrap().path())
         .collect();
     assert!(tasks.len() > 3, "threads: {tasks:?}");
+    let named = |name: &str| {
+        tasks
+            .iter()
+            .any(|t| std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim() == name))
+    };
+    assert!(named("jemalloc_bg_thd"), "the allocator's threads are back");
     for task in &tasks {
         let status = std::fs::read_to_string(task.join("status")).unwrap();
         assert_eq!(

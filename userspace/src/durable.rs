@@ -5,11 +5,11 @@
 //!
 //! Large files (zone images, journals: 90–250 MB at a million registered
 //! instances) are handed to the disk as they are written, and the blocks
-//! of the file they replace are freed a few MiB at a time: flushed or
-//! freed at once, they made every other `fsync` on the filesystem wait
-//! for them (ext4's ordered mode, and online discard of freed blocks),
-//! the registry journal's included, so an acknowledged write took
-//! 25–60 ms instead of 1–3.
+//! of the file they replace are freed a few MiB at a time. Flushed at
+//! once, a file's whole writeback queued on the disk ahead of every other
+//! `fsync` (the registry journal's: an acknowledged write took 25–60 ms
+//! instead of 1–3); freed at once, its blocks were discarded at once
+//! (filesystems mounted with online discard), with the same effect.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -93,9 +93,9 @@ const WRITEBACK_CHUNK: u64 = 1 << 20;
 /// written and waits for the chunk before it, so a large file reaches the
 /// disk while it is written and never holds more than two chunks dirty.
 /// Written whole and then synced, a zone image of 92 MB (a million
-/// registered instances) was flushed at once, and under ext4's ordered
-/// mode every other `fsync` on the filesystem waited behind it: the
-/// registry journal's, so an acknowledged registration took 60 ms. The
+/// registered instances) was flushed at once, and every other `fsync` on
+/// the disk waited behind it: the registry journal's, so an acknowledged
+/// registration took up to 60 ms. The
 /// final `fsync` still decides durability; these are hints, and their
 /// errors are left to it.
 struct PacedWriteback {

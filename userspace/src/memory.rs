@@ -10,14 +10,17 @@
 //! GB for 1.2 GB in use; with jemalloc, whose size classes keep small
 //! allocations apart from large ones, 1.1 GB.
 
-/// Starts jemalloc's background threads, which give freed pages back on
-/// time while the server is idle (otherwise they go at the next
-/// allocations). Called once the server has dropped its privileges:
-/// jemalloc's threads block every signal, so the drop, which reaches each
-/// thread by a signal (`privileges`), could not reach them; started
-/// after it, they inherit its credentials. `false` if they could not start.
-pub fn purge_in_background() -> bool {
-    let mut on = true;
+/// Starts (`true`) or stops jemalloc's background threads, which give
+/// freed pages back on time while the server is idle (otherwise they go
+/// at the next allocations). They start once the server has dropped its
+/// privileges: jemalloc's threads block every signal, so the drop, which
+/// reaches each thread by a signal (`privileges`), could not reach them;
+/// started after it, they inherit its credentials. Threads an operator
+/// asked for at load (`_RJEM_MALLOC_CONF=background_thread:true`) are
+/// stopped before the drop for the same reason. `false` if they could
+/// not be started or stopped.
+pub fn purge_in_background(on: bool) -> bool {
+    let mut on = on;
     // SAFETY: a C string control name; `background_thread` takes a
     // `bool`, given by pointer and size; nothing is read back.
     let rc = unsafe {

@@ -480,15 +480,20 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             .with_context(|| format!("--ready-file {}", path.display()))?;
     }
     match &config.server.user {
-        Some(user) => drop_privileges(&config, user, kernel.is_some())
-            .with_context(|| format!("{}: server.user = {user:?}", config.file.display()))?,
+        Some(user) => {
+            // The allocator's threads, if started at load, cannot be
+            // reached by the drop (see `memory`): they start again below.
+            crate::memory::purge_in_background(false);
+            drop_privileges(&config, user, kernel.is_some())
+                .with_context(|| format!("{}: server.user = {user:?}", config.file.display()))?
+        }
         // SAFETY: geteuid cannot fail.
         None if unsafe { libc::geteuid() } == 0 => warn!(
             "running as root with every capability it was started with; set [server] user to drop them once started"
         ),
         None => {}
     }
-    if !crate::memory::purge_in_background() {
+    if !crate::memory::purge_in_background(true) {
         warn!("cannot start the allocator's background threads: freed memory goes back to the system only while the server allocates");
     }
     info!("ready");
