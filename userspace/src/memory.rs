@@ -19,8 +19,7 @@
 /// asked for at load (`_RJEM_MALLOC_CONF=background_thread:true`) are
 /// stopped before the drop for the same reason. `false` if they could
 /// not be started or stopped.
-pub fn purge_in_background(on: bool) -> bool {
-    let mut on = on;
+pub fn purge_in_background(mut on: bool) -> bool {
     // SAFETY: a C string control name; `background_thread` takes a
     // `bool`, given by pointer and size; nothing is read back.
     let rc = unsafe {

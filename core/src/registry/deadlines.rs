@@ -4,7 +4,6 @@
 //! every write and every watch batch; with 100k instances a full pass per
 //! wake-up was most of a registration's cost.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -22,47 +21,14 @@ use super::Expiry;
 /// sets were a tenth of the node's memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Deadlines {
-    /// Finite lease expiries (with etcd, leases are etcd's: none here).
-    expiries: BTreeSet<Due>,
+    /// Finite lease expiries, by time then id: the time as it was when
+    /// indexed (an instance's own expiry moves in place on renewal). With
+    /// etcd, leases are etcd's: none here.
+    expiries: BTreeSet<(u64, ById)>,
     /// Instances reported `down`, not disabled.
     down: BTreeSet<CompactString>,
     /// Service key → its members (not disabled).
     members: HashMap<String, BTreeSet<ById>>,
-}
-
-/// When an instance's lease runs out, as it was when indexed (the
-/// instance's own expiry moves in place on renewal): ordered by that time,
-/// then by id.
-#[derive(Clone, Debug)]
-struct Due {
-    at: u64,
-    instance: Arc<Instance>,
-}
-
-impl Due {
-    fn key(&self) -> (u64, &str) {
-        (self.at, &self.instance.id)
-    }
-}
-
-impl PartialEq for Due {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Due {}
-
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(&other.key())
-    }
 }
 
 impl Deadlines {
@@ -89,15 +55,9 @@ impl Deadlines {
         if from == to && Arc::ptr_eq(before, after) {
             return;
         }
-        self.expiries.remove(&Due {
-            at: from,
-            instance: before.clone(),
-        });
+        self.expiries.remove(&(from, ById(before.clone())));
         if to != Expiry::NEVER {
-            self.expiries.insert(Due {
-                at: to,
-                instance: after.clone(),
-            });
+            self.expiries.insert((to, ById(after.clone())));
         }
     }
 
@@ -129,10 +89,8 @@ impl Deadlines {
 
     fn add(&mut self, inst: &Arc<Instance>) {
         if inst.expires_at.is_finite() {
-            self.expiries.insert(Due {
-                at: inst.expires_at.get(),
-                instance: inst.clone(),
-            });
+            self.expiries
+                .insert((inst.expires_at.get(), ById(inst.clone())));
         }
         if inst.reg.disabled {
             return;
@@ -149,10 +107,8 @@ impl Deadlines {
     }
 
     fn remove(&mut self, inst: &Arc<Instance>) {
-        self.expiries.remove(&Due {
-            at: inst.expires_at.get(),
-            instance: inst.clone(),
-        });
+        self.expiries
+            .remove(&(inst.expires_at.get(), ById(inst.clone())));
         self.down.remove(&inst.id);
         for key in inst.service_keys() {
             if let Some(ids) = self.members.get_mut(&key) {
@@ -192,7 +148,7 @@ impl Deadlines {
     /// have work (a lease expiry or a hysteresis step) for `reg`, the
     /// registry this index follows.
     pub fn next(&self, reg: &Registry, now: u64, policy: &HealthPolicy) -> Option<u64> {
-        let lease = self.expiries.first().map(|due| due.at);
+        let lease = self.expiries.first().map(|(at, _)| *at);
         let health = health::next_wake(self.pending(reg), now, policy);
         lease.into_iter().chain(health).min()
     }
@@ -203,9 +159,9 @@ impl Deadlines {
         let expired: Vec<Entry> = self
             .expiries
             .iter()
-            .take_while(|due| due.at <= now)
-            .map(|due| Entry::Delete {
-                id: due.instance.id.clone(),
+            .take_while(|(at, _)| *at <= now)
+            .map(|(_, due)| Entry::Delete {
+                id: due.0.id.clone(),
                 reason: RemovalReason::LeaseExpired,
             })
             .collect();
@@ -249,7 +205,7 @@ impl Deadlines {
     /// Panics unless every instance the index holds is the registry's own
     /// (a superseded version would be kept alive, and its memory with it).
     fn holds_only_the_current_versions(&self, reg: &Registry) {
-        let held = self.expiries.iter().map(|d| &d.instance);
+        let held = self.expiries.iter().map(|(_, d)| &d.0);
         let members = self.members.values().flatten().map(|m| &m.0);
         for inst in held.chain(members) {
             let current = reg.instances.get(&inst.id).expect("indexed and registered");

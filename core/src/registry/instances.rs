@@ -125,8 +125,8 @@ impl Serialize for Instances {
 
 impl<'de> Deserialize<'de> for Instances {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ById;
-        impl<'de> Visitor<'de> for ById {
+        struct ByIdMap;
+        impl<'de> Visitor<'de> for ByIdMap {
             type Value = Instances;
 
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -147,7 +147,7 @@ impl<'de> Deserialize<'de> for Instances {
                 Ok(out)
             }
         }
-        d.deserialize_map(ById)
+        d.deserialize_map(ByIdMap)
     }
 }
 

@@ -62,10 +62,7 @@ pub struct Naming {
 impl Naming {
     /// The most specific registry zone containing `name`.
     fn zone_for(&self, name: &Name) -> Option<&RegistryZone> {
-        self.zones
-            .iter()
-            .filter(|z| z.name.zone_of(name))
-            .max_by_key(|z| z.name.num_labels())
+        self.zone_index(name).map(|i| &self.zones[i])
     }
 
     /// CNS forward zones for one address.
@@ -156,10 +153,15 @@ impl Naming {
         self.zone_for(name).map(|z| &z.name)
     }
 
-    /// The position in [`zones`](Self::zones) of the zone `name` is in.
+    /// The position in [`zones`](Self::zones) of the zone `name` is in
+    /// (the deepest that holds it).
     pub fn zone_index(&self, name: &Name) -> Option<usize> {
-        let zone = self.zone_for(name)?;
-        self.zones.iter().position(|z| std::ptr::eq(z, zone))
+        self.zones
+            .iter()
+            .enumerate()
+            .filter(|(_, z)| z.name.zone_of(name))
+            .max_by_key(|(_, z)| z.name.num_labels())
+            .map(|(i, _)| i)
     }
 
     /// Every record `inst` contributes to the registry zones, given the

@@ -229,9 +229,7 @@ async fn list_instances(
         None => PAGE_MAX,
     };
     let view = s.registry.view();
-    let after = page
-        .after
-        .map(|a| compact_str::CompactString::from(a.to_ascii_lowercase()));
+    let after = page.after.map(|a| a.to_ascii_lowercase());
     let mut visible = view
         .registry
         .instances
