@@ -18,7 +18,8 @@ use crate::zone::{Zone, ZoneDiff};
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct JournalLimits {
-    /// Diffs kept per zone.
+    /// Diffs kept per zone (more while the zone's image on disk is
+    /// older: see [`History::keep_from`]).
     pub max_changes: usize,
     /// Records (removed + added) kept per zone, summed over its diffs.
     pub max_records: usize,
@@ -140,6 +141,11 @@ pub struct History {
     /// is appended to it until a rewrite succeeds (an append after damage
     /// would be lost at the next start, which stops reading there).
     pub file_damaged: bool,
+    /// The serial of the zone's image on disk: the diffs from it on are
+    /// kept whatever the count and age limits say, so a start that loads
+    /// the image brings it forward from the journal instead of decoding
+    /// the journal's own copy of the zone.
+    keep_from: Option<u32>,
 }
 
 /// What the zone's file needs after a diff was pushed.
@@ -252,13 +258,22 @@ impl History {
         Some((first, self.changes.len()))
     }
 
+    /// Keeps the diffs from `serial` on (the zone's image on disk is at
+    /// it): the count and age limits no longer drop them, the record
+    /// limit still does.
+    pub fn keep_from(&mut self, serial: u32) {
+        self.keep_from = Some(serial);
+    }
+
     /// Drops the oldest diffs beyond the limits.
     pub fn trim(&mut self, limits: &JournalLimits, now: u64) {
         while let Some(first) = self.changes.front() {
-            let too_many = self.changes.len() > limits.max_changes;
+            let kept = self.keep_from.is_some() && first.old_serial == self.keep_from;
+            let too_many = self.changes.len() > limits.max_changes && !kept;
             let too_big = self.records > limits.max_records && self.changes.len() > 1;
-            let too_old =
-                limits.max_age_secs > 0 && now.saturating_sub(first.at) > limits.max_age_secs;
+            let too_old = limits.max_age_secs > 0
+                && now.saturating_sub(first.at) > limits.max_age_secs
+                && !kept;
             if !(too_many || too_big || too_old) {
                 break;
             }
@@ -447,6 +462,38 @@ mod tests {
         assert!(matches!(h.ixfr(5, 3), Ixfr::Diff(_)));
         assert_eq!(h.ixfr(5, 1), Ixfr::Unavailable, "aged out: AXFR");
         assert_eq!(h.ixfr(5, 5), Ixfr::Current);
+    }
+
+    /// The diffs since the zone's image stay beyond the count and age
+    /// limits (a start brings the image forward through them); older
+    /// ones go, and the record limit still bounds them all.
+    #[test]
+    fn the_diffs_since_the_image_outlive_the_count_and_age_limits() {
+        let limits = JournalLimits {
+            max_changes: 2,
+            max_records: 1_000,
+            max_age_secs: DAY,
+        };
+        let mut h = History::default();
+        h.push(&diff(1, 2), 10, 0, &limits);
+        h.keep_from(2);
+        for s in 2..10 {
+            h.push(&diff(s, s + 1), 10, 2 * DAY, &limits);
+        }
+        assert_eq!(h.span(), Some((2, 8)), "from the image's serial on");
+        assert!(matches!(h.ixfr(10, 2), Ixfr::Diff(_)));
+        assert_eq!(h.ixfr(10, 1), Ixfr::Unavailable, "before the image: gone");
+        // The image moves on: the diffs before it go again.
+        h.keep_from(8);
+        h.trim(&limits, 2 * DAY);
+        assert_eq!(h.span(), Some((8, 2)));
+        // Records: each diff holds three; 1,000 bound even the kept ones.
+        h.keep_from(8);
+        for s in 10..400 {
+            h.push(&diff(s, s + 1), 10, 2 * DAY, &limits);
+        }
+        let (_, held) = h.span().unwrap();
+        assert!(held * 3 <= 1_000, "{held} diffs kept");
     }
 
     #[test]

@@ -6,6 +6,14 @@
 //! times as long as the write took, if that is longer) and then writes
 //! only the newest version of what changed meanwhile, so a registry zone
 //! that changes every few milliseconds is not rewritten for each change.
+//! A large zone is written once it has been quiet for ten times as long
+//! as its last image took, or once the records changed since its image
+//! reach a share of it, or its oldest unwritten change is [`MAX_LAG`]
+//! old: a zone edited now and then gets its image soon after, and one
+//! that never stops changing (a million-instance registry's) is
+//! rewritten as its changes add up, not every few seconds beside them. The IXFR journal keeps
+//! the diffs since each image ([`Imaged`] is reported to it), so a start
+//! brings an older image forward.
 //! What is on disk is remembered (serial, expiry, sources), so a
 //! start-up that loaded a zone from its image does not write it again.
 
@@ -16,6 +24,32 @@ use std::time::{Duration, Instant};
 
 /// How often a resting writer drops the commits that came meanwhile.
 const REST_STEP: Duration = Duration::from_millis(100);
+
+/// When a changed zone's image is due.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    /// Zones of up to this many records are written after every change
+    /// (after the pause): their images cost little.
+    small_zone: usize,
+    /// A larger zone is written once the records changed since its image
+    /// are one `share`th of its own...
+    share: usize,
+    /// ...or once its oldest unwritten change is this old...
+    max_lag: Duration,
+    /// ...or once it has had no change for `quiet` times as long as its
+    /// last image took to write (and at least the pause).
+    quiet: u32,
+}
+
+const SCHEDULE: Schedule = Schedule {
+    small_zone: 65_536,
+    share: 16,
+    max_lag: MAX_LAG,
+    quiet: 10,
+};
+
+/// How long a large zone's image may lag behind a change.
+const MAX_LAG: Duration = Duration::from_secs(30);
 
 use hickory_proto::rr::LowerName;
 use tracing::{debug, warn};
@@ -42,12 +76,19 @@ impl Imaged {
     }
 }
 
+/// Told the serial of every image written (the IXFR journal keeps the
+/// diffs since it).
+pub type OnWritten = Box<dyn Fn(&LowerName, u32) + Send>;
+
 pub struct ImageWriter {
     dir: PathBuf,
     on_disk: HashMap<LowerName, Imaged>,
     /// The newest snapshot version synced: an older one (the thread's,
     /// overtaken by the stop's flush) is not written over it.
     synced: u64,
+    on_written: Option<OnWritten>,
+    /// How long each zone's last image took to encode and write.
+    took: HashMap<LowerName, Duration>,
 }
 
 impl ImageWriter {
@@ -61,7 +102,15 @@ impl ImageWriter {
             dir,
             on_disk,
             synced: 0,
+            on_written: None,
+            took: HashMap::new(),
         }
+    }
+
+    /// Calls `f` with each zone's serial once its image is on disk.
+    pub fn on_written(mut self, f: OnWritten) -> ImageWriter {
+        self.on_written = Some(f);
+        self
     }
 
     /// Brings every image in step with `snapshot`: writes zones that
@@ -72,24 +121,7 @@ impl ImageWriter {
         }
         self.synced = snapshot.version();
         for zone in snapshot.zones() {
-            let now = Imaged::of(zone);
-            if self.on_disk.get(zone.origin_key()) == Some(&now) {
-                continue;
-            }
-            let path = image::path_in(&self.dir, zone.origin());
-            let started = std::time::Instant::now();
-            let bytes = image::encode(zone, &now.stamp);
-            match image::write_atomically(&path, &bytes) {
-                Ok(()) => {
-                    debug!(zone = %zone.origin(), serial = now.serial, bytes = bytes.len(),
-                           elapsed_ms = started.elapsed().as_millis() as u64, "zone image written");
-                    self.on_disk.insert(zone.origin_key().clone(), now);
-                }
-                Err(e) => {
-                    warn!(zone = %zone.origin(), file = %path.display(), "cannot write the zone image ({e}); the next start loads the zone from its source");
-                    self.on_disk.remove(zone.origin_key());
-                }
-            }
+            self.write(zone);
         }
         let gone: Vec<LowerName> = self
             .on_disk
@@ -98,9 +130,139 @@ impl ImageWriter {
             .cloned()
             .collect();
         for key in gone {
-            self.on_disk.remove(&key);
-            let _ = std::fs::remove_file(image::path_in(&self.dir, &(&key).into()));
+            self.remove(&key);
         }
+    }
+
+    /// Brings the images of the zones `origins` in step with `snapshot`.
+    fn sync_zones(&mut self, snapshot: &Snapshot, origins: &[LowerName]) {
+        if snapshot.version() < self.synced {
+            return;
+        }
+        for origin in origins {
+            match snapshot.zone(origin) {
+                Some(zone) => self.write(zone),
+                None => self.remove(origin),
+            }
+        }
+    }
+
+    /// Writes `zone`'s image unless it is current.
+    fn write(&mut self, zone: &Zone) {
+        let now = Imaged::of(zone);
+        if self.on_disk.get(zone.origin_key()) == Some(&now) {
+            return;
+        }
+        let path = image::path_in(&self.dir, zone.origin());
+        let started = std::time::Instant::now();
+        let bytes = image::encode(zone, &now.stamp);
+        match image::write_atomically(&path, &bytes) {
+            Ok(()) => {
+                debug!(zone = %zone.origin(), serial = now.serial, bytes = bytes.len(),
+                       elapsed_ms = started.elapsed().as_millis() as u64, "zone image written");
+                if let (Some(f), Some(serial)) = (&self.on_written, now.serial) {
+                    f(zone.origin_key(), serial);
+                }
+                self.took
+                    .insert(zone.origin_key().clone(), started.elapsed());
+                self.on_disk.insert(zone.origin_key().clone(), now);
+            }
+            Err(e) => {
+                warn!(zone = %zone.origin(), file = %path.display(), "cannot write the zone image ({e}); the next start loads the zone from its source");
+                self.on_disk.remove(zone.origin_key());
+            }
+        }
+    }
+
+    fn remove(&mut self, origin: &LowerName) {
+        self.on_disk.remove(origin);
+        self.took.remove(origin);
+        let _ = std::fs::remove_file(image::path_in(&self.dir, &origin.into()));
+    }
+}
+
+/// What changed in one zone since its image was written.
+struct Unwritten {
+    records: usize,
+    /// The first change and the last.
+    since: Instant,
+    last: Instant,
+}
+
+/// The zones changed since their images, and whether commits were missed
+/// (every zone is then compared with its image).
+struct Changed {
+    schedule: Schedule,
+    zones: HashMap<LowerName, Unwritten>,
+    missed: bool,
+}
+
+impl Changed {
+    fn new(schedule: Schedule) -> Changed {
+        Changed {
+            schedule,
+            zones: HashMap::new(),
+            missed: false,
+        }
+    }
+
+    fn note(&mut self, item: &FeedItem, now: Instant) {
+        match item {
+            FeedItem::Commit(c) => {
+                for d in c.diffs() {
+                    let records = if d.whole_zone || d.new_serial.is_none() {
+                        usize::MAX
+                    } else {
+                        d.removed.len() + d.added.len()
+                    };
+                    let u = self
+                        .zones
+                        .entry(LowerName::new(&d.origin))
+                        .or_insert(Unwritten {
+                            records: 0,
+                            since: now,
+                            last: now,
+                        });
+                    u.records = u.records.saturating_add(records);
+                    u.last = now;
+                }
+            }
+            FeedItem::Resync(_) => self.missed = true,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.zones.is_empty() && !self.missed
+    }
+
+    /// The zones whose images are due at `now` in `snapshot`; `quiet_for`
+    /// says how long a zone must have had no change.
+    fn due(
+        &self,
+        snapshot: &Snapshot,
+        now: Instant,
+        quiet_for: impl Fn(&LowerName) -> Duration,
+    ) -> Vec<LowerName> {
+        let Schedule {
+            small_zone,
+            share,
+            max_lag,
+            ..
+        } = self.schedule;
+        self.zones
+            .iter()
+            .filter(|(origin, u)| match snapshot.zone(origin) {
+                None => true,
+                Some(zone) => {
+                    let records = zone.record_count();
+                    records <= small_zone
+                        || u.records.saturating_mul(share) >= records
+                        || now.duration_since(u.since) >= max_lag
+                        || now.duration_since(u.last) >= quiet_for(origin)
+                }
+            })
+            .map(|(origin, _)| origin.clone())
+            .collect()
     }
 }
 
@@ -159,39 +321,184 @@ pub fn start(
             // parsed, a journal's newer version) get theirs now.
             writer.flush(&snapshot);
             drop(snapshot);
-            let mut waiting = None;
-            loop {
-                let Some(first) = waiting.take().or_else(|| feed.blocking_next()) else {
-                    break;
-                };
-                // Only the newest snapshot matters: skip to it.
-                let item = newest(&mut feed, first);
-                let began = Instant::now();
-                writer.flush(item.snapshot());
-                drop(item);
-                // A large zone takes a while to encode: rest four times
-                // as long, so a zone that never stops changing (a
-                // million-instance registry's) costs a fifth of a core,
-                // not all of one. Meanwhile only the newest commit is
-                // held: each one waiting in the feed keeps its version
-                // of the zone alive.
-                let until = Instant::now() + pause.max(began.elapsed() * 4);
-                while let Some(left) = until.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(left.min(REST_STEP));
-                    if let Some(next) = feed.try_next() {
-                        waiting = Some(newest(&mut feed, next));
-                    }
-                }
-            }
+            write_as_due(&writer, &mut feed, pause);
         })
         .expect("spawn the zone image thread");
     shared
 }
 
-/// `item`, or the newest commit after it that the feed holds.
-fn newest(feed: &mut Subscription, mut item: FeedItem) -> FeedItem {
-    while let Some(next) = feed.try_next() {
-        item = next;
+/// Writes the images of changed zones as they fall due, until the feed
+/// ends. Only the newest commit is held meanwhile: each one waiting in
+/// the feed keeps its version of the zone alive.
+fn write_as_due(writer: &Images, feed: &mut Subscription, pause: Duration) {
+    let mut changed = Changed::new(SCHEDULE);
+    let mut newest: Option<FeedItem> = None;
+    let mut rest_until = Instant::now();
+    loop {
+        if changed.is_empty() {
+            // Nothing held while nothing changes.
+            drop(newest.take());
+            let Some(item) = feed.blocking_next() else {
+                return;
+            };
+            changed.note(&item, Instant::now());
+            newest = Some(item);
+        }
+        while let Some(item) = feed.try_next() {
+            changed.note(&item, Instant::now());
+            newest = Some(item);
+        }
+        let now = Instant::now();
+        let Some(item) = &newest else { continue };
+        let snapshot = item.snapshot();
+        let due = if changed.missed {
+            None
+        } else {
+            let w = writer.0.lock().unwrap_or_else(|p| p.into_inner());
+            let quiet = changed.schedule.quiet;
+            Some(changed.due(snapshot, now, |origin| {
+                pause.max(w.took.get(origin).copied().unwrap_or_default() * quiet)
+            }))
+        };
+        if now < rest_until || due.as_ref().is_some_and(|d| d.is_empty()) {
+            std::thread::sleep(REST_STEP);
+            continue;
+        }
+        let began = Instant::now();
+        {
+            let mut w = writer.0.lock().unwrap_or_else(|p| p.into_inner());
+            match &due {
+                Some(origins) => w.sync_zones(snapshot, origins),
+                None => w.sync(snapshot),
+            }
+        }
+        match due {
+            Some(origins) => {
+                for origin in origins {
+                    changed.zones.remove(&origin);
+                }
+            }
+            None => changed = Changed::new(SCHEDULE),
+        }
+        // A large zone takes a while to encode: rest four times as long,
+        // so a zone that never stops changing costs at most a fifth of a
+        // core, not all of one.
+        rest_until = Instant::now() + pause.max(began.elapsed() * 4);
     }
-    item
+}
+
+#[cfg(test)]
+mod tests {
+    use hickory_proto::rr::rdata::{A, SOA};
+    use hickory_proto::rr::{Name, RData, Record};
+
+    use super::*;
+    use crate::zone::{Change, ZoneStore};
+
+    fn zone(origin: &str, names: u32) -> Zone {
+        let origin = Name::from_ascii(origin).unwrap();
+        let mut z = Zone::new(&origin);
+        let n = Name::from_ascii("ns.example.").unwrap();
+        z.insert(Record::from_rdata(
+            origin.clone(),
+            60,
+            RData::SOA(SOA::new(n.clone(), n, 1, 1, 1, 1, 1)),
+        ))
+        .unwrap();
+        for i in 0..names {
+            let name = Name::from_ascii(format!("h{i}"))
+                .unwrap()
+                .append_domain(&origin)
+                .unwrap();
+            z.insert(Record::from_rdata(name, 60, RData::A(A::new(10, 0, 0, 1))))
+                .unwrap();
+        }
+        z
+    }
+
+    /// A small zone's image is due at its first change; a large one's
+    /// once a share of its records changed, or its first change is
+    /// `max_lag` old, or it has been quiet long enough; a zone that is
+    /// gone is due at once (its image goes).
+    #[test]
+    fn a_large_zones_image_waits_for_a_share_of_changes_the_lag_or_a_quiet_spell() {
+        let schedule = Schedule {
+            small_zone: 10,
+            share: 16,
+            max_lag: Duration::from_secs(30),
+            quiet: 10,
+        };
+        let store = ZoneStore::new();
+        store.replace_zones(vec![zone("big.", 199), zone("small.", 5)], &[], 0);
+        let (_, mut feed) = store.subscribe();
+        let mut changed = Changed::new(schedule);
+        let start = Instant::now();
+        let add = |origin: &str, i: u32| {
+            let origin = Name::from_ascii(origin).unwrap();
+            let name = Name::from_ascii(format!("new{i}"))
+                .unwrap()
+                .append_domain(&origin)
+                .unwrap();
+            let a = Record::from_rdata(name, 60, RData::A(A::new(10, 0, 0, 2)));
+            store.update(&origin, &[Change::Add(a)], 0).unwrap();
+        };
+        let mut newest = None;
+        let mut pump = |changed: &mut Changed| {
+            while let Some(item) = feed.try_next() {
+                changed.note(&item, start);
+                newest = Some(item.snapshot().clone());
+            }
+            newest.clone().unwrap()
+        };
+        let names = |due: Vec<LowerName>| {
+            let mut n: Vec<String> = due.iter().map(|k| k.to_string()).collect();
+            n.sort();
+            n
+        };
+        let never = |_: &LowerName| Duration::MAX;
+        // One change to each: three records (the SOA out and in, the A).
+        add("big.", 0);
+        add("small.", 0);
+        let snapshot = pump(&mut changed);
+        assert_eq!(names(changed.due(&snapshot, start, never)), ["small."]);
+        assert_eq!(
+            names(changed.due(&snapshot, start + Duration::from_secs(30), never)),
+            ["big.", "small."],
+            "the lag"
+        );
+        let quiet = |_: &LowerName| Duration::from_secs(5);
+        assert_eq!(
+            names(changed.due(&snapshot, start + Duration::from_secs(4), quiet)),
+            ["small."]
+        );
+        assert_eq!(
+            names(changed.due(&snapshot, start + Duration::from_secs(5), quiet)),
+            ["big.", "small."],
+            "quiet for long enough"
+        );
+        // 5 x 3 records of 205: at least a sixteenth.
+        changed
+            .zones
+            .remove(&LowerName::new(&Name::from_ascii("small.").unwrap()));
+        for i in 1..4 {
+            add("big.", i);
+        }
+        let snapshot = pump(&mut changed);
+        assert!(
+            changed.due(&snapshot, start, never).is_empty(),
+            "12 records of 204"
+        );
+        add("big.", 4);
+        let snapshot = pump(&mut changed);
+        assert_eq!(names(changed.due(&snapshot, start, never)), ["big."]);
+        // A zone removed: its image is due to go.
+        changed.zones.clear();
+        store.replace_zones(
+            vec![zone("small.", 5)],
+            &[Name::from_ascii("big.").unwrap()],
+            0,
+        );
+        let snapshot = pump(&mut changed);
+        assert!(names(changed.due(&snapshot, start, never)).contains(&"big.".to_string()));
+    }
 }

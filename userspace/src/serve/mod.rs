@@ -254,7 +254,13 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             .iter()
             .filter_map(|k| snapshot.zone(k).map(|z| &**z))
             .collect();
-        let writer = images::ImageWriter::new(dir, &loaded);
+        // The journal keeps the diffs since each image, so the next start
+        // brings an image forward however long ago it was written.
+        let keeping = journal.clone();
+        let writer =
+            images::ImageWriter::new(dir, &loaded).on_written(Box::new(move |origin, serial| {
+                keeping.keep_from(origin, serial)
+            }));
         let (snapshot, feed) = store.subscribe();
         let configured: Vec<hickory_proto::rr::Name> = configured_origins(&config)
             .iter()

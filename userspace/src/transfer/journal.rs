@@ -66,16 +66,22 @@ impl IxfrJournal {
     /// (from their images), by origin: a held zone at the journal's newest
     /// serial is not decoded again (its history is), and one at an older
     /// serial of the journal's chain is brought forward by the diffs after
-    /// it, in place (an image lags the journal by the changes of its last
-    /// pause; decoding the journal's own copy of a large zone instead took
-    /// seconds). Only zones the journal has other versions of are
-    /// returned.
+    /// it, in place (an image lags the journal by up to a share of the
+    /// zone's records, and the journal keeps the diffs since the image:
+    /// [`IxfrJournal::keep_from`]; decoding the journal's own copy of a
+    /// large zone instead took seconds). Only zones the journal has other
+    /// versions of are returned.
     pub fn open_holding(
         dir: &Path,
         limits: JournalLimits,
         held: &mut HashMap<LowerName, Zone>,
     ) -> Result<(IxfrJournal, Vec<Zone>), JournalError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        // Until their images are written again, the diffs since them stay.
+        let imaged: HashMap<LowerName, u32> = held
+            .iter()
+            .filter_map(|(origin, zone)| Some((origin.clone(), zone.serial()?)))
+            .collect();
         let mut zones = HashMap::new();
         let mut recovered = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
@@ -92,6 +98,9 @@ impl IxfrJournal {
                     recovered.push(zone);
                 }
                 Some(Recovered::Held(origin, mut history)) => {
+                    if let Some(&serial) = imaged.get(&origin) {
+                        history.keep_from(serial);
+                    }
                     history.trim(&limits, crate::clock::unix_secs());
                     info!(zone = %origin, diffs = history.changes().count(), file = %path.display(), "journal: history recovered, zone already held");
                     zones.insert(origin, history);
@@ -185,6 +194,16 @@ impl IxfrJournal {
             }
         }
         synced
+    }
+
+    /// Zone `origin`'s image on disk is at `serial`: its diffs from there
+    /// on are kept (see [`History::keep_from`]), so the next start brings
+    /// the image forward whatever was rewritten meanwhile.
+    pub fn keep_from(&self, origin: &LowerName, serial: u32) {
+        let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(history) = zones.get_mut(origin) {
+            history.keep_from(serial);
+        }
     }
 
     /// Whether the journal holds a history for zone `origin`.
@@ -479,7 +498,8 @@ fn read_zone_file(
     if let Some((origin, serial, payload)) = base {
         let key = LowerName::new(&origin);
         if let Some(held) = held.get_mut(&key) {
-            if catch_up(held, serial, &after) {
+            let chain: Vec<&Change> = history.changes().collect();
+            if catch_up(held, serial, &chain) {
                 return Ok(Some(Recovered::Held(key, history)));
             }
         }
@@ -503,27 +523,25 @@ fn read_zone_file(
     Ok(Some(Recovered::Zone(Box::new(zone), history)))
 }
 
-/// Brings `held` forward to the end of the chain that starts at
-/// `serial` and goes on through `after`, when it is at one of the chain's
-/// serials; false (and `held` untouched) when it is not, or a diff does
-/// not apply.
-fn catch_up(held: &mut Zone, serial: u32, after: &[Change]) -> bool {
+/// Brings `held` forward to the end of `chain` (the file's diffs, before
+/// its snapshot at `serial` and after it) when it is at
+/// one of the chain's serials; false (and `held` untouched) when it is
+/// not, or a diff does not apply. An image older than the file's snapshot
+/// is brought forward through the diffs kept before it
+/// ([`IxfrJournal::keep_from`]).
+fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> bool {
     let Some(at) = held.serial() else {
         return false;
     };
-    let from = if at == serial {
-        0
-    } else {
-        match after.iter().position(|c| c.new_serial() == Some(at)) {
-            Some(k) => k + 1,
-            None => return false,
-        }
-    };
-    if from == after.len() {
+    let newest = chain.last().map_or(Some(serial), |c| c.new_serial());
+    if newest == Some(at) {
         return true;
     }
+    let Some(from) = chain.iter().rposition(|c| c.old_serial() == Some(at)) else {
+        return false;
+    };
     let mut zone = held.clone();
-    if after[from..].iter().all(|c| apply(&mut zone, &c.diff())) {
+    if chain[from..].iter().all(|c| apply(&mut zone, &c.diff())) {
         *held = zone;
         return true;
     }

@@ -500,6 +500,55 @@ fn an_open_holding_a_version_of_the_chain_skips_the_zone_but_keeps_the_history()
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An image written long before the journal's last rewrite (its file
+/// then starts with a snapshot newer than the image) is still brought
+/// forward at open, through the diffs kept since it; without the image's
+/// serial kept, the count limit drops them and the journal's own copy is
+/// decoded instead.
+#[test]
+fn an_image_older_than_the_journals_snapshot_is_brought_forward_when_its_diffs_are_kept() {
+    // Few diffs kept: the file is rewritten every four commits.
+    let limits = JournalLimits {
+        max_changes: 2,
+        ..JournalLimits::default()
+    };
+    let origin = name("example.com.");
+    let key = LowerName::new(&origin);
+    for keep in [true, false] {
+        let dir = tmpdir(&format!("image-kept-{keep}"));
+        let (image, newest) = {
+            let (journal, _) = IxfrJournal::open(&dir, limits).unwrap();
+            let store = store_with(Arc::new(journal));
+            let current = || store.snapshot().zone(&key).unwrap().as_ref().clone();
+            store.replace_zones(vec![base_zone()], &[]);
+            store.update(&origin, &change(0)).unwrap();
+            let image = current();
+            if keep {
+                store.journal.keep_from(&key, image.serial().unwrap());
+            }
+            for i in 1..30 {
+                store.update(&origin, &change(i)).unwrap();
+            }
+            (image, current())
+        };
+        assert_eq!(image.serial(), Some(2));
+        assert_eq!(newest.serial(), Some(31));
+        let mut held = HashMap::from([(key.clone(), image)]);
+        let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
+        if keep {
+            assert!(recovered.is_empty(), "caught up from the image");
+            assert_eq!(held[&key].serial(), Some(31));
+            assert_eq!(all_records(&held[&key]), all_records(&newest));
+            assert!(matches!(journal.ixfr(&newest, 2), Ixfr::Diff(_)));
+        } else {
+            assert_eq!(recovered.len(), 1, "the journal's copy, decoded");
+            assert_eq!(all_records(&recovered[0]), all_records(&newest));
+            assert_eq!(held[&key].serial(), Some(2), "the image left as it was");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// A commit the journal cannot write is reported so (an UPDATE in it is
 /// then answered SERVFAIL, not acknowledged), and the next one that can
 /// be written is durable again.
