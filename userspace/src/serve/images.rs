@@ -349,6 +349,10 @@ fn write_as_due(writer: &Images, feed: &mut Subscription, pause: Duration) {
             newest = Some(item);
         }
         let now = Instant::now();
+        if now < rest_until {
+            std::thread::sleep(REST_STEP);
+            continue;
+        }
         let Some(item) = &newest else { continue };
         let snapshot = item.snapshot();
         let due = if changed.missed {
@@ -360,7 +364,7 @@ fn write_as_due(writer: &Images, feed: &mut Subscription, pause: Duration) {
                 pause.max(w.took.get(origin).copied().unwrap_or_default() * quiet)
             }))
         };
-        if now < rest_until || due.as_ref().is_some_and(|d| d.is_empty()) {
+        if due.as_ref().is_some_and(|d| d.is_empty()) {
             std::thread::sleep(REST_STEP);
             continue;
         }
