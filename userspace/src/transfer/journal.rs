@@ -497,10 +497,15 @@ fn read_zone_file(
     }
     if let Some((origin, serial, payload)) = base {
         let key = LowerName::new(&origin);
-        if let Some(held) = held.get_mut(&key) {
+        if let Some(zone) = held.get_mut(&key) {
             let chain: Vec<&Change> = history.changes().collect();
-            if catch_up(held, serial, &chain) {
-                return Ok(Some(Recovered::Held(key, history)));
+            match catch_up(zone, serial, &chain) {
+                CatchUp::Done => return Ok(Some(Recovered::Held(key, history))),
+                CatchUp::NotInChain => {}
+                CatchUp::Damaged => {
+                    warn!(file = %path.display(), "journal: a diff does not apply to the zone's image; the journal's copy is served");
+                    held.remove(&key);
+                }
             }
         }
         zone = decode_snapshot(payload);
@@ -524,28 +529,47 @@ fn read_zone_file(
 }
 
 /// Brings `held` forward to the end of `chain` (the file's diffs, before
-/// its snapshot at `serial` and after it) when it is at
-/// one of the chain's serials; false (and `held` untouched) when it is
-/// not, or a diff does not apply. An image older than the file's snapshot
-/// is brought forward through the diffs kept before it
+/// its snapshot at `serial` and after it) when it is at one of the
+/// chain's serials. An image older than the file's snapshot is brought
+/// forward through the diffs kept before it
 /// ([`IxfrJournal::keep_from`]).
-fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> bool {
+///
+/// The diffs are applied in place: the image's zone is the only copy of
+/// its map, so they go straight into it (on a copy they went into the
+/// map's persistent overlay, a path of trie nodes copied per name). One
+/// that does not apply leaves `held` half changed:
+/// [`CatchUp::Damaged`], and the caller drops it.
+fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> CatchUp {
     let Some(at) = held.serial() else {
-        return false;
+        return CatchUp::NotInChain;
     };
     let newest = chain.last().map_or(Some(serial), |c| c.new_serial());
     if newest == Some(at) {
-        return true;
+        return CatchUp::Done;
     }
     let Some(from) = chain.iter().rposition(|c| c.old_serial() == Some(at)) else {
-        return false;
+        return CatchUp::NotInChain;
     };
-    let mut zone = held.clone();
-    if chain[from..].iter().all(|c| apply(&mut zone, &c.diff())) {
-        *held = zone;
-        return true;
+    let linked = chain[from..]
+        .windows(2)
+        .all(|w| w[0].new_serial() == w[1].old_serial());
+    if !linked {
+        return CatchUp::NotInChain;
     }
-    false
+    if chain[from..].iter().all(|c| apply(held, &c.diff())) {
+        CatchUp::Done
+    } else {
+        CatchUp::Damaged
+    }
+}
+
+enum CatchUp {
+    /// At the chain's end now.
+    Done,
+    /// Not at a serial of the chain: untouched.
+    NotInChain,
+    /// A diff did not apply: half changed.
+    Damaged,
 }
 
 /// Applies a diff to a zone; false if the zone is not at its old serial.

@@ -478,6 +478,28 @@ fn an_open_holding_a_version_of_the_chain_skips_the_zone_but_keeps_the_history()
     );
     assert!(matches!(journal.ixfr(caught_up, 2), Ixfr::Diff(_)));
 
+    // An image at a serial of the chain whose contents disagree with it
+    // (its SOA's timers differ, so the diff's SOA does not replace it):
+    // dropped half-changed, and the journal's zone served instead.
+    let mut odd = versions[3].clone();
+    let soa = SOA::new(
+        name("ns1.example.com."),
+        name("h.example.com."),
+        4,
+        7200,
+        600,
+        86400,
+        60,
+    );
+    odd.insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa)))
+        .unwrap();
+    assert_eq!(odd.serial(), Some(4));
+    let mut held = HashMap::from([(key.clone(), odd)]);
+    let (_, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
+    assert!(held.is_empty(), "the damaged image is dropped");
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(all_records(&recovered[0]), all_records(&newest));
+
     // A version the journal never had: the journal's zone is returned.
     let mut stranger = Zone::new(&origin);
     let soa = SOA::new(
