@@ -9,6 +9,7 @@
 //! nodes with no RRsets, because they block wildcard synthesis (RFC 4592) and
 //! answer NODATA rather than NXDOMAIN.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use hickory_proto::dnssec::rdata::DNSSECRData;
@@ -307,7 +308,10 @@ impl Zone {
                 self.nodes.get_mut(relative).expect("ensured")
             }
         };
-        let mut rrsets = node.rrsets().to_vec();
+        // Only the sets that change are copied, and a set that grows is
+        // copied once, with its new record (a service's thousand
+        // addresses were copied twice for each member added).
+        let mut rrsets: Vec<Cow<'_, RRset>> = node.rrsets().iter().map(Cow::Borrowed).collect();
         let mut indexed = Vec::new();
         let mut added = 0;
         let mut soa = false;
@@ -326,18 +330,21 @@ impl Zone {
                 .find(|s| s.same_set(rtype, Some(&record.data)))
             {
                 Some(set) => {
-                    set.ttl = record.ttl;
                     if set.rdatas.position_encoded(&record.data, wire).is_some() {
+                        if set.ttl != record.ttl {
+                            set.to_mut().ttl = record.ttl;
+                        }
                         false
                     } else {
-                        set.rdatas.push_encoded(rtype, wire)?;
+                        let rdatas = set.rdatas.pushed(rtype, wire)?;
+                        *set = Cow::Owned(RRset::from_packed(rtype, record.ttl, rdatas));
                         true
                     }
                 }
                 None => {
                     let mut rdatas = PackedRdatas::default();
                     rdatas.push_encoded(rtype, wire)?;
-                    rrsets.push(RRset::from_packed(rtype, record.ttl, rdatas));
+                    rrsets.push(Cow::Owned(RRset::from_packed(rtype, record.ttl, rdatas)));
                     if rtype == RecordType::NS && *key != self.origin_key {
                         self.cut_count += 1;
                     }
@@ -365,6 +372,7 @@ impl Zone {
             )
         });
         let cname_conflict = cname.is_some_and(|c| beside || c.len() > 1);
+        let rrsets = rrsets.into_iter().map(Cow::into_owned).collect();
         node.set_rrsets(rrsets);
         self.record_count += added;
         for (rtype, chain) in indexed {
