@@ -11,9 +11,9 @@
 //! reach a share of it, or its oldest unwritten change is [`MAX_LAG`]
 //! old: a zone edited now and then gets its image soon after, and one
 //! that never stops changing (a million-instance registry's) is
-//! rewritten as its changes add up, not every few seconds beside them. The IXFR journal keeps
-//! the diffs since each image ([`Imaged`] is reported to it), so a start
-//! brings an older image forward.
+//! rewritten as its changes add up, not every few seconds beside them.
+//! Each image's serial is reported ([`OnWritten`]): the IXFR journal
+//! keeps the diffs since it, so a start brings an older image forward.
 //! What is on disk is remembered (serial, expiry, sources), so a
 //! start-up that loaded a zone from its image does not write it again.
 
@@ -21,6 +21,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use hickory_proto::rr::LowerName;
+use tracing::{debug, warn};
+
+use crate::zone::image::{self, SourceStamp};
+use crate::zone::{FeedItem, Snapshot, Subscription, Zone};
 
 /// How often a resting writer drops the commits that came meanwhile.
 const REST_STEP: Duration = Duration::from_millis(100);
@@ -50,12 +56,6 @@ const SCHEDULE: Schedule = Schedule {
 
 /// How long a large zone's image may lag behind a change.
 const MAX_LAG: Duration = Duration::from_secs(30);
-
-use hickory_proto::rr::LowerName;
-use tracing::{debug, warn};
-
-use crate::zone::image::{self, SourceStamp};
-use crate::zone::{FeedItem, Snapshot, Subscription, Zone};
 
 /// What an image on disk holds, enough to tell whether a zone version
 /// differs from it.
