@@ -9,6 +9,7 @@ pub mod feed;
 pub mod ids;
 pub(crate) mod inline;
 pub mod key;
+mod members;
 mod node;
 mod nodemap;
 pub mod packed;
@@ -35,7 +36,7 @@ pub use snapshot::{Snapshot, ZoneDiff};
 pub use store::{Change, Edit, EditError, Edited, RotationPolicy, ZoneReader, ZoneStore};
 pub use text::{load_zone_str, LoadError};
 pub(crate) use tree::{random_seed, FastMap};
-pub use tree::{Inserted, Zone, ZoneError};
+pub use tree::{Bulk, Inserted, Zone, ZoneError};
 
 #[cfg(test)]
 mod tests;

@@ -96,10 +96,18 @@ impl PackedRdatas {
     /// (from [`encode`]).
     pub fn position_encoded(&self, rdata: &RData, wire: &[u8]) -> Option<usize> {
         let rtype = rdata.record_type();
-        // Same bytes is equal; equal under case folding needs the same length.
+        // Same bytes is equal; equal under case folding needs the same
+        // length, and for the types whose only names are plain domain
+        // names the same bytes but for ASCII case: checked first, so a
+        // service's thousand SRV records are not each decoded (with an
+        // allocated target name) for every member added.
+        let folded = folds_names_only(rtype);
         self.wire().position(|w| {
             same_bytes(w, wire)
-                || (w.len() == wire.len() && has_names(rtype) && decode(rtype, w) == *rdata)
+                || (w.len() == wire.len()
+                    && has_names(rtype)
+                    && (!folded || w.eq_ignore_ascii_case(wire))
+                    && decode(rtype, w) == *rdata)
         })
     }
 
@@ -210,6 +218,22 @@ pub fn decode(rtype: RecordType, wire: &[u8]) -> RData {
 /// Whether RDATA of `rtype` may hold a name (whose case equality ignores).
 fn has_names(rtype: RecordType) -> bool {
     !matches!(rtype, RecordType::A | RecordType::AAAA | RecordType::TXT)
+}
+
+/// Types whose RDATA is fixed fields and uncompressed domain names, equal
+/// (as `RData` compares) only when their wire forms are equal but for the
+/// ASCII case of the names' letters: a label's length byte is below 64,
+/// never a letter, and the fixed fields compare exactly.
+pub(super) fn folds_names_only(rtype: RecordType) -> bool {
+    matches!(
+        rtype,
+        RecordType::SRV
+            | RecordType::MX
+            | RecordType::NS
+            | RecordType::CNAME
+            | RecordType::PTR
+            | RecordType::ANAME
+    )
 }
 
 fn append(out: &mut Vec<u8>, rdata: &RData) -> Result<(), PackError> {
@@ -336,6 +360,26 @@ mod tests {
         );
         let t = PackedRdatas::pack(&[RData::TXT(TXT::new(vec!["abc".into()]))]).unwrap();
         assert_eq!(t.position(&RData::TXT(TXT::new(vec!["ABC".into()]))), None);
+    }
+
+    #[test]
+    fn a_set_of_targets_finds_its_member_whatever_the_case() {
+        // Same-length targets that differ in a letter, a digit or a fixed
+        // field: only the one equal under name case folding is found.
+        let srv = |port: u16, target: &str| RData::SRV(SRV::new(0, 10, port, name(target)));
+        let set: Vec<RData> = (0..50)
+            .map(|i| srv(8000 + i, &format!("i{:02}.svc.example.", i)))
+            .collect();
+        let p = PackedRdatas::pack(&set).unwrap();
+        assert_eq!(p.position(&srv(8007, "I07.SVC.Example.")), Some(7));
+        assert_eq!(p.position(&srv(8007, "i07.svc.example.")), Some(7));
+        assert_eq!(p.position(&srv(8008, "I07.SVC.Example.")), None);
+        assert_eq!(p.position(&srv(8007, "i70.svc.example.")), None);
+        // A port whose byte is a letter's, in the other case: not equal.
+        let (upper, lower) = (srv(0x4100, "a.example."), srv(0x6100, "a.example."));
+        let q = PackedRdatas::pack(&[upper]).unwrap();
+        assert_eq!(q.position(&lower), None);
+        assert_eq!(q.position(&srv(0x4100, "A.EXAMPLE.")), Some(0));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
 
 use super::key::{self, NodeKey, Origin};
+use super::members::Members;
 
 use super::node::Node;
 use super::nodemap::NodeMap;
@@ -293,6 +294,23 @@ impl Zone {
         key: &LowerName,
         records: impl IntoIterator<Item = Record>,
     ) -> Result<Inserted, ZoneError> {
+        self.insert_indexed(key, records, None)
+    }
+
+    /// A view of this zone for a long run of changes: large sets are
+    /// hashed once, so adding a record to them needs no scan (see
+    /// [`Bulk`]).
+    pub fn bulk(&mut self) -> Bulk<'_> {
+        Bulk::new(self)
+    }
+
+    /// [`Zone::insert_at`], with `members` kept in step where given.
+    pub(super) fn insert_indexed(
+        &mut self,
+        key: &LowerName,
+        records: impl IntoIterator<Item = Record>,
+        mut members: Option<&mut Members>,
+    ) -> Result<Inserted, ZoneError> {
         if !self.origin_key.zone_of(key) {
             return Err(ZoneError::OutOfZone {
                 name: Box::new(Name::from(key)),
@@ -330,7 +348,11 @@ impl Zone {
                 .find(|s| s.same_set(rtype, Some(&record.data)))
             {
                 Some(set) => {
-                    if set.rdatas.position_encoded(&record.data, wire).is_some() {
+                    let absent = members
+                        .as_deref_mut()
+                        .and_then(|m| m.may_hold(relative, rtype, &set.rdatas, wire))
+                        == Some(false);
+                    if !absent && set.rdatas.position_encoded(&record.data, wire).is_some() {
                         if set.ttl != record.ttl {
                             set.to_mut().ttl = record.ttl;
                         }
@@ -338,6 +360,9 @@ impl Zone {
                     } else {
                         let rdatas = set.rdatas.pushed(rtype, wire)?;
                         *set = Cow::Owned(RRset::from_packed(rtype, record.ttl, rdatas));
+                        if let Some(m) = members.as_deref_mut() {
+                            m.added(relative, rtype, wire);
+                        }
                         true
                     }
                 }
@@ -438,6 +463,16 @@ impl Zone {
     /// Removes one record (matched by owner, type and data; TTL ignored).
     /// Returns whether it was present.
     pub fn remove(&mut self, name: &Name, rdata: &RData) -> bool {
+        self.remove_indexed(name, rdata, None)
+    }
+
+    /// [`Zone::remove`], with `members` kept in step where given.
+    pub(super) fn remove_indexed(
+        &mut self,
+        name: &Name,
+        rdata: &RData,
+        members: Option<&mut Members>,
+    ) -> bool {
         let key = LowerName::new(name);
         let mut buf = [0; 256];
         let Some(relative) = self.keys.relative(&key, &mut buf) else {
@@ -454,9 +489,16 @@ impl Zone {
         else {
             return false;
         };
-        let Some(i) = node.rrsets()[pos].rdatas.position(rdata) else {
+        let Ok(wire) = packed::encode(rdata) else {
             return false;
         };
+        let wire = wire.as_slice();
+        let Some(i) = node.rrsets()[pos].rdatas.position_encoded(rdata, wire) else {
+            return false;
+        };
+        if let Some(m) = members {
+            m.removed(relative, rtype, wire);
+        }
         let mut rrsets = node.rrsets().to_vec();
         rrsets[pos].rdatas.remove(i);
         let emptied = rrsets[pos].is_empty();
@@ -713,6 +755,47 @@ impl Zone {
     /// The owner name of a key of [`Zone::node_keys`].
     pub fn name_of(&self, key: &NodeKey) -> LowerName {
         self.keys.name_of(key.as_wire())
+    }
+}
+
+/// A zone taking a long run of changes (a restart bringing its image
+/// forward through the journal): its large sets hashed as they are first
+/// added to, and every change made through here, so the hashes stay
+/// true for as long as this view lives.
+pub struct Bulk<'a> {
+    zone: &'a mut Zone,
+    members: Members,
+}
+
+impl<'a> Bulk<'a> {
+    fn new(zone: &'a mut Zone) -> Self {
+        Bulk {
+            zone,
+            members: Members::default(),
+        }
+    }
+
+    pub fn zone(&self) -> &Zone {
+        self.zone
+    }
+
+    /// [`Zone::insert`].
+    pub fn insert(&mut self, record: Record) -> Result<bool, ZoneError> {
+        let key = LowerName::new(&record.name);
+        let inserted = self
+            .zone
+            .insert_indexed(&key, [record], Some(&mut self.members))?;
+        Ok(inserted.added == 1)
+    }
+
+    /// [`Zone::remove`].
+    pub fn remove(&mut self, name: &Name, rdata: &RData) -> bool {
+        self.zone
+            .remove_indexed(name, rdata, Some(&mut self.members))
+    }
+    #[cfg(test)]
+    pub(super) fn hashed_sets(&self) -> usize {
+        self.members.len()
     }
 }
 

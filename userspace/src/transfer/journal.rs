@@ -23,7 +23,7 @@ use tracing::{info, warn};
 pub use super::ixfr_history::{condense, Ixfr, JournalLimits};
 use super::ixfr_history::{emit_records, without_history, Change, History, IxfrSource, Persist};
 use crate::frames::frame;
-use crate::zone::{Snapshot, Zone, ZoneDiff};
+use crate::zone::{Bulk, Snapshot, Zone, ZoneDiff};
 
 use crate::frames::file_err as io_err;
 pub use crate::frames::FileError as JournalError;
@@ -97,12 +97,12 @@ impl IxfrJournal {
                     zones.insert(zone.origin_key().clone(), history);
                     recovered.push(zone);
                 }
-                Some(Recovered::Held(origin, mut history)) => {
+                Some(Recovered::Held(origin, mut history, applied)) => {
                     if let Some(&serial) = imaged.get(&origin) {
                         history.keep_from(serial);
                     }
                     history.trim(&limits, crate::clock::unix_secs());
-                    info!(zone = %origin, diffs = history.changes().count(), file = %path.display(), "journal: history recovered, zone already held");
+                    info!(zone = %origin, diffs = history.changes().count(), applied, file = %path.display(), "journal: history recovered, zone already held (its image brought forward through the diffs applied)");
                     zones.insert(origin, history);
                 }
                 None => warn!(file = %path.display(), "journal: no snapshot in file; ignored"),
@@ -359,8 +359,9 @@ enum Frame<'a> {
 /// What one journal file gave back.
 enum Recovered {
     Zone(Box<Zone>, History),
-    /// The caller holds the zone's newest version already.
-    Held(LowerName, History),
+    /// The caller holds the zone's newest version already, after applying
+    /// this many of the file's diffs to it.
+    Held(LowerName, History, usize),
 }
 
 /// Decodes a frame; a snapshot whose first record is its SOA is left
@@ -500,7 +501,7 @@ fn read_zone_file(
         if let Some(zone) = held.get_mut(&key) {
             let chain: Vec<&Change> = history.changes().collect();
             match catch_up(zone, serial, &chain) {
-                CatchUp::Done => return Ok(Some(Recovered::Held(key, history))),
+                CatchUp::Done(applied) => return Ok(Some(Recovered::Held(key, history, applied))),
                 CatchUp::NotInChain => {}
                 CatchUp::Damaged => {
                     warn!(file = %path.display(), "journal: a diff does not apply to the zone's image; the journal's copy is served");
@@ -517,8 +518,9 @@ fn read_zone_file(
     let Some(mut zone) = zone else {
         return Ok(None);
     };
+    let mut bulk = zone.bulk();
     for c in &after {
-        if !apply(&mut zone, &c.diff()) {
+        if !apply(&mut bulk, &c.diff()) {
             // Cannot happen for a chain checked above unless the records
             // disagree with the serials; serve what applied.
             warn!(file = %path.display(), "journal: diff does not apply to its snapshot; later history ignored");
@@ -545,7 +547,7 @@ fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> CatchUp {
     };
     let newest = chain.last().map_or(Some(serial), |c| c.new_serial());
     if newest == Some(at) {
-        return CatchUp::Done;
+        return CatchUp::Done(0);
     }
     let Some(from) = chain.iter().rposition(|c| c.old_serial() == Some(at)) else {
         return CatchUp::NotInChain;
@@ -556,16 +558,17 @@ fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> CatchUp {
     if !linked {
         return CatchUp::NotInChain;
     }
-    if chain[from..].iter().all(|c| apply(held, &c.diff())) {
-        CatchUp::Done
+    let mut bulk = held.bulk();
+    if chain[from..].iter().all(|c| apply(&mut bulk, &c.diff())) {
+        CatchUp::Done(chain.len() - from)
     } else {
         CatchUp::Damaged
     }
 }
 
 enum CatchUp {
-    /// At the chain's end now.
-    Done,
+    /// At the chain's end now, after applying this many diffs.
+    Done(usize),
     /// Not at a serial of the chain: untouched.
     NotInChain,
     /// A diff did not apply: half changed.
@@ -573,8 +576,8 @@ enum CatchUp {
 }
 
 /// Applies a diff to a zone; false if the zone is not at its old serial.
-fn apply(zone: &mut Zone, diff: &ZoneDiff) -> bool {
-    if zone.serial() != diff.old_serial {
+fn apply(zone: &mut Bulk<'_>, diff: &ZoneDiff) -> bool {
+    if zone.zone().serial() != diff.old_serial {
         return false;
     }
     for r in &diff.removed {
@@ -585,7 +588,7 @@ fn apply(zone: &mut Zone, diff: &ZoneDiff) -> bool {
             return false;
         }
     }
-    zone.serial() == diff.new_serial
+    zone.zone().serial() == diff.new_serial
 }
 
 #[cfg(test)]
