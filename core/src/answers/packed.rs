@@ -83,6 +83,9 @@ pub struct Packed {
     arena: Vec<u8>,
     /// Bytes of the arena no index entry points at.
     garbage: usize,
+    /// The query-type slots any entry was ever stored under, a bit each:
+    /// [`Packed::slots_of`] walks only their tags.
+    slots_used: [u64; 4],
 }
 
 /// One entry as stored: name, query-type slot, head, section.
@@ -130,6 +133,7 @@ impl Packed {
             index: HashTable::with_capacity(entries.len()),
             arena: Vec::with_capacity(bytes),
             garbage: 0,
+            slots_used: [0; 4],
         };
         for &(hash, key, entry) in entries {
             let at = p.push(&key.name, key.qtype, entry);
@@ -177,13 +181,23 @@ impl Packed {
     /// Every query-type slot with an entry for `name` (whose
     /// [`name_hash`](KeyHasher::name_hash) is `name_hash`), in order.
     /// Its slots share their bucket and differ in the tag alone (see
-    /// [`with_slot`]), so one walk per tag finds them all: 128 walks,
-    /// where asking for each slot was 254 probes.
+    /// [`with_slot`]), so one walk per tag finds them all: a walk for
+    /// each tag a slot in use here gives the name (a registry's table
+    /// uses a dozen slots; walking all 128 tags was a tenth of compiling
+    /// a registration's changes).
     pub fn slots_of(&self, name_hash: u64, name: &[u8]) -> Vec<u8> {
         let arena = &self.arena[..];
         let bucket = name_hash & ((1 << TAG_SHIFT) - 1);
+        let mut walked = 0u128;
         let mut slots = Vec::new();
-        for tag in 0..1u64 << (64 - TAG_SHIFT) {
+        for qtype in
+            (0..=u8::MAX).filter(|&q| self.slots_used[q as usize / 64] >> (q % 64) & 1 == 1)
+        {
+            let tag = with_slot(name_hash, qtype) >> TAG_SHIFT;
+            if walked >> tag & 1 == 1 {
+                continue;
+            }
+            walked |= 1 << tag;
             for &at in self.index.iter_hash(bucket | tag << TAG_SHIFT) {
                 let a = &arena[at as usize..];
                 if a[0] as usize == name.len() && &a[LEAD..LEAD + name.len()] == name {
@@ -202,6 +216,7 @@ impl Packed {
 
     fn push(&mut self, name: &[u8], qtype: u8, c: &Compiled) -> u32 {
         let at = u32::try_from(self.arena.len()).expect("an arena below 4 GiB");
+        self.slots_used[qtype as usize / 64] |= 1 << (qtype % 64);
         self.arena.push(name.len() as u8);
         self.arena.push(qtype);
         self.arena.extend_from_slice(name);

@@ -68,6 +68,27 @@ impl Change {
         }
     }
 
+    /// A change whose records are already in the form [`emit_records`]
+    /// writes (a journal file's diff frame): `counts.0` removed, then
+    /// `counts.1` added, in `records`.
+    pub fn from_wire(
+        origin: Name,
+        (old_serial, new_serial): (u32, u32),
+        counts: (u32, u32),
+        records: &[u8],
+        at: u64,
+    ) -> Change {
+        Change {
+            origin,
+            old_serial: Some(old_serial),
+            new_serial: Some(new_serial),
+            whole_zone: false,
+            counts,
+            records: records.into(),
+            at,
+        }
+    }
+
     pub fn origin(&self) -> &Name {
         &self.origin
     }
@@ -85,6 +106,21 @@ impl Change {
             |n: u32| -> Vec<Record> { (0..n).filter_map(|_| Record::read(&mut d).ok()).collect() };
         let removed = read(self.counts.0);
         let added = read(self.counts.1);
+        self.with_records(removed, added)
+    }
+
+    /// The diff, decoded; `None` if a record does not decode (a change
+    /// taken from a file as it was, see [`Change::from_wire`]).
+    pub fn decoded(&self) -> Option<ZoneDiff> {
+        let mut d = BinDecoder::new(&self.records);
+        let mut read =
+            |n: u32| -> Option<Vec<Record>> { (0..n).map(|_| Record::read(&mut d).ok()).collect() };
+        let removed = read(self.counts.0)?;
+        let added = read(self.counts.1)?;
+        d.is_empty().then(|| self.with_records(removed, added))
+    }
+
+    fn with_records(&self, removed: Vec<Record>, added: Vec<Record>) -> ZoneDiff {
         ZoneDiff {
             origin: self.origin.clone(),
             old_serial: self.old_serial,

@@ -89,6 +89,7 @@ impl IxfrJournal {
             if path.extension().is_none_or(|e| e != "ixfr") {
                 continue;
             }
+            let reading = std::time::Instant::now();
             match read_zone_file(&path, held)? {
                 Some(Recovered::Zone(zone, mut history)) => {
                     let zone = *zone;
@@ -102,7 +103,8 @@ impl IxfrJournal {
                         history.keep_from(serial);
                     }
                     history.trim(&limits, crate::clock::unix_secs());
-                    info!(zone = %origin, diffs = history.changes().count(), applied, file = %path.display(), "journal: history recovered, zone already held (its image brought forward through the diffs applied)");
+                    let ms = reading.elapsed().as_millis();
+                    info!(zone = %origin, diffs = history.changes().count(), applied, ms, file = %path.display(), "journal: history recovered, zone already held (its image brought forward through the diffs applied)");
                     zones.insert(origin, history);
                 }
                 None => warn!(file = %path.display(), "journal: no snapshot in file; ignored"),
@@ -413,6 +415,16 @@ fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {
             let at = u64::from_be_bytes(d.read_slice(8).ok()?.unverified().try_into().ok()?);
             let origin = origin(&mut d)?;
             let (old, new, nr, na) = (u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?, u32_(&mut d)?);
+            // As the history keeps them: taken as they are, where a walk
+            // finds every name uncompressed (decoding each record and
+            // encoding it again was most of reading a journal back).
+            let rest = d.read_slice(d.len()).ok()?.unverified();
+            if uncompressed_records(rest, nr.checked_add(na)?) {
+                let change = Change::from_wire(origin, (old, new), (nr, na), rest, at);
+                return Some(Frame::Diff(change));
+            }
+            let mut d = BinDecoder::new(payload);
+            d.read_slice(payload.len() - rest.len()).ok()?;
             // Decoded in the whole payload's context (files from before
             // the history kept wire form compressed names against it), a
             // record that does not decode ending the history here.
@@ -429,6 +441,88 @@ fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {
             Some(Frame::Diff(Change::new(&diff, at)))
         }
         _ => None,
+    }
+}
+
+/// Whether `bytes` is exactly `count` records whose names are all
+/// uncompressed, as [`emit_records`] writes them. Files from before the
+/// history kept that form may compress names against the frame; those,
+/// and records of types whose names this does not know where to find,
+/// are decoded instead.
+fn uncompressed_records(mut bytes: &[u8], count: u32) -> bool {
+    for _ in 0..count {
+        let Some(owner) = name_len(bytes) else {
+            return false;
+        };
+        let Some(fixed) = bytes.get(owner..owner + 10) else {
+            return false;
+        };
+        let rtype = RecordType::from(u16::from_be_bytes([fixed[0], fixed[1]]));
+        let rdlen = u16::from_be_bytes([fixed[8], fixed[9]]) as usize;
+        let Some(rdata) = bytes.get(owner + 10..owner + 10 + rdlen) else {
+            return false;
+        };
+        if !rdata_names_uncompressed(rtype, rdata) {
+            return false;
+        }
+        bytes = &bytes[owner + 10 + rdlen..];
+    }
+    bytes.is_empty()
+}
+
+/// Whether the names in `rdata` of `rtype` are uncompressed (`false` for
+/// types whose names might be compressed and are not looked for here).
+fn rdata_names_uncompressed(rtype: RecordType, rdata: &[u8]) -> bool {
+    let names_from = |mut at: usize, names: usize| {
+        for _ in 0..names {
+            match rdata.get(at..).and_then(name_len) {
+                Some(len) => at += len,
+                None => return None,
+            }
+        }
+        Some(at)
+    };
+    match rtype {
+        // No names, or names RFC 3597, 4034 and 9460 never compress.
+        RecordType::A
+        | RecordType::AAAA
+        | RecordType::TXT
+        | RecordType::CAA
+        | RecordType::DS
+        | RecordType::DNSKEY
+        | RecordType::CDS
+        | RecordType::CDNSKEY
+        | RecordType::RRSIG
+        | RecordType::NSEC
+        | RecordType::NSEC3
+        | RecordType::NSEC3PARAM
+        | RecordType::TLSA
+        | RecordType::SSHFP
+        | RecordType::HTTPS
+        | RecordType::SVCB => true,
+        RecordType::NS | RecordType::CNAME | RecordType::PTR => {
+            names_from(0, 1) == Some(rdata.len())
+        }
+        RecordType::MX => names_from(2, 1) == Some(rdata.len()),
+        RecordType::SRV => names_from(6, 1) == Some(rdata.len()),
+        RecordType::SOA => names_from(0, 2) == Some(rdata.len() - 20.min(rdata.len())),
+        _ => false,
+    }
+}
+
+/// The length of the uncompressed name `bytes` starts with; `None` for a
+/// compression pointer or a name that runs off the end.
+fn name_len(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let len = *bytes.get(at)? as usize;
+        if len >= 0x40 {
+            return None;
+        }
+        at += 1 + len;
+        if len == 0 {
+            return Some(at);
+        }
     }
 }
 
@@ -520,7 +614,7 @@ fn read_zone_file(
     };
     let mut bulk = zone.bulk();
     for c in &after {
-        if !apply(&mut bulk, &c.diff()) {
+        if !c.decoded().is_some_and(|d| apply(&mut bulk, &d)) {
             // Cannot happen for a chain checked above unless the records
             // disagree with the serials; serve what applied.
             warn!(file = %path.display(), "journal: diff does not apply to its snapshot; later history ignored");
@@ -559,7 +653,8 @@ fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> CatchUp {
         return CatchUp::NotInChain;
     }
     let mut bulk = held.bulk();
-    if chain[from..].iter().all(|c| apply(&mut bulk, &c.diff())) {
+    let applied = |c: &&Change| c.decoded().is_some_and(|d| apply(&mut bulk, &d));
+    if chain[from..].iter().all(applied) {
         CatchUp::Done(chain.len() - from)
     } else {
         CatchUp::Damaged

@@ -622,3 +622,85 @@ fn a_commit_that_cannot_be_written_is_not_reported_durable() {
     assert!(rt.block_on(journaled.durable(v)), "written again");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A diff frame as the journal wrote them before its history kept wire
+/// form: one encoder for the whole payload, names compressed against it.
+fn compressed_diff_frame(diff: &ZoneDiff, at: u64) -> Vec<u8> {
+    use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+    let current = encode_diff(&super::Change::new(diff, at));
+    let header = 1 + 8 + 2 + diff.origin.to_ascii().len() + 16;
+    let mut buf = current[..header].to_vec();
+    let mut enc = BinEncoder::new(&mut buf);
+    enc.set_offset(header);
+    for r in diff.removed.iter().chain(&diff.added) {
+        r.emit(&mut enc).unwrap();
+    }
+    buf
+}
+
+#[test]
+fn diff_frames_read_back_whether_their_names_are_compressed_or_not() {
+    let soa = |serial| {
+        let z = base_zone();
+        let mut r = z.soa_record().unwrap();
+        if let RData::SOA(s) = &mut r.data {
+            s.serial = serial;
+        }
+        r
+    };
+    let mx = |pref| {
+        Record::from_rdata(
+            name("h3.example.com."),
+            60,
+            RData::MX(hickory_proto::rr::rdata::MX::new(
+                pref,
+                name("h4.example.com."),
+            )),
+        )
+    };
+    let srv = Record::from_rdata(
+        name("_sip._udp.example.com."),
+        60,
+        RData::SRV(hickory_proto::rr::rdata::SRV::new(
+            0,
+            5,
+            5060,
+            name("h5.example.com."),
+        )),
+    );
+    let diff = ZoneDiff {
+        origin: name("example.com."),
+        old_serial: Some(1),
+        new_serial: Some(2),
+        removed: vec![soa(1), mx(10)],
+        added: vec![soa(2), mx(20), srv, a("h6.example.com.", 6, 60)],
+        whole_zone: false,
+    };
+    let current = encode_diff(&super::Change::new(&diff, 7));
+    let compressed = compressed_diff_frame(&diff, 7);
+    assert!(compressed.len() < current.len(), "the old form compresses");
+    // The current form is taken as it is; the old one is decoded.
+    let header = 1 + 8 + 2 + "example.com.".len() + 16;
+    assert!(uncompressed_records(&current[header..], 6));
+    assert!(!uncompressed_records(&compressed[header..], 6));
+    assert!(
+        !uncompressed_records(&current[header..], 5),
+        "a record left over"
+    );
+    for payload in [&current, &compressed] {
+        let Some(Frame::Diff(c)) = decode_frame(payload) else {
+            panic!("a diff frame");
+        };
+        let back = c.decoded().expect("every record decodes");
+        assert_eq!(
+            (back.old_serial, back.new_serial, c.at),
+            (Some(1), Some(2), 7)
+        );
+        assert_eq!(back.removed, diff.removed);
+        assert_eq!(back.added, diff.added);
+        // Held in the current form, whichever form it was read from.
+        assert_eq!(encode_diff(&c), current);
+    }
+    // A frame whose names run off its end is no diff.
+    assert!(decode_frame(&current[..current.len() - 3]).is_none());
+}
