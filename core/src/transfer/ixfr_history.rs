@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use hickory_proto::rr::{LowerName, Name, Record, RecordType};
+use hickory_proto::rr::{DNSClass, LowerName, Name, Record, RecordType};
 use hickory_proto::serialize::binary::{
     BinDecodable, BinDecoder, BinEncodable, BinEncoder, NameEncoding,
 };
@@ -163,6 +163,37 @@ pub fn emit_records<R: std::borrow::Borrow<Record>>(
         }
         out.extend_from_slice(&tmp);
     }
+}
+
+/// Appends every record of `zone` as [`emit_records`] would write
+/// `zone.records()` with its SOA first, straight from the zone's packed
+/// sets: a journal rewrite at a million instances made a `Record` of
+/// each and encoded it again, most of the rewrite's time. The count.
+pub fn emit_zone(out: &mut Vec<u8>, zone: &Zone) -> u32 {
+    let soa = zone.soa_record();
+    emit_records(out, soa.iter());
+    let mut count = u32::from(soa.is_some());
+    for (key, node) in zone.node_keys() {
+        let sets = node.rrsets().iter().filter(|s| s.rtype != RecordType::SOA);
+        let mut owner = None;
+        for set in sets {
+            let owner = owner.get_or_insert_with(|| {
+                let mut wire = Vec::new();
+                zone.write_name_of(key, &mut wire);
+                wire
+            });
+            for rdata in set.wire() {
+                out.extend_from_slice(owner);
+                out.extend_from_slice(&u16::from(set.rtype).to_be_bytes());
+                out.extend_from_slice(&u16::from(DNSClass::IN).to_be_bytes());
+                out.extend_from_slice(&set.ttl.to_be_bytes());
+                out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+                out.extend_from_slice(rdata);
+                count += 1;
+            }
+        }
+    }
+    count
 }
 
 #[derive(Default)]
@@ -428,6 +459,42 @@ mod tests {
     use super::*;
     use hickory_proto::rr::rdata::{A, SOA};
     use hickory_proto::rr::{Name, RData};
+
+    #[test]
+    fn a_zone_is_written_from_its_sets_as_its_records_would_be() {
+        let text = "\
+$ORIGIN Example.COM.
+$TTL 300
+@ SOA ns1 hostmaster 7 3600 600 86400 60
+@ NS ns1
+@ MX 10 Mail.example.com.
+@ TXT \"v=spf1 -all\" \"two strings\"
+@ CAA 0 issue \"letsencrypt.org\"
+@ HTTPS 1 . alpn=h2,h3 ipv4hint=192.0.2.1
+@ DNSKEY 257 3 13 mdsswUyr3DPW132mOi8V9xESWE8jTo0dxCjjnopKl+GqJxpVXckHAeF+KkxLbxILfDLUT0rAK9iUzy1L53eKGQ==
+NS1 A 192.0.2.53
+ns1 AAAA 2001:db8::53
+_sip._tcp SRV 10 60 5060 SIP.example.com.
+alias CNAME www
+www A 192.0.2.1
+www A 192.0.2.2
+*.wild A 192.0.2.3
+x NAPTR 100 10 \"U\" \"E2U+sip\" \"!^.*$!sip:info@example.com!\" .
+t TLSA 3 1 1 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+u TYPE65280 \\# 4 0A000001
+www RRSIG A 13 3 300 20301231000000 20201231000000 12345 example.com. AAAA
+";
+        let origin = Name::from_ascii("example.com.").unwrap();
+        let zone = crate::zone::load_zone_str(text, &origin, std::path::Path::new("t")).unwrap();
+        let others = zone
+            .records()
+            .filter(|r| r.record_type() != RecordType::SOA);
+        let mut by_record = Vec::new();
+        emit_records(&mut by_record, zone.soa_record().into_iter().chain(others));
+        let mut by_set = Vec::new();
+        assert_eq!(emit_zone(&mut by_set, &zone) as usize, zone.record_count());
+        assert_eq!(by_set, by_record);
+    }
 
     fn soa(serial: u32) -> Record {
         let n = Name::from_ascii("example.").unwrap();

@@ -107,6 +107,14 @@ impl Origin {
         (at + 1 == wire.len() && wire[cut..at] == *self.wire).then(|| NodeKey::new(&wire[..cut]))
     }
 
+    /// Appends the full name of the key `relative` in wire form (root
+    /// label included) to `out`.
+    pub(crate) fn write_name(&self, relative: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(relative);
+        out.extend_from_slice(&self.wire);
+        out.push(0);
+    }
+
     /// The full name of a key of this zone.
     pub(crate) fn name_of(&self, relative: &[u8]) -> LowerName {
         let mut buf = [0; 2 * (NAME_MAX + 1)];

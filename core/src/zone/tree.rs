@@ -756,6 +756,12 @@ impl Zone {
     pub fn name_of(&self, key: &NodeKey) -> LowerName {
         self.keys.name_of(key.as_wire())
     }
+
+    /// Appends the name of `key` in wire form, lower case and
+    /// uncompressed, to `out` (no `Name` made).
+    pub fn write_name_of(&self, key: &NodeKey, out: &mut Vec<u8>) {
+        self.keys.write_name(key.as_wire(), out);
+    }
 }
 
 /// A zone taking a long run of changes (a restart bringing its image

@@ -21,7 +21,7 @@ use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 use tracing::{info, warn};
 
 pub use super::ixfr_history::{condense, Ixfr, JournalLimits};
-use super::ixfr_history::{emit_records, without_history, Change, History, IxfrSource, Persist};
+use super::ixfr_history::{emit_zone, without_history, Change, History, IxfrSource, Persist};
 use crate::frames::frame;
 use crate::zone::{Bulk, Snapshot, Zone, ZoneDiff};
 
@@ -328,17 +328,8 @@ fn encode_snapshot(zone: &Zone) -> Vec<u8> {
     buf.extend_from_slice(&origin_bytes(zone.origin()));
     let at = buf.len();
     buf.extend_from_slice(&0u32.to_be_bytes());
-    // A zone holds one SOA, at its apex.
-    let others = zone
-        .records()
-        .filter(|r| r.record_type() != RecordType::SOA);
-    let mut count = 0u32;
-    let counted = zone
-        .soa_record()
-        .into_iter()
-        .chain(others)
-        .inspect(|_| count += 1);
-    emit_records(&mut buf, counted);
+    // A zone holds one SOA, at its apex: it goes first.
+    let count = emit_zone(&mut buf, zone);
     buf[at..at + 4].copy_from_slice(&count.to_be_bytes());
     buf
 }
