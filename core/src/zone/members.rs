@@ -82,6 +82,11 @@ impl Members {
         }
     }
 
+    /// The set left its node (its last member removed).
+    pub(super) fn forget(&mut self, node: &[u8], rtype: RecordType) {
+        self.sets.remove(&(Box::<[u8]>::from(node), rtype));
+    }
+
     /// How many sets are hashed.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
@@ -114,7 +119,7 @@ fn member_hash(rtype: RecordType, wire: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use hickory_proto::rr::rdata::{A, SRV, TXT};
+    use hickory_proto::rr::rdata::{A, MX, SRV, TXT};
 
     use crate::zone::Zone;
     use hickory_proto::rr::{Name, RData, Record};
@@ -150,6 +155,10 @@ mod tests {
         };
         let txt =
             |s: &str| Record::from_rdata(svc.clone(), 60, RData::TXT(TXT::new(vec![s.into()])));
+        let mx = |i: u16| {
+            let exchange = name(&format!("Mail{i}.example."));
+            Record::from_rdata(svc.clone(), 60, RData::MX(MX::new(10, exchange)))
+        };
         // Sets grow past the size where they are hashed, then take
         // duplicates, case variants of their names, text differing only
         // in case (a different record), removals and re-additions.
@@ -174,6 +183,14 @@ mod tests {
         }
         steps.push((true, txt("ABC")));
         steps.push((false, txt("Abc")));
+        // A hashed set emptied, then made again and added to twice.
+        for i in 0..70u16 {
+            steps.push((true, mx(i)));
+        }
+        for i in 0..70u16 {
+            steps.push((false, mx(i)));
+        }
+        steps.extend([(true, mx(5)), (true, mx(5)), (true, mx(6)), (true, mx(5))]);
 
         let mut one_by_one = Zone::new(&origin);
         let mut bulk_zone = Zone::new(&origin);
@@ -197,7 +214,11 @@ mod tests {
                 if *add { "insert" } else { "remove" }
             );
         }
-        assert_eq!(bulk.hashed_sets(), 3, "the SRV, A and TXT sets are hashed");
+        assert_eq!(
+            bulk.hashed_sets(),
+            3,
+            "the SRV, A and TXT sets are hashed; the MX set went"
+        );
         assert_eq!(contents(&bulk_zone), contents(&one_by_one));
         assert_eq!(bulk_zone.record_count(), one_by_one.record_count());
     }

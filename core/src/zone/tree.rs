@@ -370,6 +370,9 @@ impl Zone {
                     let mut rdatas = PackedRdatas::default();
                     rdatas.push_encoded(rtype, wire)?;
                     rrsets.push(Cow::Owned(RRset::from_packed(rtype, record.ttl, rdatas)));
+                    if let Some(m) = members.as_deref_mut() {
+                        m.added(relative, rtype, wire);
+                    }
                     if rtype == RecordType::NS && *key != self.origin_key {
                         self.cut_count += 1;
                     }
@@ -496,8 +499,14 @@ impl Zone {
         let Some(i) = node.rrsets()[pos].rdatas.position_encoded(rdata, wire) else {
             return false;
         };
+        let last = node.rrsets()[pos].len() == 1;
         if let Some(m) = members {
-            m.removed(relative, rtype, wire);
+            // A set that goes away takes its hashes with it: the next set
+            // of the type here starts unhashed.
+            match last {
+                true => m.forget(relative, rtype),
+                false => m.removed(relative, rtype, wire),
+            }
         }
         let mut rrsets = node.rrsets().to_vec();
         rrsets[pos].rdatas.remove(i);

@@ -436,10 +436,14 @@ fn decode_full_frame(payload: &[u8]) -> Option<Frame<'_>> {
 }
 
 /// Whether `bytes` is exactly `count` records whose names are all
-/// uncompressed, as [`emit_records`] writes them. Files from before the
+/// uncompressed, as `emit_records` writes them. Files from before the
 /// history kept that form may compress names against the frame; those,
 /// and records of types whose names this does not know where to find,
-/// are decoded instead.
+/// are decoded instead. A frame that passes but holds a record that does
+/// not decode (only a bug could write one under its checksum) is found
+/// when it is applied: a start then drops the image it was bringing
+/// forward and serves the journal's own copy of the zone, as far as its
+/// diffs apply.
 fn uncompressed_records(mut bytes: &[u8], count: u32) -> bool {
     for _ in 0..count {
         let Some(owner) = name_len(bytes) else {

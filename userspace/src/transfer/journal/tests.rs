@@ -704,3 +704,33 @@ fn diff_frames_read_back_whether_their_names_are_compressed_or_not() {
     // A frame whose names run off its end is no diff.
     assert!(decode_frame(&current[..current.len() - 3]).is_none());
 }
+
+#[test]
+fn a_name_compressed_in_record_data_is_not_taken_as_it_is() {
+    // Owner names written out, the name in the record data a pointer:
+    // only a walk of the data sees the frame is in the old form.
+    let record = |rtype: u16, rdata: &[u8]| {
+        let mut r = b"\x07example\x03com\x00".to_vec();
+        r.extend_from_slice(&rtype.to_be_bytes());
+        r.extend_from_slice(&[0, 1, 0, 0, 0, 60]);
+        r.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+        r.extend_from_slice(rdata);
+        r
+    };
+    let pointer = [0xc0, 0x0c];
+    let written = b"\x04mail\x07example\x03com\x00";
+    let mx = |exchange: &[u8]| record(15, &[&[0, 10][..], exchange].concat());
+    assert!(uncompressed_records(&mx(written), 1));
+    assert!(!uncompressed_records(&mx(&pointer), 1));
+    assert!(uncompressed_records(&record(2, written), 1));
+    assert!(!uncompressed_records(&record(2, &pointer), 1));
+    let soa = |mname: &[u8]| record(6, &[mname, &written[..], &[0; 20][..]].concat());
+    assert!(uncompressed_records(&soa(written), 1));
+    assert!(!uncompressed_records(&soa(&pointer), 1));
+    // Record data that ends inside a name, or runs past it.
+    assert!(!uncompressed_records(&record(2, &written[..5]), 1));
+    assert!(!uncompressed_records(
+        &record(2, &[written, &[0][..]].concat()),
+        1
+    ));
+}
