@@ -24,11 +24,11 @@ type Fixed = foldhash::fast::FixedState;
 /// One set's member hashes, each with how many members have it.
 type Hashes = HashMap<u64, u32, Fixed>;
 
-/// Member hashes of the sets indexed so far, each with how many members
-/// have it (distinct members may share a hash).
+/// Member hashes of the sets indexed so far, by type and then by node
+/// (looked up by the node's key without copying it).
 #[derive(Default)]
 pub(super) struct Members {
-    sets: HashMap<(Box<[u8]>, RecordType), Hashes, Fixed>,
+    sets: HashMap<RecordType, HashMap<Box<[u8]>, Hashes, Fixed>, Fixed>,
 }
 
 impl Members {
@@ -45,20 +45,19 @@ impl Members {
         wire: &[u8],
     ) -> Option<bool> {
         let hash = member_hash(rtype, wire)?;
-        let key = (Box::<[u8]>::from(node), rtype);
-        let members = match self.sets.get(&key) {
-            Some(members) => members,
-            None if rdatas.len() < INDEXED_FROM => return None,
-            None => {
-                let mut members = Hashes::with_capacity_and_hasher(rdatas.len(), Fixed::default());
-                for w in rdatas.wire() {
-                    let h = member_hash(rtype, w).expect("same type");
-                    *members.entry(h).or_insert(0) += 1;
-                }
-                self.sets.entry(key).or_insert(members)
+        let of_type = self.sets.entry(rtype).or_default();
+        if !of_type.contains_key(node) {
+            if rdatas.len() < INDEXED_FROM {
+                return None;
             }
-        };
-        Some(members.get(&hash).is_some_and(|&n| n > 0))
+            let mut members = Hashes::with_capacity_and_hasher(rdatas.len(), Fixed::default());
+            for w in rdatas.wire() {
+                let h = member_hash(rtype, w).expect("same type");
+                *members.entry(h).or_insert(0) += 1;
+            }
+            of_type.insert(node.into(), members);
+        }
+        Some(of_type[node].get(&hash).is_some_and(|&n| n > 0))
     }
 
     /// A member of wire form `wire` joined the set, if it is indexed.
@@ -84,18 +83,21 @@ impl Members {
 
     /// The set left its node (its last member removed).
     pub(super) fn forget(&mut self, node: &[u8], rtype: RecordType) {
-        self.sets.remove(&(Box::<[u8]>::from(node), rtype));
+        if let Some(of_type) = self.sets.get_mut(&rtype) {
+            of_type.remove(node);
+        }
     }
 
     /// How many sets are hashed.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.sets.len()
+        self.sets.values().map(HashMap::len).sum()
     }
 
+    /// The hashes of the set of `rtype` at `node`, if it is indexed (only
+    /// sets of indexable types ever are).
     fn indexed(&mut self, node: &[u8], rtype: RecordType) -> Option<&mut Hashes> {
-        member_hash(rtype, &[])?;
-        self.sets.get_mut(&(Box::<[u8]>::from(node), rtype))
+        self.sets.get_mut(&rtype)?.get_mut(node)
     }
 }
 
