@@ -15,7 +15,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Replaces `path` with what `write` writes (buffered), created with
@@ -26,34 +26,77 @@ pub fn replace_with(
     mode: u32,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let result = (|| {
+    Replacement::write(path, mode, write)?.finish(&[])
+}
+
+/// A file's new contents, written and synced beside it but not yet in
+/// its place: a large file is written on a thread of its own while its
+/// owner goes on appending to the old one, then takes what was appended
+/// meanwhile ([`Replacement::finish`]). Dropped unfinished, the
+/// temporary file is removed and the old one stays as it was.
+pub struct Replacement {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<File>,
+    /// The file replaced, held across the rename so its blocks can be
+    /// freed gradually once no name reaches it.
+    old: Option<File>,
+}
+
+impl Replacement {
+    /// Writes `write`'s bytes to `path`'s temporary file and syncs them.
+    pub fn write(
+        path: &Path,
+        mode: u32,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<Replacement> {
+        let tmp = path.with_extension("tmp");
         let f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(mode)
             .open(&tmp)?;
-        // Held across the rename, so its blocks can be freed gradually
-        // once no name reaches it.
-        let old = std::fs::OpenOptions::new().write(true).open(path).ok();
+        let mut r = Replacement {
+            path: path.to_path_buf(),
+            tmp,
+            file: None,
+            old: std::fs::OpenOptions::new().write(true).open(path).ok(),
+        };
         let mut out = BufWriter::new(PacedWriteback::new(f));
         write(&mut out)?;
         let f = out.into_inner().map_err(|e| e.into_error())?.file;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        r.file = Some(f);
+        Ok(r)
+    }
+
+    /// Appends `tail` (synced) and renames the file into place.
+    pub fn finish(mut self, tail: &[u8]) -> io::Result<()> {
+        let mut f = self.file.take().expect("a replacement is finished once");
+        if !tail.is_empty() {
+            f.write_all(tail)?;
+            f.sync_data()?;
+        }
+        std::fs::rename(&self.tmp, &self.path)?;
+        // Renamed: nothing left to remove on drop.
+        self.tmp = PathBuf::new();
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::File::open(dir)?.sync_all()?;
         }
-        if let Some(old) = old {
+        if let Some(old) = self.old.take() {
             free_gradually(&old);
         }
         Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
     }
-    result
+}
+
+impl Drop for Replacement {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Removes `path`, its blocks freed a step at a time (see the module).

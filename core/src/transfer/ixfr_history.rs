@@ -220,10 +220,14 @@ pub struct History {
 pub enum Persist {
     /// Append the diff.
     Append,
-    /// Rewrite the file: the history kept, then a snapshot of the zone
-    /// (the history was restarted, or the file holds too many diffs, or
-    /// the diff is larger than the zone).
+    /// Rewrite the file, the history kept, then a snapshot of the zone
+    /// (the file holds too many diffs, or the diff is larger than the
+    /// zone): due, but the diff continues the file's chain, so it can be
+    /// appended while the new file is written.
     Rewrite,
+    /// The history was restarted: the file must be rewritten before
+    /// anything is appended to it (its chain does not lead to the diff).
+    Restart,
 }
 
 impl History {
@@ -270,7 +274,7 @@ impl History {
         };
         if !continues || !serial_moves {
             self.restart();
-            return Persist::Rewrite;
+            return Persist::Restart;
         }
         self.restored(Change::new(diff, now));
         self.trim(limits, now);
@@ -606,13 +610,13 @@ www RRSIG A 13 3 300 20301231000000 20201231000000 12345 example.com. AAAA
         assert_eq!(h.push(&diff(1, 2), 10, 0, &limits), Persist::Append);
         assert_eq!(
             h.push(&diff(7, 8), 10, 0, &limits),
-            Persist::Rewrite,
+            Persist::Restart,
             "not from 2"
         );
         assert_eq!(h.span(), None);
         assert_eq!(
             h.push(&diff(8, 8), 10, 0, &limits),
-            Persist::Rewrite,
+            Persist::Restart,
             "serial did not move"
         );
         assert_eq!(h.push(&diff(8, 9), 10, 0, &limits), Persist::Append);

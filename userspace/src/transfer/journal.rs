@@ -7,14 +7,15 @@
 //! diffs older than the snapshot (history only), one snapshot of the whole
 //! zone, then the diffs since (history, and replayed onto the snapshot on
 //! open). A torn tail is cut off on open. When the file holds too many
-//! diffs it is rewritten (history kept in memory + a fresh snapshot) and
-//! renamed into place.
+//! diffs it is rewritten (history kept in memory + a fresh snapshot) on a
+//! thread of its own while diffs are still appended to the old file, and
+//! renamed into place with the diffs appended meanwhile.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
@@ -22,6 +23,7 @@ use tracing::{info, warn};
 
 pub use super::ixfr_history::{condense, Ixfr, JournalLimits};
 use super::ixfr_history::{emit_zone, without_history, Change, History, IxfrSource, Persist};
+use crate::durable::Replacement;
 use crate::frames::frame;
 use crate::zone::{Bulk, Snapshot, Zone, ZoneDiff};
 
@@ -34,6 +36,38 @@ pub struct IxfrJournal {
     zones: Mutex<HashMap<LowerName, History>>,
     /// Files appended to since the last [`IxfrJournal::sync`].
     unsynced: Mutex<HashSet<PathBuf>>,
+    /// Zones whose file is being rewritten beside its appends.
+    rewriting: Mutex<HashMap<LowerName, Rewriting>>,
+}
+
+/// A zone's file being rewritten on a thread of its own: its history and
+/// a snapshot go to a new file while diffs are still appended to the old
+/// one, which holds every commit until the new one takes its place. (At
+/// a million registered instances a rewrite took seconds, and the
+/// commits queued behind it were on disk nowhere: a start after a kill
+/// then lacked them until the registry's own rebuild.)
+struct Rewriting {
+    written: std::thread::JoinHandle<std::io::Result<Replacement>>,
+    /// The diff frames appended since the snapshot, to follow it in the
+    /// new file, and each one's record count.
+    after: Vec<u8>,
+    after_records: Vec<usize>,
+}
+
+impl Rewriting {
+    /// Abandons the new file (once written: its temporary file is then
+    /// removed, and cannot be mistaken for a later rewrite's).
+    fn abandon(self) {
+        let _ = self.written.join();
+    }
+}
+
+impl Drop for IxfrJournal {
+    /// A file still being rewritten is put in its place, not left to a
+    /// thread that could race a later journal on the same directory.
+    fn drop(&mut self) {
+        self.settle();
+    }
 }
 
 impl IxfrSource for IxfrJournal {
@@ -50,6 +84,7 @@ impl IxfrJournal {
             limits,
             zones: Mutex::new(HashMap::new()),
             unsynced: Mutex::default(),
+            rewriting: Mutex::default(),
         }
     }
 
@@ -115,6 +150,7 @@ impl IxfrJournal {
             limits,
             zones: Mutex::new(zones),
             unsynced: Mutex::default(),
+            rewriting: Mutex::default(),
         };
         Ok((journal, recovered))
     }
@@ -125,6 +161,7 @@ impl IxfrJournal {
     /// zones no longer served are dropped.
     pub fn resync(&self, snapshot: &Snapshot) {
         let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rewriting = self.rewriting.lock().unwrap_or_else(|p| p.into_inner());
         let gone: Vec<LowerName> = zones
             .keys()
             .filter(|k| snapshot.zone(k).is_none())
@@ -132,6 +169,9 @@ impl IxfrJournal {
             .collect();
         for key in gone {
             zones.remove(&key);
+            if let Some(r) = rewriting.remove(&key) {
+                r.abandon();
+            }
             if let Some(path) = self.path_of(&Name::from(&key)) {
                 let _ = std::fs::remove_file(path);
             }
@@ -144,6 +184,9 @@ impl IxfrJournal {
             }
             warn!(zone = %zone.origin(), serial = zone.serial(), "journal: commits were missed; history starts over");
             history.restart();
+            if let Some(r) = rewriting.remove(zone.origin_key()) {
+                r.abandon();
+            }
             self.rewrite(zone, history);
         }
     }
@@ -159,19 +202,56 @@ impl IxfrJournal {
     ) -> bool {
         let mut written = true;
         let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rewriting = self.rewriting.lock().unwrap_or_else(|p| p.into_inner());
         for diff in diffs {
             let key = LowerName::new(&diff.origin);
             let Some(zone) = snapshot.zone(&key) else {
                 zones.remove(&key);
+                if let Some(r) = rewriting.remove(&key) {
+                    r.abandon();
+                }
                 if let Some(path) = self.path_of(&diff.origin) {
                     let _ = std::fs::remove_file(path);
                 }
                 continue;
             };
-            let history = zones.entry(key).or_default();
-            written &= match history.push(diff, zone.record_count(), now, &self.limits) {
-                Persist::Append if !history.file_damaged => self.append(zone, history, diff, now),
-                Persist::Append | Persist::Rewrite => self.rewrite(zone, history),
+            let history = zones.entry(key.clone()).or_default();
+            let persist = history.push(diff, zone.record_count(), now, &self.limits);
+            let appended = match persist {
+                Persist::Append | Persist::Rewrite if !history.file_damaged => {
+                    self.append(zone, diff, now)
+                }
+                _ => None,
+            };
+            written &= match appended {
+                Some(frame) if frame.is_empty() => true,
+                Some(frame) => {
+                    let records = diff.removed.len() + diff.added.len();
+                    history.appended(records);
+                    if let Some(r) = rewriting.get_mut(&key) {
+                        r.after.extend_from_slice(&frame);
+                        r.after_records.push(records);
+                        true
+                    } else if persist == Persist::Rewrite {
+                        match self.start_rewrite(zone, history) {
+                            Some(r) => {
+                                rewriting.insert(key, r);
+                                true
+                            }
+                            None => self.rewrite(zone, history),
+                        }
+                    } else {
+                        true
+                    }
+                }
+                None => {
+                    // Restarted, damaged or not appendable: written whole
+                    // now, whatever was being written beside it.
+                    if let Some(r) = rewriting.remove(&key) {
+                        r.abandon();
+                    }
+                    self.rewrite(zone, history)
+                }
             };
         }
         written
@@ -182,6 +262,7 @@ impl IxfrJournal {
     /// commit: concurrent updates share one). Called after each batch of
     /// [`record`](Self::record)s, before they are reported journaled.
     pub fn sync(&self) -> bool {
+        self.finish_rewrites(false);
         let mut synced = true;
         let paths: Vec<PathBuf> = self
             .unsynced
@@ -237,9 +318,12 @@ impl IxfrJournal {
         Some(dir.join(format!("{}ixfr", crate::zone::image::file_stem(origin))))
     }
 
-    fn append(&self, zone: &Zone, history: &mut History, diff: &ZoneDiff, now: u64) -> bool {
+    /// Appends `diff`'s frame to the zone's file: the frame, or `None`
+    /// when it could not be written (the file then needs a rewrite). No
+    /// file (in memory): an empty frame.
+    fn append(&self, zone: &Zone, diff: &ZoneDiff, now: u64) -> Option<Vec<u8>> {
         let Some(path) = self.path_of(zone.origin()) else {
-            return true;
+            return Some(Vec::new());
         };
         let frame = frame(&encode_diff(&Change::new(diff, now)));
         let wrote = OpenOptions::new()
@@ -256,18 +340,81 @@ impl IxfrJournal {
             });
         match wrote {
             Ok(()) => {
-                history.appended(diff.removed.len() + diff.added.len());
                 self.unsynced
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(path);
-                true
+                Some(frame)
             }
             Err(e) => {
                 warn!(file = %path.display(), "journal: append failed ({e}); rewriting");
-                self.rewrite(zone, history)
+                None
             }
         }
+    }
+
+    /// Starts writing the zone's new file (its history and a snapshot of
+    /// `zone`) on a thread of its own; `None` when there is no file or
+    /// no thread.
+    fn start_rewrite(&self, zone: &Arc<Zone>, history: &History) -> Option<Rewriting> {
+        let path = self.path_of(zone.origin())?;
+        let changes: Vec<Change> = history.changes().cloned().collect();
+        let zone = zone.clone();
+        let written = std::thread::Builder::new()
+            .name("ixfr-rewrite".into())
+            .spawn(move || {
+                Replacement::write(&path, 0o644, |f| write_file(f, changes.iter(), &zone))
+            })
+            .inspect_err(|e| warn!("journal: no thread to rewrite on ({e}); rewriting in place"))
+            .ok()?;
+        Some(Rewriting {
+            written,
+            after: Vec::new(),
+            after_records: Vec::new(),
+        })
+    }
+
+    /// Puts each new file written beside its appends in its place, with
+    /// the diffs appended meanwhile: those written by now, or all of them
+    /// once written when `wait`.
+    fn finish_rewrites(&self, wait: bool) {
+        let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rewriting = self.rewriting.lock().unwrap_or_else(|p| p.into_inner());
+        let done: Vec<LowerName> = rewriting
+            .iter()
+            .filter(|(_, r)| wait || r.written.is_finished())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in done {
+            let Some(r) = rewriting.remove(&key) else {
+                continue;
+            };
+            let finished = r
+                .written
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the rewriting thread panicked")))
+                .and_then(|new| new.finish(&r.after));
+            match (finished, zones.get_mut(&key)) {
+                (Ok(()), Some(history)) => {
+                    history.rewritten();
+                    for records in r.after_records {
+                        history.appended(records);
+                    }
+                }
+                (Ok(()), None) => {}
+                // The old file still holds every diff: nothing is lost,
+                // and the rewrite comes due again.
+                (Err(e), _) => {
+                    warn!(zone = %key, "journal: cannot rewrite the file ({e}); diffs are still appended to the old one")
+                }
+            }
+        }
+    }
+
+    /// Waits for every file being rewritten and puts it in its place (a
+    /// clean stop, and tests).
+    pub fn settle(&self) {
+        self.finish_rewrites(true);
     }
 
     /// Writes history + a snapshot of `zone` to a new file and renames it
@@ -276,12 +423,8 @@ impl IxfrJournal {
         let Some(path) = self.path_of(zone.origin()) else {
             return true;
         };
-        let result = crate::durable::replace_with(&path, 0o644, |f| {
-            for c in history.changes() {
-                f.write_all(&frame(&encode_diff(c)))?;
-            }
-            f.write_all(&frame(&encode_snapshot(zone)))
-        });
+        let result =
+            crate::durable::replace_with(&path, 0o644, |f| write_file(f, history.changes(), zone));
         match result {
             Ok(()) => {
                 history.rewritten();
@@ -298,6 +441,18 @@ impl IxfrJournal {
 }
 
 // ---- file format ----
+
+/// A zone's file: the diffs of its history, then a snapshot of `zone`.
+fn write_file<'a>(
+    f: &mut dyn Write,
+    history: impl Iterator<Item = &'a Change>,
+    zone: &Zone,
+) -> std::io::Result<()> {
+    for c in history {
+        f.write_all(&frame(&encode_diff(c)))?;
+    }
+    f.write_all(&frame(&encode_snapshot(zone)))
+}
 
 /// A snapshot: the zone's records, its SOA first (since zone images: an
 /// open reads the serial without decoding the rest; older files, with

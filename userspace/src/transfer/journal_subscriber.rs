@@ -90,6 +90,9 @@ pub fn start(journal: Arc<IxfrJournal>, mut feed: Subscription, version: u64) ->
                 }
                 tx.send_replace(version);
             }
+            // The feed ended (a stop): a file still being rewritten is
+            // put in its place rather than left beside the old one.
+            journal.settle();
         })
         .expect("spawn the journal thread");
     Journaled {

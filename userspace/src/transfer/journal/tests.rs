@@ -90,6 +90,9 @@ impl FedStore {
         while let Some(item) = feed.try_next() {
             crate::transfer::journal_subscriber::record(&self.journal, &item);
         }
+        // As the journal's thread does after each batch (it also puts a
+        // file rewritten meanwhile in its place).
+        self.journal.sync();
     }
 
     fn replace_zones(&self, zones: Vec<Zone>, remove: &[Name]) -> Vec<ZoneDiff> {
@@ -733,4 +736,93 @@ fn a_name_compressed_in_record_data_is_not_taken_as_it_is() {
         &record(2, &[written, &[0][..]].concat()),
         1
     ));
+}
+
+/// A file that comes due for a rewrite is rewritten beside its appends:
+/// until the new file takes its place, every commit is appended to the
+/// old one, so a kill at any moment of the rewrite recovers every commit
+/// (at a million instances a rewrite takes seconds); once in place, the
+/// new file holds the commits appended meanwhile after its snapshot.
+#[test]
+fn a_rewrite_beside_the_appends_loses_nothing_before_or_after_it_lands() {
+    let dir = tmpdir("beside");
+    let killed = tmpdir("beside-killed");
+    let limits = JournalLimits {
+        max_changes: 2,
+        ..JournalLimits::default()
+    };
+    let (journal, _) = IxfrJournal::open(&dir, limits).unwrap();
+    let journal = Arc::new(journal);
+    let store = ZoneStore::new();
+    let (_, mut feed) = store.subscribe();
+    let origin = name("example.com.");
+    let key = LowerName::new(&origin);
+    // Recorded as the journal's thread records them, but with no sync
+    // between: nothing puts a new file in place.
+    let record = |feed: &mut crate::zone::Subscription| {
+        while let Some(item) = feed.try_next() {
+            assert!(crate::transfer::journal_subscriber::record(&journal, &item));
+        }
+    };
+    store.replace_zones(vec![base_zone()], &[], 0);
+    record(&mut feed);
+    let mut since_rewrite = None;
+    for i in 0..30 {
+        store.update(&origin, &change(i), 0).unwrap();
+        record(&mut feed);
+        let rewriting = journal.rewriting.lock().unwrap();
+        if let Some(r) = rewriting.get(&key) {
+            since_rewrite.get_or_insert(i);
+            assert_eq!(
+                r.after_records.len() as u32,
+                i - since_rewrite.unwrap(),
+                "every commit after the rewrite began waits to follow its snapshot"
+            );
+        }
+    }
+    let since_rewrite = since_rewrite.expect("a rewrite came due");
+    assert!(
+        since_rewrite < 20,
+        "the rewrite began at commit {since_rewrite}"
+    );
+    let current = store.snapshot().zone(&key).unwrap().clone();
+    assert_eq!(current.serial(), Some(31));
+
+    // Killed now: the old file, never replaced, holds every commit.
+    std::fs::create_dir_all(&killed).unwrap();
+    let file = dir.join("example.com.ixfr");
+    std::fs::copy(&file, killed.join("example.com.ixfr")).unwrap();
+    let (_, recovered) = IxfrJournal::open(&killed, limits).unwrap();
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(recovered[0].serial(), Some(31));
+    assert_eq!(set(&recovered[0]), set(&current), "killed mid-rewrite");
+
+    // Landed: the new file replaces the old with the commits since.
+    let before = std::fs::metadata(&file).unwrap().len();
+    journal.settle();
+    assert!(journal.rewriting.lock().unwrap().is_empty());
+    assert!(
+        !dir.join("example.com.tmp").exists(),
+        "no temporary file left"
+    );
+    let after = std::fs::metadata(&file).unwrap().len();
+    assert_ne!(before, after, "the file was replaced");
+    // Appends go on into the new file.
+    store.update(&origin, &change(30), 0).unwrap();
+    record(&mut feed);
+    journal.sync();
+    let current = store.snapshot().zone(&key).unwrap().clone();
+    let (reopened, recovered) = IxfrJournal::open(&dir, limits).unwrap();
+    assert_eq!(recovered[0].serial(), Some(32));
+    assert_eq!(
+        set(&recovered[0]),
+        set(&current),
+        "after the rewrite landed"
+    );
+    match reopened.ixfr(&recovered[0], 30) {
+        Ixfr::Diff(d) => assert_eq!((d.old_serial, d.new_serial), (Some(30), Some(32))),
+        other => panic!("IXFR from 30: {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&killed);
 }
