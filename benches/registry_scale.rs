@@ -241,7 +241,7 @@ fn local_backend(
         &config,
         format!(
             "{}[server]\nlisten = [\"127.0.0.1:{}\"]\nudp_sockets = 1\n\
-             [log]\nlevel = \"warn,xdpdns_core::router=info,xdpdns::transfer::journal=info\"\n\
+             [log]\nlevel = \"warn,xdpdns_core::router=info,xdpdns::transfer::journal=info,xdpdns::registry::start=info\"\n\
              [registry]\nlisten = \"127.0.0.1:0\"\ntoken = \"t\"\ndata_dir = \"reg\"\n\
              require_opt_in = false\nns = [\"ns1.example.com.\"]\nhostmaster = \"h.example.com.\"\n\
              {}[[registry.zone]]\nname = \"sd.example.\"\nnetworks = [\"*\"]\n\
@@ -411,7 +411,9 @@ fn restart_after_kill(node: Node, config: &Path, node_dir: &Path, instances: usi
     );
     // What the start read of the IXFR journal: how far the image lagged.
     let log = std::fs::read_to_string(node_dir.join("restart.log")).unwrap_or_default();
-    for line in log.lines().filter(|l| l.contains("brought forward")) {
+    // And what the registry's start published ahead of its full derivation.
+    let ahead = |l: &&str| l.contains("brought forward") || l.contains("published ahead");
+    for line in log.lines().filter(ahead) {
         println!("  {}", line.trim());
     }
 }

@@ -17,10 +17,12 @@
 //! start replays the snapshot, then the file set aside if it is still
 //! there, then the journal.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
@@ -98,7 +100,19 @@ pub struct Recovered {
     pub batches: usize,
     /// Bytes of torn tail cut off.
     pub discarded: u64,
+    /// Instances put in the last [`RECENT_MS`] before the newest batch
+    /// (those of the journal since the last compaction): the served
+    /// zones' images may lack them after a crash.
+    pub recent: Vec<CompactString>,
 }
+
+/// How far back from the newest batch an instance counts as recent at a
+/// start (see [`Recovered::recent`]): the zone images and IXFR journal
+/// record a commit milliseconds after the registry acknowledges it.
+pub const RECENT_MS: u64 = 2_000;
+
+/// Instances put lately, with their batch's time, oldest first.
+type Recent = VecDeque<(u64, CompactString)>;
 
 use crate::frames::{file_err as io_err, FileError};
 
@@ -123,6 +137,7 @@ impl Journal {
         // the journal (replayed again if the snapshot already has it).
         let compacting = dir.join(COMPACTING);
         let mut count = 0;
+        let mut recent = Recent::new();
         match std::fs::read(&compacting) {
             Ok(bytes) => {
                 let (batches, good) = decode(&bytes);
@@ -135,7 +150,7 @@ impl Journal {
                     });
                 }
                 count += batches.len();
-                replay(batches, &mut registry, &mut last_ts);
+                replay(batches, &mut registry, &mut last_ts, &mut recent);
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&compacting)(e).into()),
@@ -170,7 +185,7 @@ impl Journal {
             file.sync_data().map_err(io_err(&path))?;
         }
         count += batches.len();
-        replay(batches, &mut registry, &mut last_ts);
+        replay(batches, &mut registry, &mut last_ts, &mut recent);
         let mut journal = Journal {
             dir: dir.to_path_buf(),
             file,
@@ -190,6 +205,7 @@ impl Journal {
                 last_ts,
                 batches: count,
                 discarded,
+                recent: recent.into_iter().map(|(_, id)| id).collect(),
             },
         ))
     }
@@ -320,11 +336,20 @@ fn remove_compacting(dir: &Path) -> Result<(), JournalError> {
 }
 
 /// Applies `batches` to `registry`, keeping the newest batch time.
-fn replay(batches: Vec<Batch>, registry: &mut Registry, last_ts: &mut u64) {
+fn replay(batches: Vec<Batch>, registry: &mut Registry, last_ts: &mut u64, recent: &mut Recent) {
     for b in batches {
         *last_ts = (*last_ts).max(b.ts);
         for e in &b.entries {
+            if let Entry::Put { instance } = e {
+                recent.push_back((b.ts, instance.id.clone()));
+            }
             registry.apply(e);
+        }
+        while recent
+            .front()
+            .is_some_and(|(ts, _)| ts.saturating_add(RECENT_MS) < *last_ts)
+        {
+            recent.pop_front();
         }
     }
 }

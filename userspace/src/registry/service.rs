@@ -93,6 +93,11 @@ pub fn start(
         serial_reserved: None,
         compacting: None,
     };
+    // The last instances first (a crash may have left them out of the
+    // zones served from their images), then everything.
+    let diffs = writer.proj.publish_recent(&rec.recent, writer.serial_floor);
+    writer.published(&diffs);
+    // (Its serials follow the zones' own, past the floor already.)
     let diffs = writer.proj.publish_all(Serials::Policy {
         floor: writer.serial_floor,
     });
