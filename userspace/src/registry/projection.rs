@@ -425,76 +425,6 @@ impl Projection {
         diffs
     }
 
-    /// At a start, before [`publish_all`](Self::publish_all): the records
-    /// of the instances `recent` (put last before the stop) that the
-    /// served zones lack, added at once. A crash can leave the last
-    /// commits out of the zones' images and IXFR journal while the
-    /// registry's journal holds them, and deriving every instance takes
-    /// seconds at a million; these take milliseconds. Only additions:
-    /// what those instances replaced or removed, a PTR set (one record
-    /// chosen among all) or a set of another TTL wait for the full
-    /// derivation that follows, which compares every set with what is
-    /// served. So does a Binder member (its records depend on its
-    /// domain's other members).
-    pub fn publish_recent(
-        &mut self,
-        recent: &[CompactString],
-        floor: Option<u32>,
-    ) -> Vec<ZoneDiff> {
-        let started = std::time::Instant::now();
-        let snapshot = self.store.snapshot();
-        let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
-        for id in recent {
-            let Some(inst) = self.registry.instances.get(id.as_str()) else {
-                continue;
-            };
-            if inst.reg.binder.is_some() {
-                continue;
-            }
-            for c in self.naming.contributions_in(&self.registry, inst, None) {
-                let Some(origin) = self.naming.zone_of(&c.name) else {
-                    continue;
-                };
-                // Not served yet at all: the full derivation makes it.
-                let Some(zone) = snapshot.zone(&LowerName::new(origin)) else {
-                    continue;
-                };
-                let rtype = c.data.record_type();
-                let served = zone
-                    .node(&LowerName::new(&c.name))
-                    .and_then(|n| n.rrset(rtype));
-                if served.is_some_and(|s| rtype == RecordType::PTR || s.ttl != c.ttl) {
-                    continue;
-                }
-                by_zone
-                    .entry(origin.clone())
-                    .or_default()
-                    .push(Change::Add(Record::from_rdata(c.name, c.ttl, c.data)));
-            }
-        }
-        let now = now_ms() / 1000;
-        let floor = floor_at(floor, now);
-        let mut diffs = Vec::new();
-        for (origin, changes) in by_zone {
-            match self.store.update_at(&origin, &changes, floor, now) {
-                Ok(d) if !d.is_empty() => diffs.push(d),
-                Ok(_) => {}
-                Err(e) => {
-                    error!(zone = %origin, "registry: the last instances put before the stop not published ahead: {e}")
-                }
-            }
-        }
-        let added: usize = diffs.iter().map(|d| d.added.len().saturating_sub(1)).sum();
-        info!(
-            target: "xdpdns::registry::start",
-            instances = recent.len(),
-            added,
-            ms = started.elapsed().as_millis() as u64,
-            "registry: the instances put last before the stop published ahead of the full derivation"
-        );
-        diffs
-    }
-
     /// Re-derives the records of the instances changed since the last
     /// publish and applies the RRset differences to the store, one serial
     /// per changed zone.
@@ -547,6 +477,78 @@ impl Projection {
         log_published(&diffs, started);
         diffs
     }
+}
+
+/// At a start, before the registry's full derivation
+/// ([`Projection::publish_all`]): the records of the instances `recent`
+/// (put last before the stop) that the served zones lack, added at once.
+/// A crash can leave the last commits out of the zones' images and IXFR
+/// journal while the registry's journal holds them; deriving every
+/// instance takes seconds at a million, the last two seconds' worth a
+/// fraction of one. Only additions: what those instances replaced or
+/// removed, a PTR set (one record chosen among all) and a set of another
+/// TTL wait for the full derivation that follows, which compares every
+/// set with what is served. So does a Binder member (its records depend
+/// on its domain's other members).
+pub fn publish_recent(
+    naming: &Naming,
+    registry: &Registry,
+    store: &ZoneStore,
+    recent: &[CompactString],
+    floor: Option<u32>,
+) -> Vec<ZoneDiff> {
+    let started = std::time::Instant::now();
+    let snapshot = store.snapshot();
+    let mut by_zone: BTreeMap<Name, Vec<Change>> = BTreeMap::new();
+    for id in recent {
+        let Some(inst) = registry.instances.get(id.as_str()) else {
+            continue;
+        };
+        if inst.reg.binder.is_some() {
+            continue;
+        }
+        for c in naming.contributions_in(registry, inst, None) {
+            let Some(origin) = naming.zone_of(&c.name) else {
+                continue;
+            };
+            // Not served yet at all: the full derivation makes it.
+            let Some(zone) = snapshot.zone(&LowerName::new(origin)) else {
+                continue;
+            };
+            let rtype = c.data.record_type();
+            let served = zone
+                .node(&LowerName::new(&c.name))
+                .and_then(|n| n.rrset(rtype));
+            if served.is_some_and(|s| rtype == RecordType::PTR || s.ttl != c.ttl) {
+                continue;
+            }
+            by_zone
+                .entry(origin.clone())
+                .or_default()
+                .push(Change::Add(Record::from_rdata(c.name, c.ttl, c.data)));
+        }
+    }
+    let now = now_ms() / 1000;
+    let floor = floor_at(floor, now);
+    let mut diffs = Vec::new();
+    for (origin, changes) in by_zone {
+        match store.update_at(&origin, &changes, floor, now) {
+            Ok(d) if !d.is_empty() => diffs.push(d),
+            Ok(_) => {}
+            Err(e) => {
+                error!(zone = %origin, "registry: the last instances put before the stop not published ahead: {e}")
+            }
+        }
+    }
+    let added: usize = diffs.iter().map(|d| d.added.len().saturating_sub(1)).sum();
+    info!(
+        target: "xdpdns::registry::start",
+        instances = recent.len(),
+        added,
+        ms = started.elapsed().as_millis() as u64,
+        "registry: the instances put last before the stop published ahead of the full derivation"
+    );
+    diffs
 }
 
 /// The serial a publish starts from: `floor` (past every serial published

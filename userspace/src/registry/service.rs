@@ -24,7 +24,7 @@ use tracing::{error, info, warn};
 
 use super::journal::{Batch, Journal, JournalError};
 use super::model::Limits;
-use super::projection::{group_after, sleep_until, Projection, Reply, Serials};
+use super::projection::{group_after, publish_recent, sleep_until, Projection, Reply, Serials};
 use super::state::Entry;
 use super::{HealthPolicy, Naming};
 use crate::zone::{ZoneDiff, ZoneStore};
@@ -79,6 +79,10 @@ pub fn start(
         dir = %data_dir.display(),
         "registry recovered"
     );
+    // The instances put last first: a crash may have left them out of
+    // the zones served from their images, and deriving every instance
+    // (below) takes seconds at a million.
+    let ahead = publish_recent(&naming, &registry, &store, &rec.recent, serial_floor);
     let proj = Projection::new(registry, naming, policy, limits, batch_delay, store);
     let (tx, rx) = mpsc::channel(4096);
     proj.stats
@@ -93,10 +97,7 @@ pub fn start(
         serial_reserved: None,
         compacting: None,
     };
-    // The last instances first (a crash may have left them out of the
-    // zones served from their images), then everything.
-    let diffs = writer.proj.publish_recent(&rec.recent, writer.serial_floor);
-    writer.published(&diffs);
+    writer.published(&ahead);
     // (Its serials follow the zones' own, past the floor already.)
     let diffs = writer.proj.publish_all(Serials::Policy {
         floor: writer.serial_floor,
