@@ -609,6 +609,9 @@ fn a_start_behind_the_registry_serves_the_instances_put_last_ahead_of_the_rest()
         after > before,
         "serial {after} after the restart, {before} before: a serial is never reused"
     );
+    // Killed again with nothing behind: nothing to add, no new serial.
+    s.restart_after("KILL");
+    assert_eq!(serial(&s), after, "a start with nothing to add");
 }
 
 /// `xdpdns register`: health command failing → down, passing → up after

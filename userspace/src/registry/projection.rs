@@ -486,10 +486,11 @@ impl Projection {
 /// journal while the registry's journal holds them; deriving every
 /// instance takes seconds at a million, the last two seconds' worth a
 /// fraction of one. Only additions: what those instances replaced or
-/// removed, a PTR set (one record chosen among all) and a set of another
-/// TTL wait for the full derivation that follows, which compares every
-/// set with what is served. So does a Binder member (its records depend
-/// on its domain's other members).
+/// removed, a PTR set (one record chosen among all), a set of another
+/// TTL and a Binder member (its records depend on its domain's other
+/// members) wait for the full derivation that follows, which compares
+/// every set with what is served. A start with nothing to add publishes
+/// nothing (no new serial).
 pub fn publish_recent(
     naming: &Naming,
     registry: &Registry,
@@ -519,7 +520,11 @@ pub fn publish_recent(
             let served = zone
                 .node(&LowerName::new(&c.name))
                 .and_then(|n| n.rrset(rtype));
-            if served.is_some_and(|s| rtype == RecordType::PTR || s.ttl != c.ttl) {
+            // (An explicit serial is a change of its own: nothing served
+            // already is added.)
+            if served
+                .is_some_and(|s| rtype == RecordType::PTR || s.ttl != c.ttl || s.contains(&c.data))
+            {
                 continue;
             }
             by_zone
