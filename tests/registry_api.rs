@@ -614,6 +614,54 @@ fn a_start_behind_the_registry_serves_the_instances_put_last_ahead_of_the_rest()
     assert_eq!(serial(&s), after, "a start with nothing to add");
 }
 
+/// A secondary that is down (its port closed) is sent NOTIFY at the pace
+/// of the back-off, with the newest serial, not once for every change: 40
+/// registrations in quick succession make 40 new serials.
+#[test]
+fn a_secondary_that_is_down_is_not_sent_a_notify_for_every_change() {
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let config = registry_config("").replacen(
+        "name = \"sd.example.\"\n",
+        &format!("name = \"sd.example.\"\nnotify = [\"127.0.0.1:{port}\"]\n"),
+        1,
+    );
+    let s = Server::start_example("", &config);
+    let started = Instant::now();
+    for i in 1..=40 {
+        let body = format!(r#"{{"owner":"acme","addresses":["10.3.0.{i}"],"lease_secs":600}}"#);
+        assert_eq!(put(&s, &format!("n{i}"), &body).0, 200);
+        // Each its own commit (the registry publishes every 2 ms at most).
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let serial = match &s.udp("sd.example.", RecordType::SOA).answers[0].data {
+        RData::SOA(soa) => soa.serial,
+        other => panic!("SOA expected, got {other:?}"),
+    };
+    // Attempts at 0 and 1 s; the third is due at 3 s.
+    std::thread::sleep(Duration::from_millis(2500).saturating_sub(started.elapsed()));
+    let log = s.log();
+    let failed: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("NOTIFY failed") && l.contains("sd.example."))
+        .collect();
+    assert!(
+        !failed.is_empty() && failed.len() <= 3,
+        "{} NOTIFYs to a closed port in 2.5 s:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    // The retry carries the newest serial.
+    let last = failed.last().unwrap();
+    if failed.len() > 1 {
+        assert!(
+            last.contains(&format!("serial={serial}")),
+            "{last}, newest {serial}"
+        );
+    }
+}
+
 /// `xdpdns register`: health command failing → down, passing → up after
 /// `rise`, SIGTERM → deregistered.
 #[test]

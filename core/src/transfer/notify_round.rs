@@ -39,7 +39,7 @@ pub enum Outcome {
     GaveUp,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 enum Phase {
     Notify { attempt: u32, timeout: Duration },
     Poll { deadline: Instant },
@@ -55,7 +55,13 @@ pub struct Round {
     wake: Option<Instant>,
     /// A request is out; `next` is not to be called until its result.
     in_flight: bool,
+    /// Every NOTIFY of the round failed: when a round for a newer serial
+    /// may send its first, and with what timeout (the back-off goes on).
+    retry: Option<(Instant, Duration)>,
 }
+
+/// The longest a secondary that stays down waits between NOTIFYs.
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 impl Round {
     pub fn new(serial: u32, settings: NotifySettings) -> Round {
@@ -68,6 +74,7 @@ impl Round {
             },
             wake: None,
             in_flight: false,
+            retry: None,
         }
     }
 
@@ -107,6 +114,9 @@ impl Round {
             };
             return;
         }
+        if !acknowledged {
+            self.retry = Some((now + timeout, (timeout * 2).min(BACKOFF_MAX)));
+        }
         self.phase = Phase::Poll {
             deadline: now + self.settings.poll_timeout,
         };
@@ -125,6 +135,33 @@ impl Round {
         } else {
             self.wake = Some(now + self.settings.poll_interval);
         }
+    }
+
+    /// The round for a newer `serial`, replacing this one between two
+    /// requests. While NOTIFY is failing it goes on with this round's
+    /// back-off: a secondary that is down gets one NOTIFY per back-off,
+    /// not one per change at the rate the zone changes (hundreds a second
+    /// while a registry fills). Otherwise it starts over.
+    pub fn renewed(&self, serial: u32) -> Round {
+        debug_assert!(!self.in_flight, "a result is outstanding");
+        let mut next = Round::new(serial, self.settings);
+        match (self.phase, self.retry) {
+            // Between two failed attempts: the next one as planned.
+            (Phase::Notify { attempt, timeout }, _) if attempt > 1 => {
+                next.phase = Phase::Notify { attempt, timeout };
+                next.wake = self.wake;
+            }
+            // Every attempt failed: one more, a back-off later.
+            (_, Some((at, timeout))) => {
+                next.phase = Phase::Notify {
+                    attempt: self.settings.retries.max(1),
+                    timeout,
+                };
+                next.wake = Some(at);
+            }
+            _ => {}
+        }
+        next
     }
 
     /// The NOTIFY attempt the next `Notify` step is (1-based).
@@ -234,6 +271,51 @@ mod tests {
             .count();
         assert_eq!(polls, 5, "at 1000, 1500, 2000, 2500 and 3000 ms: {log:?}");
         assert_eq!(log.last(), Some(&(3000, Step::Done(Outcome::GaveUp))));
+    }
+
+    /// Changes at 500 a second to a zone whose secondary is down: the
+    /// round renewed for each keeps its back-off, so NOTIFY goes out at
+    /// 0, 1 and 3 s with the newest serial; once the secondary answers,
+    /// a newer serial is sent at once.
+    #[test]
+    fn a_newer_serial_keeps_a_failing_rounds_back_off() {
+        let start = Instant::now();
+        let mut r = Round::new(1, settings());
+        let mut sent = Vec::new();
+        let mut serial = 1;
+        for tick in 0..15_000u32 {
+            let now = start + 2 * MS * tick;
+            if tick > 0 {
+                serial += 1;
+                r = r.renewed(serial);
+            }
+            if let Step::Notify(_) = r.next(now) {
+                sent.push(((now - start).as_millis() as u64, serial, r.attempt()));
+                r.notify_result(false, now);
+            }
+        }
+        assert_eq!(
+            sent,
+            [
+                (0, 1, Some(1)),
+                (1000, 501, Some(2)),
+                (3000, 1501, Some(3)),
+                // The retries spent, the back-off goes on.
+                (7000, 3501, Some(3)),
+                (15000, 7501, Some(3)),
+            ],
+            "one NOTIFY per back-off, each with the newest serial"
+        );
+        // The secondary answers at last: a newer serial is sent at once.
+        let now = start + 31000 * MS;
+        let mut r = r.renewed(serial + 1);
+        assert_eq!(r.next(now), Step::Notify(32000 * MS));
+        r.notify_result(true, now);
+        let mut r = r.renewed(serial + 2);
+        assert_eq!(
+            (r.next(now), r.attempt()),
+            (Step::Notify(1000 * MS), Some(1))
+        );
     }
 
     #[test]

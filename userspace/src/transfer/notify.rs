@@ -369,99 +369,131 @@ struct PeerWorker {
 }
 
 impl PeerWorker {
+    /// Rounds for the newest serial, one request in flight at a time: a
+    /// newer serial replaces the round between two requests, keeping a
+    /// failing round's back-off (`Round::renewed`), so a secondary that
+    /// is down is not sent a NOTIFY for every change.
     async fn run(self, mut rx: watch::Receiver<Option<Target>>, mut stop: watch::Receiver<bool>) {
-        let mut pending = rx.borrow().is_some();
+        let mut current: Option<(Target, Round)> = None;
+        let mut newer = rx.borrow().is_some();
         loop {
-            if !pending {
+            if newer {
+                newer = false;
+                if let Some(target) = rx.borrow_and_update().clone() {
+                    let round = match &current {
+                        Some((_, r)) => r.renewed(target.serial),
+                        None => Round::new(target.serial, self.settings),
+                    };
+                    self.begin(&target);
+                    current = Some((target, round));
+                }
+            }
+            let Some((target, round)) = current.as_mut() else {
                 tokio::select! {
                     r = rx.changed() => if r.is_err() { return },
                     _ = stop.changed() => return,
                 }
-            }
-            pending = false;
-            let Some(target) = rx.borrow_and_update().clone() else {
+                newer = true;
                 continue;
             };
-            // A newer serial abandons this round and starts the next.
-            tokio::select! {
-                _ = self.round(&target) => {}
-                r = rx.changed() => { if r.is_err() { return } pending = true; }
-                _ = stop.changed() => return,
+            match round.next(Instant::now()) {
+                Step::Wait(until) => tokio::select! {
+                    _ = tokio::time::sleep_until(until.into()) => {}
+                    r = rx.changed() => { if r.is_err() { return } newer = true; }
+                    _ = stop.changed() => return,
+                },
+                Step::Done(outcome) => {
+                    self.finished(target, outcome);
+                    current = None;
+                }
+                step => {
+                    tokio::select! {
+                        _ = self.exchange(target, round, step) => {}
+                        _ = stop.changed() => return,
+                    }
+                    match rx.has_changed() {
+                        Ok(changed) => newer |= changed,
+                        Err(_) => return,
+                    }
+                }
             }
         }
     }
 
-    /// Drives one [`Round`] with real requests and the tokio clock,
-    /// recording what happens in the propagation status.
-    async fn round(&self, t: &Target) {
-        let (zone, peer) = (&self.zone, self.peer);
-        self.status.update(zone, peer, |s| {
+    /// A round starts: the status says which serial it is for.
+    fn begin(&self, t: &Target) {
+        self.status.update(&self.zone, self.peer, |s| {
             s.serial = Some(t.serial);
             s.published_ms = t.published_ms;
             s.in_sync = s.serial_seen.is_some_and(|seen| !is_newer(t.serial, seen));
         });
-        let key = self.key.as_ref();
-        let mut round = Round::new(t.serial, self.settings);
-        loop {
-            let now = Instant::now();
-            let attempt = round.attempt();
-            match round.next(now) {
-                Step::Wait(until) => tokio::time::sleep_until(until.into()).await,
-                Step::Notify(timeout) => {
-                    self.status.notifies_sent.fetch_add(1, Ordering::Relaxed);
-                    let result =
-                        client::notify(peer, zone, Some(t.soa.clone()), key, timeout).await;
-                    let attempt = attempt.unwrap_or(0);
-                    match &result {
-                        Ok(()) => {
-                            self.status
-                                .notifies_acknowledged
-                                .fetch_add(1, Ordering::Relaxed);
-                            info!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY acknowledged");
-                            self.status
-                                .update(zone, peer, |s| s.notified = Some(t.serial));
-                        }
-                        Err(e) => {
-                            warn!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY failed: {e}");
-                            self.status.update(zone, peer, |s| {
-                                s.failures += 1;
-                                s.last_error = Some(format!("notify: {e}"));
-                            });
-                        }
-                    }
-                    round.notify_result(result.is_ok(), Instant::now());
-                }
-                Step::Poll(timeout) => {
-                    let result = client::soa_serial(peer, zone, key, timeout).await;
-                    match &result {
-                        Ok(seen) => {
-                            let done = !is_newer(t.serial, *seen);
-                            self.status.update(zone, peer, |s| {
-                                s.serial_seen = Some(*seen);
-                                s.in_sync = done;
-                                if done {
-                                    s.lag_ms = Some(unix_ms().saturating_sub(t.published_ms));
-                                    s.failures = 0;
-                                    s.last_error = None;
-                                }
-                            });
-                        }
-                        Err(e) => self.status.update(zone, peer, |s| {
-                            s.failures += 1;
-                            s.last_error = Some(format!("poll: {e}"));
-                        }),
-                    }
-                    round.poll_result(result.ok(), Instant::now());
-                }
-                Step::Done(Outcome::InSync) => {
-                    info!(%zone, secondary = %peer, serial = t.serial, "secondary in sync");
-                    return;
-                }
-                Step::Done(Outcome::GaveUp) => {
-                    warn!(%zone, secondary = %peer, serial = t.serial, "secondary did not reach the serial in time");
-                    return;
-                }
+    }
+
+    fn finished(&self, t: &Target, outcome: Outcome) {
+        let (zone, peer) = (&self.zone, self.peer);
+        match outcome {
+            Outcome::InSync => {
+                info!(%zone, secondary = %peer, serial = t.serial, "secondary in sync")
             }
+            Outcome::GaveUp => {
+                warn!(%zone, secondary = %peer, serial = t.serial, "secondary did not reach the serial in time")
+            }
+        }
+    }
+
+    /// Sends the request `step` asks for and tells `round` the result,
+    /// recording it in the propagation status.
+    async fn exchange(&self, t: &Target, round: &mut Round, step: Step) {
+        let (zone, peer) = (&self.zone, self.peer);
+        let key = self.key.as_ref();
+        let attempt = round.attempt();
+        match step {
+            Step::Notify(timeout) => {
+                self.status.notifies_sent.fetch_add(1, Ordering::Relaxed);
+                let result = client::notify(peer, zone, Some(t.soa.clone()), key, timeout).await;
+                let attempt = attempt.unwrap_or(0);
+                match &result {
+                    Ok(()) => {
+                        self.status
+                            .notifies_acknowledged
+                            .fetch_add(1, Ordering::Relaxed);
+                        info!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY acknowledged");
+                        self.status
+                            .update(zone, peer, |s| s.notified = Some(t.serial));
+                    }
+                    Err(e) => {
+                        warn!(%zone, secondary = %peer, serial = t.serial, attempt, "NOTIFY failed: {e}");
+                        self.status.update(zone, peer, |s| {
+                            s.failures += 1;
+                            s.last_error = Some(format!("notify: {e}"));
+                        });
+                    }
+                }
+                round.notify_result(result.is_ok(), Instant::now());
+            }
+            Step::Poll(timeout) => {
+                let result = client::soa_serial(peer, zone, key, timeout).await;
+                match &result {
+                    Ok(seen) => {
+                        let done = !is_newer(t.serial, *seen);
+                        self.status.update(zone, peer, |s| {
+                            s.serial_seen = Some(*seen);
+                            s.in_sync = done;
+                            if done {
+                                s.lag_ms = Some(unix_ms().saturating_sub(t.published_ms));
+                                s.failures = 0;
+                                s.last_error = None;
+                            }
+                        });
+                    }
+                    Err(e) => self.status.update(zone, peer, |s| {
+                        s.failures += 1;
+                        s.last_error = Some(format!("poll: {e}"));
+                    }),
+                }
+                round.poll_result(result.ok(), Instant::now());
+            }
+            Step::Wait(_) | Step::Done(_) => {}
         }
     }
 }
