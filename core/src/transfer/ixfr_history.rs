@@ -240,6 +240,14 @@ impl History {
         self.changes.iter()
     }
 
+    /// The diff [`push`](Self::push) just took, as the history keeps it
+    /// (`None` when the limits already dropped it).
+    pub fn pushed(&self, diff: &ZoneDiff) -> Option<&Change> {
+        self.changes
+            .back()
+            .filter(|c| (c.old_serial, c.new_serial) == (diff.old_serial, diff.new_serial))
+    }
+
     /// Forgets every diff: IXFR starts from the current version.
     pub fn restart(&mut self) {
         self.changes.clear();

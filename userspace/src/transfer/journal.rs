@@ -219,7 +219,11 @@ impl IxfrJournal {
             let persist = history.push(diff, zone.record_count(), now, &self.limits);
             let appended = match persist {
                 Persist::Append | Persist::Rewrite if !history.file_damaged => {
-                    self.append(zone, diff, now)
+                    // In the history's form already: encoded once.
+                    match history.pushed(diff) {
+                        Some(change) => self.append(zone, change),
+                        None => self.append(zone, &Change::new(diff, now)),
+                    }
                 }
                 _ => None,
             };
@@ -318,14 +322,14 @@ impl IxfrJournal {
         Some(dir.join(format!("{}ixfr", crate::zone::image::file_stem(origin))))
     }
 
-    /// Appends `diff`'s frame to the zone's file: the frame, or `None`
+    /// Appends `change`'s frame to the zone's file: the frame, or `None`
     /// when it could not be written (the file then needs a rewrite). No
     /// file (in memory): an empty frame.
-    fn append(&self, zone: &Zone, diff: &ZoneDiff, now: u64) -> Option<Vec<u8>> {
+    fn append(&self, zone: &Zone, change: &Change) -> Option<Vec<u8>> {
         let Some(path) = self.path_of(zone.origin()) else {
             return Some(Vec::new());
         };
-        let frame = frame(&encode_diff(&Change::new(diff, now)));
+        let frame = frame(&encode_diff(change));
         let wrote = OpenOptions::new()
             .append(true)
             .open(&path)
