@@ -205,7 +205,14 @@ impl Journal {
                 last_ts,
                 batches: count,
                 discarded,
-                recent: recent.into_iter().map(|(_, id)| id).collect(),
+                recent: {
+                    // Each once, however often it was put.
+                    let mut ids: Vec<CompactString> =
+                        recent.into_iter().map(|(_, id)| id).collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    ids
+                },
             },
         ))
     }
