@@ -420,3 +420,49 @@ fn receive_queue_drops_are_counted_and_logged() {
         srv.log()
     );
 }
+
+/// The benchmarks' socket floor: the fallback's own sockets and loop,
+/// each datagram sent back as it came with QR set, a runt dropped.
+#[test]
+fn the_socket_floor_reflects_each_query_with_qr_set() {
+    let port = support::process::free_port();
+    let child = std::process::Command::new(BIN)
+        .args(["udp-reflect", &format!("127.0.0.1:{port}")])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("xdpdns starts");
+    let _child = support::process::KillOnDrop(child);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    let query = hex_query();
+    let mut buf = [0u8; 512];
+    // The reflector binds a moment after it starts: ask until it answers.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let n = loop {
+        sock.send_to(&[0u8; 5], ("127.0.0.1", port)).unwrap();
+        sock.send_to(&query, ("127.0.0.1", port)).unwrap();
+        if let Ok((n, _)) = sock.recv_from(&mut buf) {
+            break n;
+        }
+        assert!(std::time::Instant::now() < deadline, "no reflection");
+    };
+    let mut expected = query.clone();
+    expected[2] |= 0x80;
+    assert_eq!(
+        &buf[..n],
+        &expected[..],
+        "the query with QR set, nothing else"
+    );
+}
+
+/// `example.com. A`, ID 0x1234, RD set.
+fn hex_query() -> Vec<u8> {
+    let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in ["example", "com"] {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    q
+}

@@ -5,7 +5,8 @@ Every target serves the same generated zone (gen.py) in a server network
 namespace; dnsperf and kxdpgun load it from a client namespace over a veth
 pair. Targets: the floor (`xdpdns xdp-reflect`, an XDP program that bounces
 each query back with QR set and no lookup) and xdpdns with XDP, both in
-generic and native mode; xdpdns with its fallback server only; NSD; Knot
+generic and native mode; the socket floor (`xdpdns udp-reflect`: the
+fallback's sockets and loop, answering each query with itself); xdpdns with its fallback server only; NSD; Knot
 DNS; BIND 9.
 
 Per target: a maximum-rate dnsperf run, a fixed-rate dnsperf run on hits, a

@@ -162,6 +162,8 @@ def targets(workdir, zone, names, xdpdns, metrics=False, dnstap=False):
         Target("floor (XDP reflector), generic", [xdpdns, "xdp-reflect", SRV_IF, "--mode", "generic"], floor=True),
         Target("floor (XDP reflector), native", [xdpdns, "xdp-reflect", SRV_IF, "--mode", "driver"], native=True,
                floor=True),
+        # The fallback's own sockets and loop answering with the query itself.
+        Target("floor (socket reflector)", [xdpdns, "udp-reflect", f"{SRV_IP}:53"], floor=True),
         Target("xdpdns XDP generic", [xdpdns, *xdpdns_config(workdir, zone, "generic", names)], in_kernel=True),
         Target("xdpdns XDP native", [xdpdns, *xdpdns_config(workdir, zone, "driver", names)], native=True,
                in_kernel=True),

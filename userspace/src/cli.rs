@@ -55,6 +55,16 @@ pub enum Command {
         #[arg(long, default_value = "generic")]
         mode: String,
     },
+    /// Answer every UDP datagram at ADDR with itself, QR set, through the
+    /// fallback's own sockets and worker loop and no DNS work (the least
+    /// any socket server can cost on this host; benchmarks use it).
+    UdpReflect {
+        #[arg(value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+        /// As the fallback's `server.udp_coalesce_us` (default: its default).
+        #[arg(long, value_name = "MICROSECONDS")]
+        coalesce_us: Option<u64>,
+    },
     /// Register this instance with a registry API and keep it registered
     /// (the Registrar role): heartbeats, an optional health-check command
     /// (down after `fall` failures, up after `rise` successes), and

@@ -60,6 +60,10 @@ fn main() -> ExitCode {
         Command::Register { config } => run_agent(config),
         Command::XdpPass { interface } => hold(&interface, "xdp_pass", "driver"),
         Command::XdpReflect { interface, mode } => hold(&interface, "xdp_reflect", &mode),
+        Command::UdpReflect {
+            listen,
+            coalesce_us,
+        } => udp_reflect(listen, coalesce_us),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -68,6 +72,26 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One reflecting worker per core on SO_REUSEPORT sockets at `listen`,
+/// with the fallback's default buffers, until the process is stopped.
+fn udp_reflect(listen: std::net::SocketAddr, coalesce_us: Option<u64>) -> anyhow::Result<()> {
+    let defaults = xdpdns::config::ServerConfig::default();
+    let buffers = xdpdns::sockets::Buffers {
+        receive: defaults.udp_receive_buffer,
+        send: defaults.udp_send_buffer,
+    };
+    let sockets = xdpdns::sockets::bind_udp(listen, defaults.udp_socket_count(), buffers)?;
+    let coalesce = coalesce_us.map_or(defaults.udp_coalesce(), std::time::Duration::from_micros);
+    let workers: Vec<_> = sockets
+        .into_iter()
+        .map(|s| std::thread::spawn(move || xdpdns::sockets::reflect_udp(s, coalesce)))
+        .collect();
+    for w in workers {
+        w.join().expect("a reflecting worker panicked")?;
+    }
+    Ok(())
 }
 
 /// Logs to stderr at `level`; RUST_LOG overrides. Text has colour only

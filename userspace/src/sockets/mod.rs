@@ -11,4 +11,4 @@ mod udp;
 pub use bind::bind_address;
 pub use shutdown::ShutdownRx;
 pub use tcp::TcpServer;
-pub use udp::{bind_udp, spawn_udp_worker, udp_receive_drops};
+pub use udp::{bind_udp, reflect_udp, spawn_udp_worker, udp_receive_drops, Buffers};

@@ -197,6 +197,39 @@ pub fn spawn_udp_worker(
     })
 }
 
+/// The floor of any socket server on this host, for benchmarks: each
+/// datagram of 12 bytes or more goes back as it came with QR set, through
+/// the fallback's own batched, coalescing loop and sockets, with no DNS
+/// work at all. The difference between this and the fallback is what
+/// answering costs; the rest is the kernel's.
+pub fn reflect_udp(socket: UdpSocket, coalesce: Duration) -> io::Result<()> {
+    socket.set_nonblocking(false)?;
+    let fd = socket.as_raw_fd();
+    let mut rx = RecvBatch::default();
+    let mut tx = SendBatch::default();
+    let coalescer = Coalescer::new(coalesce);
+    loop {
+        let waiting = Instant::now();
+        let n = match rx.recv_blocking(fd) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let waited = waiting.elapsed();
+        for (query, peer) in rx.datagrams(n) {
+            if query.len() >= 12 {
+                let mut reply = query.to_vec();
+                reply[2] |= 0x80;
+                tx.push(reply, peer);
+            }
+        }
+        send_all_blocking(fd, &mut tx);
+        if let Some(pause) = coalescer.pause_after(n, waited) {
+            std::thread::sleep(pause);
+        }
+    }
+}
+
 /// Decides when a worker pauses between batches. A pause pays only when
 /// at least one query is expected during it: when the last wait for a
 /// query was shorter than the pause itself. A full batch means more are
