@@ -435,7 +435,7 @@ fn the_socket_floor_reflects_each_query_with_qr_set() {
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(std::time::Duration::from_millis(200)))
         .unwrap();
-    let query = hex_query();
+    let query = example_com_a_query();
     let mut buf = [0u8; 512];
     // The reflector binds a moment after it starts: ask until it answers.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -457,7 +457,7 @@ fn the_socket_floor_reflects_each_query_with_qr_set() {
 }
 
 /// `example.com. A`, ID 0x1234, RD set.
-fn hex_query() -> Vec<u8> {
+fn example_com_a_query() -> Vec<u8> {
     let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
     for label in ["example", "com"] {
         q.push(label.len() as u8);

@@ -6,8 +6,8 @@ namespace; dnsperf and kxdpgun load it from a client namespace over a veth
 pair. Targets: the floor (`xdpdns xdp-reflect`, an XDP program that bounces
 each query back with QR set and no lookup) and xdpdns with XDP, both in
 generic and native mode; the socket floor (`xdpdns udp-reflect`: the
-fallback's sockets and loop, answering each query with itself); xdpdns with its fallback server only; NSD; Knot
-DNS; BIND 9.
+fallback's sockets and loop, answering each query with itself); xdpdns
+with its fallback server only; NSD; Knot DNS; BIND 9.
 
 Per target: a maximum-rate dnsperf run, a fixed-rate dnsperf run on hits, a
 fixed-rate mixed run (UDP mix plus a concurrent TCP share), the same

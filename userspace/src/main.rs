@@ -78,10 +78,7 @@ fn main() -> ExitCode {
 /// with the fallback's default buffers, until the process is stopped.
 fn udp_reflect(listen: std::net::SocketAddr, coalesce_us: Option<u64>) -> anyhow::Result<()> {
     let defaults = xdpdns::config::ServerConfig::default();
-    let buffers = xdpdns::sockets::Buffers {
-        receive: defaults.udp_receive_buffer,
-        send: defaults.udp_send_buffer,
-    };
+    let buffers = xdpdns::sockets::Buffers::of(&defaults);
     let sockets = xdpdns::sockets::bind_udp(listen, defaults.udp_socket_count(), buffers)?;
     let coalesce = coalesce_us.map_or(defaults.udp_coalesce(), std::time::Duration::from_micros);
     let workers: Vec<_> = sockets

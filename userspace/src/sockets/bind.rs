@@ -20,11 +20,7 @@ pub fn bind_address(
     let attempts = if addr.port() == 0 { 16 } else { 1 };
     let mut last_err = None;
     for _ in 0..attempts {
-        let buffers = Buffers {
-            receive: limits.udp_receive_buffer,
-            send: limits.udp_send_buffer,
-        };
-        let udp = match bind_udp(addr, limits.udp_socket_count(), buffers) {
+        let udp = match bind_udp(addr, limits.udp_socket_count(), Buffers::of(limits)) {
             Ok(u) => u,
             Err(e) => {
                 last_err = Some(e);

@@ -28,6 +28,16 @@ pub struct Buffers {
     pub send: usize,
 }
 
+impl Buffers {
+    /// The sizes `server.udp_receive_buffer` and `udp_send_buffer` ask for.
+    pub fn of(server: &crate::config::ServerConfig) -> Self {
+        Buffers {
+            receive: server.udp_receive_buffer,
+            send: server.udp_send_buffer,
+        }
+    }
+}
+
 /// Binds `count` sockets to `addr`; with port 0 the first picks the port.
 pub fn bind_udp(addr: SocketAddr, count: usize, buffers: Buffers) -> io::Result<Vec<UdpSocket>> {
     let first = reuse_socket(addr, socket2::Type::DGRAM)?;
