@@ -312,6 +312,7 @@ pub fn compile_diffs(
     let mut subtrees: Vec<LowerName> = Vec::new();
     for d in diffs {
         let zone_gone = d.new_serial.is_none();
+        let origin = LowerName::new(&d.origin);
         for r in d.removed.iter().chain(&d.added) {
             let key = LowerName::new(&r.name);
             // A zone cut or a DNAME appearing or disappearing changes
@@ -327,13 +328,17 @@ pub fn compile_diffs(
             }
             // A name's existence and its wildcard children decide its
             // ancestors' EXIST entries (empty non-terminals come and go).
-            let origin = LowerName::new(&d.origin);
-            let mut up = key.base_name();
-            while origin.zone_of(&up) && touched.insert(up.clone()) {
-                if up.is_root() {
-                    break;
+            // A name already touched has its ancestors touched too (each
+            // is inserted after them, or as one of a name's ancestors,
+            // whose walk goes on up to the first one already there).
+            if !touched.contains(&key) {
+                let mut up = key.base_name();
+                while origin.zone_of(&up) && touched.insert(up.clone()) {
+                    if up.is_root() {
+                        break;
+                    }
+                    up = up.base_name();
                 }
-                up = up.base_name();
             }
             // An NSEC covers the gap before its next name, so it is in the
             // gap lists of the empty non-terminals above that name (up to
@@ -401,11 +406,17 @@ pub fn compile_diffs(
     let reusable = !diffs
         .iter()
         .any(|d| soa_names_changed(d) || d.new_serial.is_none() || d.old_serial.is_none());
-    let changed: std::collections::HashSet<LowerName> = diffs
-        .iter()
-        .flat_map(|d| d.removed.iter().chain(&d.added))
-        .map(|r| LowerName::new(&r.name))
-        .collect();
+    // (Only a signed zone's gap lists ask: made at the first.)
+    let changed = std::cell::OnceCell::new();
+    let changed = || -> &std::collections::HashSet<LowerName> {
+        changed.get_or_init(|| {
+            diffs
+                .iter()
+                .flat_map(|d| d.removed.iter().chain(&d.added))
+                .map(|r| LowerName::new(&r.name))
+                .collect()
+        })
+    };
     let mut delta = TableDelta::default();
     for name in &names {
         let wire = shared_wire(name);
@@ -417,7 +428,7 @@ pub fn compile_diffs(
         let old_gaps = listed(installed.entry(&head).as_ref());
         if let Some(zone) = snapshot.find_zone(name) {
             let reuse = (reusable && old_gaps > 0).then(|| signed_negatives::GapReuse {
-                changed: &changed,
+                changed: changed(),
                 old: (0..old_gaps)
                     .filter_map(|k| {
                         installed.entry(&EntryKey {

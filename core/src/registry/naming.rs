@@ -22,7 +22,7 @@ use std::str::FromStr;
 use foldhash::fast::FixedState;
 use hashbrown::hash_table::{self, HashTable};
 use hickory_proto::rr::rdata::{A, AAAA, NS, PTR, SOA, SRV, TXT};
-use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::rr::{Name, RData, Record};
 use ipnet::IpNet;
 
 use super::error::RegistryError;
@@ -136,13 +136,19 @@ impl Naming {
     }
 
     /// Every name the instance currently has, for the API.
+    /// The same walk as [`contributions`](Self::contributions), without
+    /// building the records or the reverse names (the API answers every
+    /// write with these).
     pub fn names_of(&self, reg: &Registry, inst: &Instance) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .contributions(reg, inst)
-            .into_iter()
-            .filter(|c| c.data.record_type() != RecordType::PTR)
-            .map(|c| c.name.to_string())
-            .collect();
+        let service = inst
+            .reg
+            .binder
+            .as_ref()
+            .and_then(|b| binder_service(reg, &b.domain));
+        let mut out = Names::default();
+        self.instance_records(reg, inst, &mut out);
+        self.binder_member_records(inst, service, &mut out);
+        let mut names = out.0;
         names.sort();
         names.dedup();
         names
@@ -221,7 +227,7 @@ impl Naming {
         z
     }
 
-    fn instance_records(&self, reg: &Registry, inst: &Instance, out: &mut Records) {
+    fn instance_records(&self, reg: &Registry, inst: &Instance, out: &mut impl Sink) {
         if inst.reg.disabled {
             return;
         }
@@ -240,7 +246,7 @@ impl Naming {
                 for name in std::iter::once(&host).chain(&b.aliases) {
                     if let Ok(name) = fqdn(name) {
                         for &a in &inst.reg.addresses {
-                            out.add(&name, ttl, address(a));
+                            out.add(&name, ttl, || address(a));
                         }
                     }
                 }
@@ -248,7 +254,7 @@ impl Naming {
         }
     }
 
-    fn cns_records(&self, inst: &Instance, owner: &str, out: &mut Records) {
+    fn cns_records<S: Sink>(&self, inst: &Instance, owner: &str, out: &mut S) {
         let id_txt = RData::TXT(TXT::new(vec![inst.id.to_string()]));
         let mut ptr_targets: BTreeMap<IpAddr, Name> = BTreeMap::new();
         for &addr in &inst.reg.addresses {
@@ -256,11 +262,12 @@ impl Naming {
                 let Ok(inst_name) = child(&format!("{}.inst.{owner}", inst.id), zone) else {
                     continue;
                 };
-                out.add(&inst_name, self.ttl, address(addr));
-                out.add(&inst_name, self.ttl, id_txt.clone());
-                let shorter = ptr_targets
-                    .get(&addr)
-                    .is_none_or(|t| t.len() > inst_name.len());
+                out.add(&inst_name, self.ttl, || address(addr));
+                out.add(&inst_name, self.ttl, || id_txt.clone());
+                let shorter = S::REVERSE
+                    && ptr_targets
+                        .get(&addr)
+                        .is_none_or(|t| t.len() > inst_name.len());
                 if shorter {
                     ptr_targets.insert(addr, inst_name.clone());
                 }
@@ -271,19 +278,20 @@ impl Naming {
                     let Ok(svc) = child(&format!("{}.svc.{owner}", m.name), zone) else {
                         continue;
                     };
-                    out.add(&svc, self.ttl, address(addr));
-                    out.add(&svc, self.ttl, id_txt.clone());
+                    out.add(&svc, self.ttl, || address(addr));
+                    out.add(&svc, self.ttl, || id_txt.clone());
                     if let Some(port) = m.port {
                         if let Ok(srv) = child(&format!("_{}._{}", m.name, m.proto), &svc) {
-                            let rdata = SRV::new(m.priority, m.weight, port, inst_name.clone());
-                            out.add(&srv, self.srv_ttl, RData::SRV(rdata));
+                            out.add(&srv, self.srv_ttl, || {
+                                RData::SRV(SRV::new(m.priority, m.weight, port, inst_name.clone()))
+                            });
                         }
                     }
                 }
             }
         }
         for (addr, target) in ptr_targets {
-            out.add(&reverse_name(addr), self.ttl, RData::PTR(PTR(target)));
+            out.add(&reverse_name(addr), self.ttl, || RData::PTR(PTR(target)));
         }
     }
 
@@ -294,7 +302,7 @@ impl Naming {
         &self,
         inst: &Instance,
         service: Option<&BinderService>,
-        out: &mut Records,
+        out: &mut impl Sink,
     ) {
         let Some(b) = inst
             .reg
@@ -322,7 +330,7 @@ impl Naming {
             return;
         };
         for &a in &inst.reg.addresses {
-            out.add(&domain_name, a_ttl, address(a));
+            out.add(&domain_name, a_ttl, || address(a));
         }
         let Ok(target) = child(b.host_label(&inst.id), &domain_name) else {
             return;
@@ -333,11 +341,9 @@ impl Naming {
             b.ports.clone()
         };
         for port in ports {
-            out.add(
-                &srv_name,
-                srv_ttl,
-                RData::SRV(SRV::new(0, 10, port, target.clone())),
-            );
+            out.add(&srv_name, srv_ttl, || {
+                RData::SRV(SRV::new(0, 10, port, target.clone()))
+            });
         }
     }
 }
@@ -372,12 +378,23 @@ struct Records {
     hasher: FixedState,
 }
 
-impl Records {
-    fn add(&mut self, name: &Name, ttl: u32, data: RData) {
+/// Where the walk over an instance's records puts them: every record
+/// ([`Records`]), or only the names ([`Names`]).
+trait Sink {
+    /// Whether the walk makes the reverse (PTR) records, whose names the
+    /// API does not list.
+    const REVERSE: bool;
+    fn add(&mut self, name: &Name, ttl: u32, data: impl FnOnce() -> RData);
+}
+
+impl Sink for Records {
+    const REVERSE: bool = true;
+
+    fn add(&mut self, name: &Name, ttl: u32, data: impl FnOnce() -> RData) {
         let c = Contribution {
             name: name.to_lowercase(),
             ttl,
-            data,
+            data: data(),
         };
         let (list, hasher) = (&self.list, &self.hasher);
         let hash = hasher.hash_one(&c);
@@ -391,6 +408,19 @@ impl Records {
                 self.list.push(c);
             }
         }
+    }
+}
+
+/// The names of an instance's records but the reverse ones, lower-cased,
+/// with repeats.
+#[derive(Default)]
+struct Names(Vec<String>);
+
+impl Sink for Names {
+    const REVERSE: bool = false;
+
+    fn add(&mut self, name: &Name, _ttl: u32, _data: impl FnOnce() -> RData) {
+        self.0.push(name.to_lowercase().to_string());
     }
 }
 

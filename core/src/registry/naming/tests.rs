@@ -357,3 +357,35 @@ fn names_skip_idna_only_where_it_would_change_nothing() {
         assert_eq!(fast.ok(), idna.ok(), "{text:?}");
     }
 }
+
+#[test]
+fn names_for_the_api_are_every_record_name_but_the_reverse_ones() {
+    let mut r = opted_in();
+    register(
+        &mut r,
+        "c1",
+        &format!(
+            r#"{{"owner":"{OWNER}","addresses":["165.225.1.10","10.1.2.3","fd00::7"],"services":["web:443","Db"],"lease_secs":60}}"#
+        ),
+    );
+    register(
+        &mut r,
+        "m1",
+        r#"{"addresses":["172.27.10.90"],"lease_secs":60,"binder":{"domain":"example.joyent.us",
+           "type":"moray_host","aliases":["m-1.example.joyent.us"],"ports":[2021,2022],
+           "service":{"srvce":"_http","proto":"_tcp","port":80}}}"#,
+    );
+    for id in ["c1", "m1"] {
+        let inst = r.get(id).unwrap();
+        let mut expected: Vec<String> = naming()
+            .contributions(&r, inst)
+            .into_iter()
+            .filter(|c| c.data.record_type() != RecordType::PTR)
+            .map(|c| c.name.to_string())
+            .collect();
+        expected.sort();
+        expected.dedup();
+        assert!(expected.len() > 2, "{id}: {expected:?}");
+        assert_eq!(naming().names_of(&r, inst), expected, "{id}");
+    }
+}

@@ -260,6 +260,54 @@ fn find_zone_picks_the_most_specific() {
     }
 }
 
+/// A zone at `origin` with the apex records of [`zone`].
+fn zone_at(origin: &str) -> Zone {
+    let origin = name(origin);
+    let base = zone(1, &[]);
+    let apex: Vec<_> = base
+        .records()
+        .filter_map(|mut r| {
+            (r.name == name("example.com.")).then(|| {
+                r.name = origin.clone();
+                r
+            })
+        })
+        .collect();
+    Zone::from_records(&origin, apex).unwrap()
+}
+
+#[test]
+fn find_zone_among_many_zones_agrees_with_the_few_zones_walk() {
+    let few = ZoneStore::new();
+    few.replace_zones(
+        vec![zone_at("example.com."), zone_at("sub.example.com.")],
+        &[],
+        0,
+    );
+    let many = ZoneStore::new();
+    let mut zones = vec![zone_at("example.com."), zone_at("sub.example.com.")];
+    zones.extend((0..10).map(|i| zone_at(&format!("z{i}.example.net."))));
+    many.replace_zones(zones, &[], 0);
+    let (few, many) = (few.snapshot(), many.snapshot());
+    for q in [
+        "x.SUB.example.com.",
+        "sub.example.com.",
+        "x.example.com.",
+        "xsub.example.com.",
+        "example.org.",
+        "com.",
+    ] {
+        let key = LowerName::from(name(q));
+        let origin = |s: &Snapshot| s.find_zone(&key).map(|z| z.origin().clone());
+        assert_eq!(origin(&few), origin(&many), "{q}");
+    }
+    let key = LowerName::from(name("a.z7.example.net."));
+    assert_eq!(
+        many.find_zone(&key).map(|z| z.origin().clone()),
+        Some(name("z7.example.net."))
+    );
+}
+
 fn add(store: &ZoneStore, last: u8) {
     let change = [Change::Add(a(&format!("n{last}.example.com."), last))];
     store.update(&name("example.com."), &change, 0).unwrap();
