@@ -352,17 +352,25 @@ impl Table {
                 }
             }
         }
-        let mut changes: Vec<(SetKey, SetChange)> = deltas
+        // In the sets' order, whatever the map's: the zone store sees the
+        // same changes in the same order on every node. (Ordered by the
+        // set's id, its zone and wire-form labels: comparing names label
+        // by label cost more than the rest of the sort.)
+        let mut deltas: Vec<_> = deltas.into_iter().collect();
+        deltas.sort_unstable_by(|(a, _), (b, _)| {
+            (a.0.zone, a.0.below.as_slice(), u16::from(a.1)).cmp(&(
+                b.0.zone,
+                b.0.below.as_slice(),
+                u16::from(b.1),
+            ))
+        });
+        deltas
             .into_iter()
             .map(|(id, (name, delta))| {
                 let change = self.changes(self.sets.get(&id), &name, id.1, delta);
                 ((name, id.1), change)
             })
-            .collect();
-        // In the sets' order, whatever the map's: the zone store sees the
-        // same changes in the same order on every node.
-        changes.sort_by(|a, b| a.0.cmp(&b.0));
-        changes
+            .collect()
     }
 
     /// The definition of `inst`'s Binder service: from `old` where its
