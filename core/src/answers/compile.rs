@@ -363,7 +363,10 @@ pub fn compile_diffs(
     let mut fresh = Table::default();
     let mut skipped = Skipped::default();
     let mut noted = Noted::new();
-    let mut names: Vec<LowerName> = touched.into_iter().collect();
+    // Each name with its wire form, made once: names are ordered and
+    // told apart by it (cheaper than comparing names label by label).
+    let keyed = |n: LowerName| (shared_wire(&n), n);
+    let mut names: Vec<(Arc<[u8]>, LowerName)> = touched.into_iter().map(keyed).collect();
     for top in &subtrees {
         installed.each_key(&mut |k| {
             // Gap entries are their encloser's.
@@ -372,35 +375,40 @@ pub fn compile_diffs(
             }
             if let Some(n) = wire_to_name(&k.name).map(|n| LowerName::new(&n)) {
                 if top.zone_of(&n) {
-                    names.push(n);
+                    names.push((k.name.clone(), n));
                 }
             }
         });
         for zone in snapshot.zones() {
-            names.extend(zone.nodes().map(|(k, _)| k).filter(|k| top.zone_of(k)));
+            names.extend(
+                zone.nodes()
+                    .map(|(k, _)| k)
+                    .filter(|k| top.zone_of(k))
+                    .map(keyed),
+            );
         }
     }
-    names.sort();
-    names.dedup();
+    let by_wire = |names: &mut Vec<(Arc<[u8]>, LowerName)>| {
+        names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        names.dedup_by(|a, b| a.0 == b.0);
+    };
+    by_wire(&mut names);
     // The names whose entries hold a changed name's records change too.
     let mut rechecked: Links = Vec::new();
-    for name in &names {
-        let wire = shared_wire(name);
-        let dependents = installed.dependents_of(&wire);
+    for (wire, _) in &names {
+        let dependents = installed.dependents_of(wire);
         if !dependents.is_empty() {
-            rechecked.push((wire, dependents));
+            rechecked.push((wire.clone(), dependents));
         }
     }
     for (_, dependents) in &rechecked {
         names.extend(
             dependents
                 .iter()
-                .filter_map(|w| wire_to_name(w))
-                .map(|n| LowerName::new(&n)),
+                .filter_map(|w| Some((w.clone(), LowerName::new(&wire_to_name(w)?)))),
         );
     }
-    names.sort();
-    names.dedup();
+    by_wire(&mut names);
     // Gap entries whose NSECs no diff touches are kept, not recompiled
     // (unless the SOA's names, which they compress against, changed).
     let reusable = !diffs
@@ -418,8 +426,7 @@ pub fn compile_diffs(
         })
     };
     let mut delta = TableDelta::default();
-    for name in &names {
-        let wire = shared_wire(name);
+    for (wire, name) in &names {
         let head = EntryKey {
             name: wire.clone(),
             qtype: qtype_slot::GAPS_SIGNED,
