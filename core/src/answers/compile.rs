@@ -439,7 +439,7 @@ pub fn compile_diffs(
                 old: (0..old_gaps)
                     .filter_map(|k| {
                         installed.entry(&EntryKey {
-                            name: signed_negatives::gap_name(&wire, k),
+                            name: signed_negatives::gap_name(wire, k),
                             qtype: qtype_slot::GAP_SIGNED,
                         })
                     })
@@ -458,14 +458,14 @@ pub fn compile_diffs(
         let gaps = listed(fresh.get(&head)).max(old_gaps);
         for k in 0..gaps {
             let key = EntryKey {
-                name: signed_negatives::gap_name(&wire, k),
+                name: signed_negatives::gap_name(wire, k),
                 qtype: qtype_slot::GAP_SIGNED,
             };
             diff_entry(key, &mut fresh, installed, &mut delta);
         }
         // The slots the name had or has: the fresh table holds only this
         // name's entries now (the gap entries were taken above).
-        let mut slots = installed.slots_of(&wire);
+        let mut slots = installed.slots_of(wire);
         slots.extend(fresh.keys().map(|k| k.qtype));
         slots.sort_unstable();
         slots.dedup();
