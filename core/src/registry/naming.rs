@@ -136,18 +136,13 @@ impl Naming {
     }
 
     /// Every name the instance currently has, for the API.
-    /// The same walk as [`contributions`](Self::contributions), without
+    ///
+    /// The walk of [`contributions`](Self::contributions), without
     /// building the records or the reverse names (the API answers every
     /// write with these).
     pub fn names_of(&self, reg: &Registry, inst: &Instance) -> Vec<String> {
-        let service = inst
-            .reg
-            .binder
-            .as_ref()
-            .and_then(|b| binder_service(reg, &b.domain));
         let mut out = Names::default();
-        self.instance_records(reg, inst, &mut out);
-        self.binder_member_records(inst, service, &mut out);
+        self.walk(reg, inst, instance_service(reg, inst), &mut out);
         let mut names = out.0;
         names.sort();
         names.dedup();
@@ -175,12 +170,7 @@ impl Naming {
     /// An RRset is the union of its contributors' records with the least
     /// of their TTLs.
     pub fn contributions(&self, reg: &Registry, inst: &Instance) -> Vec<Contribution> {
-        let service = inst
-            .reg
-            .binder
-            .as_ref()
-            .and_then(|b| binder_service(reg, &b.domain));
-        self.contributions_in(reg, inst, service)
+        self.contributions_in(reg, inst, instance_service(reg, inst))
     }
 
     /// [`contributions`](Self::contributions), given the definition of
@@ -193,9 +183,21 @@ impl Naming {
         service: Option<&BinderService>,
     ) -> Vec<Contribution> {
         let mut out = Records::default();
-        self.instance_records(reg, inst, &mut out);
-        self.binder_member_records(inst, service, &mut out);
+        self.walk(reg, inst, service, &mut out);
         out.list
+    }
+
+    /// Puts what `inst` contributes into `out`, given the definition of
+    /// its Binder service.
+    fn walk(
+        &self,
+        reg: &Registry,
+        inst: &Instance,
+        service: Option<&BinderService>,
+        out: &mut impl Sink,
+    ) {
+        self.instance_records(reg, inst, out);
+        self.binder_member_records(inst, service, out);
     }
 
     /// The zone with only its SOA (serial 0) and NS records.
@@ -255,7 +257,7 @@ impl Naming {
     }
 
     fn cns_records<S: Sink>(&self, inst: &Instance, owner: &str, out: &mut S) {
-        let id_txt = RData::TXT(TXT::new(vec![inst.id.to_string()]));
+        let id_txt = || RData::TXT(TXT::new(vec![inst.id.to_string()]));
         let mut ptr_targets: BTreeMap<IpAddr, Name> = BTreeMap::new();
         for &addr in &inst.reg.addresses {
             for zone in self.cns_zones(addr) {
@@ -263,7 +265,7 @@ impl Naming {
                     continue;
                 };
                 out.add(&inst_name, self.ttl, || address(addr));
-                out.add(&inst_name, self.ttl, || id_txt.clone());
+                out.add(&inst_name, self.ttl, id_txt);
                 let shorter = S::REVERSE
                     && ptr_targets
                         .get(&addr)
@@ -279,7 +281,7 @@ impl Naming {
                         continue;
                     };
                     out.add(&svc, self.ttl, || address(addr));
-                    out.add(&svc, self.ttl, || id_txt.clone());
+                    out.add(&svc, self.ttl, id_txt);
                     if let Some(port) = m.port {
                         if let Ok(srv) = child(&format!("_{}._{}", m.name, m.proto), &svc) {
                             out.add(&srv, self.srv_ttl, || {
@@ -346,6 +348,12 @@ impl Naming {
             });
         }
     }
+}
+
+/// The definition of `inst`'s Binder service, if it is a Binder member.
+fn instance_service<'r>(reg: &'r Registry, inst: &Instance) -> Option<&'r BinderService> {
+    let domain = &inst.reg.binder.as_ref()?.domain;
+    binder_service(reg, domain)
 }
 
 /// The service definition of a Binder domain: that of its first member
