@@ -130,6 +130,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
         .chain(kept_members)
         .collect();
     let (journal, mut recovered) = open_journal(&config, &mut held, &runtime_names)?;
+    if let (Some(_), Some(naming)) = (&config.registry, &config.settings.naming) {
+        journal.rebuilt_by_source(naming.zones.iter().map(|z| LowerName::new(&z.name)));
+    }
     let imaged: Vec<Zone> = held.into_values().collect();
     // A zone both in an image and (at another serial) in the journal: the
     // newer serial wins. Usually the journal's (written at every commit,

@@ -25,6 +25,7 @@ pub use super::ixfr_history::{condense, Ixfr, JournalLimits};
 use super::ixfr_history::{emit_zone, without_history, Change, History, IxfrSource, Persist};
 use crate::durable::Replacement;
 use crate::frames::frame;
+use crate::zone::serial::is_newer;
 use crate::zone::{Bulk, Snapshot, Zone, ZoneDiff};
 
 use crate::frames::file_err as io_err;
@@ -36,6 +37,9 @@ pub struct IxfrJournal {
     zones: Mutex<HashMap<LowerName, History>>,
     /// Files appended to since the last [`IxfrJournal::sync`].
     unsynced: Mutex<HashSet<PathBuf>>,
+    /// Zones rebuilt by their source after any crash: see
+    /// [`IxfrJournal::rebuilt_by_source`].
+    rebuilt: Mutex<HashSet<LowerName>>,
     /// Zones whose file is being rewritten beside its appends.
     rewriting: Mutex<HashMap<LowerName, Rewriting>>,
 }
@@ -84,6 +88,7 @@ impl IxfrJournal {
             limits,
             zones: Mutex::new(HashMap::new()),
             unsynced: Mutex::default(),
+            rebuilt: Mutex::default(),
             rewriting: Mutex::default(),
         }
     }
@@ -150,6 +155,7 @@ impl IxfrJournal {
             limits,
             zones: Mutex::new(zones),
             unsynced: Mutex::default(),
+            rebuilt: Mutex::default(),
             rewriting: Mutex::default(),
         };
         Ok((journal, recovered))
@@ -283,6 +289,20 @@ impl IxfrJournal {
         synced
     }
 
+    /// Zones `origins` are derived from a source that keeps itself
+    /// durable (the service registry, in its own journal or in etcd):
+    /// their appends are written but not synced. A killed process loses
+    /// none of them (the kernel still holds the pages); a crash of the
+    /// machine may lose the last of their history, which costs the
+    /// secondaries that asked for those serials an AXFR, while the source
+    /// publishes the zones again at the next start, past every serial
+    /// served (an image newer than the history is served as it is).
+    /// Their `fdatasync`s were a twentieth of a busy registry's CPU.
+    pub fn rebuilt_by_source(&self, origins: impl IntoIterator<Item = LowerName>) {
+        let mut rebuilt = self.rebuilt.lock().unwrap_or_else(|p| p.into_inner());
+        rebuilt.extend(origins);
+    }
+
     /// Zone `origin`'s image on disk is at `serial`: its diffs from there
     /// on are kept (see [`History::keep_from`]), so the next start brings
     /// the image forward whatever was rewritten meanwhile.
@@ -344,10 +364,13 @@ impl IxfrJournal {
             });
         match wrote {
             Ok(()) => {
-                self.unsynced
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(path);
+                let rebuilt = self.rebuilt.lock().unwrap_or_else(|p| p.into_inner());
+                if !rebuilt.contains(zone.origin_key()) {
+                    self.unsynced
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(path);
+                }
                 Some(frame)
             }
             Err(e) => {
@@ -748,8 +771,18 @@ fn read_zone_file(
         let key = LowerName::new(&origin);
         if let Some(zone) = held.get_mut(&key) {
             let chain: Vec<&Change> = history.changes().collect();
+            let newest = chain.last().map_or(Some(serial), |c| c.new_serial());
             match catch_up(zone, serial, &chain) {
                 CatchUp::Done(applied) => return Ok(Some(Recovered::Held(key, history, applied))),
+                CatchUp::NotInChain if is_past(zone.serial(), newest) => {
+                    // The file's last diffs were lost in a crash (a zone
+                    // rebuilt by its source is not synced at each commit):
+                    // the image is newer, so the file's copy would only
+                    // be decoded to be dropped.
+                    warn!(file = %path.display(), image = zone.serial(), journal = newest,
+                          "journal: the zone's image is newer than its history; the image is served, IXFR from the serials between falls back to AXFR");
+                    return Ok(Some(Recovered::Held(key, history, 0)));
+                }
                 CatchUp::NotInChain => {}
                 CatchUp::Damaged => {
                     warn!(file = %path.display(), "journal: a diff does not apply to the zone's image; the journal's copy is served");
@@ -813,6 +846,11 @@ fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> CatchUp {
     } else {
         CatchUp::Damaged
     }
+}
+
+/// Whether serial `a` is newer than `b` (both known).
+fn is_past(a: Option<u32>, b: Option<u32>) -> bool {
+    matches!((a, b), (Some(a), Some(b)) if is_newer(a, b))
 }
 
 enum CatchUp {

@@ -503,25 +503,39 @@ fn an_open_holding_a_version_of_the_chain_skips_the_zone_but_keeps_the_history()
     assert_eq!(recovered.len(), 1);
     assert_eq!(all_records(&recovered[0]), all_records(&newest));
 
-    // A version the journal never had: the journal's zone is returned.
-    let mut stranger = Zone::new(&origin);
-    let soa = SOA::new(
-        name("ns1.example.com."),
-        name("h.example.com."),
-        99,
-        3600,
-        600,
-        86400,
-        60,
-    );
-    stranger
-        .insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa)))
-        .unwrap();
-    let mut held = HashMap::from([(key.clone(), stranger)]);
+    // A version the journal never had, older than its newest: the
+    // journal's zone is returned.
+    let stranger = |serial| {
+        let mut zone = Zone::new(&origin);
+        let soa = SOA::new(
+            name("ns1.example.com."),
+            name("h.example.com."),
+            serial,
+            3600,
+            600,
+            86400,
+            60,
+        );
+        zone.insert(Record::from_rdata(origin.clone(), 3600, RData::SOA(soa)))
+            .unwrap();
+        zone
+    };
+    let mut held = HashMap::from([(key.clone(), stranger(0))]);
     let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
     assert_eq!(recovered.len(), 1);
     assert_eq!(recovered[0].serial(), Some(6));
     assert!(matches!(journal.ixfr(&recovered[0], 2), Ixfr::Diff(_)));
+
+    // Newer than the journal's newest (its last diffs lost in a crash):
+    // the held zone wins, so the journal's copy is not decoded at all;
+    // IXFR to the held version, which the history does not reach, is
+    // not offered.
+    let mut held = HashMap::from([(key.clone(), stranger(99))]);
+    let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
+    assert!(recovered.is_empty(), "the journal's copy is not decoded");
+    assert_eq!(held[&key].serial(), Some(99), "the held zone as it was");
+    assert!(journal.has_zone(&key), "the history is kept");
+    assert!(matches!(journal.ixfr(&held[&key], 2), Ixfr::Unavailable));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -825,4 +839,45 @@ fn a_rewrite_beside_the_appends_loses_nothing_before_or_after_it_lands() {
     }
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&killed);
+}
+
+/// A zone its source rebuilds after a crash (the registry's) is appended
+/// to without a sync of its own; any other zone's appends wait for the
+/// next sync. Both read back alike at the next open: a killed process
+/// loses no page it wrote.
+#[test]
+fn a_zone_rebuilt_by_its_source_is_appended_but_not_synced() {
+    let limits = JournalLimits::default();
+    let origin = name("example.com.");
+    let key = LowerName::new(&origin);
+    for rebuilt in [false, true] {
+        let dir = tmpdir(&format!("rebuilt-{rebuilt}"));
+        {
+            let (journal, _) = IxfrJournal::open(&dir, limits).unwrap();
+            let journal = Arc::new(journal);
+            if rebuilt {
+                journal.rebuilt_by_source([key.clone()]);
+            }
+            let store = store_with(journal.clone());
+            store.replace_zones(vec![base_zone()], &[]);
+            for i in 0..3 {
+                store.store.update(&origin, &change(i), 0).unwrap();
+            }
+            let mut feed = store.feed.lock().unwrap();
+            while let Some(item) = feed.try_next() {
+                assert!(crate::transfer::journal_subscriber::record(&journal, &item));
+            }
+            let unsynced = journal.unsynced.lock().unwrap().len();
+            assert_eq!(
+                unsynced,
+                usize::from(!rebuilt),
+                "rebuilt by its source: {rebuilt}"
+            );
+        }
+        let (journal, recovered) = IxfrJournal::open(&dir, limits).unwrap();
+        assert_eq!(recovered.len(), 1);
+        assert_eq!(recovered[0].serial(), Some(4), "every append read back");
+        assert_eq!(journal.span(&origin).map(|(_, n)| n), Some(3));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
