@@ -48,16 +48,16 @@ struct Schedule {
     quiet: u32,
 }
 
-/// A start brings an image forward through the journal's diffs since it
-/// (about a microsecond and a half a record on a core: a quarter of a
-/// million-instance registry's zone took 1.3 s). Writing the whole zone
-/// every quarter of it changed is a fourth of the writing at every
-/// sixteenth (at a million instances the images were a tenth of the
-/// server's CPU); the cap keeps a larger zone's start as short.
+/// A start brings an image forward through the journal's diffs since it,
+/// at about two microseconds a record on a core (600,000 records of a
+/// million-instance registry's zone took 1.2–1.3 s), so a large zone's
+/// image lags by at most half a million records. Within that, it is
+/// written every quarter of it changed: a fourth of the writing at every
+/// sixteenth (the images were a tenth of that registry's CPU).
 const SCHEDULE: Schedule = Schedule {
     small_zone: 65_536,
     share: 4,
-    most_unwritten: 1_000_000,
+    most_unwritten: 500_000,
     max_lag: MAX_LAG,
     quiet: 10,
 };
