@@ -771,15 +771,13 @@ fn read_zone_file(
         let key = LowerName::new(&origin);
         if let Some(zone) = held.get_mut(&key) {
             let chain: Vec<&Change> = history.changes().collect();
-            let newest = chain.last().map_or(Some(serial), |c| c.new_serial());
             match catch_up(zone, serial, &chain) {
                 CatchUp::Done(applied) => return Ok(Some(Recovered::Held(key, history, applied))),
-                CatchUp::NotInChain if is_past(zone.serial(), newest) => {
+                CatchUp::Newer => {
                     // The file's last diffs were lost in a crash (a zone
                     // rebuilt by its source is not synced at each commit):
-                    // the image is newer, so the file's copy would only
-                    // be decoded to be dropped.
-                    warn!(file = %path.display(), image = zone.serial(), journal = newest,
+                    // its copy would only be decoded to be dropped.
+                    warn!(file = %path.display(), image = zone.serial(),
                           "journal: the zone's image is newer than its history; the image is served, IXFR from the serials between falls back to AXFR");
                     return Ok(Some(Recovered::Held(key, history, 0)));
                 }
@@ -830,6 +828,9 @@ fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> CatchUp {
     if newest == Some(at) {
         return CatchUp::Done(0);
     }
+    if newest.is_some_and(|newest| is_newer(at, newest)) {
+        return CatchUp::Newer;
+    }
     let Some(from) = chain.iter().rposition(|c| c.old_serial() == Some(at)) else {
         return CatchUp::NotInChain;
     };
@@ -848,14 +849,11 @@ fn catch_up(held: &mut Zone, serial: u32, chain: &[&Change]) -> CatchUp {
     }
 }
 
-/// Whether serial `a` is newer than `b` (both known).
-fn is_past(a: Option<u32>, b: Option<u32>) -> bool {
-    matches!((a, b), (Some(a), Some(b)) if is_newer(a, b))
-}
-
 enum CatchUp {
     /// At the chain's end now, after applying this many diffs.
     Done(usize),
+    /// Newer than the chain's end (its last diffs lost): untouched.
+    Newer,
     /// Not at a serial of the chain: untouched.
     NotInChain,
     /// A diff did not apply: half changed.
