@@ -294,7 +294,18 @@ impl Zone {
         key: &LowerName,
         records: impl IntoIterator<Item = Record>,
     ) -> Result<Inserted, ZoneError> {
-        self.insert_indexed(key, records, None)
+        self.insert_indexed(key, records, None, |_| {})
+    }
+
+    /// [`Zone::insert_at`], calling `new_at` with the position (in
+    /// `records`) of each record that was not already present.
+    pub fn insert_each(
+        &mut self,
+        key: &LowerName,
+        records: impl IntoIterator<Item = Record>,
+        new_at: impl FnMut(usize),
+    ) -> Result<Inserted, ZoneError> {
+        self.insert_indexed(key, records, None, new_at)
     }
 
     /// A view of this zone for a long run of changes: large sets are
@@ -310,6 +321,7 @@ impl Zone {
         key: &LowerName,
         records: impl IntoIterator<Item = Record>,
         mut members: Option<&mut Members>,
+        mut new_at: impl FnMut(usize),
     ) -> Result<Inserted, ZoneError> {
         if !self.origin_key.zone_of(key) {
             return Err(ZoneError::OutOfZone {
@@ -333,7 +345,7 @@ impl Zone {
         let mut indexed = Vec::new();
         let mut added = 0;
         let mut soa = false;
-        for record in records {
+        for (at, record) in records.into_iter().enumerate() {
             if record.dns_class != DNSClass::IN {
                 return Err(ZoneError::Class {
                     class: record.dns_class,
@@ -385,6 +397,7 @@ impl Zone {
             soa |= rtype == RecordType::SOA;
             if new {
                 added += 1;
+                new_at(at);
                 if matches!(rtype, RecordType::NSEC | RecordType::NSEC3) {
                     indexed.push((rtype, nsec3_chain(&record.data)));
                 }
@@ -799,7 +812,7 @@ impl<'a> Bulk<'a> {
         let key = LowerName::new(&record.name);
         let inserted = self
             .zone
-            .insert_indexed(&key, [record], Some(&mut self.members))?;
+            .insert_indexed(&key, [record], Some(&mut self.members), |_| {})?;
         Ok(inserted.added == 1)
     }
 

@@ -25,18 +25,16 @@ pub use super::snapshot::{Snapshot, ZoneDiff};
 pub use signed::Signer;
 
 mod diff;
+mod error;
 mod signed;
+mod step;
 
-use super::{RRset, Zone, ZoneError};
+use super::Zone;
 pub use diff::diff;
-use diff::{cancel_or_push, diff_names, diff_zones, record_rrset_change};
-
-/// A record-level change to a zone.
-#[derive(Clone, Debug)]
-pub enum Change {
-    Add(Record),
-    Remove(Record),
-}
+use diff::{diff_names, diff_zones};
+pub use error::StoreError;
+use step::apply_step;
+pub use step::Change;
 
 /// What a dynamic update does to one zone, decided under the writer lock
 /// ([`ZoneStore::edit`]): record changes in order, and the SOA (with its
@@ -62,20 +60,6 @@ pub enum EditError<E: std::fmt::Debug + std::fmt::Display> {
     Refused(E),
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum StoreError {
-    #[error("zone {0} is not served")]
-    UnknownZone(Name),
-    #[error("zone {0} has no SOA record")]
-    NoSoa(Name),
-    #[error("change rejected: {0}")]
-    Zone(#[from] ZoneError),
-    #[error("the SOA record is managed by the store and cannot be changed directly")]
-    SoaChange,
-    #[error("zone {0} could not be signed; nothing changed")]
-    Signing(Name),
 }
 
 /// Which zones rotate their A/AAAA answers (`[[zone]] rotate`): serving
@@ -745,81 +729,6 @@ fn served<'a>(
     Ok((key, zone))
 }
 
-/// One step of [`ZoneStore::apply`]: record changes, then the SOA's new
-/// serial (`Ok`: the primary's, exactly; `Err(now)`: ours, by policy),
-/// with the other fields and TTL of `replacement` when given (an update
-/// that replaces the SOA).
-fn apply_step(
-    zone: &mut Zone,
-    changes: &[Change],
-    serial: Result<u32, u64>,
-    policy: SerialPolicy,
-    replacement: Option<&(SOA, u32)>,
-) -> Result<ZoneDiff, StoreError> {
-    let origin = zone.origin().clone();
-    let (old_soa, soa_ttl) = zone
-        .soa()
-        .map(|(s, ttl)| (s.clone(), ttl))
-        .ok_or_else(|| StoreError::NoSoa(origin.clone()))?;
-    let mut diff = ZoneDiff {
-        origin: origin.clone(),
-        ..ZoneDiff::default()
-    };
-    for change in changes {
-        match change {
-            Change::Add(r) | Change::Remove(r) if r.record_type() == RecordType::SOA => {
-                return Err(StoreError::SoaChange)
-            }
-            Change::Add(r) => {
-                let ttl_now = rrset_ttl(zone, r);
-                if ttl_now.is_some_and(|t| t != r.ttl) {
-                    // A TTL change rewrites the whole set (rare path).
-                    let before = rrset_of(zone, r);
-                    zone.insert(r.clone())?;
-                    let after = rrset_of(zone, r);
-                    record_rrset_change(&mut diff, r, before, after);
-                } else if zone.insert(r.clone())? {
-                    cancel_or_push(&mut diff.removed, &mut diff.added, r);
-                }
-            }
-            Change::Remove(r) => {
-                if let Some(ttl) = rrset_ttl(zone, r) {
-                    if zone.remove(&r.name, &r.data) {
-                        let mut gone = r.clone();
-                        gone.ttl = ttl;
-                        cancel_or_push(&mut diff.added, &mut diff.removed, &gone);
-                    }
-                }
-            }
-        }
-    }
-    if diff.is_empty() && serial.ok().is_none_or(|s| s == old_soa.serial) {
-        return Ok(diff);
-    }
-    let (mut new_soa, new_ttl) = replacement
-        .cloned()
-        .unwrap_or_else(|| (old_soa.clone(), soa_ttl));
-    new_soa.serial = match serial {
-        Ok(exact) => exact,
-        Err(now) => policy.next(old_soa.serial, now as u32),
-    };
-    zone.remove(&origin, &RData::SOA(old_soa.clone()));
-    zone.insert(Record::from_rdata(
-        origin.clone(),
-        new_ttl,
-        RData::SOA(new_soa.clone()),
-    ))?;
-    diff.old_serial = Some(old_soa.serial);
-    diff.new_serial = Some(new_soa.serial);
-    diff.removed.insert(
-        0,
-        Record::from_rdata(origin.clone(), soa_ttl, RData::SOA(old_soa)),
-    );
-    diff.added
-        .insert(0, Record::from_rdata(origin, new_ttl, RData::SOA(new_soa)));
-    Ok(diff)
-}
-
 /// A signed zone's new version from its source: `None` when only what the
 /// signer owns differs, else signed (under a serial newer than
 /// `before`'s) with its diff.
@@ -935,20 +844,6 @@ fn set_serial(zone: &mut Zone, serial: u32) {
     let mut next = soa;
     next.serial = serial;
     let _ = zone.insert(Record::from_rdata(apex, ttl, RData::SOA(next)));
-}
-
-/// The TTL of the RRset `r` belongs to, if the set exists (no copy).
-fn rrset_ttl(zone: &Zone, r: &Record) -> Option<u32> {
-    zone.node(&LowerName::new(&r.name))
-        .and_then(|n| n.rrset(r.record_type()))
-        .map(|s| s.ttl)
-}
-
-/// The RRset `r` belongs to, as it stands in `zone`.
-fn rrset_of(zone: &Zone, r: &Record) -> Option<RRset> {
-    zone.node(&LowerName::new(&r.name))
-        .and_then(|n| n.rrset(r.record_type()))
-        .cloned()
 }
 
 /// `serial`, unless it is not newer than `old`: then the one after `old`.

@@ -1,3 +1,4 @@
+use super::step::add_one;
 use super::*;
 use crate::zone::FeedItem;
 use hickory_proto::rr::rdata::{A, NS, SOA};
@@ -433,4 +434,66 @@ fn an_incremental_transfer_is_applied_whole_or_not_at_all() {
         other => panic!("expected one commit, got {other:?}"),
     }
     assert!(feed.try_next().is_none());
+}
+
+/// A publish adds a name's records one after the other; those go in
+/// with one lookup of the name, with the zone and the diff they would
+/// have made one by one: records already there, a set whose TTL they
+/// change and two TTLs for one set in a run included.
+#[test]
+fn additions_at_one_name_go_in_together_as_they_would_one_by_one() {
+    use hickory_proto::rr::rdata::TXT;
+    let txt = |owner: &str, text: &str, ttl: u32| {
+        Record::from_rdata(name(owner), ttl, RData::TXT(TXT::new(vec![text.into()])))
+    };
+    let with_ttl = |mut r: Record, ttl: u32| {
+        r.ttl = ttl;
+        r
+    };
+    let base = zone(1, &[a("www.example.com.", 1), a("ttl.example.com.", 1)]);
+    let changes: Vec<Change> = [
+        a("www.example.com.", 2),
+        a("www.example.com.", 1),
+        txt("www.example.com.", "id", 60),
+        a("new.example.com.", 5),
+        txt("new.example.com.", "id", 60),
+        with_ttl(a("ttl.example.com.", 2), 120),
+        txt("ttl.example.com.", "x", 60),
+        a("mixed.example.com.", 1),
+        with_ttl(a("mixed.example.com.", 2), 30),
+        a("one.example.com.", 9),
+    ]
+    .into_iter()
+    .map(Change::Add)
+    .collect();
+    let mut together = base.clone();
+    let diff = apply_step(
+        &mut together,
+        &changes,
+        Err(0),
+        SerialPolicy::default(),
+        None,
+    )
+    .unwrap();
+    let mut one_by_one = base.clone();
+    let mut expected = ZoneDiff::default();
+    for c in &changes {
+        let Change::Add(r) = c else { unreachable!() };
+        add_one(&mut one_by_one, r, &mut expected).unwrap();
+    }
+    // (The diff's first records are the SOA's.)
+    assert_eq!(diff.added[1..], expected.added[..]);
+    assert_eq!(diff.removed[1..], expected.removed[..]);
+    assert_eq!(diff.added.len(), 11, "{diff:?}");
+    let records = |z: &Zone| {
+        let mut v: Vec<String> = z
+            .records()
+            .filter(|r| r.record_type() != RecordType::SOA)
+            .map(|r| r.to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(records(&together), records(&one_by_one));
+    assert_eq!(together.record_count(), one_by_one.record_count());
 }
