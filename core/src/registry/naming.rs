@@ -141,12 +141,76 @@ impl Naming {
     /// building the records or the reverse names (the API answers every
     /// write with these).
     pub fn names_of(&self, reg: &Registry, inst: &Instance) -> Vec<String> {
+        self.plain_cns_names(reg, inst)
+            .unwrap_or_else(|| self.walked_names(reg, inst))
+    }
+
+    /// [`names_of`](Self::names_of) by the walk, whatever the instance.
+    fn walked_names(&self, reg: &Registry, inst: &Instance) -> Vec<String> {
         let mut out = Names::default();
         self.walk(reg, inst, instance_service(reg, inst), &mut out);
         let mut names = out.0;
         names.sort();
         names.dedup();
         names
+    }
+
+    /// The names of an instance with CNS names only, written out as text
+    /// (what the walk's names print as): an instance's registration and
+    /// every write's reply name it, and making each name to print it was
+    /// most of that. `None` for anything else (a Binder record, a label
+    /// or zone that is not plain lower-case letters, digits and hyphens,
+    /// a name near the length limit): the walk names those.
+    fn plain_cns_names(&self, reg: &Registry, inst: &Instance) -> Option<Vec<String>> {
+        let plain = |s: &str| {
+            (1..=63).contains(&s.len())
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        };
+        if inst.reg.binder.is_some() || !plain(&inst.id) {
+            return None;
+        }
+        let mut names = Vec::new();
+        let owner = match inst.reg.owner.as_deref() {
+            Some(o) if !inst.reg.disabled && self.owner_enabled(reg, o) => o,
+            _ => return Some(names),
+        };
+        let services_plain =
+            inst.reg.services.iter().all(|m| {
+                plain(&m.name) && plain(&m.proto) && m.name.len() < 63 && m.proto.len() < 63
+            });
+        if !plain(owner) || !services_plain {
+            return None;
+        }
+        for &addr in &inst.reg.addresses {
+            for zone in self.cns_zones(addr) {
+                let zone = zone.to_lowercase().to_string();
+                let zone_plain = zone.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
+                });
+                if !zone_plain || zone.len() < 2 {
+                    return None;
+                }
+                names.push(format!("{}.inst.{owner}.{zone}", inst.id));
+                for m in &inst.reg.services {
+                    if !inst.listed_in(&cns_key(owner, &m.name)) {
+                        continue;
+                    }
+                    let svc = format!("{}.svc.{owner}.{zone}", m.name);
+                    if m.port.is_some() {
+                        names.push(format!("_{}._{}.{svc}", m.name, m.proto));
+                    }
+                    names.push(svc);
+                }
+            }
+        }
+        // (Well short of 255 octets, where the walk would leave a name out.)
+        if names.iter().any(|n| n.len() > 240) {
+            return None;
+        }
+        names.sort();
+        names.dedup();
+        Some(names)
     }
 
     /// The registry zone that holds `name`, if any.

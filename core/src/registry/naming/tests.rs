@@ -389,3 +389,65 @@ fn names_for_the_api_are_every_record_name_but_the_reverse_ones() {
         assert_eq!(naming().names_of(&r, inst), expected, "{id}");
     }
 }
+
+/// The API's names of a CNS-only instance, written out as text, are
+/// those the walk makes: opted in or not, disabled, withdrawn from a
+/// service, with ports of either protocol, addresses in several zones.
+#[test]
+fn names_written_out_are_the_walks() {
+    let mut r = Registry::default();
+    let body = |addresses: &str, services: &str, extra: &str| {
+        format!(
+            r#"{{"owner":"{OWNER}","addresses":[{addresses}],"services":[{services}],{extra}"lease_secs":60}}"#
+        )
+    };
+    let shapes = [
+        ("one", body(r#""10.0.0.1""#, r#""web""#, "")),
+        (
+            "many",
+            body(
+                r#""165.225.1.10","10.1.2.3","fd00::7","10.1.2.4""#,
+                r#""web:443",{"name":"dns","port":53,"proto":"udp"},"db""#,
+                "",
+            ),
+        ),
+        ("none", body(r#""10.0.0.2""#, "", "")),
+        (
+            "off",
+            body(r#""10.0.0.3""#, r#""web""#, r#""disabled":true,"#),
+        ),
+        ("down", body(r#""10.0.0.4""#, r#""web:80","api""#, "")),
+    ];
+    for (id, json) in &shapes {
+        register(&mut r, id, json);
+    }
+    let compare = |r: &Registry, expect_names: bool| {
+        for (id, _) in &shapes {
+            let inst = r.get(id).unwrap();
+            let written = naming().plain_cns_names(r, inst);
+            assert_eq!(
+                written.as_ref(),
+                Some(&naming().walked_names(r, inst)),
+                "{id}"
+            );
+            let named = written.is_some_and(|n| !n.is_empty());
+            assert_eq!(named, expect_names && *id != "off", "{id}");
+        }
+    };
+    compare(&r, false);
+    r.apply(&r.set_owner(OWNER, true).unwrap());
+    r.apply(&r.set_status("down", Status::Down, 1000).unwrap());
+    for e in r.tick(1000, &HealthPolicy::default()) {
+        r.apply(&e);
+    }
+    assert!(!r.get("down").unwrap().withdrawn.is_empty());
+    compare(&r, true);
+    // A Binder record, or a label the walk would print otherwise, is left
+    // to the walk.
+    register(
+        &mut r,
+        "m1",
+        r#"{"addresses":["172.27.10.90"],"lease_secs":60,"binder":{"domain":"example.joyent.us","type":"host"}}"#,
+    );
+    assert_eq!(naming().plain_cns_names(&r, r.get("m1").unwrap()), None);
+}
