@@ -308,7 +308,11 @@ pub fn compile_diffs(
 ) -> TableDelta {
     // A set: a burst of registrations touches thousands of names, most
     // of them under the same few ancestors.
-    let mut touched: std::collections::HashSet<LowerName> = std::collections::HashSet::new();
+    // (Hashed with foldhash, cheaper than std's SipHash: adding and
+    // looking up these names took about 2 % of the server's CPU in a
+    // fill of registrations.)
+    let mut touched: std::collections::HashSet<LowerName, foldhash::fast::RandomState> =
+        Default::default();
     let mut subtrees: Vec<LowerName> = Vec::new();
     for d in diffs {
         let zone_gone = d.new_serial.is_none();

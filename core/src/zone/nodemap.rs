@@ -96,9 +96,13 @@ impl NodeMap {
             // One probe: a zone read from an image is millions of these.
             self.base_mut().insert(key, node)
         } else {
-            let new = !self.contains_key(key.as_wire());
-            self.overlay.insert(key, Some(node));
-            new
+            // What the overlay held tells (one walk of it), but for a
+            // name only the base has.
+            let probe = key.clone();
+            match self.overlay.insert(key, Some(node)) {
+                Some(held) => held.is_none(),
+                None => self.base.find(probe.as_wire()).is_none(),
+            }
         };
         self.len += usize::from(new);
         self.rebase_if_due();

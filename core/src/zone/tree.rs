@@ -836,15 +836,12 @@ fn ensure_node(nodes: &mut NodeMap, relative: &[u8]) {
     nodes.insert(NodeKey::new(relative), Node::default());
     let mut child = relative;
     while let Some(parent) = key::parent(child) {
-        let existed = nodes.contains_key(parent);
         match nodes.get_mut(parent) {
-            Some(node) => node.children += 1,
-            None => {
-                nodes.insert(NodeKey::new(parent), Node::from_parts(Vec::new(), 1));
+            Some(node) => {
+                node.children += 1;
+                return;
             }
-        }
-        if existed {
-            return;
+            None => nodes.insert(NodeKey::new(parent), Node::from_parts(Vec::new(), 1)),
         }
         child = parent;
     }
