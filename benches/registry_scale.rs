@@ -586,11 +586,14 @@ fn nsd_follows(node: &Node, dir: &Path, port: u16, instances: usize, log: &Path)
         "NSD secondary: the first transfer of the zone ({instances} instances) answered in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let mut conn = Connection::open(&node.api);
     let mut followed = Vec::new();
     for i in 0..FOLLOWED {
         let id_text = format!("followed-{i}");
         let name = Name::from_ascii(format!("{id_text}.inst.acme.sd.example.")).unwrap();
+        // A connection for each: waiting for NSD can outlast the API's
+        // 30 s for an idle connection's next request, when the NOTIFY
+        // to a secondary that was down during the fill is backing off.
+        let mut conn = Connection::open(&node.api);
         let t = Instant::now();
         register(&mut conn, &id_text, i);
         let (limit, poll) = (Duration::from_secs(60), Duration::from_millis(1));
