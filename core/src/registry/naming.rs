@@ -162,8 +162,10 @@ impl Naming {
     /// or zone that is not plain lower-case letters, digits and hyphens,
     /// a name near the length limit): the walk names those.
     fn plain_cns_names(&self, reg: &Registry, inst: &Instance) -> Option<Vec<String>> {
+        // (An `xn--` label is IDNA's: the walk prints it decoded.)
         let plain = |s: &str| {
             (1..=63).contains(&s.len())
+                && !s.starts_with("xn--")
                 && s.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         };
@@ -184,6 +186,9 @@ impl Naming {
         }
         for &addr in &inst.reg.addresses {
             for zone in self.cns_zones(addr) {
+                if !zone.is_fqdn() {
+                    return None;
+                }
                 let zone = zone.to_lowercase().to_string();
                 let zone_plain = zone.bytes().all(|b| {
                     b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'

@@ -442,12 +442,22 @@ fn names_written_out_are_the_walks() {
     }
     assert!(!r.get("down").unwrap().withdrawn.is_empty());
     compare(&r, true);
-    // A Binder record, or a label the walk would print otherwise, is left
-    // to the walk.
+    // A Binder record, or a label the walk would print otherwise (IDNA's,
+    // decoded), is left to the walk.
     register(
         &mut r,
         "m1",
         r#"{"addresses":["172.27.10.90"],"lease_secs":60,"binder":{"domain":"example.joyent.us","type":"host"}}"#,
     );
     assert_eq!(naming().plain_cns_names(&r, r.get("m1").unwrap()), None);
+    for id in ["xn--bcher-kva", "xn--a"] {
+        register(&mut r, id, &body(r#""10.0.0.9""#, r#""web""#, ""));
+        let inst = r.get(id).unwrap();
+        assert_eq!(naming().plain_cns_names(&r, inst), None, "{id}");
+        assert_eq!(
+            naming().names_of(&r, inst),
+            naming().walked_names(&r, inst),
+            "{id}"
+        );
+    }
 }
