@@ -395,7 +395,7 @@ fn replay(batches: Vec<Batch>, registry: &mut Registry, last_ts: &mut u64, recen
 
 /// Writes zeros over `from..to` of `file`.
 fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
-    const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let mut at = from;
     while at < to {
         let n = (to - at).min(ZEROS.len() as u64);
