@@ -45,6 +45,13 @@ impl Ord for ById {
     }
 }
 
+/// As its id is hashed as a `str` (see the `Borrow` below).
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.id.as_str().hash(state)
+    }
+}
+
 impl Borrow<str> for ById {
     fn borrow(&self) -> &str {
         &self.0.id
