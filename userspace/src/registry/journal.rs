@@ -773,7 +773,10 @@ mod tests {
         let said = repair(&dir).unwrap();
         assert!(said.contains("kept 1 batches"), "{said}");
         let aside = dir.join(format!("{JOURNAL}.damaged-{}", ends[0]));
-        assert_eq!(std::fs::read(&aside).unwrap(), bytes[second..ends[2] as usize]);
+        assert_eq!(
+            std::fs::read(&aside).unwrap(),
+            bytes[second..ends[2] as usize]
+        );
         let (_, rec) = Journal::open(&dir).unwrap();
         assert_eq!(rec.batches, 1);
         assert!(rec.registry.instances.contains_key("a"));

@@ -228,6 +228,9 @@ pub struct Projection {
     published: Registry,
     /// Instances whose records must be re-derived at the next publish.
     dirty: HashSet<CompactString>,
+    /// A publish failed: the served zones may not hold what the table
+    /// does, so the next publish derives everything and compares.
+    diverged: bool,
 }
 
 impl Projection {
@@ -261,6 +264,7 @@ impl Projection {
             table: Table::default(),
             published: Registry::default(),
             dirty: HashSet::new(),
+            diverged: false,
         }
     }
 
@@ -429,6 +433,10 @@ impl Projection {
     /// publish and applies the RRset differences to the store, one serial
     /// per changed zone.
     pub fn publish(&mut self, serials: Serials) -> Vec<ZoneDiff> {
+        if self.diverged {
+            self.diverged = false;
+            return self.publish_all(serials);
+        }
         self.publish_at = None;
         self.last_publish = Some(Instant::now());
         let started = std::time::Instant::now();
@@ -458,21 +466,31 @@ impl Projection {
             }
         }
         let mut diffs = Vec::new();
+        let mut diverged = false;
         for (origin, changes) in by_zone {
             if changes.is_empty() {
                 continue;
             }
-            let result = match serials {
-                Serials::Policy { .. } => store.update(&origin, &changes, now_ms() / 1000),
-                Serials::Exact(serial) => {
-                    store.update_at(&origin, &changes, serial, now_ms() / 1000)
-                }
+            // The table counts every record's contributors, and adds only
+            // records the served sets lack: they are not looked for.
+            let serial = match serials {
+                Serials::Policy { .. } => None,
+                Serials::Exact(serial) => Some(serial),
             };
-            match result {
+            match store.update_counted(&origin, &changes, serial, now_ms() / 1000) {
                 Ok(d) if !d.is_empty() => diffs.push(d),
                 Ok(_) => {}
-                Err(e) => error!(zone = %origin, "registry zone update failed: {e}"),
+                Err(e) => {
+                    // The served zone no longer follows the table: the
+                    // next publish derives and compares every set.
+                    error!(zone = %origin, "registry zone update failed; every set is compared at the next publish: {e}");
+                    diverged = true;
+                }
             }
+        }
+        if diverged {
+            self.diverged = true;
+            self.schedule_publish();
         }
         log_published(&diffs, started);
         diffs

@@ -34,7 +34,7 @@ pub use diff::diff;
 use diff::{diff_names, diff_zones};
 pub use error::StoreError;
 use step::apply_step;
-pub use step::Change;
+pub use step::{Additions, Change};
 
 /// What a dynamic update does to one zone, decided under the writer lock
 /// ([`ZoneStore::edit`]): record changes in order, and the SOA (with its
@@ -436,7 +436,7 @@ impl ZoneStore {
         changes: &[Change],
         now: u64,
     ) -> Result<ZoneDiff, StoreError> {
-        self.update_with(origin, changes, Err(now), now)
+        self.update_with(origin, changes, Err(now), now, Additions::Checked)
     }
 
     /// [`update`](Self::update) to serial `serial` exactly, or to the
@@ -453,7 +453,39 @@ impl ZoneStore {
             .snapshot()
             .zone(&LowerName::new(origin))
             .and_then(|z| z.serial());
-        self.update_with(origin, changes, Ok(forward(serial, old)), now)
+        self.update_with(
+            origin,
+            changes,
+            Ok(forward(serial, old)),
+            now,
+            Additions::Checked,
+        )
+    }
+
+    /// [`update`](Self::update), or [`update_at`](Self::update_at) with
+    /// `serial`, for a source that counts every record's contributors and
+    /// adds only records their sets lack (the registry's derivation
+    /// table, sole writer of its zones): its additions are not looked for
+    /// in their sets first (see [`Additions::Counted`]). A service's set
+    /// of a thousand members was scanned for every member added.
+    pub fn update_counted(
+        &self,
+        origin: &Name,
+        changes: &[Change],
+        serial: Option<u32>,
+        now: u64,
+    ) -> Result<ZoneDiff, StoreError> {
+        let serial = match serial {
+            Some(serial) => {
+                let old = self
+                    .snapshot()
+                    .zone(&LowerName::new(origin))
+                    .and_then(|z| z.serial());
+                Ok(forward(serial, old))
+            }
+            None => Err(now),
+        };
+        self.update_with(origin, changes, serial, now, Additions::Counted)
     }
 
     fn update_with(
@@ -462,8 +494,9 @@ impl ZoneStore {
         changes: &[Change],
         serial: Result<u32, u64>,
         now: u64,
+        additions: Additions,
     ) -> Result<ZoneDiff, StoreError> {
-        let diffs = self.apply(origin, &[(changes, serial)], Some(now))?;
+        let diffs = self.apply(origin, &[(changes, serial)], Some(now), additions)?;
         Ok(diffs.into_iter().next().unwrap_or_else(|| ZoneDiff {
             origin: origin.clone(),
             ..ZoneDiff::default()
@@ -496,6 +529,7 @@ impl ZoneStore {
             serial,
             w.policy,
             edit.soa.as_ref(),
+            Additions::Checked,
         )?;
         if diff.is_empty() {
             return Ok(Edited {
@@ -529,7 +563,7 @@ impl ZoneStore {
             .iter()
             .map(|(changes, serial)| (changes.as_slice(), Ok(*serial)))
             .collect();
-        self.apply(origin, &steps, None)
+        self.apply(origin, &steps, None, Additions::Checked)
     }
 
     /// Applies each step's changes and serial to one zone, in order, and
@@ -542,6 +576,7 @@ impl ZoneStore {
         origin: &Name,
         steps: &[(&[Change], Result<u32, u64>)],
         now: Option<u64>,
+        additions: Additions,
     ) -> Result<Vec<ZoneDiff>, StoreError> {
         let w = self.lock();
         let old = self.current.load_full();
@@ -549,7 +584,7 @@ impl ZoneStore {
         let mut zone = (**current).clone();
         let mut diffs = Vec::new();
         for (changes, serial) in steps {
-            let diff = apply_step(&mut zone, changes, *serial, w.policy, None)?;
+            let diff = apply_step(&mut zone, changes, *serial, w.policy, None, additions)?;
             if !diff.is_empty() {
                 diffs.push(diff);
             }
@@ -778,7 +813,15 @@ fn signed_change(
     };
     let replacement = zone.soa().map(|(s, t)| (s.clone(), t));
     let mut next = b.clone();
-    match apply_step(&mut next, &changes, serial, w.policy, replacement.as_ref()) {
+    let checked = Additions::Checked;
+    match apply_step(
+        &mut next,
+        &changes,
+        serial,
+        w.policy,
+        replacement.as_ref(),
+        checked,
+    ) {
         Ok(step) => {
             let diff = w.sign_change(b, &mut next, std::slice::from_ref(&step), now)?;
             Some((next, diff))

@@ -18,6 +18,18 @@ pub enum Change {
     Remove(Record),
 }
 
+/// Whether a step's additions are looked for in their sets first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Additions {
+    /// Each is looked for: one already there changes nothing but, at
+    /// most, its set's TTL (RFC 2181 §5).
+    Checked,
+    /// The source counts every record's contributors and adds only
+    /// records their sets lack: none is looked for, but in a set whose
+    /// TTL the step changes (the source then adds the whole set again).
+    Counted,
+}
+
 /// One step of [`ZoneStore::apply`](super::ZoneStore::apply): record changes, then the SOA's new
 /// serial (`Ok`: the primary's, exactly; `Err(now)`: ours, by policy),
 /// with the other fields and TTL of `replacement` when given (an update
@@ -28,6 +40,7 @@ pub(super) fn apply_step(
     serial: Result<u32, u64>,
     policy: SerialPolicy,
     replacement: Option<&(SOA, u32)>,
+    additions: Additions,
 ) -> Result<ZoneDiff, StoreError> {
     let origin = zone.origin().clone();
     let (old_soa, soa_ttl) = zone
@@ -37,6 +50,15 @@ pub(super) fn apply_step(
     let mut diff = ZoneDiff {
         origin: origin.clone(),
         ..ZoneDiff::default()
+    };
+    // Sets whose TTL this step changed: their records are all added
+    // again, most of them already there.
+    let mut retimed: Vec<(&Name, RecordType)> = Vec::new();
+    let counted = |retimed: &[(&Name, RecordType)], r: &Record| {
+        additions == Additions::Counted
+            && !retimed
+                .iter()
+                .any(|(n, t)| *t == r.record_type() && n.eq_case(&r.name))
     };
     let mut at = 0;
     while let Some(change) = changes.get(at) {
@@ -53,14 +75,20 @@ pub(super) fn apply_step(
                     Some(records) => {
                         at += records.len() - 1;
                         let key = LowerName::new(&r.name);
+                        let fresh = records.iter().all(|r| counted(&retimed, r));
                         let mut new = Vec::with_capacity(records.len());
                         let each = records.iter().map(|&r| r.clone());
-                        zone.insert_each(&key, each, |i| new.push(i))?;
+                        zone.insert_each(&key, each, fresh, |i| new.push(i))?;
                         for i in new {
                             cancel_or_push(&mut diff.removed, &mut diff.added, records[i]);
                         }
                     }
-                    None => add_one(zone, r, &mut diff)?,
+                    None => {
+                        let fresh = counted(&retimed, r);
+                        if add_one(zone, r, fresh, &mut diff)? == Added::Retimed {
+                            retimed.push((&r.name, r.record_type()));
+                        }
+                    }
                 }
             }
             Change::Remove(r) => {
@@ -101,8 +129,23 @@ pub(super) fn apply_step(
     Ok(diff)
 }
 
-/// Adds `r` to `zone` and notes it in `diff`.
-pub(super) fn add_one(zone: &mut Zone, r: &Record, diff: &mut ZoneDiff) -> Result<(), StoreError> {
+/// What [`add_one`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Added {
+    Record,
+    /// The record changed its set's TTL.
+    Retimed,
+}
+
+/// Adds `r` to `zone` and notes it in `diff`; `fresh`: its set lacks it
+/// (the caller's promise, see [`Additions::Counted`]) unless it changes
+/// the set's TTL.
+pub(super) fn add_one(
+    zone: &mut Zone,
+    r: &Record,
+    fresh: bool,
+    diff: &mut ZoneDiff,
+) -> Result<Added, StoreError> {
     let ttl_now = rrset_ttl(zone, r);
     if ttl_now.is_some_and(|t| t != r.ttl) {
         // A TTL change rewrites the whole set (rare path).
@@ -110,10 +153,13 @@ pub(super) fn add_one(zone: &mut Zone, r: &Record, diff: &mut ZoneDiff) -> Resul
         zone.insert(r.clone())?;
         let after = rrset_of(zone, r);
         record_rrset_change(diff, r, before, after);
-    } else if zone.insert(r.clone())? {
+        return Ok(Added::Retimed);
+    }
+    let key = LowerName::new(&r.name);
+    if zone.insert_each(&key, [r.clone()], fresh, |_| {})?.added == 1 {
         cancel_or_push(&mut diff.removed, &mut diff.added, r);
     }
-    Ok(())
+    Ok(Added::Record)
 }
 
 /// How many of `changes`, from the first, add records at `name`: a

@@ -473,13 +473,14 @@ fn additions_at_one_name_go_in_together_as_they_would_one_by_one() {
         Err(0),
         SerialPolicy::default(),
         None,
+        Additions::Checked,
     )
     .unwrap();
     let mut one_by_one = base.clone();
     let mut expected = ZoneDiff::default();
     for c in &changes {
         let Change::Add(r) = c else { unreachable!() };
-        add_one(&mut one_by_one, r, &mut expected).unwrap();
+        add_one(&mut one_by_one, r, false, &mut expected).unwrap();
     }
     // (The diff's first records are the SOA's.)
     assert_eq!(diff.added[1..], expected.added[..]);
@@ -496,4 +497,61 @@ fn additions_at_one_name_go_in_together_as_they_would_one_by_one() {
     };
     assert_eq!(records(&together), records(&one_by_one));
     assert_eq!(together.record_count(), one_by_one.record_count());
+}
+
+/// A counted source's additions (new to their sets, but where a set's
+/// TTL changes and the source adds the whole set again) are not looked
+/// for, and make the zone and the diff that checked additions make.
+#[test]
+fn counted_additions_make_what_checked_ones_make() {
+    let with_ttl = |mut r: Record, ttl: u32| {
+        r.ttl = ttl;
+        r
+    };
+    let base = zone(
+        1,
+        &[
+            a("svc.example.com.", 1),
+            a("svc.example.com.", 2),
+            a("retimed.example.com.", 1),
+            a("retimed.example.com.", 2),
+            a("retimed.example.com.", 3),
+        ],
+    );
+    // As the registry's table makes them: a member added to a service,
+    // a new name, and a set whose least TTL moved (one record gone, the
+    // rest added again at the new TTL, one after the other).
+    let changes: Vec<Change> = vec![
+        Change::Add(a("svc.example.com.", 3)),
+        Change::Add(a("new.example.com.", 9)),
+        Change::Add(with_ttl(a("new.example.com.", 8), 3600)),
+        Change::Remove(a("retimed.example.com.", 3)),
+        Change::Add(with_ttl(a("retimed.example.com.", 1), 30)),
+        Change::Add(with_ttl(a("retimed.example.com.", 2), 30)),
+    ];
+    let apply = |additions| {
+        let store = ZoneStore::with_zones(vec![base.clone()]);
+        let diff = match additions {
+            Additions::Counted => store.update_counted(&name("example.com."), &changes, None, 0),
+            Additions::Checked => store.update(&name("example.com."), &changes, 0),
+        }
+        .unwrap();
+        let zone = store
+            .snapshot()
+            .zone(&LowerName::new(&name("example.com.")))
+            .unwrap()
+            .clone();
+        let mut records: Vec<String> = zone.records().map(|r| r.to_string()).collect();
+        records.sort();
+        (records, diff.added, diff.removed, zone.record_count())
+    };
+    let counted = apply(Additions::Counted);
+    assert_eq!(counted, apply(Additions::Checked));
+    let retimed: Vec<&String> = counted
+        .0
+        .iter()
+        .filter(|r| r.starts_with("retimed"))
+        .collect();
+    assert_eq!(retimed.len(), 2, "{retimed:?}");
+    assert!(retimed.iter().all(|r| r.contains(" 30 ")), "{retimed:?}");
 }
