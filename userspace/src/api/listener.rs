@@ -146,6 +146,9 @@ pub(super) async fn serve(
         conns.spawn(async move {
             let _slot = slot;
             let conn = http1::Builder::new()
+                // A reply is small: headers and body copied into one
+                // buffer and sent with one `write`.
+                .writev(false)
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
                 .serve_connection(TokioIo::new(stream), service);
