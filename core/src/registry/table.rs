@@ -760,6 +760,35 @@ mod tests {
             .all(|k| k.1 != RecordType::SRV || k.0.to_string().contains("svc")));
     }
 
+    /// Every RRset of `table` but PTR (a selection, compared apart) is
+    /// served by `store` as the table derives it, records in any order.
+    fn assert_served_as_derived(
+        store: &crate::zone::ZoneStore,
+        naming: &Naming,
+        table: &Table,
+        when: &str,
+    ) {
+        use hickory_proto::rr::LowerName;
+        let snap = store.snapshot();
+        let sorted = |ttl: u32, data: Vec<String>| {
+            let mut data = data;
+            data.sort();
+            (ttl, data)
+        };
+        for key in table.keys(naming).filter(|k| k.1 != RecordType::PTR) {
+            let origin = naming.zone_of(&key.0).unwrap();
+            let served = snap
+                .zone(&LowerName::new(origin))
+                .and_then(|z| z.node(&LowerName::new(&key.0)))
+                .and_then(|n| n.rrset(key.1))
+                .map(|s| sorted(s.ttl, s.rdatas().map(|d| d.to_string()).collect()));
+            let derived = table
+                .rrset(naming, &key)
+                .map(|(ttl, data)| sorted(ttl, data.iter().map(|d| d.to_string()).collect()));
+            assert_eq!(served, derived, "{key:?} {when}");
+        }
+    }
+
     /// The record changes an update returns, applied to the zones served
     /// before it, give exactly the RRsets a full derivation gives: a big
     /// service RRset changes by what changed, and a TTL change (the least
@@ -767,7 +796,6 @@ mod tests {
     #[test]
     fn returned_changes_turn_the_served_zones_into_the_new_ones() {
         use crate::zone::ZoneStore;
-        use hickory_proto::rr::LowerName;
         let naming = crate::registry::naming::tests::naming();
         let mut reg = Registry::default();
         reg.apply(&reg.set_owner("acme", true).unwrap());
@@ -786,26 +814,8 @@ mod tests {
             for (origin, changes) in by_zone {
                 store.update_counted(&origin, &changes, None, 0).unwrap();
             }
-            let snap = store.snapshot();
             *before = reg.clone();
-            for key in table.keys(&naming).filter(|k| k.1 != RecordType::PTR) {
-                let origin = naming.zone_of(&key.0).unwrap();
-                let served = snap
-                    .zone(&LowerName::new(origin))
-                    .and_then(|z| z.node(&LowerName::new(&key.0)))
-                    .and_then(|n| n.rrset(key.1))
-                    .map(|s| {
-                        let mut d: Vec<String> = s.rdatas().map(|d| d.to_string()).collect();
-                        d.sort();
-                        (s.ttl, d)
-                    });
-                let want = table.rrset(&naming, &key).map(|(ttl, data)| {
-                    let mut d: Vec<String> = data.iter().map(|d| d.to_string()).collect();
-                    d.sort();
-                    (ttl, d)
-                });
-                assert_eq!(served, want, "{key:?} after {id}");
-            }
+            assert_served_as_derived(&store, &naming, table, &format!("after {id}"));
         };
         let register = |reg: &mut Registry, id: &str, json: &str| {
             let spec: InstanceSpec = serde_json::from_str(json).unwrap();
@@ -853,7 +863,6 @@ mod tests {
     #[test]
     fn random_batches_of_changes_match_a_full_rebuild() {
         use crate::zone::ZoneStore;
-        use hickory_proto::rr::LowerName;
         let naming = crate::registry::naming::tests::naming();
         let mut reg = Registry::default();
         reg.apply(&reg.set_owner("acme", true).unwrap());
@@ -931,25 +940,7 @@ mod tests {
             }
             published = reg.clone();
             let full = Table::build(&naming, &reg);
-            let snap = store.snapshot();
-            for key in full.keys(&naming).filter(|k| k.1 != RecordType::PTR) {
-                let origin = naming.zone_of(&key.0).unwrap();
-                let served = snap
-                    .zone(&LowerName::new(origin))
-                    .and_then(|z| z.node(&LowerName::new(&key.0)))
-                    .and_then(|n| n.rrset(key.1))
-                    .map(|s| {
-                        let mut d: Vec<String> = s.rdatas().map(|d| d.to_string()).collect();
-                        d.sort();
-                        (s.ttl, d)
-                    });
-                let derived = full.rrset(&naming, &key).map(|(ttl, d)| {
-                    let mut d: Vec<String> = d.iter().map(|d| d.to_string()).collect();
-                    d.sort();
-                    (ttl, d)
-                });
-                assert_eq!(served, derived, "{key:?} after round {round}");
-            }
+            assert_served_as_derived(&store, &naming, &full, &format!("after round {round}"));
             let listed = |t: &Table| {
                 let mut all: Vec<_> = t
                     .keys(&naming)
