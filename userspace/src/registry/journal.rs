@@ -265,6 +265,20 @@ impl Journal {
         Ok(())
     }
 
+    /// Syncs, and cuts the zeros past the records: a file set aside, or
+    /// left at a stop, then ends with its last record (and a release
+    /// before the zeros reads it as it always did).
+    pub fn trim(&mut self) -> Result<(), JournalError> {
+        self.sync()?;
+        if self.allocated > self.bytes {
+            let path = self.dir.join(JOURNAL);
+            self.file.set_len(self.bytes).map_err(io_err(&path))?;
+            self.file.sync_data().map_err(io_err(&path))?;
+            self.allocated = self.bytes;
+        }
+        Ok(())
+    }
+
     /// Bytes in the journal file (the snapshot aside).
     pub fn bytes(&self) -> u64 {
         self.bytes
@@ -295,7 +309,7 @@ impl Journal {
         if aside.exists() {
             return Ok(None);
         }
-        self.sync()?;
+        self.trim()?;
         let path = self.dir.join(JOURNAL);
         std::fs::rename(&path, &aside).map_err(io_err(&path))?;
         self.file = OpenOptions::new()
@@ -653,6 +667,13 @@ mod tests {
         assert_eq!(len % PREALLOCATE, 0);
         assert!(len > j.bytes());
         drop(j);
+        let (mut j, rec) = Journal::open(&dir).unwrap();
+        assert_eq!(rec.registry, reg);
+        // At a stop the zeros go: the file ends with its last record.
+        j.trim().unwrap();
+        let len = std::fs::metadata(dir.join(JOURNAL)).unwrap().len();
+        assert_eq!(len, j.bytes());
+        drop(j);
         let (_, rec) = Journal::open(&dir).unwrap();
         assert_eq!(rec.registry, reg);
         let _ = std::fs::remove_dir_all(&dir);
@@ -701,11 +722,16 @@ mod tests {
     fn a_compaction_beside_the_writer_recovers_the_same_state_after_a_crash_at_any_step() {
         let dir = tmpdir("rotate");
         let (mut j, _) = Journal::open(&dir).unwrap();
-        let (mut reg, _) = three_batches(&mut j);
+        let (mut reg, ends) = three_batches(&mut j);
         let compaction = j.rotate().unwrap().expect("nothing set aside yet");
         assert!(j.rotate().unwrap().is_none(), "one compaction at a time");
         let at_rotation = reg.clone();
         let set_aside = std::fs::read(dir.join(COMPACTING)).unwrap();
+        assert_eq!(
+            set_aside.len() as u64,
+            ends[2],
+            "set aside without its zeros"
+        );
         // Writes go on in the new journal, deleting one of the first.
         for e in [put(&reg, "d"), reg.deregister("a").unwrap()] {
             reg.apply(&e);

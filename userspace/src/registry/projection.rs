@@ -231,6 +231,9 @@ pub struct Projection {
     /// A publish failed: the served zones may not hold what the table
     /// does, so the next publish derives everything and compares.
     diverged: bool,
+    /// Since a publish failed, the table's additions are looked for in
+    /// the served sets (see [`ZoneStore::update_counted`]).
+    checked: bool,
 }
 
 impl Projection {
@@ -265,6 +268,7 @@ impl Projection {
             published: Registry::default(),
             dirty: HashSet::new(),
             diverged: false,
+            checked: false,
         }
     }
 
@@ -466,29 +470,38 @@ impl Projection {
             }
         }
         let mut diffs = Vec::new();
-        let mut diverged = false;
+        let mut failed = false;
         for (origin, changes) in by_zone {
             if changes.is_empty() {
                 continue;
             }
             // The table counts every record's contributors, and adds only
-            // records the served sets lack: they are not looked for.
-            let serial = match serials {
-                Serials::Policy { .. } => None,
-                Serials::Exact(serial) => Some(serial),
+            // records the served sets lack: they are not looked for, as
+            // long as no update failed.
+            let now = now_ms() / 1000;
+            let result = match (serials, self.checked) {
+                (Serials::Policy { .. }, false) => {
+                    store.update_counted(&origin, &changes, None, now)
+                }
+                (Serials::Exact(s), false) => store.update_counted(&origin, &changes, Some(s), now),
+                (Serials::Policy { .. }, true) => store.update(&origin, &changes, now),
+                (Serials::Exact(s), true) => store.update_at(&origin, &changes, s, now),
             };
-            match store.update_counted(&origin, &changes, serial, now_ms() / 1000) {
+            match result {
                 Ok(d) if !d.is_empty() => diffs.push(d),
                 Ok(_) => {}
                 Err(e) => {
-                    // The served zone no longer follows the table: the
-                    // next publish derives and compares every set.
-                    error!(zone = %origin, "registry zone update failed; every set is compared at the next publish: {e}");
-                    diverged = true;
+                    error!(zone = %origin, "registry zone update failed: {e}");
+                    failed = true;
                 }
             }
         }
-        if diverged {
+        if failed && !self.checked {
+            // The served zone no longer follows the table: the next
+            // publish derives and compares every set, once, and from now
+            // on additions are looked for (a failure that persists, such
+            // as a set past 65,535 records, is not rebuilt for each time).
+            self.checked = true;
             self.diverged = true;
             self.schedule_publish();
         }

@@ -193,6 +193,8 @@ impl Writer {
         }
         // A compaction in flight is finished, not left half-written.
         self.join_compaction();
+        // The zeros past the records go at a stop (see `Journal::trim`).
+        self.journal.trim()?;
         Ok(())
     }
 

@@ -581,6 +581,13 @@ impl ZoneStore {
         let w = self.lock();
         let old = self.current.load_full();
         let (key, current) = served(&old, origin)?;
+        // A signed zone's version can lag its source's (a signing that
+        // failed leaves it as it was, and a whole publish skips it):
+        // its additions are always looked for.
+        let additions = match w.signer(&key) {
+            Some(_) => Additions::Checked,
+            None => additions,
+        };
         let mut zone = (**current).clone();
         let mut diffs = Vec::new();
         for (changes, serial) in steps {
