@@ -795,7 +795,7 @@ mod tests {
     /// TTL of the contributors) rewrites the set.
     #[test]
     fn returned_changes_turn_the_served_zones_into_the_new_ones() {
-        use crate::zone::ZoneStore;
+        use crate::zone::{Additions, ZoneStore};
         let naming = crate::registry::naming::tests::naming();
         let mut reg = Registry::default();
         reg.apply(&reg.set_owner("acme", true).unwrap());
@@ -812,7 +812,9 @@ mod tests {
             }
             // As the publisher applies them: promised new, not looked for.
             for (origin, changes) in by_zone {
-                store.update_counted(&origin, &changes, None, 0).unwrap();
+                store
+                    .update_generated(&origin, &changes, None, 0, Additions::Counted)
+                    .unwrap();
             }
             *before = reg.clone();
             assert_served_as_derived(&store, &naming, table, &format!("after {id}"));
@@ -862,7 +864,7 @@ mod tests {
     /// promise fails a debug assertion in the store) serve those sets.
     #[test]
     fn random_batches_of_changes_match_a_full_rebuild() {
-        use crate::zone::ZoneStore;
+        use crate::zone::{Additions, ZoneStore};
         let naming = crate::registry::naming::tests::naming();
         let mut reg = Registry::default();
         reg.apply(&reg.set_owner("acme", true).unwrap());
@@ -936,7 +938,9 @@ mod tests {
                 }
             }
             for (origin, changes) in by_zone {
-                store.update_counted(&origin, &changes, None, 0).unwrap();
+                store
+                    .update_generated(&origin, &changes, None, 0, Additions::Counted)
+                    .unwrap();
             }
             published = reg.clone();
             let full = Table::build(&naming, &reg);

@@ -33,7 +33,9 @@ pub use rrset::{
 };
 pub use serial::SerialPolicy;
 pub use snapshot::{Snapshot, ZoneDiff};
-pub use store::{Change, Edit, EditError, Edited, RotationPolicy, ZoneReader, ZoneStore};
+pub use store::{
+    Additions, Change, Edit, EditError, Edited, RotationPolicy, ZoneReader, ZoneStore,
+};
 pub use text::{load_zone_str, LoadError};
 pub(crate) use tree::{random_seed, FastMap};
 pub use tree::{Bulk, Inserted, Zone, ZoneError};

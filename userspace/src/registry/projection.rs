@@ -24,7 +24,7 @@ use super::model::Limits;
 use super::state::Entry;
 use super::table::{SetChange, Table};
 use super::{HealthPolicy, Instance, InstanceSpec, Naming, Registry, RegistryError, Status};
-use crate::zone::{Change, ZoneDiff, ZoneStore};
+use crate::zone::{Additions, Change, ZoneDiff, ZoneStore};
 
 pub use crate::clock::unix_ms as now_ms;
 
@@ -232,7 +232,7 @@ pub struct Projection {
     /// does, so the next publish derives everything and compares.
     diverged: bool,
     /// Since a publish failed, the table's additions are looked for in
-    /// the served sets (see [`ZoneStore::update_counted`]).
+    /// the served sets (see [`ZoneStore::update_generated`]).
     checked: bool,
 }
 
@@ -479,14 +479,15 @@ impl Projection {
             // records the served sets lack: they are not looked for, as
             // long as no update failed.
             let now = now_ms() / 1000;
-            let result = match (serials, self.checked) {
-                (Serials::Policy { .. }, false) => {
-                    store.update_counted(&origin, &changes, None, now)
-                }
-                (Serials::Exact(s), false) => store.update_counted(&origin, &changes, Some(s), now),
-                (Serials::Policy { .. }, true) => store.update(&origin, &changes, now),
-                (Serials::Exact(s), true) => store.update_at(&origin, &changes, s, now),
+            let serial = match serials {
+                Serials::Policy { .. } => None,
+                Serials::Exact(serial) => Some(serial),
             };
+            let additions = match self.checked {
+                true => Additions::Checked,
+                false => Additions::Counted,
+            };
+            let result = store.update_generated(&origin, &changes, serial, now, additions);
             match result {
                 Ok(d) if !d.is_empty() => diffs.push(d),
                 Ok(_) => {}

@@ -449,31 +449,22 @@ impl ZoneStore {
         serial: u32,
         now: u64,
     ) -> Result<ZoneDiff, StoreError> {
-        let old = self
-            .snapshot()
-            .zone(&LowerName::new(origin))
-            .and_then(|z| z.serial());
-        self.update_with(
-            origin,
-            changes,
-            Ok(forward(serial, old)),
-            now,
-            Additions::Checked,
-        )
+        self.update_generated(origin, changes, Some(serial), now, Additions::Checked)
     }
 
     /// [`update`](Self::update), or [`update_at`](Self::update_at) with
-    /// `serial`, for a source that counts every record's contributors and
-    /// adds only records their sets lack (the registry's derivation
-    /// table, sole writer of its zones): its additions are not looked for
-    /// in their sets first (see [`Additions::Counted`]). A service's set
-    /// of a thousand members was scanned for every member added.
-    pub fn update_counted(
+    /// `serial`, with `additions` looked for in their sets or not: a
+    /// source that counts every record's contributors and adds only
+    /// records their sets lack (the registry's derivation table, sole
+    /// writer of its zones) passes [`Additions::Counted`], so a service's
+    /// set of a thousand members is not scanned for every member added.
+    pub fn update_generated(
         &self,
         origin: &Name,
         changes: &[Change],
         serial: Option<u32>,
         now: u64,
+        additions: Additions,
     ) -> Result<ZoneDiff, StoreError> {
         let serial = match serial {
             Some(serial) => {
@@ -485,7 +476,7 @@ impl ZoneStore {
             }
             None => Err(now),
         };
-        self.update_with(origin, changes, serial, now, Additions::Counted)
+        self.update_with(origin, changes, serial, now, additions)
     }
 
     fn update_with(

@@ -531,11 +531,9 @@ fn counted_additions_make_what_checked_ones_make() {
     ];
     let apply = |additions| {
         let store = ZoneStore::with_zones(vec![base.clone()]);
-        let diff = match additions {
-            Additions::Counted => store.update_counted(&name("example.com."), &changes, None, 0),
-            Additions::Checked => store.update(&name("example.com."), &changes, 0),
-        }
-        .unwrap();
+        let diff = store
+            .update_generated(&name("example.com."), &changes, None, 0, additions)
+            .unwrap();
         let zone = store
             .snapshot()
             .zone(&LowerName::new(&name("example.com.")))
