@@ -259,6 +259,7 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
             .collect();
         // The journal keeps the diffs since each image, so the next start
         // brings an image forward however long ago it was written.
+        journal.images_written();
         let keeping = journal.clone();
         let writer =
             images::ImageWriter::new(dir, &loaded).on_written(Box::new(move |origin, serial| {

@@ -881,3 +881,78 @@ fn a_zone_rebuilt_by_its_source_is_appended_but_not_synced() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Where zone images are written, a zone its source rebuilds keeps only
+/// diffs in its file, rewrites included: a start brings the zone's image
+/// forward through them, and without the image recovers nothing from the
+/// file (the source rebuilds the zone). Without images the file keeps its
+/// snapshot and recovers the zone alone.
+#[test]
+fn a_zone_rebuilt_by_its_source_keeps_no_snapshot_where_images_are_written() {
+    // Few diffs kept: the file is rewritten every four commits.
+    let limits = JournalLimits {
+        max_changes: 2,
+        ..JournalLimits::default()
+    };
+    let origin = name("example.com.");
+    let key = LowerName::new(&origin);
+    for imaged in [true, false] {
+        let dir = tmpdir(&format!("diffs-only-{imaged}"));
+        let (image, newest) = {
+            let (journal, _) = IxfrJournal::open(&dir, limits).unwrap();
+            let journal = Arc::new(journal);
+            journal.rebuilt_by_source([key.clone()]);
+            if imaged {
+                journal.images_written();
+            }
+            let store = store_with(journal.clone());
+            let current = || store.snapshot().zone(&key).unwrap().as_ref().clone();
+            store.replace_zones(vec![base_zone()], &[]);
+            store.update(&origin, &change(0)).unwrap();
+            let image = current();
+            journal.keep_from(&key, image.serial().unwrap());
+            for i in 1..30 {
+                store.update(&origin, &change(i)).unwrap();
+            }
+            journal.settle();
+            (image, current())
+        };
+        assert_eq!((image.serial(), newest.serial()), (Some(2), Some(31)));
+
+        let bytes = std::fs::read(dir.join("example.com.ixfr")).unwrap();
+        let frames: Vec<Frame> = crate::frames::frames(&bytes)
+            .map(|(body, _)| decode_frame(body).expect("a frame of the journal"))
+            .collect();
+        let snapshots = frames
+            .iter()
+            .filter(|f| !matches!(f, Frame::Diff(_)))
+            .count();
+        assert_eq!(snapshots, usize::from(!imaged), "images written: {imaged}");
+        match frames.first() {
+            Some(Frame::Diff(first)) => assert_eq!(
+                first.old_serial(),
+                Some(2),
+                "rewritten from the image's serial on (the first diff dropped)"
+            ),
+            _ => panic!("the file starts with the history kept"),
+        }
+
+        let (_, recovered) = IxfrJournal::open(&dir, limits).unwrap();
+        assert_eq!(
+            recovered.len(),
+            usize::from(!imaged),
+            "without an image, only a snapshot recovers the zone"
+        );
+        if let Some(zone) = recovered.first() {
+            assert_eq!(all_records(zone), all_records(&newest));
+        }
+
+        let mut held = HashMap::from([(key.clone(), image)]);
+        let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
+        assert!(recovered.is_empty(), "caught up from the image");
+        assert_eq!(held[&key].serial(), Some(31));
+        assert_eq!(all_records(&held[&key]), all_records(&newest));
+        assert!(matches!(journal.ixfr(&newest, 2), Ixfr::Diff(_)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
