@@ -23,6 +23,7 @@ pub mod cookies;
 pub mod dnstap;
 pub mod handler;
 pub mod metrics;
+mod prefetch;
 pub mod registry;
 pub mod router;
 pub mod rrl;

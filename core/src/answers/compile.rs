@@ -194,27 +194,18 @@ fn compile_in_parallel(
 /// scattered over the heap, and waiting for each in turn was a large part
 /// of a million-name compile.
 fn prefetch(part: &[(&Zone, ZoneMark, &NodeKey, &Node)], i: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let hint = |p: *const u8| {
-            // SAFETY: SSE is in every x86-64 CPU, and a prefetch is a hint
-            // that neither reads nor faults.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
-        };
-        if let Some(&(_, _, key, node)) = part.get(i + 8) {
-            hint((node as *const Node).cast());
-            hint((key as *const NodeKey).cast());
-        }
-        if let Some(&(_, _, _, node)) = part.get(i + 4) {
-            let sets = node.rrsets();
-            hint(sets.as_ptr().cast());
-            if let Some(set) = sets.first() {
-                hint(set.packed().as_bytes().as_ptr());
-            }
+    let hint = crate::prefetch::prefetch;
+    if let Some(&(_, _, key, node)) = part.get(i + 8) {
+        hint((node as *const Node).cast());
+        hint((key as *const NodeKey).cast());
+    }
+    if let Some(&(_, _, _, node)) = part.get(i + 4) {
+        let sets = node.rrsets();
+        hint(sets.as_ptr().cast());
+        if let Some(set) = sets.first() {
+            hint(set.packed().as_bytes().as_ptr());
         }
     }
-    let _ = (part, i);
 }
 
 /// Where [`compile_node`] puts what it compiles.

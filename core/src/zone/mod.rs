@@ -6,6 +6,7 @@
 pub mod check;
 pub mod dump;
 pub mod feed;
+mod hashtrie;
 pub mod ids;
 pub(crate) mod inline;
 pub mod key;

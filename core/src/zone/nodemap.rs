@@ -1,5 +1,7 @@
 //! A zone's map from [`NodeKey`] to [`Node`]: a flat, shared base and a
-//! small persistent overlay of what changed since the base was made.
+//! small persistent overlay of what changed since the base was made (a
+//! hash trie of its own, [`super::hashtrie`], which prefetches what a
+//! copy or a free of its branches touches).
 //!
 //! A persistent hash trie alone (what the map was) costs a 32-slot node
 //! for every few names at its last level: 80 bytes a name at 680k names,
@@ -18,13 +20,13 @@ use std::sync::Arc;
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 
+use super::hashtrie::HashTrie;
 use super::key::NodeKey;
 use super::node::Node;
 
 /// An overlay entry: the node as changed, or `None` where the base's
-/// node was removed.
-type Overlay =
-    imbl::GenericHashMap<NodeKey, Option<Node>, FixedState, imbl::shared_ptr::DefaultSharedPtr>;
+/// node was removed (keyed by the base's hash of the name).
+type Overlay = HashTrie;
 
 /// A new base is made once the overlay holds more than this share of it
 /// (and more than [`OVERLAY_MIN`] entries).
@@ -54,9 +56,13 @@ impl NodeMap {
         let hasher = FixedState::with_seed(seed);
         NodeMap {
             base: Arc::new(Flat::new(hasher.clone())),
-            overlay: Overlay::with_hasher(hasher),
+            overlay: Overlay::default(),
             len: 0,
         }
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.base.hasher.hash_one(key)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -64,12 +70,13 @@ impl NodeMap {
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Option<&Node> {
+        let hash = self.hash(key);
         if !self.overlay.is_empty() {
-            if let Some(changed) = self.overlay.get(key) {
+            if let Some(changed) = self.overlay.get(hash, key) {
                 return changed.as_ref();
             }
         }
-        self.base.get(key)
+        self.base.get_hashed(hash, key)
     }
 
     pub(crate) fn contains_key(&self, key: &[u8]) -> bool {
@@ -83,11 +90,12 @@ impl NodeMap {
             let at = base.find(key)?;
             return Some(&mut base.entries[at].1);
         }
-        if !self.overlay.contains_key(key) {
-            let node = self.base.get(key)?.clone();
-            self.overlay.insert(NodeKey::new(key), Some(node));
+        let hash = self.hash(key);
+        if !self.overlay.contains_key(hash, key) {
+            let node = self.base.get_hashed(hash, key)?.clone();
+            self.overlay.insert(hash, NodeKey::new(key), Some(node));
         }
-        self.overlay.get_mut(key)?.as_mut()
+        self.overlay.get_mut(hash, key)?.as_mut()
     }
 
     /// Sets the node at `key` (new or replaced).
@@ -99,9 +107,10 @@ impl NodeMap {
             // What the overlay held tells (one walk of it), but for a
             // name only the base has.
             let probe = key.clone();
-            match self.overlay.insert(key, Some(node)) {
+            let hash = self.hash(key.as_wire());
+            match self.overlay.insert(hash, key, Some(node)) {
                 Some(held) => held.is_none(),
-                None => self.base.find(probe.as_wire()).is_none(),
+                None => self.base.find_hashed(hash, probe.as_wire()).is_none(),
             }
         };
         self.len += usize::from(new);
@@ -115,10 +124,13 @@ impl NodeMap {
         self.len -= 1;
         if self.own_base() {
             self.base_mut().swap_remove(key);
-        } else if self.base.find(key).is_some() {
-            self.overlay.insert(NodeKey::new(key), None);
         } else {
-            self.overlay.remove(key);
+            let hash = self.hash(key);
+            if self.base.find_hashed(hash, key).is_some() {
+                self.overlay.insert(hash, NodeKey::new(key), None);
+            } else {
+                self.overlay.remove(hash, key);
+            }
         }
         self.rebase_if_due();
     }
@@ -135,7 +147,7 @@ impl NodeMap {
         let hasher = self.base.hasher.clone();
         *self = NodeMap {
             base: Arc::new(Flat::new(hasher.clone())),
-            overlay: Overlay::with_hasher(hasher),
+            overlay: Overlay::default(),
             len: 0,
         };
     }
@@ -159,11 +171,15 @@ impl NodeMap {
     /// Every entry once (order unspecified).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&NodeKey, &Node)> {
         let overlay = &self.overlay;
+        let hasher = &self.base.hasher;
         let unchanged = self
             .base
             .entries
             .iter()
-            .filter(move |(key, _)| overlay.is_empty() || !overlay.contains_key(key.as_wire()))
+            .filter(move |(key, _)| {
+                overlay.is_empty()
+                    || !overlay.contains_key(hasher.hash_one(key.as_wire()), key.as_wire())
+            })
             .map(|(key, node)| (key, node));
         let changed = overlay
             .iter()
@@ -181,11 +197,13 @@ impl NodeMap {
         if !Arc::ptr_eq(&self.base, &other.base) {
             return None;
         }
-        let mine = self.overlay.keys();
-        let theirs = other
-            .overlay
-            .keys()
-            .filter(|key| !self.overlay.contains_key(key.as_wire()));
+        let hasher = &self.base.hasher;
+        let mine = self.overlay.iter().map(|(key, _)| key);
+        let theirs = other.overlay.iter().map(|(key, _)| key).filter(|key| {
+            !self
+                .overlay
+                .contains_key(hasher.hash_one(key.as_wire()), key.as_wire())
+        });
         Some(mine.chain(theirs))
     }
 
@@ -209,8 +227,7 @@ impl NodeMap {
     }
 
     fn take_overlay(&mut self) -> Overlay {
-        let empty = Overlay::with_hasher(self.base.hasher.clone());
-        std::mem::replace(&mut self.overlay, empty)
+        std::mem::take(&mut self.overlay)
     }
 
     /// Makes a new base from the base and the overlay once the overlay
@@ -259,14 +276,17 @@ impl Flat {
     }
 
     fn find(&self, key: &[u8]) -> Option<usize> {
-        let hash = self.hasher.hash_one(key);
+        self.find_hashed(self.hasher.hash_one(key), key)
+    }
+
+    fn find_hashed(&self, hash: u64, key: &[u8]) -> Option<usize> {
         self.index
             .find(hash, |&i| self.entries[i as usize].0.as_wire() == key)
             .map(|&i| i as usize)
     }
 
-    fn get(&self, key: &[u8]) -> Option<&Node> {
-        self.find(key).map(|at| &self.entries[at].1)
+    fn get_hashed(&self, hash: u64, key: &[u8]) -> Option<&Node> {
+        self.find_hashed(hash, key).map(|at| &self.entries[at].1)
     }
 
     /// Whether `key` is new.
@@ -298,7 +318,7 @@ impl Flat {
 
     /// Takes an overlay's changes.
     fn apply(&mut self, overlay: Overlay) {
-        for (key, node) in overlay {
+        for (key, node) in overlay.into_entries() {
             match node {
                 Some(node) => {
                     self.insert(key, node);
