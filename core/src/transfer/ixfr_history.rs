@@ -344,6 +344,18 @@ impl History {
         self.keep_from = Some(serial);
     }
 
+    /// Whether these diffs alone bring the zone's image (at the serial
+    /// given to [`History::keep_from`]) to `serial`, the zone's current
+    /// one: none of them was trimmed or lost to a restart since the image.
+    pub fn reaches_from_image(&self, serial: Option<u32>) -> bool {
+        let Some(image) = self.keep_from else {
+            return false;
+        };
+        serial == Some(image)
+            || (self.last_serial() == serial
+                && self.changes.iter().any(|c| c.old_serial == Some(image)))
+    }
+
     /// Drops the oldest diffs beyond the limits.
     pub fn trim(&mut self, limits: &JournalLimits, now: u64) {
         while let Some(first) = self.changes.front() {

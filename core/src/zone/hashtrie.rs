@@ -145,7 +145,7 @@ impl HashTrie {
                     return b
                         .leaves
                         .iter()
-                        .find(|(k, _)| k.as_wire() == key)
+                        .find(|(k, _)| b.hash == hash && k.as_wire() == key)
                         .map(|(_, v)| v)
                 }
             }
@@ -311,6 +311,7 @@ fn remove(branch: &mut Arc<Branch>, hash: u64, key: &[u8], shift: u32) -> Option
             let old = remove(child, hash, key, shift + BITS);
             (old, child.slots.is_empty(), lone_slot(child))
         }
+        Slot::Bucket(b) if b.hash != hash => return None,
         Slot::Bucket(b) => {
             let b = Arc::make_mut(b);
             let found = b.leaves.iter().position(|(k, _)| k.as_wire() == key);
@@ -509,7 +510,8 @@ mod tests {
         }
     }
 
-    /// Removing every key leaves no branch behind but the root.
+    /// Removals give a lone leaf back to the level above, up to the root,
+    /// and removing every key leaves no branch behind but the root.
     #[test]
     fn removing_everything_leaves_an_empty_root() {
         let hash = |k: u32| (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -518,9 +520,14 @@ mod tests {
             trie.insert(hash(k), key(k), node(k));
         }
         let kept = trie.clone();
-        for k in 0..2_000 {
+        for k in 1..2_000 {
             assert!(trie.remove(hash(k), key(k).as_wire()).is_some());
         }
+        assert!(
+            matches!(trie.root.slots.as_slice(), [Slot::Leaf(_)]),
+            "the last key back at the root"
+        );
+        assert!(trie.remove(hash(0), key(0).as_wire()).is_some());
         assert!(trie.is_empty());
         assert!(trie.root.slots.is_empty());
         assert_eq!(kept.len(), 2_000);

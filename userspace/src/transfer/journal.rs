@@ -322,14 +322,18 @@ impl IxfrJournal {
         self.imaged.store(true, Ordering::Relaxed);
     }
 
-    /// Whether zone `origin`'s file holds a snapshot of it.
-    fn keeps_snapshot(&self, origin: &LowerName) -> bool {
+    /// Whether `zone`'s file holds a snapshot of it: always, but for a
+    /// zone its image and source bring back whose diffs since its image
+    /// are all in `history` (none trimmed, nor lost to a restart of the
+    /// history).
+    fn keeps_snapshot(&self, zone: &Zone, history: &History) -> bool {
         !self.imaged.load(Ordering::Relaxed)
+            || !history.reaches_from_image(zone.serial())
             || !self
                 .rebuilt
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .contains(origin)
+                .contains(zone.origin_key())
     }
 
     /// Zone `origin`'s image on disk is at `serial`: its diffs from there
@@ -415,7 +419,7 @@ impl IxfrJournal {
     fn start_rewrite(&self, zone: &Arc<Zone>, history: &History) -> Option<Rewriting> {
         let path = self.path_of(zone.origin())?;
         let changes: Vec<Change> = history.changes().cloned().collect();
-        let zone = self.keeps_snapshot(zone.origin_key()).then(|| zone.clone());
+        let zone = self.keeps_snapshot(zone, history).then(|| zone.clone());
         let written = std::thread::Builder::new()
             .name("ixfr-rewrite".into())
             .spawn(move || {
@@ -481,7 +485,7 @@ impl IxfrJournal {
         let Some(path) = self.path_of(zone.origin()) else {
             return true;
         };
-        let snapshot = self.keeps_snapshot(zone.origin_key()).then_some(zone);
+        let snapshot = self.keeps_snapshot(zone, history).then_some(zone);
         let result = crate::durable::replace_with(&path, 0o644, |f| {
             write_file(f, history.changes(), snapshot)
         });
@@ -778,7 +782,17 @@ fn read_zone_file(
                     (_, _, Some(last)) => last.new_serial() == c.old_serial(),
                     (Some(z), _, None) => z.serial() == c.old_serial(),
                     (None, Some((_, serial, _)), None) => Some(*serial) == c.old_serial(),
-                    (None, None, None) => true,
+                    (None, None, None) => {
+                        // History before a snapshot, or a file of diffs
+                        // alone: a gap starts it over from the newer ones.
+                        if history
+                            .last_serial()
+                            .is_some_and(|last| Some(last) != c.old_serial())
+                        {
+                            history.restart();
+                        }
+                        true
+                    }
                 };
                 if !follows {
                     warn!(file = %path.display(), "journal: diff does not apply; history cut here");
@@ -870,9 +884,11 @@ fn diffs_only(
             Some(Recovered::Held(key, history, 0))
         }
         CatchUp::NotInChain => {
+            // The history is kept: it ends elsewhere than the image, so
+            // the next commit starts it over (and rewrites the file).
             warn!(file = %path.display(), image = zone.serial(),
-                  "journal: the zone's image is older than its history; the image is served until its source rebuilds the zone, IXFR from before falls back to AXFR");
-            Some(Recovered::Held(key, History::default(), 0))
+                  "journal: the zone's image is older than its history; the image is served until its source rebuilds the zone, IXFR falls back to AXFR");
+            Some(Recovered::Held(key, history, 0))
         }
         CatchUp::Damaged => {
             warn!(file = %path.display(), "journal: a diff does not apply to the zone's image; its source rebuilds the zone");

@@ -956,3 +956,103 @@ fn a_zone_rebuilt_by_its_source_keeps_no_snapshot_where_images_are_written() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// The frames of zone example.com.'s file in `dir`: each diff's old and
+/// new serial, `None` for a snapshot.
+fn frames_of(dir: &Path) -> Vec<Option<(Option<u32>, Option<u32>)>> {
+    let bytes = std::fs::read(dir.join("example.com.ixfr")).unwrap();
+    crate::frames::frames(&bytes)
+        .map(
+            |(body, _)| match decode_frame(body).expect("a frame of the journal") {
+                Frame::Diff(c) => Some((c.old_serial(), c.new_serial())),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+/// A journal of a zone rebuilt by its source, with images written, whose
+/// image is at serial 2 and whose history then took `commits` more.
+fn imaged_registry_zone(dir: &Path, limits: JournalLimits, commits: u32) -> (Zone, Zone) {
+    let origin = name("example.com.");
+    let key = LowerName::new(&origin);
+    let (journal, _) = IxfrJournal::open(dir, limits).unwrap();
+    let journal = Arc::new(journal);
+    journal.rebuilt_by_source([key.clone()]);
+    journal.images_written();
+    let store = store_with(journal.clone());
+    let current = || store.snapshot().zone(&key).unwrap().as_ref().clone();
+    store.replace_zones(vec![base_zone()], &[]);
+    store.update(&origin, &change(0)).unwrap();
+    let image = current();
+    journal.keep_from(&key, image.serial().unwrap());
+    for i in 1..=commits {
+        store.update(&origin, &change(i)).unwrap();
+    }
+    journal.settle();
+    (image, current())
+}
+
+/// Where the history no longer reaches back to the image (the record
+/// limit dropped the diffs since it), the file keeps its snapshot: a
+/// start without the diffs would otherwise serve the image, a version
+/// older than one served.
+#[test]
+fn a_rebuilt_zone_whose_diffs_since_its_image_were_trimmed_keeps_its_snapshot() {
+    let dir = tmpdir("diffs-trimmed");
+    let limits = JournalLimits {
+        max_changes: 2,
+        max_records: 8,
+        ..JournalLimits::default()
+    };
+    let (_, newest) = imaged_registry_zone(&dir, limits, 29);
+    let frames = frames_of(&dir);
+    assert!(frames.contains(&None), "a snapshot: {frames:?}");
+    let (_, recovered) = IxfrJournal::open(&dir, limits).unwrap();
+    assert_eq!(recovered.len(), 1, "the file alone recovers the zone");
+    assert_eq!(all_records(&recovered[0]), all_records(&newest));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An image older than a diffs-only file's history is served as it is,
+/// and the history it cannot follow is started over at the next commit,
+/// its file rewritten: the file never chains a diff from the image onto
+/// diffs that end at another serial.
+#[test]
+fn an_image_older_than_a_diffs_only_history_starts_it_over_at_the_next_commit() {
+    let dir = tmpdir("diffs-gap");
+    let limits = JournalLimits {
+        max_changes: 2,
+        ..JournalLimits::default()
+    };
+    let origin = name("example.com.");
+    let key = LowerName::new(&origin);
+    imaged_registry_zone(&dir, limits, 29);
+    assert_eq!(frames_of(&dir).first(), Some(&Some((Some(2), Some(3)))));
+
+    // The image on disk is older than the file's first diff.
+    let mut held = HashMap::from([(key.clone(), base_zone())]);
+    let (journal, recovered) = IxfrJournal::open_holding(&dir, limits, &mut held).unwrap();
+    assert!(recovered.is_empty());
+    assert_eq!(held[&key].serial(), Some(1), "the image served as it is");
+    let journal = Arc::new(journal);
+    journal.rebuilt_by_source([key.clone()]);
+    journal.images_written();
+    // As a start does: the image restored before the journal subscribes.
+    let store = ZoneStore::new();
+    store.restore_zones(vec![held.remove(&key).unwrap()]);
+    let (_, feed) = store.subscribe();
+    let store = FedStore {
+        store,
+        feed: std::sync::Mutex::new(feed),
+        journal: journal.clone(),
+    };
+    store.update(&origin, &change(100)).unwrap();
+    journal.settle();
+    assert_eq!(
+        frames_of(&dir),
+        [None],
+        "the history started over, the file a snapshot of the new version"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
