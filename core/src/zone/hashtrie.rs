@@ -401,12 +401,13 @@ impl<'a> Iterator for Iter<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::HashMap;
 
     use super::*;
 
-    fn key(i: u32) -> NodeKey {
+    /// The key of name `n<i>` (one label).
+    pub(in crate::zone) fn key(i: u32) -> NodeKey {
         let label = format!("n{i}");
         let mut wire = vec![label.len() as u8];
         wire.extend_from_slice(label.as_bytes());

@@ -358,14 +358,8 @@ impl Flat {
 mod tests {
     use std::collections::HashMap;
 
+    use super::super::hashtrie::tests::key;
     use super::*;
-
-    fn key(i: u32) -> NodeKey {
-        let label = format!("n{i}");
-        let mut wire = vec![label.len() as u8];
-        wire.extend_from_slice(label.as_bytes());
-        NodeKey::new(&wire)
-    }
 
     fn node(children: u32) -> Node {
         Node::from_parts(Vec::new(), children)

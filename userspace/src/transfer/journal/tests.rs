@@ -898,25 +898,7 @@ fn a_zone_rebuilt_by_its_source_keeps_no_snapshot_where_images_are_written() {
     let key = LowerName::new(&origin);
     for imaged in [true, false] {
         let dir = tmpdir(&format!("diffs-only-{imaged}"));
-        let (image, newest) = {
-            let (journal, _) = IxfrJournal::open(&dir, limits).unwrap();
-            let journal = Arc::new(journal);
-            journal.rebuilt_by_source([key.clone()]);
-            if imaged {
-                journal.images_written();
-            }
-            let store = store_with(journal.clone());
-            let current = || store.snapshot().zone(&key).unwrap().as_ref().clone();
-            store.replace_zones(vec![base_zone()], &[]);
-            store.update(&origin, &change(0)).unwrap();
-            let image = current();
-            journal.keep_from(&key, image.serial().unwrap());
-            for i in 1..30 {
-                store.update(&origin, &change(i)).unwrap();
-            }
-            journal.settle();
-            (image, current())
-        };
+        let (image, newest) = registry_zone(&dir, limits, imaged, 29);
         assert_eq!((image.serial(), newest.serial()), (Some(2), Some(31)));
 
         let bytes = std::fs::read(dir.join("example.com.ixfr")).unwrap();
@@ -971,15 +953,18 @@ fn frames_of(dir: &Path) -> Vec<Option<(Option<u32>, Option<u32>)>> {
         .collect()
 }
 
-/// A journal of a zone rebuilt by its source, with images written, whose
-/// image is at serial 2 and whose history then took `commits` more.
-fn imaged_registry_zone(dir: &Path, limits: JournalLimits, commits: u32) -> (Zone, Zone) {
+/// A journal of a zone rebuilt by its source (with images written when
+/// `imaged`), whose image is at serial 2 and whose history then took
+/// `commits` more: the image and the newest version.
+fn registry_zone(dir: &Path, limits: JournalLimits, imaged: bool, commits: u32) -> (Zone, Zone) {
     let origin = name("example.com.");
     let key = LowerName::new(&origin);
     let (journal, _) = IxfrJournal::open(dir, limits).unwrap();
     let journal = Arc::new(journal);
     journal.rebuilt_by_source([key.clone()]);
-    journal.images_written();
+    if imaged {
+        journal.images_written();
+    }
     let store = store_with(journal.clone());
     let current = || store.snapshot().zone(&key).unwrap().as_ref().clone();
     store.replace_zones(vec![base_zone()], &[]);
@@ -1005,7 +990,7 @@ fn a_rebuilt_zone_whose_diffs_since_its_image_were_trimmed_keeps_its_snapshot() 
         max_records: 8,
         ..JournalLimits::default()
     };
-    let (_, newest) = imaged_registry_zone(&dir, limits, 29);
+    let (_, newest) = registry_zone(&dir, limits, true, 29);
     let frames = frames_of(&dir);
     assert!(frames.contains(&None), "a snapshot: {frames:?}");
     let (_, recovered) = IxfrJournal::open(&dir, limits).unwrap();
@@ -1027,7 +1012,7 @@ fn an_image_older_than_a_diffs_only_history_starts_it_over_at_the_next_commit() 
     };
     let origin = name("example.com.");
     let key = LowerName::new(&origin);
-    imaged_registry_zone(&dir, limits, 29);
+    registry_zone(&dir, limits, true, 29);
     assert_eq!(frames_of(&dir).first(), Some(&Some((Some(2), Some(3)))));
 
     // The image on disk is older than the file's first diff.
