@@ -514,6 +514,28 @@ fn soa_names_changed(d: &ZoneDiff) -> bool {
     }
 }
 
+/// The entries of one name (lower-cased wire form), as a whole compile
+/// of `snapshot` makes them: what the hot path compiles on demand. The
+/// table holds no entry under a name but its own compile's (signed gap
+/// lists aside, which only the kernel reads), so these are exactly the
+/// whole table's entries for the name. `None` when no zone served here
+/// has the name.
+pub fn compile_one(snapshot: &Snapshot, wire: &[u8]) -> Option<Vec<(EntryKey, Compiled)>> {
+    let name = LowerName::new(&wire_to_name(wire)?);
+    let zone = snapshot.find_zone(&name)?;
+    let node = zone.node(&name)?;
+    let mut entries = Vec::new();
+    let mut sink = Sink {
+        entries: &mut entries,
+        skipped: &mut Skipped::default(),
+        noted: &mut Noted::new(),
+        reuse: None,
+    };
+    let mark = ZoneMark::of(snapshot, zone);
+    compile_node(snapshot, zone, mark, &name, node, &mut sink);
+    Some(entries)
+}
+
 fn compile_name(snapshot: &Snapshot, zone: &Zone, key: &LowerName, sink: &mut Sink<'_, Table>) {
     if let Some(node) = zone.node(key) {
         compile_node(

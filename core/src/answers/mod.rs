@@ -14,7 +14,8 @@
 //! * `plan` — how a burst of commits updates a table (`xdpdns::answers::
 //!   follow` keeps the userspace table current when no kernel table does);
 //! * `hot` — the fallback's answers from the table, without the full
-//!   handler.
+//!   handler; `on_demand` — the same entries compiled when a query asks
+//!   for them, for large zones without a kernel table.
 
 mod addresses;
 pub mod compile;
@@ -22,6 +23,7 @@ pub mod depends;
 mod entry;
 pub mod hot;
 pub mod negative;
+pub mod on_demand;
 pub mod packed;
 pub mod plan;
 pub mod sharded;

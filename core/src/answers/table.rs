@@ -14,7 +14,7 @@
 //! same snapshot, never a stale one. Each shard is packed
 //! ([`crate::answers::packed`]): entries end to end in one byte arena.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use xdpdns_common::negative::fold;
@@ -22,7 +22,9 @@ use xdpdns_common::{Answer, INLINE_MAX};
 
 use super::compile::{Compiled, EntryKey, Installed, Table, TableDelta};
 use super::depends::Dependents;
+use super::on_demand::{self, Compiling};
 use super::packed::{KeyHasher, Packed, Stored, HEAD};
+use crate::zone::Snapshot;
 
 /// The version of a table being changed, or not yet filled.
 const UNSETTLED: u64 = u64::MAX;
@@ -89,6 +91,13 @@ fn shard_of(hash: u64) -> usize {
 }
 
 pub struct AnswerTable {
+    /// Tells this table's entries from another's in a thread's cache of
+    /// entries compiled on demand.
+    id: u64,
+    /// Entries are compiled when asked for ([`on_demand`]), not held here.
+    on_demand: AtomicBool,
+    /// How the follower without a kernel table compiles (the writer's).
+    compiling: Mutex<Compiling>,
     /// The store version the entries match, or [`UNSETTLED`].
     version: AtomicU64,
     hasher: KeyHasher,
@@ -100,6 +109,9 @@ pub struct AnswerTable {
 impl Default for AnswerTable {
     fn default() -> Self {
         AnswerTable {
+            id: on_demand::next_table_id(),
+            on_demand: AtomicBool::new(false),
+            compiling: Mutex::default(),
             version: AtomicU64::new(UNSETTLED),
             hasher: KeyHasher::default(),
             shards: Default::default(),
@@ -122,9 +134,30 @@ impl AnswerTable {
     }
 
     /// Calls `f` with the entry for `name` (lower-cased wire form) and
-    /// query-type slot `qtype` if the table is at store version
-    /// `version` throughout; `None` otherwise or when there is no entry.
+    /// query-type slot `qtype` in `snapshot`: compiled now if entries are
+    /// compiled on demand, else the table's if it is at the snapshot's
+    /// version throughout; `None` otherwise or when there is no entry.
     pub fn read<R>(
+        &self,
+        snapshot: &Snapshot,
+        name: &[u8],
+        qtype: u8,
+        f: impl FnOnce(&HotEntry<'_>) -> R,
+    ) -> Option<R> {
+        if self.on_demand.load(Ordering::Acquire) {
+            return on_demand::read(self.id, snapshot, name, qtype, |e| {
+                f(&HotEntry {
+                    head: e.head,
+                    section: e.section,
+                    tail: e.tail,
+                })
+            });
+        }
+        self.read_at(snapshot.version(), name, qtype, f)
+    }
+
+    /// [`AnswerTable::read`] from the table, at store version `version`.
+    fn read_at<R>(
         &self,
         version: u64,
         name: &[u8],
@@ -221,6 +254,40 @@ impl AnswerTable {
             }
         }
         table
+    }
+
+    /// Whether the hot path compiles entries when asked for them (the
+    /// table then holds none).
+    pub fn on_demand(&self) -> bool {
+        self.on_demand.load(Ordering::Acquire)
+    }
+
+    /// Switches to entries compiled on demand, dropping the ones held
+    /// (readers of the table see it unsettled first), or back (the
+    /// caller fills the table first). Writer only.
+    pub fn set_on_demand(&self, on: bool) {
+        if on == self.on_demand() {
+            return;
+        }
+        if !on {
+            self.on_demand.store(false, Ordering::Release);
+            return;
+        }
+        self.on_demand.store(true, Ordering::Release);
+        self.unsettle();
+        for shard in &self.shards {
+            *shard.write().unwrap_or_else(|p| p.into_inner()) = Packed::default();
+        }
+        self.set_dependents(Dependents::default());
+    }
+
+    /// How entries are compiled where no kernel table keeps them.
+    pub fn compiling(&self) -> Compiling {
+        *self.compiling.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_compiling(&self, compiling: Compiling) {
+        *self.compiling.lock().unwrap_or_else(|p| p.into_inner()) = compiling;
     }
 
     /// The store version the table matches, if it is settled.
@@ -356,33 +423,33 @@ mod tests {
         };
         t.apply(&delta);
         assert_eq!(
-            t.read(0, name, qtype_slot::A, |_| ()),
+            t.read_at(0, name, qtype_slot::A, |_| ()),
             None,
             "never settled"
         );
         t.settle(7);
         assert_eq!(t.version(), Some(7));
-        let got = t.read(7, name, qtype_slot::A, |e| e.section.to_vec());
+        let got = t.read_at(7, name, qtype_slot::A, |e| e.section.to_vec());
         assert_eq!(got, Some(entry(1).section().to_vec()));
         assert_eq!(
-            t.read(8, name, qtype_slot::A, |_| ()),
+            t.read_at(8, name, qtype_slot::A, |_| ()),
             None,
             "other version"
         );
         assert_eq!(
-            t.read(7, name, qtype_slot::AAAA, |_| ()),
+            t.read_at(7, name, qtype_slot::AAAA, |_| ()),
             None,
             "other type"
         );
         t.unsettle();
-        assert_eq!(t.read(7, name, qtype_slot::A, |_| ()), None, "changing");
+        assert_eq!(t.read_at(7, name, qtype_slot::A, |_| ()), None, "changing");
         t.apply(&TableDelta {
             upsert: vec![],
             delete: vec![key(name)],
             ..Default::default()
         });
         t.settle(8);
-        assert_eq!(t.read(8, name, qtype_slot::A, |_| ()), None, "deleted");
+        assert_eq!(t.read_at(8, name, qtype_slot::A, |_| ()), None, "deleted");
         assert!(t.is_empty());
     }
 
@@ -397,7 +464,7 @@ mod tests {
         });
         t.settle(1);
         // The writer begins a change while the reader holds the entry.
-        let got = t.read(1, name, qtype_slot::A, |_| t.unsettle());
+        let got = t.read_at(1, name, qtype_slot::A, |_| t.unsettle());
         assert_eq!(got, None);
     }
 

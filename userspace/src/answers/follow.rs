@@ -1,7 +1,10 @@
 //! The answer table as a subscriber to the zone store's change feed when
 //! no kernel table is kept (XDP off, or its subscriber gone): each burst
 //! of commits is compiled on a blocking thread, with the same plan the
-//! kernel table's subscriber follows, and applied in place.
+//! kernel table's subscriber follows, and applied in place. Where the
+//! table's [`Compiling`](super::on_demand::Compiling) says
+//! so (large zones), no entry is held: the hot path compiles a name's
+//! entries when asked, and a change needs nothing here.
 
 use std::sync::Arc;
 
@@ -23,8 +26,10 @@ pub fn start(table: Arc<AnswerTable>, store: &ZoneStore) -> tokio::task::JoinHan
 pub async fn follow(table: Arc<AnswerTable>, first: Arc<Snapshot>, mut feed: Subscription) {
     let t = table.clone();
     let first_fill = move || {
-        fill(&t, &first);
-        crate::memory::release_freed();
+        if !switch_if_asked(&t, &first) {
+            fill(&t, &first);
+            crate::memory::release_freed();
+        }
     };
     if tokio::task::spawn_blocking(first_fill).await.is_err() {
         error!("answer table: compile panicked; the full handler answers everything");
@@ -40,6 +45,9 @@ pub async fn follow(table: Arc<AnswerTable>, first: Arc<Snapshot>, mut feed: Sub
         drop(burst);
         let t = table.clone();
         let done = tokio::task::spawn_blocking(move || {
+            if switch_if_asked(&t, &snapshot) {
+                return;
+            }
             match update {
                 Update::Rebuild => {
                     fill(&t, &snapshot);
@@ -67,6 +75,32 @@ pub async fn follow(table: Arc<AnswerTable>, first: Arc<Snapshot>, mut feed: Sub
     }
 }
 
+/// Switches `table` to entries compiled on demand, or back to a whole
+/// table filled from `snapshot`, if its compiling setting now asks for the
+/// other; true when the table needs no more for `snapshot`.
+fn switch_if_asked(table: &AnswerTable, snapshot: &Snapshot) -> bool {
+    let now = table.on_demand();
+    let wanted = table.compiling().on_demand(snapshot, now);
+    match (now, wanted) {
+        (_, true) => {
+            table.set_on_demand(true);
+            if !now {
+                crate::memory::release_freed();
+                debug!("answer table: entries compiled on demand");
+            }
+            true
+        }
+        (true, false) => {
+            fill(table, snapshot);
+            table.set_on_demand(false);
+            crate::memory::release_freed();
+            debug!(entries = table.len(), "answer table: compiled whole");
+            true
+        }
+        (false, false) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::IpAddr;
@@ -77,6 +111,7 @@ mod tests {
 
     use super::*;
     use crate::answers::hot::answer;
+    use crate::answers::on_demand::Compiling;
     use crate::handler::{Handler, Transport};
     use crate::zone::{load_zone_str, Zone};
 
@@ -131,5 +166,53 @@ mod tests {
             assert_eq!(hot, full, "{name}");
             assert_eq!(hot.map(|r| r[3] & 0x0f), Some(rcode), "{name}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_table_compiling_on_demand_holds_nothing_and_answers_alike() {
+        let head = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n@ NS ns1\n\
+                    ns1 A 192.0.2.53\n";
+        let store = ZoneStore::with_zones(vec![zone(&format!("{head}www A 192.0.2.1\n"))]);
+        let table = Arc::new(AnswerTable::default());
+        table.set_compiling(Compiling::OnDemand);
+        let _task = start(table.clone(), &store);
+        let h = Handler::default();
+        let peer: IpAddr = "192.0.2.99".parse().unwrap();
+        let hot = |name: &str| {
+            let snapshot = store.snapshot();
+            let q = query(name);
+            let full = h.handle(&snapshot, &q, Transport::Udp, peer, NOW);
+            let hot = answer(&table, &snapshot, &q, Transport::Udp, peer, NOW, &h.edns);
+            let hot = hot.map(|a| a.bytes);
+            assert_eq!(hot.as_ref(), full.as_ref(), "{name}");
+            hot
+        };
+        for _ in 0..500 {
+            if table.on_demand() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(table.on_demand());
+        assert_eq!(table.len(), 0, "no entry held");
+        assert!(hot("www.example.com.").is_some(), "answered hot");
+        assert!(hot("nope.example.com.").is_some(), "NXDOMAIN hot");
+        // A change is answered at once: nothing to follow.
+        let text = format!("{head}www A 192.0.2.2\n");
+        store.replace_zones(vec![zone(&text)], &[], NOW);
+        let reply = hot("www.example.com.").expect("answered hot");
+        assert!(reply.ends_with(&[192, 0, 2, 2]), "{reply:?}");
+        // Asked to compile whole again, the next change fills the table.
+        table.set_compiling(Compiling::Whole);
+        store.replace_zones(vec![zone(&format!("{head}www A 192.0.2.3\n"))], &[], NOW);
+        for _ in 0..500 {
+            if !table.on_demand() && table.version() == Some(store.snapshot().version()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(!table.on_demand());
+        assert!(table.len() > 0);
+        assert!(hot("www.example.com.").is_some_and(|r| r.ends_with(&[192, 0, 2, 3])));
     }
 }

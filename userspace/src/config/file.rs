@@ -142,6 +142,9 @@ pub struct ServerConfig {
     /// UDP worker waits this long after each batch so the next wake-up
     /// takes several queries at once (0 = never wait).
     pub udp_coalesce_us: u64,
+    /// How the fallback's hot path gets its compiled answers when no
+    /// kernel table keeps them.
+    pub answer_table: AnswerTableMode,
     /// Started as root, the server drops to this user (and `group`, or
     /// the user's primary group) once its sockets are bound and the XDP
     /// program attached, keeping only the capabilities it still needs.
@@ -162,6 +165,7 @@ impl Default for ServerConfig {
             udp_receive_buffer: 4 << 20,
             udp_send_buffer: 1 << 20,
             udp_coalesce_us: DEFAULT_UDP_COALESCE_US,
+            answer_table: AnswerTableMode::Auto,
             user: None,
             group: None,
         }
@@ -258,6 +262,30 @@ impl Default for LogConfig {
         LogConfig {
             level: "info".into(),
             format: LogFormat::Text,
+        }
+    }
+}
+
+/// `server.answer_table`: every name's answers compiled ahead and kept
+/// (`whole`: about 130 bytes a name), a name's compiled when a query asks
+/// for them and cached per thread (`on-demand`), or whole up to half a
+/// million served records and on demand above (`auto`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnswerTableMode {
+    #[default]
+    Auto,
+    Whole,
+    OnDemand,
+}
+
+impl AnswerTableMode {
+    pub fn compiling(self) -> xdpdns_core::answers::on_demand::Compiling {
+        use xdpdns_core::answers::on_demand::Compiling;
+        match self {
+            AnswerTableMode::Auto => Compiling::Auto,
+            AnswerTableMode::Whole => Compiling::Whole,
+            AnswerTableMode::OnDemand => Compiling::OnDemand,
         }
     }
 }

@@ -18,10 +18,10 @@ pub mod update;
 pub use error::ConfigError;
 use file::socket_path;
 pub use file::{
-    AnycastConfig, Config, ControlConfig, CookiesConfig, DnssecPolicyConfig, IdentityConfig,
-    LogConfig, LogFormat, MetricsConfig, RegistryBackend, RegistryConfig, RegistryZoneConfig,
-    ServerConfig, Settings, TransferConfig, TsigKeyConfig, XdpConfig, ZoneConfig,
-    DEFAULT_UDP_COALESCE_US,
+    AnswerTableMode, AnycastConfig, Config, ControlConfig, CookiesConfig, DnssecPolicyConfig,
+    IdentityConfig, LogConfig, LogFormat, MetricsConfig, RegistryBackend, RegistryConfig,
+    RegistryZoneConfig, ServerConfig, Settings, TransferConfig, TsigKeyConfig, XdpConfig,
+    ZoneConfig, DEFAULT_UDP_COALESCE_US,
 };
 
 use crate::handler::Identity;

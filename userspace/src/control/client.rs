@@ -120,14 +120,17 @@ pub fn status_text(s: &Status) -> String {
         a.kernel_passed, a.udp_receive_drops
     );
     out += &format!("zones: {}, {} records\n", s.zones, s.records);
-    out += &format!(
-        "answer table: {} entries, {}\n",
-        s.answer_table.entries,
-        match s.answer_table.current {
-            true => "current",
-            false => "being compiled (the full handler answers meanwhile)",
-        }
-    );
+    out += &match (s.answer_table.on_demand, s.answer_table.current) {
+        (true, _) => "answer table: compiled on demand, current\n".to_string(),
+        (false, current) => format!(
+            "answer table: {} entries, {}\n",
+            s.answer_table.entries,
+            match current {
+                true => "current",
+                false => "being compiled (the full handler answers meanwhile)",
+            }
+        ),
+    };
     if let Some(zk) = &s.zookeeper {
         out += &source_text(zk);
     }

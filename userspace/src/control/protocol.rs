@@ -103,8 +103,12 @@ pub struct AnswerTableStatus {
     pub entries: usize,
     /// Compiled from the zones as they are now; false while a compile
     /// runs (after a start, a reload or a burst of changes), when the
-    /// full handler answers what the table would.
+    /// full handler answers what the table would. Always true when
+    /// entries are compiled on demand.
     pub current: bool,
+    /// Entries are compiled when a query asks for them; none are held.
+    #[serde(default)]
+    pub on_demand: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -135,7 +135,9 @@ impl Live {
                 }),
             answer_table: AnswerTableStatus {
                 entries: self.router.hot.len(),
-                current: self.router.hot.version() == Some(snapshot.version()),
+                current: self.router.hot.on_demand()
+                    || self.router.hot.version() == Some(snapshot.version()),
+                on_demand: self.router.hot.on_demand(),
             },
         }
     }

@@ -326,6 +326,9 @@ pub async fn serve(config_path: PathBuf, ready_file: Option<PathBuf>) -> anyhow:
     // The compiled answer table follows the store on the control runtime
     // (kept by the kernel table's subscriber when XDP is on); the UDP
     // workers answer from it once it has caught up.
+    router
+        .hot
+        .set_compiling(config.server.answer_table.compiling());
     let (mut kernel, xdp_off_reason, _answers) = {
         let _in_control = control.enter();
         match start_fast_path(&config, port, &store, &router, &tap) {

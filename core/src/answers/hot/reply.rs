@@ -126,7 +126,6 @@ fn compose(
     let name = &q.lower[..q.name_len];
     let dnssec_ok = q.edns.is_some_and(|e| e.dnssec_ok);
     if let Some(slot) = table_slot(q.qtype) {
-        let version = snapshot.version();
         let id = u16::from_be_bytes([packet[0], packet[1]]);
         let build = |entry: &HotEntry<'_>| {
             // NODATA after a CNAME chain: the kernel finds the zone's SOA
@@ -158,19 +157,19 @@ fn compose(
         };
         // Under DO=1 a signed zone's entry answers from its signed
         // variant (the full handler answers when there is none).
-        let plain = table.read(version, name, slot, |entry| {
+        let plain = table.read(snapshot, name, slot, |entry| {
             let signed = entry.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
             (!signed).then(|| build(entry))
         });
         match plain {
             Some(Some(hit)) => return hit,
-            Some(None) => return table.read(version, name, slot | qtype_slot::SIGNED, build)?,
+            Some(None) => return table.read(snapshot, name, slot | qtype_slot::SIGNED, build)?,
             // No entry, or the table is not at this snapshot: the
             // snapshot decides whether the name or type is missing.
             None => {}
         }
     }
-    if let Some(r) = referral(table, snapshot.version(), name, q.qtype, dnssec_ok) {
+    if let Some(r) = referral(table, snapshot, name, q.qtype, dnssec_ok) {
         let head = Head {
             authoritative: false,
             rcode: 0,
@@ -185,7 +184,7 @@ fn compose(
     // The table's EXIST entries and SOA template decide most negatives
     // with a lookup or three, as the kernel does; the snapshot decides
     // the rest (deeper names, and while the table catches up).
-    if let Some(n) = negative_from_table(table, snapshot.version(), name, q.qtype, dnssec_ok) {
+    if let Some(n) = negative_from_table(table, snapshot, name, q.qtype, dnssec_ok) {
         let head = Head {
             authoritative: true,
             rcode: n.rcode,
@@ -227,7 +226,7 @@ struct Referral {
 /// DO=1.
 fn referral(
     table: &AnswerTable,
-    version: u64,
+    snapshot: &Snapshot,
     name: &[u8],
     qtype: u16,
     dnssec_ok: bool,
@@ -236,7 +235,7 @@ fn referral(
         return None;
     }
     let exist = |at: &[u8]| {
-        exist_facts(table, version, at, |facts, signed| {
+        exist_facts(table, snapshot, at, |facts, signed| {
             Some((facts.get(1).copied().unwrap_or(0), signed))
         })
     };
@@ -263,7 +262,7 @@ fn referral(
     if flags & exist_flags::REFERRAL == 0 || (signed && dnssec_ok) {
         return None;
     }
-    table.read(version, cut, qtype_slot::REFERRAL, |e| {
+    table.read(snapshot, cut, qtype_slot::REFERRAL, |e| {
         let head: &[u8; TEMPLATE_LEN] = e.section.get(..TEMPLATE_LEN)?.try_into().ok()?;
         let t = Template::from_bytes(head);
         Some(Referral {
@@ -278,20 +277,20 @@ fn referral(
 /// Calls `f` with the facts the kernel reads for `name` (lower-cased wire
 /// form): its EXIST entry's section or the facts folded into its A entry,
 /// and whether it is in a signed zone; `None` when it has neither (it
-/// does not exist) or the table is not at `version`.
+/// does not exist) or the table is not at the snapshot.
 fn exist_facts<R>(
     table: &AnswerTable,
-    version: u64,
+    snapshot: &Snapshot,
     name: &[u8],
     f: impl Fn(&[u8], bool) -> Option<R>,
 ) -> Option<R> {
     let signed = |e: &HotEntry<'_>| e.flags() & answer_flags::SIGNED != 0;
-    match table.read(version, name, qtype_slot::EXIST, |e| {
+    match table.read(snapshot, name, qtype_slot::EXIST, |e| {
         f(e.section, signed(e))
     }) {
         Some(found) => found,
         None => table
-            .read(version, name, qtype_slot::A, |e| {
+            .read(snapshot, name, qtype_slot::A, |e| {
                 f(e.folded_exist()?, signed(e))
             })
             .flatten(),
@@ -322,7 +321,7 @@ struct ExistRead {
 /// signed zone under DO=1.
 fn negative_from_table(
     table: &AnswerTable,
-    version: u64,
+    snapshot: &Snapshot,
     name: &[u8],
     qtype: u16,
     dnssec_ok: bool,
@@ -336,7 +335,7 @@ fn negative_from_table(
         t => t,
     };
     let exist = |at: &[u8], qtype: u16| {
-        exist_facts(table, version, at, |d, signed| {
+        exist_facts(table, snapshot, at, |d, signed| {
             let count = if qtype == 0 { 0 } else { *d.get(2)? as usize };
             let listed = (0..count.min(EXIST_TYPES_MAX)).any(|i| {
                 let at = EXIST_HEAD + 2 * i;
@@ -382,7 +381,7 @@ fn negative_from_table(
             if e.flags & exist_flags::REFERRAL != 0 || e.flags & exist_flags::ENCLOSER == 0 {
                 return None;
             }
-            if e.flags & exist_flags::APEX != 0 && risky(table, version, name, label, e.zone_len) {
+            if e.flags & exist_flags::APEX != 0 && risky(table, snapshot, name, label, e.zone_len) {
                 return None;
             }
             (3, e)
@@ -392,7 +391,7 @@ fn negative_from_table(
         return None;
     }
     let apex = name.get(name.len().checked_sub(e.zone_len)?..)?;
-    let (template, zone) = table.read(version, apex, qtype_slot::SOA, |t| {
+    let (template, zone) = table.read(snapshot, apex, qtype_slot::SOA, |t| {
         (t.section.to_vec(), t.zone())
     })?;
     (template.len() > TEMPLATE_LEN).then_some(TableNegative {
@@ -405,7 +404,13 @@ fn negative_from_table(
 /// Whether the label of `name` at `label`, just above the apex of
 /// `zone_len` bytes, is one the SOA's MNAME or RNAME would be compressed
 /// against (or the template cannot be read).
-fn risky(table: &AnswerTable, version: u64, name: &[u8], label: usize, zone_len: usize) -> bool {
+fn risky(
+    table: &AnswerTable,
+    snapshot: &Snapshot,
+    name: &[u8],
+    label: usize,
+    zone_len: usize,
+) -> bool {
     let Some(apex) = name
         .len()
         .checked_sub(zone_len)
@@ -420,7 +425,7 @@ fn risky(table: &AnswerTable, version: u64, name: &[u8], label: usize, zone_len:
     let take = (1 + len).min(8);
     word[..take].copy_from_slice(&name[label..label + take]);
     table
-        .read(version, apex, qtype_slot::SOA, |t| {
+        .read(snapshot, apex, qtype_slot::SOA, |t| {
             let head: &[u8; TEMPLATE_LEN] = t.section.get(..TEMPLATE_LEN)?.try_into().ok()?;
             Some(Template::from_bytes(head).risky.contains(&word))
         })

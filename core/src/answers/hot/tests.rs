@@ -201,6 +201,16 @@ fn option_sets(h: &Handler, peer: IpAddr) -> Vec<Vec<u8>> {
     sets
 }
 
+/// A table filled whole from the store, and one compiling on demand: the
+/// hot path answers alike from either.
+fn both_tables(store: &ZoneStore) -> [AnswerTable; 2] {
+    let whole = AnswerTable::default();
+    fill(&whole, &store.snapshot());
+    let on_demand = AnswerTable::default();
+    on_demand.set_on_demand(true);
+    [whole, on_demand]
+}
+
 /// The full handler's reply, and the hot path's.
 fn both(
     store: &ZoneStore,
@@ -223,97 +233,97 @@ fn both(
 #[test]
 fn every_hot_answer_is_the_full_handlers_bytes() {
     let store = store();
-    let table = AnswerTable::default();
-    fill(&table, &store.snapshot());
-    let peers: [IpAddr; 3] = [
-        "192.0.2.99".parse().unwrap(),
-        "2001:db8::99".parse().unwrap(),
-        "::ffff:192.0.2.99".parse().unwrap(),
-    ];
-    let names = [
-        "www.example.com.",
-        "WwW.ExAmPlE.cOm.",
-        "v6.example.com.",
-        "two.example.com.",
-        "BIG.example.com.",
-        "ns1.example.com.",
-        "a.b.ent.example.com.",
-        "A-Rather-Long-Service-Name.example.com.",
-        "b.ent.example.com.",
-        "x.wild.example.com.",
-        "alias.example.com.",
-        "ns.sub.example.com.",
-        "missing.example.com.",
-        "MiSsInG.ExAmPlE.CoM.",
-        "a.missing.b.ent.example.com.",
-        "x.sub.example.com.",
-        "nx.other.test.",
-        "NX.Other.TEST.",
-        "x.d.other.test.",
-        "d.other.test.",
-        "b.c.e.other.test.",
-        "z.deep.a.b.c.e.other.test.",
-        "missing.signed.test.",
-        "txt.example.com.",
-        "host.signed.test.",
-        "HOST.Signed.Test.",
-        "sig.signed.test.",
-        "SIG.signed.TEST.",
-        "example.net.",
-        ".",
-        "_http._tcp.example.com.",
-        "_HTTP._Tcp.Example.COM.",
-        "example.com.",
-        "mail.example.com.",
-        "ptr.example.com.",
-        "chain.example.com.",
-        "out.example.com.",
-        "_s._udp.signed.test.",
-        "tomail.example.com.",
-        "ToMail.Example.Com.",
-        "sub.example.com.",
-        "to-ns1.example.com.",
-        "ALIAS.other.test.",
-    ];
-    let (mut hot_count, mut total) = (0, 0);
-    let mut hot_shapes = std::collections::BTreeSet::new();
-    for nsid in [None, Some(&b"node-1"[..]), Some(&[b'n'; 65][..])] {
-        let h = handler(nsid);
-        for peer in peers {
-            let sets = option_sets(&h, peer);
-            for name in names {
-                for qtype in [1u16, 28, 16, 255, 6, 43, 33, 15, 65, 2, 5, 257, 12] {
-                    for flags in [
-                        [0, 0],
-                        [1, 0],
-                        [1, 0x10],
-                        [0x07, 0xef],
-                        [0x08, 0],
-                        [0x80, 0],
-                    ] {
-                        let mut shapes: Vec<(&str, Option<Opt>)> = vec![("no EDNS", None)];
-                        for payload in [0, 512, 1232, 4096] {
-                            for dnssec_ok in [false, true] {
-                                shapes.push(("EDNS", Some((payload, dnssec_ok, 0, &[][..]))));
+    for table in both_tables(&store) {
+        let peers: [IpAddr; 3] = [
+            "192.0.2.99".parse().unwrap(),
+            "2001:db8::99".parse().unwrap(),
+            "::ffff:192.0.2.99".parse().unwrap(),
+        ];
+        let names = [
+            "www.example.com.",
+            "WwW.ExAmPlE.cOm.",
+            "v6.example.com.",
+            "two.example.com.",
+            "BIG.example.com.",
+            "ns1.example.com.",
+            "a.b.ent.example.com.",
+            "A-Rather-Long-Service-Name.example.com.",
+            "b.ent.example.com.",
+            "x.wild.example.com.",
+            "alias.example.com.",
+            "ns.sub.example.com.",
+            "missing.example.com.",
+            "MiSsInG.ExAmPlE.CoM.",
+            "a.missing.b.ent.example.com.",
+            "x.sub.example.com.",
+            "nx.other.test.",
+            "NX.Other.TEST.",
+            "x.d.other.test.",
+            "d.other.test.",
+            "b.c.e.other.test.",
+            "z.deep.a.b.c.e.other.test.",
+            "missing.signed.test.",
+            "txt.example.com.",
+            "host.signed.test.",
+            "HOST.Signed.Test.",
+            "sig.signed.test.",
+            "SIG.signed.TEST.",
+            "example.net.",
+            ".",
+            "_http._tcp.example.com.",
+            "_HTTP._Tcp.Example.COM.",
+            "example.com.",
+            "mail.example.com.",
+            "ptr.example.com.",
+            "chain.example.com.",
+            "out.example.com.",
+            "_s._udp.signed.test.",
+            "tomail.example.com.",
+            "ToMail.Example.Com.",
+            "sub.example.com.",
+            "to-ns1.example.com.",
+            "ALIAS.other.test.",
+        ];
+        let (mut hot_count, mut total) = (0, 0);
+        let mut hot_shapes = std::collections::BTreeSet::new();
+        for nsid in [None, Some(&b"node-1"[..]), Some(&[b'n'; 65][..])] {
+            let h = handler(nsid);
+            for peer in peers {
+                let sets = option_sets(&h, peer);
+                for name in names {
+                    for qtype in [1u16, 28, 16, 255, 6, 43, 33, 15, 65, 2, 5, 257, 12] {
+                        for flags in [
+                            [0, 0],
+                            [1, 0],
+                            [1, 0x10],
+                            [0x07, 0xef],
+                            [0x08, 0],
+                            [0x80, 0],
+                        ] {
+                            let mut shapes: Vec<(&str, Option<Opt>)> = vec![("no EDNS", None)];
+                            for payload in [0, 512, 1232, 4096] {
+                                for dnssec_ok in [false, true] {
+                                    shapes.push(("EDNS", Some((payload, dnssec_ok, 0, &[][..]))));
+                                }
                             }
-                        }
-                        shapes.push(("EDNS version 1", Some((1232, false, 1, &[][..]))));
-                        for set in &sets {
-                            shapes.push(("options", Some((1232, true, 0, &set[..]))));
-                        }
-                        for (shape, opt) in shapes {
-                            let q = query(name, qtype, flags, opt);
-                            for transport in [Transport::Udp, Transport::Tcp] {
-                                let (full, hot) = both(&store, &table, &h, &q, transport, peer);
-                                total += 1;
-                                if let Some(hot) = hot {
-                                    assert_eq!(
-                                        Some(&hot),
-                                        full.as_ref(),
-                                        "{name} type {qtype} flags {flags:?} {opt:?} {transport:?} from {peer} nsid {nsid:?}"
-                                    );
-                                    hot_count += 1;
-                                    hot_shapes.insert(shape);
+                            shapes.push(("EDNS version 1", Some((1232, false, 1, &[][..]))));
+                            for set in &sets {
+                                shapes.push(("options", Some((1232, true, 0, &set[..]))));
+                            }
+                            for (shape, opt) in shapes {
+                                let q = query(name, qtype, flags, opt);
+                                for transport in [Transport::Udp, Transport::Tcp] {
+                                    let (full, hot) = both(&store, &table, &h, &q, transport, peer);
+                                    total += 1;
+                                    if let Some(hot) = hot {
+                                        assert_eq!(
+                                            Some(&hot),
+                                            full.as_ref(),
+                                            "{name} type {qtype} flags {flags:?} {opt:?} {transport:?} from {peer} nsid {nsid:?}"
+                                        );
+                                        hot_count += 1;
+                                        hot_shapes.insert(shape);
+                                    }
                                 }
                             }
                         }
@@ -321,10 +331,10 @@ fn every_hot_answer_is_the_full_handlers_bytes() {
                 }
             }
         }
+        // The hot path must carry its share, over every kind of EDNS.
+        assert!(hot_count > total / 20, "{hot_count} of {total} hot");
+        assert_eq!(hot_shapes.len(), 3, "{hot_shapes:?}");
     }
-    // The hot path must carry its share, over every kind of EDNS.
-    assert!(hot_count > total / 20, "{hot_count} of {total} hot");
-    assert_eq!(hot_shapes.len(), 3, "{hot_shapes:?}");
 }
 
 /// The addresses of a reply's answer section, in order.
@@ -346,227 +356,227 @@ fn rotated_answers_start_at_the_query_id_and_match_the_full_handler() {
     let origins = ["example.com.", "signed.test."].map(|o| Name::from_ascii(o).unwrap());
     store.set_rotation(crate::zone::RotationPolicy::new(&origins));
     store.replace_zones(zones(), &[], NOW);
-    let table = AnswerTable::default();
-    fill(&table, &store.snapshot());
-    let h = handler(None);
-    let peer: IpAddr = "192.0.2.99".parse().unwrap();
-    // (name, type, DO, the RRset in stored order)
-    let sets: [(&str, u16, bool, &[&str]); 6] = [
-        ("two.example.com.", 1, false, &["192.0.2.2", "192.0.2.3"]),
-        ("BIG.example.com.", 1, false, &[]),
-        (
-            "pool.signed.test.",
-            1,
-            false,
-            &["192.0.2.11", "192.0.2.12", "192.0.2.13"],
-        ),
-        (
-            "pool.signed.test.",
-            1,
-            true,
-            &["192.0.2.11", "192.0.2.12", "192.0.2.13"],
-        ),
-        (
-            "pool.signed.test.",
-            28,
-            true,
-            &["2001:db8::11", "2001:db8::12"],
-        ),
-        ("www.example.com.", 1, false, &["192.0.2.1"]),
-    ];
-    let big: Vec<String> = (0..60).map(|i| format!("10.0.0.{i}")).collect();
-    for (name, qtype, dnssec_ok, stored) in sets {
-        let stored: Vec<String> = match stored.is_empty() {
-            true => big.clone(),
-            false => stored.iter().map(|s| s.to_string()).collect(),
-        };
-        let mut firsts = std::collections::BTreeSet::new();
-        for id in [0u16, 1, 2, 3, 4, 59, 60, 61, 0xfffe, 0xffff] {
-            let mut q = query(name, qtype, [0, 0], Some((1232, dnssec_ok, 0, &[][..])));
-            q[..2].copy_from_slice(&id.to_be_bytes());
-            for transport in [Transport::Udp, Transport::Tcp] {
-                let (full, hot) = both(&store, &table, &h, &q, transport, peer);
-                let full = full.unwrap();
-                assert_eq!(
-                    hot.as_ref(),
-                    Some(&full),
-                    "{name} {qtype} DO {dnssec_ok} id {id}"
-                );
-                let n = stored.len();
-                let k = id as usize % n;
-                let expect = [&stored[k..], &stored[..k]].concat();
-                assert_eq!(answer_addresses(&full), expect, "{name} id {id}");
-                firsts.insert(expect[0].clone());
+    for table in both_tables(&store) {
+        let h = handler(None);
+        let peer: IpAddr = "192.0.2.99".parse().unwrap();
+        // (name, type, DO, the RRset in stored order)
+        let sets: [(&str, u16, bool, &[&str]); 6] = [
+            ("two.example.com.", 1, false, &["192.0.2.2", "192.0.2.3"]),
+            ("BIG.example.com.", 1, false, &[]),
+            (
+                "pool.signed.test.",
+                1,
+                false,
+                &["192.0.2.11", "192.0.2.12", "192.0.2.13"],
+            ),
+            (
+                "pool.signed.test.",
+                1,
+                true,
+                &["192.0.2.11", "192.0.2.12", "192.0.2.13"],
+            ),
+            (
+                "pool.signed.test.",
+                28,
+                true,
+                &["2001:db8::11", "2001:db8::12"],
+            ),
+            ("www.example.com.", 1, false, &["192.0.2.1"]),
+        ];
+        let big: Vec<String> = (0..60).map(|i| format!("10.0.0.{i}")).collect();
+        for (name, qtype, dnssec_ok, stored) in sets {
+            let stored: Vec<String> = match stored.is_empty() {
+                true => big.clone(),
+                false => stored.iter().map(|s| s.to_string()).collect(),
+            };
+            let mut firsts = std::collections::BTreeSet::new();
+            for id in [0u16, 1, 2, 3, 4, 59, 60, 61, 0xfffe, 0xffff] {
+                let mut q = query(name, qtype, [0, 0], Some((1232, dnssec_ok, 0, &[][..])));
+                q[..2].copy_from_slice(&id.to_be_bytes());
+                for transport in [Transport::Udp, Transport::Tcp] {
+                    let (full, hot) = both(&store, &table, &h, &q, transport, peer);
+                    let full = full.unwrap();
+                    assert_eq!(
+                        hot.as_ref(),
+                        Some(&full),
+                        "{name} {qtype} DO {dnssec_ok} id {id}"
+                    );
+                    let n = stored.len();
+                    let k = id as usize % n;
+                    let expect = [&stored[k..], &stored[..k]].concat();
+                    assert_eq!(answer_addresses(&full), expect, "{name} id {id}");
+                    firsts.insert(expect[0].clone());
+                }
             }
+            assert_eq!(
+                firsts.len().min(3),
+                stored.len().min(3),
+                "{name}: rotation moves"
+            );
         }
-        assert_eq!(
-            firsts.len().min(3),
-            stored.len().min(3),
-            "{name}: rotation moves"
-        );
+        // A zone without rotation answers in stored order whatever the ID.
+        let plain = self::store();
+        let mut q = query("two.example.com.", 1, [0, 0], None);
+        q[..2].copy_from_slice(&1u16.to_be_bytes());
+        let full = handler(None)
+            .handle(&plain.snapshot(), &q, Transport::Udp, peer, NOW)
+            .unwrap();
+        assert_eq!(answer_addresses(&full), ["192.0.2.2", "192.0.2.3"]);
     }
-    // A zone without rotation answers in stored order whatever the ID.
-    let plain = self::store();
-    let mut q = query("two.example.com.", 1, [0, 0], None);
-    q[..2].copy_from_slice(&1u16.to_be_bytes());
-    let full = handler(None)
-        .handle(&plain.snapshot(), &q, Transport::Udp, peer, NOW)
-        .unwrap();
-    assert_eq!(answer_addresses(&full), ["192.0.2.2", "192.0.2.3"]);
 }
 
 #[test]
 fn what_the_hot_path_answers_and_what_it_leaves() {
     let store = store();
-    let table = AnswerTable::default();
-    fill(&table, &store.snapshot());
-    let h = handler(Some(b"node-1"));
-    let peer: IpAddr = "192.0.2.99".parse().unwrap();
-    let hot = |q: &[u8], t| both(&store, &table, &h, q, t, peer).1.is_some();
-    let udp = Transport::Udp;
-    assert!(
-        hot(&query("WWW.example.com.", 1, [1, 0], None), udp),
-        "0x20 hit"
-    );
-    assert!(
-        hot(&query("www.example.com.", 28, [0, 0], None), udp),
-        "AAAA"
-    );
-    let nsid = option(3, &[]);
-    assert!(hot(
-        &query("www.example.com.", 1, [0, 0], Some((1232, true, 0, &nsid))),
-        udp
-    ));
-    let cookie = option(10, &[1; 8]);
-    assert!(hot(
-        &query(
-            "host.signed.test.",
-            1,
-            [0, 0],
-            Some((1232, false, 0, &cookie))
-        ),
-        udp
-    ));
-    assert!(
-        !hot(
+    for table in both_tables(&store) {
+        let h = handler(Some(b"node-1"));
+        let peer: IpAddr = "192.0.2.99".parse().unwrap();
+        let hot = |q: &[u8], t| both(&store, &table, &h, q, t, peer).1.is_some();
+        let udp = Transport::Udp;
+        assert!(
+            hot(&query("WWW.example.com.", 1, [1, 0], None), udp),
+            "0x20 hit"
+        );
+        assert!(
+            hot(&query("www.example.com.", 28, [0, 0], None), udp),
+            "AAAA"
+        );
+        let nsid = option(3, &[]);
+        assert!(hot(
+            &query("www.example.com.", 1, [0, 0], Some((1232, true, 0, &nsid))),
+            udp
+        ));
+        let cookie = option(10, &[1; 8]);
+        assert!(hot(
             &query(
                 "host.signed.test.",
                 1,
                 [0, 0],
-                Some((1232, true, 0, &cookie))
+                Some((1232, false, 0, &cookie))
             ),
             udp
-        ),
-        "signed zone, DO=1, no RRSIG"
-    );
-    assert!(
-        hot(
-            &query(
-                "sig.signed.test.",
+        ));
+        assert!(
+            !hot(
+                &query(
+                    "host.signed.test.",
+                    1,
+                    [0, 0],
+                    Some((1232, true, 0, &cookie))
+                ),
+                udp
+            ),
+            "signed zone, DO=1, no RRSIG"
+        );
+        assert!(
+            hot(
+                &query(
+                    "sig.signed.test.",
+                    1,
+                    [0, 0],
+                    Some((1232, true, 0, &cookie))
+                ),
+                udp
+            ),
+            "signed zone, DO=1, signed variant"
+        );
+        // 60 A records (972 bytes): over 512 truncated by the full handler.
+        let big = |payload| {
+            query(
+                "big.example.com.",
                 1,
                 [0, 0],
-                Some((1232, true, 0, &cookie))
+                Some((payload, false, 0, &[][..])),
+            )
+        };
+        assert!(!hot(&big(512), udp));
+        let (full, _) = both(&store, &table, &h, &big(512), udp, peer);
+        assert_ne!(full.unwrap()[2] & 0x02, 0, "TC from the full handler");
+        assert!(hot(&big(4096), udp));
+        assert!(hot(&big(512), Transport::Tcp));
+        // Negative answers from the snapshot: NXDOMAIN, NODATA at a name,
+        // at an empty non-terminal, in a signed zone without DO.
+        for q in [
+            query("missing.example.com.", 1, [0, 0], None),
+            query("Deeper.Missing.example.com.", 16, [0, 0], None),
+            query("txt.example.com.", 1, [0, 0], None),
+            query("www.example.com.", 16, [0, 0], None),
+            query("b.ent.example.com.", 28, [0, 0], None),
+            query("missing.signed.test.", 1, [0, 0], None),
+            // Every type's answer, with additional addresses, through a
+            // CNAME chain inside the zone.
+            query("alias.example.com.", 1, [0, 0], None),
+            query("chain.example.com.", 28, [0, 0], None),
+            query("alias.example.com.", 5, [0, 0], None),
+            query("_http._tcp.example.com.", 33, [0, 0], None),
+            query("example.com.", 15, [0, 0], None),
+            query("example.com.", 2, [0, 0], None),
+            query("example.com.", 6, [0, 0], None),
+            query("example.com.", 65, [0, 0], None),
+            query("example.com.", 257, [0, 0], None),
+            query("txt.example.com.", 16, [0, 0], None),
+            query("ptr.example.com.", 12, [0, 0], None),
+            // Referrals: at the cut, below it.
+            query("sub.example.com.", 2, [0, 0], None),
+            query("Sub.example.com.", 16, [0, 0], None),
+            query("missing.sub.example.com.", 1, [0, 0], None),
+            query("b.missing.SUB.example.com.", 43, [0, 0], None),
+            // DS: NODATA at a name and at a delegation without one.
+            query("www.example.com.", 43, [0, 0], None),
+            query("Sub.example.com.", 43, [0, 0], None),
+            // NODATA at a chain's end: the chain, then the zone's SOA.
+            query("tomail.example.com.", 65, [0, 0], None),
+            query(
+                "ToMail.example.com.",
+                28,
+                [0, 0],
+                Some((1232, false, 0, &[][..])),
             ),
-            udp
-        ),
-        "signed zone, DO=1, signed variant"
-    );
-    // 60 A records (972 bytes): over 512 truncated by the full handler.
-    let big = |payload| {
-        query(
-            "big.example.com.",
-            1,
-            [0, 0],
-            Some((payload, false, 0, &[][..])),
-        )
-    };
-    assert!(!hot(&big(512), udp));
-    let (full, _) = both(&store, &table, &h, &big(512), udp, peer);
-    assert_ne!(full.unwrap()[2] & 0x02, 0, "TC from the full handler");
-    assert!(hot(&big(4096), udp));
-    assert!(hot(&big(512), Transport::Tcp));
-    // Negative answers from the snapshot: NXDOMAIN, NODATA at a name,
-    // at an empty non-terminal, in a signed zone without DO.
-    for q in [
-        query("missing.example.com.", 1, [0, 0], None),
-        query("Deeper.Missing.example.com.", 16, [0, 0], None),
-        query("txt.example.com.", 1, [0, 0], None),
-        query("www.example.com.", 16, [0, 0], None),
-        query("b.ent.example.com.", 28, [0, 0], None),
-        query("missing.signed.test.", 1, [0, 0], None),
-        // Every type's answer, with additional addresses, through a
-        // CNAME chain inside the zone.
-        query("alias.example.com.", 1, [0, 0], None),
-        query("chain.example.com.", 28, [0, 0], None),
-        query("alias.example.com.", 5, [0, 0], None),
-        query("_http._tcp.example.com.", 33, [0, 0], None),
-        query("example.com.", 15, [0, 0], None),
-        query("example.com.", 2, [0, 0], None),
-        query("example.com.", 6, [0, 0], None),
-        query("example.com.", 65, [0, 0], None),
-        query("example.com.", 257, [0, 0], None),
-        query("txt.example.com.", 16, [0, 0], None),
-        query("ptr.example.com.", 12, [0, 0], None),
-        // Referrals: at the cut, below it.
-        query("sub.example.com.", 2, [0, 0], None),
-        query("Sub.example.com.", 16, [0, 0], None),
-        query("missing.sub.example.com.", 1, [0, 0], None),
-        query("b.missing.SUB.example.com.", 43, [0, 0], None),
-        // DS: NODATA at a name and at a delegation without one.
-        query("www.example.com.", 43, [0, 0], None),
-        query("Sub.example.com.", 43, [0, 0], None),
-        // NODATA at a chain's end: the chain, then the zone's SOA.
-        query("tomail.example.com.", 65, [0, 0], None),
-        query(
-            "ToMail.example.com.",
-            28,
-            [0, 0],
-            Some((1232, false, 0, &[][..])),
-        ),
-        query("alias.other.test.", 65, [0, 0], None),
-        query(
-            "_s._udp.signed.test.",
-            33,
-            [0, 0],
-            Some((1232, true, 0, &[][..])),
-        ),
-    ] {
-        assert!(hot(&q, udp), "{q:?}");
-    }
-    for q in [
-        query("alias.example.com.", 16, [0, 0], None),
-        // The SOA's MNAME would compress against the chain's target.
-        query("to-ns1.example.com.", 65, [0, 0], None),
-        query("out.example.com.", 1, [0, 0], None),
-        query("x.wild.example.com.", 1, [0, 0], None),
-        query("y.x.wild.example.com.", 1, [0, 0], None),
-        // Glue below a cut, and three labels below it.
-        query("ns.sub.example.com.", 1, [0, 0], None),
-        query("a.b.missing.sub.example.com.", 1, [0, 0], None),
-        query("www.example.com.", 255, [0, 0], None),
-        query("www.example.com.", 46, [0, 0], None),
-        query("missing.example.net.", 1, [0, 0], None),
-        query(
-            "missing.signed.test.",
-            1,
-            [0, 0],
-            Some((1232, true, 0, &[][..])),
-        ),
-        query("www.example.com.", 1, [0x08, 0], None),
-        query(
-            "www.example.com.",
-            1,
-            [0, 0],
-            Some((1232, false, 1, &[][..])),
-        ),
-        query(
-            "www.example.com.",
-            1,
-            [0, 0],
-            Some((1232, false, 0, &option(10, &[1; 9]))),
-        ),
-    ] {
-        assert!(!hot(&q, udp), "{q:?}");
+            query("alias.other.test.", 65, [0, 0], None),
+            query(
+                "_s._udp.signed.test.",
+                33,
+                [0, 0],
+                Some((1232, true, 0, &[][..])),
+            ),
+        ] {
+            assert!(hot(&q, udp), "{q:?}");
+        }
+        for q in [
+            query("alias.example.com.", 16, [0, 0], None),
+            // The SOA's MNAME would compress against the chain's target.
+            query("to-ns1.example.com.", 65, [0, 0], None),
+            query("out.example.com.", 1, [0, 0], None),
+            query("x.wild.example.com.", 1, [0, 0], None),
+            query("y.x.wild.example.com.", 1, [0, 0], None),
+            // Glue below a cut, and three labels below it.
+            query("ns.sub.example.com.", 1, [0, 0], None),
+            query("a.b.missing.sub.example.com.", 1, [0, 0], None),
+            query("www.example.com.", 255, [0, 0], None),
+            query("www.example.com.", 46, [0, 0], None),
+            query("missing.example.net.", 1, [0, 0], None),
+            query(
+                "missing.signed.test.",
+                1,
+                [0, 0],
+                Some((1232, true, 0, &[][..])),
+            ),
+            query("www.example.com.", 1, [0x08, 0], None),
+            query(
+                "www.example.com.",
+                1,
+                [0, 0],
+                Some((1232, false, 1, &[][..])),
+            ),
+            query(
+                "www.example.com.",
+                1,
+                [0, 0],
+                Some((1232, false, 0, &option(10, &[1; 9]))),
+            ),
+        ] {
+            assert!(!hot(&q, udp), "{q:?}");
+        }
     }
 }
 
@@ -624,36 +634,36 @@ fn a_cased_question_costs_no_bytes_and_is_not_truncated() {
         rrsig("NSEC", 3),
     );
     let store = ZoneStore::with_zones(vec![zone("sig.example.", &text)]);
-    let table = AnswerTable::default();
-    fill(&table, &store.snapshot());
-    let h = handler(None);
-    let peer: IpAddr = "192.0.2.99".parse().unwrap();
-    let do512 = Some((512, true, 0, &[][..]));
-    let reply = |name: &str| {
-        let q = query(name, 15, [0, 0], do512);
-        let (full, hot) = both(&store, &table, &h, &q, Transport::Udp, peer);
-        (q.len(), full.unwrap(), hot)
-    };
-    let (qlen, lower, hot) = reply("foo.wild.sig.example.");
-    assert_eq!(hot, None, "a wildcard's answer is the full handler's");
-    let (_, cased, _) = reply("FoO.WiLd.SiG.ExAmPlE.");
-    assert_eq!(cased[2] & 0x02, 0, "not truncated");
-    assert!(cased.len() <= 512);
-    assert!(
-        u16::from_be_bytes([cased[6], cased[7]]) >= 4,
-        "CNAME, MX, RRSIGs"
-    );
-    assert_eq!(
-        &cased[qlen - 11..],
-        &lower[qlen - 11..],
-        "the same sections, whatever the question's case"
-    );
-    for name in ["chain.sig.example.", "CHAIN.Sig.EXAMPLE."] {
-        let (_, full, hot) = reply(name);
-        assert_eq!(
-            hot.as_ref(),
-            Some(&full),
-            "{name}: hot, and the full handler's bytes"
+    for table in both_tables(&store) {
+        let h = handler(None);
+        let peer: IpAddr = "192.0.2.99".parse().unwrap();
+        let do512 = Some((512, true, 0, &[][..]));
+        let reply = |name: &str| {
+            let q = query(name, 15, [0, 0], do512);
+            let (full, hot) = both(&store, &table, &h, &q, Transport::Udp, peer);
+            (q.len(), full.unwrap(), hot)
+        };
+        let (qlen, lower, hot) = reply("foo.wild.sig.example.");
+        assert_eq!(hot, None, "a wildcard's answer is the full handler's");
+        let (_, cased, _) = reply("FoO.WiLd.SiG.ExAmPlE.");
+        assert_eq!(cased[2] & 0x02, 0, "not truncated");
+        assert!(cased.len() <= 512);
+        assert!(
+            u16::from_be_bytes([cased[6], cased[7]]) >= 4,
+            "CNAME, MX, RRSIGs"
         );
+        assert_eq!(
+            &cased[qlen - 11..],
+            &lower[qlen - 11..],
+            "the same sections, whatever the question's case"
+        );
+        for name in ["chain.sig.example.", "CHAIN.Sig.EXAMPLE."] {
+            let (_, full, hot) = reply(name);
+            assert_eq!(
+                hot.as_ref(),
+                Some(&full),
+                "{name}: hot, and the full handler's bytes"
+            );
+        }
     }
 }
