@@ -235,6 +235,31 @@ fn bench(c: &mut Criterion) {
             big.respond(&misses[next], Transport::Udp, PEER, 0)
         })
     });
+    // The same answers compiled on demand (`server.answer_table`): each
+    // query a different name of 100k (more than a thread's cache holds,
+    // so each is compiled), a thousand names over and over (cached), and
+    // NXDOMAIN.
+    big.hot.set_on_demand(true);
+    g.bench_function("router_udp_hit_a_100k_names_on_demand", |b| {
+        b.iter(|| {
+            next = (next + 1) % queries.len();
+            big.respond(&queries[next], Transport::Udp, PEER, 0)
+        })
+    });
+    g.bench_function("router_udp_hit_a_1k_names_on_demand_cached", |b| {
+        b.iter(|| {
+            next = (next + 1) % 1000;
+            big.respond(&queries[next], Transport::Udp, PEER, 0)
+        })
+    });
+    g.bench_function("router_udp_miss_nxdomain_100k_names_on_demand", |b| {
+        b.iter(|| {
+            next = (next + 1) % misses.len();
+            big.respond(&misses[next], Transport::Udp, PEER, 0)
+        })
+    });
+    big.hot.set_on_demand(false);
+    xdpdns::answers::plan::fill(&big.hot, &big.zones.snapshot());
     // What the per-zone count adds to a full-handler answer: finding the
     // zone of the question and its counter id.
     let big_snapshot = big.zones.snapshot();

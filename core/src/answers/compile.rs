@@ -796,7 +796,7 @@ fn compile_types(
     depends
 }
 
-fn wire_to_name(wire: &[u8]) -> Option<Name> {
+pub(super) fn wire_to_name(wire: &[u8]) -> Option<Name> {
     let mut labels = Vec::new();
     let mut i = 0;
     while *wire.get(i)? != 0 {

@@ -156,6 +156,13 @@ impl AnswerTable {
         self.read_at(snapshot.version(), name, qtype, f)
     }
 
+    /// Whether the hot path should answer a query for `name` (lower-cased
+    /// wire form) in `snapshot`: always from a whole table; compiling on
+    /// demand, once the name is worth compiling ([`on_demand::admits`]).
+    pub fn admits(&self, snapshot: &Snapshot, name: &[u8]) -> bool {
+        !self.on_demand() || on_demand::admits(self.id, snapshot, name)
+    }
+
     /// [`AnswerTable::read`] from the table, at store version `version`.
     fn read_at<R>(
         &self,

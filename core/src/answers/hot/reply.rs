@@ -104,6 +104,9 @@ fn compose(
     server: &ServerEdns,
 ) -> Option<(Vec<u8>, u32)> {
     let q = parse(packet)?;
+    if !table.admits(snapshot, &q.lower[..q.name_len]) {
+        return None;
+    }
     if q.edns.is_some_and(|e| e.nsid) && server.nsid.as_ref().is_some_and(|n| n.len() > NSID_MAX) {
         return None;
     }

@@ -222,6 +222,9 @@ fn both(
 ) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     let snapshot = store.snapshot();
     let full = h.handle(&snapshot, q, transport, peer, NOW);
+    // (Asked once before: a table compiling on demand leaves a name's
+    // first query to the full handler.)
+    let _ = answer(table, &snapshot, q, transport, peer, NOW, &h.edns);
     let hot = answer(table, &snapshot, q, transport, peer, NOW, &h.edns);
     if let (Some(hot), Ok(mut req)) = (&hot, crate::wire::parse_request(q)) {
         // Rate limiting exempts on the hot path's word: the handler's.
