@@ -164,7 +164,11 @@ impl Cache {
     fn compile(&mut self, snapshot: &Snapshot, name: &[u8], hash: u64) {
         let entries = compile_one(snapshot, name).unwrap_or_default();
         if self.bytes() > self.limit {
+            // (The names asked for once are kept: they were asked for
+            // at this version.)
+            let seen = std::mem::take(&mut self.seen);
             self.start(self.table, self.version);
+            self.seen = seen;
         }
         for (key, entry) in &entries {
             let h = self.hasher.hash(&key.name, key.qtype);
