@@ -119,6 +119,24 @@ impl NodeMap {
         self.rebase_if_due();
     }
 
+    /// Inserts every entry: into the base at once when it is this map's
+    /// alone (a zone being read from its image: millions of inserts),
+    /// else one by one.
+    pub(crate) fn extend(&mut self, entries: impl IntoIterator<Item = (NodeKey, Node)>) {
+        if !self.own_base() {
+            for (key, node) in entries {
+                self.insert(key, node);
+            }
+            return;
+        }
+        let base = self.base_mut();
+        let mut added = 0;
+        for (key, node) in entries {
+            added += usize::from(base.insert(key, node));
+        }
+        self.len += added;
+    }
+
     pub(crate) fn remove(&mut self, key: &[u8]) {
         if !self.contains_key(key) {
             return;
@@ -154,19 +172,24 @@ impl NodeMap {
         };
     }
 
-    /// Every entry once, by hash with its lowest bits first: the order in
-    /// which names fall into the buckets of a map of this seed, whatever
-    /// its size, so that a map built in this order fills its buckets
-    /// front to back (what a zone image is written in, so that reading
-    /// one back does not wait on a cache miss for every name). It depends
-    /// only on the seed and the names, not on the map's history.
+    /// Every entry once, in the order of the buckets of a map of this
+    /// seed made for this many names (hashbrown places a name by the low
+    /// bits of its hash), then by hash and name: a map built in this
+    /// order fills its index front to back, where any other order waits
+    /// on a cache miss for every name (what a zone image is written in;
+    /// an image of ten million names read back in 0.9 s where the order
+    /// of reversed hashes took 2.8). It depends only on the seed and the
+    /// names, not on the map's history.
     pub(crate) fn iter_by_hash(&self) -> impl Iterator<Item = (&NodeKey, &Node)> {
         let hasher = &self.base.hasher;
+        let mask = index_buckets(self.len()) as u64 - 1;
         let mut all: Vec<_> = self
             .iter()
-            .map(|(key, node)| (hasher.hash_one(key.as_wire()).reverse_bits(), key, node))
+            .map(|(key, node)| (hasher.hash_one(key.as_wire()), key, node))
             .collect();
-        all.sort_unstable_by(|a, b| (a.0, a.1.as_wire()).cmp(&(b.0, b.1.as_wire())));
+        all.sort_unstable_by(|a, b| {
+            (a.0 & mask, a.0, a.1.as_wire()).cmp(&(b.0 & mask, b.0, b.1.as_wire()))
+        });
         all.into_iter().map(|(_, key, node)| (key, node))
     }
 
@@ -245,6 +268,16 @@ impl NodeMap {
         let base = Arc::make_mut(&mut self.base);
         base.reserve(size);
         base.apply(overlay);
+    }
+}
+
+/// Buckets of a hashbrown table reserved for `names` when empty (its
+/// `capacity_to_buckets`: a power of two with room at seven eighths).
+fn index_buckets(names: usize) -> usize {
+    match names {
+        0..4 => 4,
+        4..8 => 8,
+        n => (n * 8 / 7).next_power_of_two(),
     }
 }
 
@@ -372,6 +405,34 @@ mod tests {
             .collect();
         assert_eq!(all.len(), map.len(), "each entry iterated once");
         all
+    }
+
+    /// The image order is the bucket order of the map a reader reserves
+    /// for the same number of names: hashbrown sizes its index as
+    /// `index_buckets` says (its capacity is seven eighths of that).
+    #[test]
+    fn names_come_in_the_bucket_order_of_a_map_reserved_for_them() {
+        for names in [1, 3, 5, 9, 100, 1000, 7000, 7169, 100_000] {
+            let mut index = HashTable::<u32>::new();
+            index.reserve(names, |_| 0);
+            let buckets = index_buckets(names);
+            let capacity = match buckets {
+                ..=8 => buckets - 1,
+                b => b / 8 * 7,
+            };
+            assert_eq!(index.capacity(), capacity, "{names} names");
+        }
+        let mut map = NodeMap::with_seed(11);
+        for i in 0..5000u32 {
+            map.insert(key(i), node(i));
+        }
+        let mask = index_buckets(map.len()) as u64 - 1;
+        let buckets: Vec<u64> = map
+            .iter_by_hash()
+            .map(|(k, _)| map.base.hasher.hash_one(k.as_wire()) & mask)
+            .collect();
+        assert_eq!(buckets.len(), 5000);
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]));
     }
 
     /// The same changes, applied to a plain map: what every version must

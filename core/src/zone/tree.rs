@@ -148,31 +148,43 @@ impl Zone {
     /// A zone from whole nodes (an image's) under their keys (see
     /// [`Origin::key_of_wire`]), with its record count and room made for
     /// `node_count` nodes (a hint). `None` unless the apex is there.
+    /// A zone of `nodes`, each with whether it may hold a delegation, a
+    /// DNAME or a denial record (those are looked at; the others are not
+    /// touched again, which matters when another thread just made them).
     pub fn from_nodes(
         origin: &Name,
         seed: u64,
-        nodes: impl IntoIterator<Item = (NodeKey, Node)>,
+        nodes: impl IntoIterator<Item = (NodeKey, Node, bool)>,
         node_count: usize,
         record_count: usize,
     ) -> Option<Self> {
         let mut zone = Zone::with_seed(origin, seed);
         zone.nodes.clear();
         zone.nodes.reserve(node_count);
-        for (key, node) in nodes {
-            for set in node.rrsets() {
-                match set.rtype {
-                    RecordType::NS if !key.as_wire().is_empty() => zone.cut_count += 1,
-                    RecordType::DNAME => zone.dname_count += 1,
-                    RecordType::NSEC | RecordType::NSEC3 => {
-                        let name = zone.keys.name_of(key.as_wire());
-                        for d in set.rdatas() {
-                            zone.index_denial(set.rtype, &name, nsec3_chain(&d), true);
+        let (mut cuts, mut dnames) = (0, 0);
+        let mut denials = Vec::new();
+        let keys = &zone.keys;
+        zone.nodes
+            .extend(nodes.into_iter().map(|(key, node, look)| {
+                for set in node.rrsets().iter().filter(|_| look) {
+                    match set.rtype {
+                        RecordType::NS if !key.as_wire().is_empty() => cuts += 1,
+                        RecordType::DNAME => dnames += 1,
+                        RecordType::NSEC | RecordType::NSEC3 => {
+                            let name = keys.name_of(key.as_wire());
+                            for d in set.rdatas() {
+                                denials.push((set.rtype, name.clone(), nsec3_chain(&d)));
+                            }
                         }
+                        _ => {}
                     }
-                    _ => {}
                 }
-            }
-            zone.nodes.insert(key, node);
+                (key, node)
+            }));
+        zone.cut_count += cuts;
+        zone.dname_count += dnames;
+        for (rtype, name, chain) in denials {
+            zone.index_denial(rtype, &name, chain, true);
         }
         if !zone.nodes.contains_key(b"") {
             return None;
@@ -180,6 +192,15 @@ impl Zone {
         zone.record_count = record_count;
         zone.refresh_soa();
         Some(zone)
+    }
+
+    /// Whether a node with sets of these types is one [`Zone::from_nodes`]
+    /// must look at.
+    pub fn needs_a_look(rtype: RecordType) -> bool {
+        matches!(
+            rtype,
+            RecordType::NS | RecordType::DNAME | RecordType::NSEC | RecordType::NSEC3
+        )
     }
 
     pub fn origin(&self) -> &Name {

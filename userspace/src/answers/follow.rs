@@ -214,7 +214,7 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert!(!table.on_demand());
-        assert!(table.len() > 0);
+        assert!(!table.is_empty());
         assert!(hot("www.example.com.").is_some_and(|r| r.ends_with(&[192, 0, 2, 3])));
     }
 }
