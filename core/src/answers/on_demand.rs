@@ -260,6 +260,17 @@ mod tests {
         ZoneStore::with_zones(vec![zone])
     }
 
+    /// Replaces the zone by a newer one holding `name` at 10.9.9.9.
+    fn move_on(store: &ZoneStore, name: &str) {
+        let text = format!(
+            "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 8 3600 600 86400 60\n@ NS ns1\n\
+             ns1 A 192.0.2.53\n{name} A 10.9.9.9\n"
+        );
+        let origin = Name::from_ascii("example.com.").unwrap();
+        let zone = load_zone_str(&text, &origin, Path::new("t.zone")).unwrap();
+        store.replace_zones(vec![zone], &[], 1_700_000_000);
+    }
+
     #[test]
     fn a_name_compiled_alone_has_the_whole_tables_entries() {
         let snapshot = store(50).snapshot();
@@ -292,11 +303,7 @@ mod tests {
         let section = |s: &Stored<'_>| s.section.to_vec();
         let old = read(table, &before, h0, 2, section).expect("h0 has an A entry");
         CACHE.with(|c| assert_eq!(c.borrow().compiled.len(), 2, "the missing name, h0"));
-        let text = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 8 3600 600 86400 60\n@ NS ns1\n\
-                    ns1 A 192.0.2.53\nh0 A 10.9.9.9\n";
-        let origin = Name::from_ascii("example.com.").unwrap();
-        let zone = load_zone_str(text, &origin, Path::new("t.zone")).unwrap();
-        store.replace_zones(vec![zone], &[], 1_700_000_000);
+        move_on(&store, "h0");
         let after = store.snapshot();
         let new = read(table, &after, h0, 2, section).expect("h0 has an A entry");
         assert_ne!(old, new, "the new snapshot's address");
@@ -318,11 +325,7 @@ mod tests {
         read(table, &snapshot, h1, 2, |_| ()).expect("h1 has an A entry");
         assert!(admits(table, &snapshot, h1), "cached");
         // A new snapshot forgets both.
-        let text = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 8 3600 600 86400 60\n@ NS ns1\n\
-                    ns1 A 192.0.2.53\nh1 A 10.9.9.9\n";
-        let origin = Name::from_ascii("example.com.").unwrap();
-        let zone = load_zone_str(text, &origin, Path::new("t.zone")).unwrap();
-        store.replace_zones(vec![zone], &[], 1_700_000_000);
+        move_on(&store, "h1");
         let next = store.snapshot();
         assert_ne!(next.version(), snapshot.version());
         assert!(!admits(table, &next, h1), "first query at the new snapshot");

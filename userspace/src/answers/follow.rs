@@ -122,6 +122,10 @@ mod tests {
         load_zone_str(text, &origin, Path::new("t.zone")).unwrap()
     }
 
+    /// A zone's apex and name server, without its other names.
+    const HEAD: &str = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n\
+                        @ NS ns1\nns1 A 192.0.2.53\n";
+
     fn query(name: &str) -> Vec<u8> {
         let mut m = Message::query();
         m.metadata.id = 0xabcd;
@@ -131,9 +135,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_subscriber_follows_the_store() {
-        let head = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n@ NS ns1\n\
-                    ns1 A 192.0.2.53\n";
-        let store = ZoneStore::with_zones(vec![zone(&format!("{head}www A 192.0.2.1\n"))]);
+        let store = ZoneStore::with_zones(vec![zone(&format!("{HEAD}www A 192.0.2.1\n"))]);
         let table = Arc::new(AnswerTable::default());
         let _task = start(table.clone(), &store);
         let wait_for = |version: u64| {
@@ -170,9 +172,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_table_compiling_on_demand_holds_nothing_and_answers_alike() {
-        let head = "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 7 3600 600 86400 60\n@ NS ns1\n\
-                    ns1 A 192.0.2.53\n";
-        let store = ZoneStore::with_zones(vec![zone(&format!("{head}www A 192.0.2.1\n"))]);
+        let store = ZoneStore::with_zones(vec![zone(&format!("{HEAD}www A 192.0.2.1\n"))]);
         let table = Arc::new(AnswerTable::default());
         table.set_compiling(Compiling::OnDemand);
         let _task = start(table.clone(), &store);
@@ -200,13 +200,13 @@ mod tests {
         assert!(hot("www.example.com.").is_some(), "answered hot");
         assert!(hot("nope.example.com.").is_some(), "NXDOMAIN hot");
         // A change is answered at once: nothing to follow.
-        let text = format!("{head}www A 192.0.2.2\n");
+        let text = format!("{HEAD}www A 192.0.2.2\n");
         store.replace_zones(vec![zone(&text)], &[], NOW);
         let reply = hot("www.example.com.").expect("answered hot");
         assert!(reply.ends_with(&[192, 0, 2, 2]), "{reply:?}");
         // Asked to compile whole again, the next change fills the table.
         table.set_compiling(Compiling::Whole);
-        store.replace_zones(vec![zone(&format!("{head}www A 192.0.2.3\n"))], &[], NOW);
+        store.replace_zones(vec![zone(&format!("{HEAD}www A 192.0.2.3\n"))], &[], NOW);
         for _ in 0..500 {
             if !table.on_demand() && table.version() == Some(store.snapshot().version()) {
                 break;
