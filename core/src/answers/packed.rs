@@ -289,4 +289,10 @@ impl Packed {
     pub fn arena_len(&self) -> usize {
         self.arena.len()
     }
+
+    /// Heap held: the arena's capacity and the index (a 4-byte offset and
+    /// a control byte a bucket).
+    pub fn heap_bytes(&self) -> usize {
+        self.arena.capacity() + self.index.capacity() * 8 / 7 * 5
+    }
 }

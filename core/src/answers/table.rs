@@ -133,37 +133,26 @@ impl AnswerTable {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Calls `f` with the entry for `name` (lower-cased wire form) and
-    /// query-type slot `qtype` in `snapshot`: compiled now if entries are
-    /// compiled on demand, else the table's if it is at the snapshot's
-    /// version throughout; `None` otherwise or when there is no entry.
-    pub fn read<R>(
-        &self,
-        snapshot: &Snapshot,
-        name: &[u8],
-        qtype: u8,
-        f: impl FnOnce(&HotEntry<'_>) -> R,
-    ) -> Option<R> {
-        if self.on_demand.load(Ordering::Acquire) {
-            return on_demand::read(self.id, snapshot, name, qtype, |e| {
-                f(&HotEntry {
-                    head: e.head,
-                    section: e.section,
-                    tail: e.tail,
-                })
-            });
+    /// The entries the hot path reads for one query on `snapshot`: the
+    /// table's when it is at the snapshot's version (a query reads
+    /// nothing from it once it has moved on, since versions only grow:
+    /// a read that fails stays failed, and the hot path never takes a
+    /// missing entry it could not read for one that is not there), or
+    /// compiled on demand. `None` when neither: the full handler answers.
+    pub fn view<'a>(&'a self, snapshot: &'a Snapshot) -> Option<View<'a>> {
+        let on_demand = self.on_demand();
+        if !on_demand && self.version.load(Ordering::Acquire) != snapshot.version() {
+            return None;
         }
-        self.read_at(snapshot.version(), name, qtype, f)
+        Some(View {
+            table: self,
+            snapshot,
+            on_demand,
+            failed: std::cell::Cell::new(false),
+        })
     }
 
-    /// Whether the hot path should answer a query for `name` (lower-cased
-    /// wire form) in `snapshot`: always from a whole table; compiling on
-    /// demand, once the name is worth compiling ([`on_demand::admits`]).
-    pub fn admits(&self, snapshot: &Snapshot, name: &[u8]) -> bool {
-        !self.on_demand() || on_demand::admits(self.id, snapshot, name)
-    }
-
-    /// [`AnswerTable::read`] from the table, at store version `version`.
+    /// An entry of the table, if it is at store version `version`.
     fn read_at<R>(
         &self,
         version: u64,
@@ -361,6 +350,53 @@ impl AnswerTable {
             let packed = Packed::build(&part, &self.hasher);
             *shard.write().unwrap_or_else(|p| p.into_inner()) = packed;
         }
+    }
+}
+
+/// One query's reading of an [`AnswerTable`] ([`AnswerTable::view`]).
+pub struct View<'a> {
+    table: &'a AnswerTable,
+    snapshot: &'a Snapshot,
+    on_demand: bool,
+    /// A compile on demand failed: what the reads said may be wrong.
+    failed: std::cell::Cell<bool>,
+}
+
+impl View<'_> {
+    /// Calls `f` with the entry for `name` (lower-cased wire form) and
+    /// query-type slot `qtype`; `None` when there is none (or, from the
+    /// table, once it has moved past the snapshot).
+    pub fn read<R>(&self, name: &[u8], qtype: u8, f: impl FnOnce(&HotEntry<'_>) -> R) -> Option<R> {
+        if !self.on_demand {
+            return self.table.read_at(self.snapshot.version(), name, qtype, f);
+        }
+        let read = on_demand::read(self.table.id, self.snapshot, name, qtype, |e| {
+            f(&HotEntry {
+                head: e.head,
+                section: e.section,
+                tail: e.tail,
+            })
+        });
+        match read {
+            Ok(found) => found,
+            Err(on_demand::Unread) => {
+                self.failed.set(true);
+                None
+            }
+        }
+    }
+
+    /// Whether a query for `name` should be answered here: always from a
+    /// whole table; compiling on demand, once the name is worth
+    /// compiling ([`on_demand::admits`]).
+    pub fn admits(&self, name: &[u8]) -> bool {
+        !self.on_demand || on_demand::admits(self.table.id, self.snapshot, name)
+    }
+
+    /// Whether a read could not compile what it asked for: the answer
+    /// built from the reads is not to be used.
+    pub fn failed(&self) -> bool {
+        self.failed.get()
     }
 }
 

@@ -147,9 +147,9 @@ impl Zone {
 
     /// A zone from whole nodes (an image's) under their keys (see
     /// [`Origin::key_of_wire`]), with its record count and room made for
-    /// `node_count` nodes (a hint). `None` unless the apex is there.
-    /// A zone of `nodes`, each with whether it may hold a delegation, a
-    /// DNAME or a denial record (those are looked at; the others are not
+    /// `node_count` nodes (a hint). `None` unless the apex is there. Each
+    /// node comes with whether it may hold a delegation, a DNAME or a
+    /// denial record: only those are looked at (the others are not
     /// touched again, which matters when another thread just made them).
     pub fn from_nodes(
         origin: &Name,
@@ -161,30 +161,35 @@ impl Zone {
         let mut zone = Zone::with_seed(origin, seed);
         zone.nodes.clear();
         zone.nodes.reserve(node_count);
-        let (mut cuts, mut dnames) = (0, 0);
-        let mut denials = Vec::new();
-        let keys = &zone.keys;
-        zone.nodes
-            .extend(nodes.into_iter().map(|(key, node, look)| {
-                for set in node.rrsets().iter().filter(|_| look) {
-                    match set.rtype {
-                        RecordType::NS if !key.as_wire().is_empty() => cuts += 1,
-                        RecordType::DNAME => dnames += 1,
-                        RecordType::NSEC | RecordType::NSEC3 => {
-                            let name = keys.name_of(key.as_wire());
-                            for d in set.rdatas() {
-                                denials.push((set.rtype, name.clone(), nsec3_chain(&d)));
+        let mut nodes = nodes.into_iter().peekable();
+        // In runs, so that a signed zone's denial records are indexed as
+        // they come rather than gathered for the whole zone first.
+        while nodes.peek().is_some() {
+            let (mut cuts, mut dnames) = (0, 0);
+            let mut denials = Vec::new();
+            let keys = &zone.keys;
+            zone.nodes
+                .extend(nodes.by_ref().take(4096).map(|(key, node, look)| {
+                    for set in node.rrsets().iter().filter(|_| look) {
+                        match set.rtype {
+                            RecordType::NS if !key.as_wire().is_empty() => cuts += 1,
+                            RecordType::DNAME => dnames += 1,
+                            RecordType::NSEC | RecordType::NSEC3 => {
+                                let name = keys.name_of(key.as_wire());
+                                for d in set.rdatas() {
+                                    denials.push((set.rtype, name.clone(), nsec3_chain(&d)));
+                                }
                             }
+                            _ => {}
                         }
-                        _ => {}
                     }
-                }
-                (key, node)
-            }));
-        zone.cut_count += cuts;
-        zone.dname_count += dnames;
-        for (rtype, name, chain) in denials {
-            zone.index_denial(rtype, &name, chain, true);
+                    (key, node)
+                }));
+            zone.cut_count += cuts;
+            zone.dname_count += dnames;
+            for (rtype, name, chain) in denials {
+                zone.index_denial(rtype, &name, chain, true);
+            }
         }
         if !zone.nodes.contains_key(b"") {
             return None;

@@ -19,7 +19,7 @@ use xdpdns_common::{
 
 use crate::answers::negative;
 use crate::answers::negative::entries::relocated;
-use crate::answers::table::{AnswerTable, HotEntry};
+use crate::answers::table::{AnswerTable, HotEntry, View};
 use crate::handler::Transport;
 use crate::wire::ServerEdns;
 use crate::zone::{Snapshot, Zone};
@@ -104,9 +104,34 @@ fn compose(
     server: &ServerEdns,
 ) -> Option<(Vec<u8>, u32)> {
     let q = parse(packet)?;
-    if !table.admits(snapshot, &q.lower[..q.name_len]) {
+    let view = table.view(snapshot)?;
+    if !view.admits(&q.lower[..q.name_len]) {
         return None;
     }
+    let reply = compose_from(
+        &view,
+        snapshot,
+        &q,
+        packet,
+        transport,
+        (peer, now, valid_cookie),
+        server,
+    );
+    // (A read that could not compile what it asked for may have made a
+    // missing entry of it: the full handler answers.)
+    reply.filter(|_| !view.failed())
+}
+
+/// [`compose`] from the entries of `view`.
+fn compose_from(
+    view: &View<'_>,
+    snapshot: &Snapshot,
+    q: &Question,
+    packet: &[u8],
+    transport: Transport,
+    (peer, now, valid_cookie): (IpAddr, u64, &Cell<bool>),
+    server: &ServerEdns,
+) -> Option<(Vec<u8>, u32)> {
     if q.edns.is_some_and(|e| e.nsid) && server.nsid.as_ref().is_some_and(|n| n.len() > NSID_MAX) {
         return None;
     }
@@ -119,7 +144,7 @@ fn compose(
     };
     let reply = Reply {
         packet,
-        q: &q,
+        q,
         limit,
         peer,
         now,
@@ -160,19 +185,19 @@ fn compose(
         };
         // Under DO=1 a signed zone's entry answers from its signed
         // variant (the full handler answers when there is none).
-        let plain = table.read(snapshot, name, slot, |entry| {
+        let plain = view.read(name, slot, |entry| {
             let signed = entry.flags() & answer_flags::SIGNED != 0 && dnssec_ok;
             (!signed).then(|| build(entry))
         });
         match plain {
             Some(Some(hit)) => return hit,
-            Some(None) => return table.read(snapshot, name, slot | qtype_slot::SIGNED, build)?,
+            Some(None) => return view.read(name, slot | qtype_slot::SIGNED, build)?,
             // No entry, or the table is not at this snapshot: the
             // snapshot decides whether the name or type is missing.
             None => {}
         }
     }
-    if let Some(r) = referral(table, snapshot, name, q.qtype, dnssec_ok) {
+    if let Some(r) = referral(view, name, q.qtype, dnssec_ok) {
         let head = Head {
             authoritative: false,
             rcode: 0,
@@ -187,7 +212,7 @@ fn compose(
     // The table's EXIST entries and SOA template decide most negatives
     // with a lookup or three, as the kernel does; the snapshot decides
     // the rest (deeper names, and while the table catches up).
-    if let Some(n) = negative_from_table(table, snapshot, name, q.qtype, dnssec_ok) {
+    if let Some(n) = negative_from_table(view, name, q.qtype, dnssec_ok) {
         let head = Head {
             authoritative: true,
             rcode: n.rcode,
@@ -227,18 +252,12 @@ struct Referral {
 /// REFERRAL (a query at the cut, but for DS), or, when the name has none,
 /// that of the name one or two labels up; none in a signed zone under
 /// DO=1.
-fn referral(
-    table: &AnswerTable,
-    snapshot: &Snapshot,
-    name: &[u8],
-    qtype: u16,
-    dnssec_ok: bool,
-) -> Option<Referral> {
+fn referral(view: &View<'_>, name: &[u8], qtype: u16, dnssec_ok: bool) -> Option<Referral> {
     if !plain_type(qtype) && qtype != rtype::DS {
         return None;
     }
     let exist = |at: &[u8]| {
-        exist_facts(table, snapshot, at, |facts, signed| {
+        exist_facts(view, at, |facts, signed| {
             Some((facts.get(1).copied().unwrap_or(0), signed))
         })
     };
@@ -265,7 +284,7 @@ fn referral(
     if flags & exist_flags::REFERRAL == 0 || (signed && dnssec_ok) {
         return None;
     }
-    table.read(snapshot, cut, qtype_slot::REFERRAL, |e| {
+    view.read(cut, qtype_slot::REFERRAL, |e| {
         let head: &[u8; TEMPLATE_LEN] = e.section.get(..TEMPLATE_LEN)?.try_into().ok()?;
         let t = Template::from_bytes(head);
         Some(Referral {
@@ -281,21 +300,12 @@ fn referral(
 /// form): its EXIST entry's section or the facts folded into its A entry,
 /// and whether it is in a signed zone; `None` when it has neither (it
 /// does not exist) or the table is not at the snapshot.
-fn exist_facts<R>(
-    table: &AnswerTable,
-    snapshot: &Snapshot,
-    name: &[u8],
-    f: impl Fn(&[u8], bool) -> Option<R>,
-) -> Option<R> {
+fn exist_facts<R>(view: &View<'_>, name: &[u8], f: impl Fn(&[u8], bool) -> Option<R>) -> Option<R> {
     let signed = |e: &HotEntry<'_>| e.flags() & answer_flags::SIGNED != 0;
-    match table.read(snapshot, name, qtype_slot::EXIST, |e| {
-        f(e.section, signed(e))
-    }) {
+    match view.read(name, qtype_slot::EXIST, |e| f(e.section, signed(e))) {
         Some(found) => found,
-        None => table
-            .read(snapshot, name, qtype_slot::A, |e| {
-                f(e.folded_exist()?, signed(e))
-            })
+        None => view
+            .read(name, qtype_slot::A, |e| f(e.folded_exist()?, signed(e)))
             .flatten(),
     }
 }
@@ -323,8 +333,7 @@ struct ExistRead {
 /// two labels up, the MNAME/RNAME label check at the apex, none in a
 /// signed zone under DO=1.
 fn negative_from_table(
-    table: &AnswerTable,
-    snapshot: &Snapshot,
+    view: &View<'_>,
     name: &[u8],
     qtype: u16,
     dnssec_ok: bool,
@@ -338,7 +347,7 @@ fn negative_from_table(
         t => t,
     };
     let exist = |at: &[u8], qtype: u16| {
-        exist_facts(table, snapshot, at, |d, signed| {
+        exist_facts(view, at, |d, signed| {
             let count = if qtype == 0 { 0 } else { *d.get(2)? as usize };
             let listed = (0..count.min(EXIST_TYPES_MAX)).any(|i| {
                 let at = EXIST_HEAD + 2 * i;
@@ -384,7 +393,7 @@ fn negative_from_table(
             if e.flags & exist_flags::REFERRAL != 0 || e.flags & exist_flags::ENCLOSER == 0 {
                 return None;
             }
-            if e.flags & exist_flags::APEX != 0 && risky(table, snapshot, name, label, e.zone_len) {
+            if e.flags & exist_flags::APEX != 0 && risky(view, name, label, e.zone_len) {
                 return None;
             }
             (3, e)
@@ -394,9 +403,7 @@ fn negative_from_table(
         return None;
     }
     let apex = name.get(name.len().checked_sub(e.zone_len)?..)?;
-    let (template, zone) = table.read(snapshot, apex, qtype_slot::SOA, |t| {
-        (t.section.to_vec(), t.zone())
-    })?;
+    let (template, zone) = view.read(apex, qtype_slot::SOA, |t| (t.section.to_vec(), t.zone()))?;
     (template.len() > TEMPLATE_LEN).then_some(TableNegative {
         rcode,
         template,
@@ -407,13 +414,7 @@ fn negative_from_table(
 /// Whether the label of `name` at `label`, just above the apex of
 /// `zone_len` bytes, is one the SOA's MNAME or RNAME would be compressed
 /// against (or the template cannot be read).
-fn risky(
-    table: &AnswerTable,
-    snapshot: &Snapshot,
-    name: &[u8],
-    label: usize,
-    zone_len: usize,
-) -> bool {
+fn risky(view: &View<'_>, name: &[u8], label: usize, zone_len: usize) -> bool {
     let Some(apex) = name
         .len()
         .checked_sub(zone_len)
@@ -427,13 +428,12 @@ fn risky(
     let mut word = [0u8; 8];
     let take = (1 + len).min(8);
     word[..take].copy_from_slice(&name[label..label + take]);
-    table
-        .read(snapshot, apex, qtype_slot::SOA, |t| {
-            let head: &[u8; TEMPLATE_LEN] = t.section.get(..TEMPLATE_LEN)?.try_into().ok()?;
-            Some(Template::from_bytes(head).risky.contains(&word))
-        })
-        .flatten()
-        .unwrap_or(true)
+    view.read(apex, qtype_slot::SOA, |t| {
+        let head: &[u8; TEMPLATE_LEN] = t.section.get(..TEMPLATE_LEN)?.try_into().ok()?;
+        Some(Template::from_bytes(head).risky.contains(&word))
+    })
+    .flatten()
+    .unwrap_or(true)
 }
 
 /// What an SOA record takes, for reserving (the size limit is checked
