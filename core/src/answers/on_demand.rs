@@ -260,7 +260,16 @@ pub(super) fn admits(table: u64, snapshot: &Snapshot, name: &[u8]) -> bool {
         };
         cache.at(table, snapshot.version());
         let hash = cache.hasher.name_hash(name);
-        cache.holds(hash, name) || !served(snapshot, name) || cache.seen_before(hash)
+        if cache.holds(hash, name) || cache.missing == name {
+            return true;
+        }
+        if !served(snapshot, name) {
+            // (Noted for the reads that follow: not compiled again.)
+            cache.missing.clear();
+            cache.missing.extend_from_slice(name);
+            return true;
+        }
+        cache.seen_before(hash)
     })
 }
 
