@@ -521,9 +521,7 @@ fn soa_names_changed(d: &ZoneDiff) -> bool {
 /// whole table's entries for the name. `None` when no zone served here
 /// has the name.
 pub fn compile_one(snapshot: &Snapshot, wire: &[u8]) -> Option<Vec<(EntryKey, Compiled)>> {
-    let name = LowerName::new(&wire_to_name(wire)?);
-    let zone = snapshot.find_zone(&name)?;
-    let node = zone.node(&name)?;
+    let (zone, name, node) = served_node(snapshot, wire)?;
     let mut entries = Vec::new();
     let mut sink = Sink {
         entries: &mut entries,
@@ -534,6 +532,18 @@ pub fn compile_one(snapshot: &Snapshot, wire: &[u8]) -> Option<Vec<(EntryKey, Co
     let mark = ZoneMark::of(snapshot, zone);
     compile_node(snapshot, zone, mark, &name, node, &mut sink);
     Some(entries)
+}
+
+/// The zone served in `snapshot` that has the name `wire` (wire form,
+/// lower case), the name, and its node.
+pub fn served_node<'s>(
+    snapshot: &'s Snapshot,
+    wire: &[u8],
+) -> Option<(&'s Zone, LowerName, &'s Node)> {
+    let name = LowerName::new(&wire_to_name(wire)?);
+    let zone = snapshot.find_zone(&name)?;
+    let node = zone.node(&name)?;
+    Some((zone, name, node))
 }
 
 fn compile_name(snapshot: &Snapshot, zone: &Zone, key: &LowerName, sink: &mut Sink<'_, Table>) {
@@ -796,7 +806,7 @@ fn compile_types(
     depends
 }
 
-pub(super) fn wire_to_name(wire: &[u8]) -> Option<Name> {
+fn wire_to_name(wire: &[u8]) -> Option<Name> {
     let mut labels = Vec::new();
     let mut i = 0;
     while *wire.get(i)? != 0 {
